@@ -1,0 +1,21 @@
+"""Pure partition planning for Kafka consumer groups: no I/O, deterministic, typed.
+
+`plan(document)` implements the plan contract of ARCHITECTURE.md; strategies live one per module
+and are listed in `assignors.registry`.
+"""
+
+from assignors.model import Assignment, Group, Member, Options, PlanInputError, parse_request
+from assignors.plan import plan, plan_group
+from assignors.registry import STRATEGY_NAMES
+
+__all__ = [
+    "STRATEGY_NAMES",
+    "Assignment",
+    "Group",
+    "Member",
+    "Options",
+    "PlanInputError",
+    "parse_request",
+    "plan",
+    "plan_group",
+]

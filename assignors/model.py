@@ -1,0 +1,313 @@
+"""The planning input, validated once, in the shape every strategy consumes.
+
+The plan contract (ARCHITECTURE.md, "The plan contract") is JSON. Strategies never see raw JSON:
+`parse_group` turns it into an immutable `Group`, refusing bad input with a `PlanInputError` that
+names the offending field, and silently dropping *stale* facts (ownership of deleted topics or
+partitions, subscriptions to unknown topics) while counting them, because Kafka does the same and
+an operator replanning after a topic deletion must not fail.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# member id -> topic -> sorted partition numbers. The one assignment shape used everywhere.
+Assignment = dict[str, dict[str, list[int]]]
+
+DEFAULT_STRATEGY = "lag-aware"
+DEFAULT_TARGET_DRAIN_SECONDS = 300.0
+LoadModel = Literal["count", "lag", "rate", "drain"]
+CountBalance = Literal["strict", "relaxed"]
+
+
+class PlanInputError(ValueError):
+    """Bad planning input. The message starts with the field path so a user can fix it."""
+
+    def __init__(self, field_path: str, problem: str) -> None:
+        super().__init__(f"{field_path}: {problem}")
+        self.field_path = field_path
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One consumer. `topics` holds only subscribed topics that exist, sorted by name."""
+
+    member_id: str
+    topics: tuple[str, ...]
+    weight: float = 1.0
+    # Previous ownership as claimed by this member (stale partitions already removed). Claims of
+    # several members may conflict; `resolve_ownership` applies the KIP-341 generation rule.
+    claimed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    generation: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Strategy options. Each strategy reads the ones it understands and ignores the rest."""
+
+    count_balance: CountBalance = "relaxed"
+    max_moves: int | None = None  # None: unlimited
+    min_improvement: float = 0.0
+    load_model: LoadModel | None = None  # None: drain if rates are known, else lag, else count
+    target_drain_seconds: float = DEFAULT_TARGET_DRAIN_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A validated consumer group: what the strategies plan for."""
+
+    topics: Mapping[str, int]  # topic -> partition count, sorted by name
+    members: Mapping[str, Member]  # member id -> member, sorted by id
+    lag: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    rate: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    # Stale facts dropped while parsing (reported in the plan's stats, never an error).
+    stale_ownership_dropped: int = 0
+    unknown_subscriptions_ignored: int = 0
+
+    def subscribers(self) -> dict[str, list[str]]:
+        """Topic -> member ids subscribed to it, in member order (topics nobody wants omitted)."""
+        result: dict[str, list[str]] = {}
+        for member in self.members.values():
+            for topic in member.topics:
+                result.setdefault(topic, []).append(member.member_id)
+        return {topic: result[topic] for topic in self.topics if topic in result}
+
+    def subscriptions_identical(self) -> bool:
+        subscriptions = {member.topics for member in self.members.values()}
+        return len(subscriptions) <= 1
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    strategy: str
+    group: Group
+    options: Options
+
+
+# --------------------------------------------------------------------------- ownership (KIP-341)
+
+
+def resolve_ownership(group: Group) -> tuple[Assignment, int]:
+    """Previous owner of each partition after the KIP-341 generation rule.
+
+    On conflicting claims the highest generation wins; when the highest generation is claimed by
+    more than one member, nobody keeps the partition (it is treated as unowned). A member without
+    a generation counts as generation -1, as Kafka's DEFAULT_GENERATION. Returns the resolved
+    assignment (every member present) and the number of partitions that had conflicting claims.
+    """
+    best_generation: dict[str, list[int]] = {}
+    best_owner: dict[str, list[str | None]] = {}
+    conflicts: set[tuple[str, int]] = set()
+    for member in group.members.values():
+        generation = -1 if member.generation is None else member.generation
+        for topic, partitions in member.claimed.items():
+            gens = best_generation.get(topic)
+            if gens is None:
+                count = group.topics[topic]
+                gens = best_generation[topic] = [-2] * count
+                best_owner[topic] = [None] * count
+            owners = best_owner[topic]
+            for partition in partitions:
+                current = gens[partition]
+                if current == -2:
+                    gens[partition] = generation
+                    owners[partition] = member.member_id
+                    continue
+                conflicts.add((topic, partition))
+                if generation > current:
+                    gens[partition] = generation
+                    owners[partition] = member.member_id
+                elif generation == current:
+                    owners[partition] = None  # a tie at the top: nobody keeps it
+    resolved: Assignment = {member_id: {} for member_id in group.members}
+    for topic, owners in best_owner.items():
+        for partition, owner in enumerate(owners):
+            if owner is not None:
+                resolved[owner].setdefault(topic, []).append(partition)
+    return resolved, len(conflicts)
+
+
+# --------------------------------------------------------------------------- parsing
+
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_TOP_LEVEL_FIELDS = {"strategy", "topics", "members", "lag", "rate", "options"}
+_MEMBER_FIELDS = {"topics", "weight", "owned", "generation"}
+_OPTION_FIELDS = {
+    "count_balance",
+    "max_moves",
+    "min_improvement",
+    "load_model",
+    "target_drain_seconds",
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _require_object(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise PlanInputError(path, f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _refuse_unknown(obj: Mapping[str, Any], allowed: set[str], path: str) -> None:
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        where = f"{path}." if path else ""
+        raise PlanInputError(
+            f"{where}{unknown[0]}", f"unknown field (expected one of {', '.join(sorted(allowed))})"
+        )
+
+
+def _parse_topics(raw: Any) -> dict[str, int]:
+    topics = _require_object(raw, "topics")
+    parsed: dict[str, int] = {}
+    for name in sorted(topics):
+        count = topics[name]
+        if not _is_int(count) or count < 0:
+            raise PlanInputError(f"topics.{name}", f"partition count must be an integer >= 0, got {count!r}")
+        parsed[name] = count
+    return parsed
+
+
+def _parse_member(member_id: str, raw: Any, topics: Mapping[str, int]) -> tuple[Member, int, int]:
+    path = f"members.{member_id}"
+    spec = _require_object(raw, path)
+    _refuse_unknown(spec, _MEMBER_FIELDS, path)
+    subscription = spec.get("topics")
+    if not isinstance(subscription, list) or not all(isinstance(t, str) for t in subscription):
+        raise PlanInputError(f"{path}.topics", "must be a list of topic names")
+    known = tuple(sorted({t for t in subscription if t in topics}))
+    unknown_subscriptions = len({t for t in subscription if t not in topics})
+
+    weight = spec.get("weight", 1.0)
+    if not _is_number(weight) or not math.isfinite(weight) or weight <= 0:
+        raise PlanInputError(f"{path}.weight", f"must be a finite number > 0, got {weight!r}")
+
+    generation = spec.get("generation")
+    if generation is not None and not _is_int(generation):
+        raise PlanInputError(f"{path}.generation", f"must be an integer, got {generation!r}")
+
+    owned_raw = _require_object(spec.get("owned", {}), f"{path}.owned")
+    claimed: dict[str, tuple[int, ...]] = {}
+    stale = 0
+    for topic in sorted(owned_raw):
+        partitions = owned_raw[topic]
+        if not isinstance(partitions, list) or not all(_is_int(p) for p in partitions):
+            raise PlanInputError(f"{path}.owned.{topic}", "must be a list of partition numbers")
+        count = topics.get(topic)
+        if count is None:
+            stale += len(partitions)  # the topic was deleted
+            continue
+        valid = sorted({p for p in partitions if 0 <= p < count})
+        stale += len(partitions) - len(valid)
+        if valid:
+            claimed[topic] = tuple(valid)
+    member = Member(member_id, known, float(weight), claimed, generation)
+    return member, stale, unknown_subscriptions
+
+
+def _parse_loads(raw: Any, name: str, topics: Mapping[str, int]) -> dict[str, tuple[float, ...]]:
+    loads = _require_object(raw, name)
+    parsed: dict[str, tuple[float, ...]] = {}
+    for topic in sorted(loads):
+        values = loads[topic]
+        path = f"{name}.{topic}"
+        if not isinstance(values, list):
+            raise PlanInputError(path, "must be a list with one number per partition")
+        if topic not in topics:
+            continue  # a stale fact about a deleted topic
+        if len(values) != topics[topic]:
+            raise PlanInputError(
+                path, f"has {len(values)} values but topic {topic} has {topics[topic]} partitions"
+            )
+        for index, value in enumerate(values):
+            if not _is_number(value) or not math.isfinite(value) or value < 0:
+                raise PlanInputError(f"{path}[{index}]", f"must be a finite number >= 0, got {value!r}")
+        parsed[topic] = tuple(float(v) for v in values)
+    return parsed
+
+
+def parse_max_moves(raw: Any, total_partitions: int, path: str = "options.max_moves") -> int | None:
+    """A move budget: an integer >= 0, a percentage string like "25%" of all partitions, or null."""
+    if raw is None:
+        return None
+    if _is_int(raw) and raw >= 0:
+        return raw
+    if isinstance(raw, str) and (match := _PERCENT.match(raw)):
+        percent = float(match.group(1))
+        if percent <= 100:
+            return math.ceil(total_partitions * percent / 100)
+    raise PlanInputError(path, f"must be an integer >= 0 or a percentage like '25%', got {raw!r}")
+
+
+def _parse_options(raw: Any, total_partitions: int) -> Options:
+    options = _require_object(raw, "options")
+    _refuse_unknown(options, _OPTION_FIELDS, "options")
+    count_balance = options.get("count_balance", "relaxed")
+    if count_balance not in ("strict", "relaxed"):
+        raise PlanInputError("options.count_balance", f"must be 'strict' or 'relaxed', got {count_balance!r}")
+    min_improvement = options.get("min_improvement", 0.0)
+    if not _is_number(min_improvement) or not 0 <= min_improvement < 1:
+        raise PlanInputError(
+            "options.min_improvement", f"must be a number in [0, 1), got {min_improvement!r}"
+        )
+    load_model = options.get("load_model")
+    if load_model is not None and load_model not in ("count", "lag", "rate", "drain"):
+        raise PlanInputError(
+            "options.load_model", f"must be one of count, lag, rate, drain, got {load_model!r}"
+        )
+    drain = options.get("target_drain_seconds", DEFAULT_TARGET_DRAIN_SECONDS)
+    if not _is_number(drain) or not math.isfinite(drain) or drain <= 0:
+        raise PlanInputError(
+            "options.target_drain_seconds", f"must be a finite number > 0, got {drain!r}"
+        )
+    return Options(
+        count_balance=count_balance,
+        max_moves=parse_max_moves(options.get("max_moves"), total_partitions),
+        min_improvement=float(min_improvement),
+        load_model=load_model,
+        target_drain_seconds=float(drain),
+    )
+
+
+def parse_request(raw: Any, strategy_override: str | None = None) -> PlanRequest:
+    """Validate one plan-contract document. Raises PlanInputError naming the bad field."""
+    document = _require_object(raw, "input")
+    _refuse_unknown(document, _TOP_LEVEL_FIELDS, "")
+    strategy = strategy_override or document.get("strategy", DEFAULT_STRATEGY)
+    if not isinstance(strategy, str):
+        raise PlanInputError("strategy", f"must be a strategy name, got {strategy!r}")
+    if "topics" not in document:
+        raise PlanInputError("topics", "is required (topic -> partition count)")
+    if "members" not in document:
+        raise PlanInputError("members", "is required (member id -> subscription)")
+    topics = _parse_topics(document["topics"])
+    members_raw = _require_object(document["members"], "members")
+    members: dict[str, Member] = {}
+    stale = unknown = 0
+    for member_id in sorted(members_raw):
+        member, member_stale, member_unknown = _parse_member(member_id, members_raw[member_id], topics)
+        members[member_id] = member
+        stale += member_stale
+        unknown += member_unknown
+    group = Group(
+        topics=topics,
+        members=members,
+        lag=_parse_loads(document.get("lag", {}), "lag", topics),
+        rate=_parse_loads(document.get("rate", {}), "rate", topics),
+        stale_ownership_dropped=stale,
+        unknown_subscriptions_ignored=unknown,
+    )
+    options = _parse_options(document.get("options", {}), sum(topics.values()))
+    return PlanRequest(strategy=strategy, group=group, options=options)

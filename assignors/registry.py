@@ -1,0 +1,33 @@
+"""Strategy names (shared by the CLI, the CRD and the benchmarks) and their implementations.
+
+Every strategy module exposes `assign(group: Group, options: Options) -> Assignment`: a pure
+function returning the target assignment. It may omit members that get nothing and may list
+partitions in any order; `assignors.plan` normalises the result and checks its validity.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from assignors.model import Assignment, Group, Options
+
+StrategyFunction = Callable[[Group, Options], Assignment]
+
+STRATEGY_MODULES: dict[str, str] = {
+    "range": "assignors.range_assignor",
+    "roundrobin": "assignors.roundrobin",
+    "sticky": "assignors.sticky",
+    "cooperative-sticky": "assignors.cooperative_sticky",
+    "kip169": "assignors.kip169",
+    "weighted-sticky": "assignors.weighted_sticky",
+    "lag-aware": "assignors.lag_aware",
+}
+
+STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGY_MODULES)
+
+
+def strategy_function(name: str) -> StrategyFunction:
+    """The `assign` function of a strategy; KeyError for an unknown name."""
+    module = importlib.import_module(STRATEGY_MODULES[name])
+    return module.assign

@@ -1,0 +1,1 @@
+"""The `kafka-rebalance` command and its subcommands (plan, dev, ...)."""

@@ -1,0 +1,1 @@
+"""The local development environment: provisioning and running real Kafka and Kubernetes."""

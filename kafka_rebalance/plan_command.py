@@ -1,0 +1,66 @@
+"""`kafka-rebalance plan`: preview the plan the operator would apply (the plan contract).
+
+JSON in, JSON out. Bad input exits 2 with one line on stderr naming the field; never a traceback
+and never a partial plan on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from assignors import PlanInputError, plan
+from assignors.registry import STRATEGY_NAMES
+
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="compute a partition plan from a JSON group description",
+        description="Read one plan-contract JSON object and print the plan.",
+    )
+    parser.add_argument("--input", "-i", default="-", help="JSON file to read, or - for stdin")
+    parser.add_argument("--strategy", choices=STRATEGY_NAMES, help="override the input's strategy")
+    parser.add_argument(
+        "--format", choices=("json", "table"), default="json", help="json (default) or a table"
+    )
+    parser.set_defaults(handler=run)
+
+
+def _read_document(source: str) -> Any:
+    try:
+        if source == "-":
+            text = sys.stdin.read()
+        else:
+            with open(source, encoding="utf-8") as handle:
+                text = handle.read()
+    except OSError as error:
+        raise PlanInputError("--input", f"cannot read {source}: {error.strerror}") from error
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise PlanInputError(
+            "input", f"malformed JSON at line {error.lineno} column {error.colno}: {error.msg}"
+        ) from error
+    except RecursionError as error:
+        raise PlanInputError("input", "JSON nested too deeply") from error
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        result = plan(_read_document(args.input), args.strategy)
+    except PlanInputError as error:
+        print(f"kafka-rebalance plan: bad input: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.format == "table":
+        from kafka_rebalance.plan_table import render_table
+
+        sys.stdout.write(render_table(result))
+    else:
+        json.dump(result, sys.stdout, sort_keys=True, separators=(",", ":"))
+        sys.stdout.write("\n")
+    return 0
