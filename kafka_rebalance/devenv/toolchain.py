@@ -1,0 +1,251 @@
+"""Where the pinned development toolchain lives, computed from versions.toml.
+
+The runtime side (`kafka-rebalance dev up`, pytest fixtures) and the provisioning side
+(`kafka-rebalance dev provision`) must agree on one layout without either importing the other's
+machinery, so this module is only path arithmetic: it reads versions.toml, never downloads, never
+builds. Every tool lives in `<cache>/<tool>/<version>/`; a directory only appears there once its
+build is complete (provisioning renames a finished temp dir into place), and it carries a
+`.provisioned` marker so a directory that merely exists is not mistaken for a finished tool.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VERSIONS_FILE = REPO_ROOT / "versions.toml"
+CACHE_ENV = "KAFKA_REBALANCE_CACHE"
+DEFAULT_CACHE = Path.home() / ".cache" / "kafka-rebalance"
+MARKER = ".provisioned"
+
+# Kafka entry points, identical in 3.9 and 4.x (both live in the core kafka_2.13 jar).
+KAFKA_MAIN_CLASS = "kafka.Kafka"
+KAFKA_STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
+
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+class ToolchainError(RuntimeError):
+    """A tool is asked for that is not provisioned (or versions.toml is unusable)."""
+
+
+def cache_root() -> Path:
+    """The cache root; the env override lets CI or tests point at another disk."""
+    override = os.environ.get(CACHE_ENV)
+    return Path(override).expanduser() if override else DEFAULT_CACHE
+
+
+def load_versions(path: Path = VERSIONS_FILE) -> dict[str, dict[str, str]]:
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def tool_dir(root: Path, tool: str, version: str) -> Path:
+    return root / tool / version
+
+
+def is_provisioned(directory: Path) -> bool:
+    return (directory / MARKER).is_file()
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Pinned versions plus the paths of every provisioned tool.
+
+    Paths are returned whether or not the tool exists yet; call `missing()` (or `require()`) to
+    learn what still has to be provisioned.
+    """
+
+    root: Path
+    kafka_version: str
+    kafka_compat_version: str
+    kubernetes_version: str
+    etcd_version: str
+    kwok_version: str
+    helm_version: str
+    kubeconform_version: str
+    spark_version: str
+    versions: dict[str, dict[str, str]] = field(repr=False, compare=False, hash=False)
+
+    # ---- directories, one per tool and version -------------------------------------------------
+    def kafka_home(self, version: str | None = None) -> Path:
+        return tool_dir(self.root, "kafka", version or self.kafka_version)
+
+    @property
+    def kubernetes_dir(self) -> Path:
+        return tool_dir(self.root, "kubernetes", self.kubernetes_version)
+
+    @property
+    def etcd_dir(self) -> Path:
+        return tool_dir(self.root, "etcd", self.etcd_version)
+
+    @property
+    def kwok_dir(self) -> Path:
+        return tool_dir(self.root, "kwok", self.kwok_version)
+
+    @property
+    def helm_dir(self) -> Path:
+        return tool_dir(self.root, "helm", self.helm_version)
+
+    @property
+    def kubeconform_dir(self) -> Path:
+        return tool_dir(self.root, "kubeconform", self.kubeconform_version)
+
+    @property
+    def spark_kafka_dir(self) -> Path:
+        return tool_dir(self.root, "spark-kafka", self.spark_version)
+
+    # ---- Kafka ---------------------------------------------------------------------------------
+    def kafka_libs(self, version: str | None = None) -> Path:
+        return self.kafka_home(version) / "libs"
+
+    def kafka_log4j_config(self, version: str | None = None) -> Path:
+        """The logging config provisioning writes for this Kafka line.
+
+        4.x logs through log4j2 (pass `-Dlog4j2.configurationFile=<this>`); 3.9 through reload4j
+        (pass `-Dlog4j.configuration=file:<this>`); `kafka_jvm_flags` picks the right one.
+        """
+        home = self.kafka_home(version)
+        return home / (
+            "log4j2.yaml" if _major(version or self.kafka_version) >= 4 else "log4j.properties"
+        )
+
+    def kafka_jvm_flags(self, version: str | None = None) -> list[str]:
+        """JVM system properties the broker and its tools need to log to stdout/stderr."""
+        version = version or self.kafka_version
+        config = self.kafka_log4j_config(version)
+        if _major(version) >= 4:
+            return [f"-Dlog4j2.configurationFile={config}"]
+        return [f"-Dlog4j.configuration=file:{config}"]
+
+    def kafka_classpath(self, version: str | None = None) -> str:
+        """The broker's classpath: every jar provisioning collected, in a stable order."""
+        home = self.kafka_home(version)
+        if not is_provisioned(home):
+            raise ToolchainError(
+                f"Kafka {version or self.kafka_version} is not provisioned under {home}; "
+                "run `kafka-rebalance dev provision`"
+            )
+        jars = sorted(self.kafka_libs(version).glob("*.jar"))
+        return os.pathsep.join(str(j) for j in jars)
+
+    # ---- Kubernetes control plane and friends --------------------------------------------------
+    @property
+    def kube_apiserver(self) -> Path:
+        return self.kubernetes_dir / "bin" / "kube-apiserver"
+
+    @property
+    def kube_controller_manager(self) -> Path:
+        return self.kubernetes_dir / "bin" / "kube-controller-manager"
+
+    @property
+    def kube_scheduler(self) -> Path:
+        return self.kubernetes_dir / "bin" / "kube-scheduler"
+
+    @property
+    def kubectl(self) -> Path:
+        return self.kubernetes_dir / "bin" / "kubectl"
+
+    @property
+    def etcd(self) -> Path:
+        return self.etcd_dir / "bin" / "etcd"
+
+    @property
+    def kwok(self) -> Path:
+        return self.kwok_dir / "bin" / "kwok"
+
+    @property
+    def kwok_stage_configs(self) -> list[Path]:
+        """Stage YAMLs for `kwok --config`: v0.8+ has no node/pod lifecycle without them."""
+        stages = self.kwok_dir / "stages"
+        return sorted(stages.glob("*.yaml")) if stages.is_dir() else []
+
+    @property
+    def helm(self) -> Path:
+        return self.helm_dir / "bin" / "helm"
+
+    @property
+    def kubeconform(self) -> Path:
+        return self.kubeconform_dir / "bin" / "kubeconform"
+
+    # ---- Spark ---------------------------------------------------------------------------------
+    @property
+    def spark_jars(self) -> list[Path]:
+        """Kafka connector jars PySpark lacks, for `spark.jars` (never Ivy at run time)."""
+        jars = self.spark_kafka_dir / "jars"
+        return sorted(jars.glob("*.jar")) if jars.is_dir() else []
+
+    # ---- status --------------------------------------------------------------------------------
+    def _components(self) -> dict[str, tuple[Path, tuple[Path, ...]]]:
+        """name -> (tool dir, files that must exist inside it)."""
+        return {
+            f"kafka {self.kafka_version}": (self.kafka_home(), (self.kafka_libs(),)),
+            f"kafka {self.kafka_compat_version}": (
+                self.kafka_home(self.kafka_compat_version),
+                (self.kafka_libs(self.kafka_compat_version),),
+            ),
+            f"kubernetes {self.kubernetes_version}": (
+                self.kubernetes_dir,
+                (
+                    self.kube_apiserver,
+                    self.kube_controller_manager,
+                    self.kube_scheduler,
+                    self.kubectl,
+                ),
+            ),
+            f"etcd {self.etcd_version}": (self.etcd_dir, (self.etcd,)),
+            f"kwok {self.kwok_version}": (self.kwok_dir, (self.kwok, self.kwok_dir / "stages")),
+            f"helm {self.helm_version}": (self.helm_dir, (self.helm,)),
+            f"kubeconform {self.kubeconform_version}": (self.kubeconform_dir, (self.kubeconform,)),
+            f"spark-kafka {self.spark_version}": (
+                self.spark_kafka_dir,
+                (self.spark_kafka_dir / "jars",),
+            ),
+        }
+
+    def missing(self) -> list[str]:
+        """Components not (completely) provisioned yet, as 'tool version' strings."""
+        out = []
+        for name, (directory, files) in self._components().items():
+            if not is_provisioned(directory) or not all(f.exists() for f in files):
+                out.append(name)
+        return out
+
+    def require(self) -> None:
+        """Raise a ToolchainError listing what is missing, with the command that fixes it."""
+        gone = self.missing()
+        if gone:
+            raise ToolchainError(
+                "not provisioned: " + ", ".join(gone) + "; run `kafka-rebalance dev provision`"
+            )
+
+
+def _major(version: str) -> int:
+    return int(version.split(".", 1)[0])
+
+
+def _pinned(versions: dict[str, dict[str, str]], section: str, key: str = "version") -> str:
+    try:
+        return str(versions[section][key])
+    except KeyError as exc:
+        raise ToolchainError(f"versions.toml lacks [{section}].{key}") from exc
+
+
+def toolchain(versions_file: Path = VERSIONS_FILE, root: Path | None = None) -> Toolchain:
+    """The toolchain pinned by versions.toml, rooted at the cache (env-overridable)."""
+    versions = load_versions(versions_file)
+    return Toolchain(
+        root=root or cache_root(),
+        kafka_version=_pinned(versions, "kafka"),
+        kafka_compat_version=_pinned(versions, "kafka", "compat_version"),
+        kubernetes_version=_pinned(versions, "kubernetes"),
+        etcd_version=_pinned(versions, "etcd"),
+        kwok_version=_pinned(versions, "kwok"),
+        helm_version=_pinned(versions, "helm"),
+        kubeconform_version=_pinned(versions, "kubeconform"),
+        spark_version=_pinned(versions, "spark"),
+        versions=versions,
+    )
