@@ -1,0 +1,332 @@
+"""A real Kubernetes control plane as local processes, envtest-style, plus KWOK for a node.
+
+etcd, kube-apiserver (TLS, client certificates, RBAC), kube-controller-manager (each controller
+under its own service account, as kubeadm runs it, so namespace deletion, StatefulSets and
+token handling behave as in a cluster) and kube-scheduler run from the provisioned binaries.
+There is no kubelet: KWOK plays one fake node and moves scheduled pods to Running, so workloads
+reach Ready without containers. Everything listens on 127.0.0.1 on free ports.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka_rebalance.devenv import pki
+from kafka_rebalance.devenv.kube_api import KubeClient, probe_https, write_kubeconfig
+from kafka_rebalance.devenv.ports import LOOPBACK, free_ports
+from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
+from kafka_rebalance.devenv.toolchain import Toolchain
+
+SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_FIRST_IP = "10.96.0.1"
+POD_CIDR = "10.244.0.0/16"
+NODE_NAME = "kwok-node-0"
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+@dataclass
+class ControlPlane:
+    """Where a started control plane lives: its API URL, admin kubeconfig and PKI."""
+
+    directory: Path
+    api_port: int
+    ca: Path
+    admin: pki.KeyPair
+    kubeconfig: Path
+
+    @property
+    def server(self) -> str:
+        return f"https://{LOOPBACK}:{self.api_port}"
+
+    def client(self) -> KubeClient:
+        return KubeClient(self.server, self.ca, self.admin.cert, self.admin.key)
+
+
+def _pki(directory: Path) -> tuple[pki.CertificateAuthority, dict[str, pki.KeyPair]]:
+    ca = pki.CertificateAuthority(directory)
+    pairs = {
+        "apiserver": ca.issue(
+            "apiserver",
+            "kube-apiserver",
+            server=True,
+            dns_names=(
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
+            ips=(LOOPBACK, SERVICE_FIRST_IP),
+        ),
+        "admin": ca.issue(
+            "admin", "kafka-rebalance-admin", organizations=("system:masters",), client=True
+        ),
+        "controller-manager": ca.issue(
+            "controller-manager", "system:kube-controller-manager", client=True
+        ),
+        "scheduler": ca.issue("scheduler", "system:kube-scheduler", client=True),
+        "kwok": ca.issue("kwok", "kwok-controller", organizations=("system:masters",), client=True),
+        "service-account": pki.service_account_keys(directory),
+    }
+    return ca, pairs
+
+
+def _node_manifest() -> dict[str, object]:
+    """The fake node KWOK manages (selected by its annotation), with room for many pods."""
+    capacity = {"cpu": "32", "memory": "128Gi", "pods": "250"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": NODE_NAME,
+            "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": NODE_NAME,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+            },
+        },
+        "spec": {"podCIDR": "10.244.0.0/24"},
+        "status": {"allocatable": capacity, "capacity": capacity},
+    }
+
+
+def node_ready(client: KubeClient, name: str = NODE_NAME) -> bool:
+    node = client.get(f"/api/v1/nodes/{name}")
+    conditions = node.get("status", {}).get("conditions", [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def api_ready(plane: ControlPlane) -> bool:
+    return plane.client().get("/readyz") == "ok"
+
+
+def _etcd_healthy(port: int) -> bool:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/health", timeout=2) as resp:
+        return json.loads(resp.read()).get("health") == "true"
+
+
+def start(
+    directory: Path,
+    tools: Toolchain,
+    supervisor: Supervisor,
+    *,
+    kubeconfig: Path | None = None,
+    timeout: float = 180.0,
+) -> ControlPlane:
+    """Generate PKI and kubeconfigs, start every component, wait until a node is Ready."""
+    for binary in (
+        tools.etcd,
+        tools.kube_apiserver,
+        tools.kube_controller_manager,
+        tools.kube_scheduler,
+        tools.kwok,
+    ):
+        if not binary.exists():
+            raise StartupError(
+                binary.name, f"{binary} is not provisioned; run scripts/bootstrap first"
+            )
+    stages = tools.kwok_stage_configs
+    if not stages:
+        raise StartupError(
+            "kwok", f"no stage configs under {tools.kwok_dir}; run scripts/bootstrap"
+        )
+
+    directory.mkdir(parents=True, exist_ok=True)
+    certs = directory / "pki"
+    logs = directory / "logs"
+    ca, pairs = _pki(certs)
+    etcd_port, etcd_peer, api_port, cm_port, sched_port, kwok_port = free_ports(6)
+    plane = ControlPlane(
+        directory=directory,
+        api_port=api_port,
+        ca=ca.pair.cert,
+        admin=pairs["admin"],
+        kubeconfig=kubeconfig or directory / "kubeconfig",
+    )
+    server = plane.server
+    write_kubeconfig(
+        plane.kubeconfig,
+        server,
+        ca.pair.cert,
+        user="admin",
+        cert=pairs["admin"].cert,
+        key=pairs["admin"].key,
+    )
+    component_configs = {
+        name: write_kubeconfig(
+            directory / f"{name}.kubeconfig",
+            server,
+            ca.pair.cert,
+            user=name,
+            cert=pairs[name].cert,
+            key=pairs[name].key,
+        )
+        for name in ("controller-manager", "scheduler", "kwok")
+    }
+
+    etcd_url = f"http://{LOOPBACK}:{etcd_port}"
+    peer_url = f"http://{LOOPBACK}:{etcd_peer}"
+    supervisor.start(
+        "etcd",
+        [
+            str(tools.etcd),
+            "--name=dev",
+            f"--data-dir={directory / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=dev={peer_url}",
+            "--initial-cluster-state=new",
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=1073741824",
+            "--log-level=warn",
+        ],
+        logs / "etcd.log",
+        ports={"client": etcd_port, "peer": etcd_peer},
+    )
+    supervisor.wait_until("etcd", lambda: _etcd_healthy(etcd_port), timeout=60, what="healthy")
+
+    sa = pairs["service-account"]
+    supervisor.start(
+        "kube-apiserver",
+        [
+            str(tools.kube_apiserver),
+            f"--etcd-servers={etcd_url}",
+            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={LOOPBACK}",
+            f"--secure-port={api_port}",
+            f"--cert-dir={certs}",
+            f"--tls-cert-file={pairs['apiserver'].cert}",
+            f"--tls-private-key-file={pairs['apiserver'].key}",
+            f"--client-ca-file={ca.pair.cert}",
+            f"--service-account-issuer={ISSUER}",
+            f"--service-account-key-file={sa.cert}",
+            f"--service-account-signing-key-file={sa.key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            "--allow-privileged=true",
+            # The only address is loopback, which the `kubernetes` Service's endpoints reject.
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+            "--v=1",
+        ],
+        logs / "kube-apiserver.log",
+        ports={"https": api_port},
+    )
+    supervisor.wait_until(
+        "kube-apiserver",
+        lambda: api_ready(plane),
+        timeout=timeout,
+        what="ready (/readyz)",
+        interval=0.5,
+        watch=("etcd",),
+    )
+
+    common_serving = [f"--bind-address={LOOPBACK}", "--leader-elect=false", "--profiling=false"]
+    cm_config = component_configs["controller-manager"]
+    supervisor.start(
+        "kube-controller-manager",
+        [
+            str(tools.kube_controller_manager),
+            f"--kubeconfig={cm_config}",
+            f"--authentication-kubeconfig={cm_config}",
+            f"--authorization-kubeconfig={cm_config}",
+            f"--secure-port={cm_port}",
+            f"--cert-dir={directory / 'controller-manager'}",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={sa.key}",
+            f"--root-ca-file={ca.pair.cert}",
+            f"--cluster-signing-cert-file={ca.pair.cert}",
+            f"--cluster-signing-key-file={ca.pair.key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--cluster-cidr={POD_CIDR}",
+            "--controllers=*",
+            "--v=1",
+            *common_serving,
+        ],
+        logs / "kube-controller-manager.log",
+        ports={"https": cm_port},
+    )
+    sched_config = component_configs["scheduler"]
+    supervisor.start(
+        "kube-scheduler",
+        [
+            str(tools.kube_scheduler),
+            f"--kubeconfig={sched_config}",
+            f"--authentication-kubeconfig={sched_config}",
+            f"--authorization-kubeconfig={sched_config}",
+            f"--secure-port={sched_port}",
+            f"--cert-dir={directory / 'scheduler'}",
+            "--v=1",
+            *common_serving,
+        ],
+        logs / "kube-scheduler.log",
+        ports={"https": sched_port},
+    )
+    client = plane.client()
+    client.create("/api/v1/nodes", _node_manifest())
+    supervisor.start(
+        "kwok",
+        [
+            str(tools.kwok),
+            f"--kubeconfig={component_configs['kwok']}",
+            *(f"--config={stage}" for stage in stages),
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+            f"--node-ip={LOOPBACK}",
+            f"--cidr={POD_CIDR}",
+            f"--server-address={LOOPBACK}:{kwok_port}",
+        ],
+        logs / "kwok.log",
+        ports={"http": kwok_port},
+    )
+    for name, port in (("kube-controller-manager", cm_port), ("kube-scheduler", sched_port)):
+        supervisor.wait_until(
+            name,
+            lambda port=port: probe_https(f"https://{LOOPBACK}:{port}/healthz"),
+            timeout=timeout,
+            what="healthy (/healthz)",
+            interval=0.5,
+        )
+    supervisor.wait_until(
+        "kwok",
+        lambda: node_ready(client),
+        timeout=timeout,
+        what=f"reporting node {NODE_NAME} Ready",
+        interval=0.5,
+    )
+    # The service-account controller creates `default` in every namespace; pods need it.
+    supervisor.wait_until(
+        "kube-controller-manager",
+        lambda: bool(client.get("/api/v1/namespaces/default/serviceaccounts/default")),
+        timeout=timeout,
+        what="creating the default ServiceAccount",
+        interval=0.5,
+    )
+    return plane
+
+
+def health(component: str, ports: dict[str, int], plane: ControlPlane | None) -> bool:
+    """One component's health for `dev status` (no waiting)."""
+    try:
+        if component == "etcd":
+            return _etcd_healthy(ports["client"])
+        if component == "kube-apiserver" and plane is not None:
+            return api_ready(plane)
+        if component in ("kube-controller-manager", "kube-scheduler"):
+            return probe_https(f"https://{LOOPBACK}:{ports['https']}/healthz")
+        if component == "kwok" and plane is not None:
+            return node_ready(plane.client())
+    except (OSError, ValueError, ssl.SSLError, RuntimeError):
+        return False
+    return False

@@ -1,0 +1,212 @@
+"""The `dev` environment as a whole: one Kafka broker plus the Kubernetes control plane.
+
+Everything lives in one state directory (default `.dev/`): certificates, data, logs, the admin
+kubeconfig and `state.json`, the record of started process groups that `status` and `down` read.
+`up` starts Kafka's JVM first so it boots while the control plane comes up, then waits for both.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka_rebalance.devenv import control_plane, kafka_broker, kafka_protocol, processes
+from kafka_rebalance.devenv.ports import LOOPBACK, is_listening
+from kafka_rebalance.devenv.processes import StateFile
+from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
+from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
+
+STATE_DIR_ENV = "KAFKA_REBALANCE_DEV_DIR"
+DEFAULT_STATE_DIR = ".dev"
+ALL_PARTS = ("kafka", "kubernetes")
+
+
+def resolve_state_dir(explicit: str | None = None) -> Path:
+    """--state-dir, else $KAFKA_REBALANCE_DEV_DIR, else ./.dev (absolute, so logs print well)."""
+    chosen = explicit or os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR
+    return Path(chosen).expanduser().resolve()
+
+
+@dataclass
+class ComponentStatus:
+    name: str
+    pid: int
+    ports: dict[str, int]
+    running: bool
+    healthy: bool
+    log: str
+
+
+class AlreadyUp(RuntimeError):
+    """`up` found a complete environment running in this state directory."""
+
+
+class PartiallyUp(RuntimeError):
+    """Some recorded processes run, some do not: `down` first, then `up` again."""
+
+
+class DevEnvironment:
+    def __init__(self, state_dir: Path, tools: Toolchain | None = None) -> None:
+        self.state_dir = state_dir
+        self.state = StateFile(state_dir / "state.json")
+        self._tools = tools
+
+    @property
+    def tools(self) -> Toolchain:
+        if self._tools is None:
+            self._tools = toolchain()
+        return self._tools
+
+    # ---- reading the record --------------------------------------------------------------------
+    def info(self) -> dict[str, object]:
+        return self.state.load()
+
+    def running(self) -> tuple[list[processes.ProcessRecord], list[processes.ProcessRecord]]:
+        """(alive, gone) among recorded processes."""
+        alive, gone = [], []
+        for record in self.state.records():
+            (alive if processes.is_running(record) else gone).append(record)
+        return alive, gone
+
+    def env_lines(self) -> list[str]:
+        info = self.info()
+        lines = []
+        if info.get("kubeconfig"):
+            lines.append(f"export KUBECONFIG={shlex.quote(str(info['kubeconfig']))}")
+        if info.get("kafka_bootstrap_servers"):
+            bootstrap = shlex.quote(str(info["kafka_bootstrap_servers"]))
+            lines.append(f"export KAFKA_BOOTSTRAP_SERVERS={bootstrap}")
+        return lines
+
+    # ---- up ------------------------------------------------------------------------------------
+    def up(
+        self,
+        *,
+        parts: Iterable[str] = ALL_PARTS,
+        timeout: float = 240.0,
+        kafka_version: str | None = None,
+        log: Callable[[str], None] = lambda message: None,
+    ) -> float:
+        """Start what `parts` names and wait until it is ready; return seconds taken.
+
+        On any failure everything started so far is stopped again and StartupError raised.
+        """
+        parts = tuple(parts)
+        alive, gone = self.running()
+        if alive and not gone:
+            raise AlreadyUp(f"already up in {self.state_dir} ({len(alive)} processes)")
+        if alive:
+            raise PartiallyUp(
+                f"{', '.join(r.name for r in gone)} stopped while "
+                f"{', '.join(r.name for r in alive)} still run; "
+                "run `kafka-rebalance dev down` first"
+            )
+        missing = [m for m in self.tools.missing() if _needed(m, parts)]
+        if missing:
+            raise StartupError(
+                "toolchain", f"not provisioned: {', '.join(missing)}; run scripts/bootstrap"
+            )
+        started = time.monotonic()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        supervisor = Supervisor(self.state, extra={"state_dir": str(self.state_dir)})
+        try:
+            cluster = None
+            if "kafka" in parts:
+                log("kafka: formatting storage and starting the broker")
+                cluster = kafka_broker.start_cluster(
+                    "kafka",
+                    self.state_dir / "kafka",
+                    self.tools,
+                    supervisor,
+                    version=kafka_version,
+                    wait=False,
+                )
+                supervisor.extra["kafka_bootstrap_servers"] = cluster.bootstrap_servers
+                supervisor.extra["kafka_version"] = cluster.version
+                supervisor.save()
+            if "kubernetes" in parts:
+                log("kubernetes: etcd, kube-apiserver, controller-manager, scheduler, kwok")
+                plane = control_plane.start(
+                    self.state_dir / "kubernetes",
+                    self.tools,
+                    supervisor,
+                    kubeconfig=self.state_dir / "kubeconfig",
+                    timeout=timeout,
+                )
+                supervisor.extra.update(
+                    kubeconfig=str(plane.kubeconfig),
+                    api_server=plane.server,
+                    api_port=plane.api_port,
+                    ca=str(plane.ca),
+                    admin_cert=str(plane.admin.cert),
+                    admin_key=str(plane.admin.key),
+                )
+                supervisor.save()
+                log(f"kubernetes: ready at {plane.server}")
+            if cluster is not None:
+                kafka_broker.wait_ready(cluster, supervisor, timeout)
+                log(f"kafka: ready at {cluster.bootstrap_servers}")
+        except BaseException:
+            supervisor.stop()
+            raise
+        return time.monotonic() - started
+
+    # ---- status --------------------------------------------------------------------------------
+    def _plane(self) -> control_plane.ControlPlane | None:
+        info = self.info()
+        if "api_port" not in info:
+            return None
+        from kafka_rebalance.devenv.pki import KeyPair
+
+        return control_plane.ControlPlane(
+            directory=self.state_dir / "kubernetes",
+            api_port=int(info["api_port"]),  # type: ignore[arg-type]
+            ca=Path(str(info["ca"])),
+            admin=KeyPair(Path(str(info["admin_cert"])), Path(str(info["admin_key"]))),
+            kubeconfig=Path(str(info["kubeconfig"])),
+        )
+
+    def status(self) -> list[ComponentStatus]:
+        plane = self._plane()
+        out = []
+        for record in self.state.records():
+            running = processes.is_running(record)
+            healthy = running and _healthy(record, plane)
+            out.append(
+                ComponentStatus(record.name, record.pid, record.ports, running, healthy, record.log)
+            )
+        return out
+
+    # ---- down ----------------------------------------------------------------------------------
+    def down(self, grace: float = 10.0) -> tuple[int, list[str], list[int]]:
+        """Stop recorded groups; return (count, names killed with SIGKILL, ports still open)."""
+        records = self.state.records()
+        killed = processes.stop_all(list(reversed(records)), grace=grace)
+        ports = [p for r in records for p in r.ports.values()]
+        still_open = [p for p in ports if is_listening(p)]
+        self.state.remove()
+        return len(records), killed, still_open
+
+
+def _needed(missing: str, parts: tuple[str, ...]) -> bool:
+    """Whether a missing toolchain component matters for the requested parts of `up`."""
+    tool = missing.split(" ", 1)[0]
+    if tool == "kafka":
+        return "kafka" in parts
+    if tool in ("kubernetes", "etcd", "kwok"):
+        return "kubernetes" in parts
+    return False
+
+
+def _healthy(record: processes.ProcessRecord, plane: control_plane.ControlPlane | None) -> bool:
+    if "kafka" in record.ports:
+        try:
+            kafka_protocol.api_versions(LOOPBACK, record.ports["kafka"])
+            return bool(kafka_protocol.brokers(LOOPBACK, record.ports["kafka"]))
+        except (OSError, kafka_protocol.KafkaProtocolError):
+            return False
+    return control_plane.health(record.name, record.ports, plane)

@@ -1,0 +1,270 @@
+"""Kafka in KRaft mode from the provisioned jars: one node, or a small quorum of three.
+
+Each node runs combined (`process.roles=broker,controller`) with a static
+`controller.quorum.voters` list, which both 3.9 and 4.x accept and which needs no bootstrap
+dance: format each node's storage with a shared cluster id, then start `kafka.Kafka`. Settings
+are tuned for a 2-core laptop or CI runner: few threads, small heap and dedupe buffer, no initial
+rebalance delay, fewer offsets-topic partitions (the first consumer group creates that topic).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka_rebalance.devenv import kafka_protocol
+from kafka_rebalance.devenv.ports import LOOPBACK, free_ports
+from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
+from kafka_rebalance.devenv.toolchain import (
+    KAFKA_MAIN_CLASS,
+    KAFKA_STORAGE_TOOL_CLASS,
+    Toolchain,
+)
+
+FORMAT_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class KafkaNode:
+    """One KRaft node's identity, ports and files."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    directory: Path
+
+    @property
+    def config(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "broker.log"
+
+
+@dataclass
+class KafkaCluster:
+    """A started (or about to be started) cluster: `name` prefixes its process names."""
+
+    name: str
+    version: str
+    nodes: list[KafkaNode]
+    cluster_id: str
+    process_names: list[str] = field(default_factory=list)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{LOOPBACK}:{n.port}" for n in self.nodes)
+
+
+def new_cluster_id() -> str:
+    """A Kafka Uuid in its base64url form (22 chars), never starting with '-' (CLI-safe)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def java_binary() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise StartupError("kafka", "no `java` on PATH and JAVA_HOME unset (Java 17+ needed)")
+    return found
+
+
+def broker_properties(
+    node: KafkaNode, voters: str, cluster_size: int, overrides: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """server.properties for one combined broker+controller node."""
+    replicas = str(min(3, cluster_size))
+    min_isr = str(min(2, cluster_size))
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://{LOOPBACK}:{node.port},CONTROLLER://{LOOPBACK}:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(node.data_dir),
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": replicas,
+        "offsets.topic.num.partitions": "10",
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": min_isr,
+        "group.initial.rebalance.delay.ms": "0",
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "background.threads": "2",
+        "num.recovery.threads.per.data.dir": "1",
+        "num.replica.fetchers": "1",
+        "log.cleaner.threads": "1",
+        "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+        "auto.create.topics.enable": "true",
+    }
+    props.update(overrides or {})
+    return props
+
+
+def jvm_options(heap: str) -> list[str]:
+    """Small heap, serial GC and C1 only: fast start and little CPU on a 2-core machine."""
+    return [
+        f"-Xmx{heap}",
+        "-Xms64m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Djava.awt.headless=true",
+    ]
+
+
+def prepare(
+    name: str,
+    directory: Path,
+    *,
+    version: str,
+    nodes: int = 1,
+    overrides: Mapping[str, str] | None = None,
+) -> KafkaCluster:
+    """Allocate ports and write fresh configs (wiping old data) for a cluster of `nodes`."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    ports = free_ports(2 * nodes)
+    members = [
+        KafkaNode(i + 1, ports[2 * i], ports[2 * i + 1], directory / f"node-{i + 1}")
+        for i in range(nodes)
+    ]
+    voters = ",".join(f"{n.node_id}@{LOOPBACK}:{n.controller_port}" for n in members)
+    for node in members:
+        node.data_dir.mkdir(parents=True)
+        props = broker_properties(node, voters, nodes, overrides)
+        node.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return KafkaCluster(name=name, version=version, nodes=members, cluster_id=new_cluster_id())
+
+
+def format_storage(cluster: KafkaCluster, tools: Toolchain) -> None:
+    """Run StorageTool format on every node (in parallel: each is a JVM start)."""
+    classpath = tools.kafka_classpath(cluster.version)
+    java = java_binary()
+    running = []
+    for node in cluster.nodes:
+        argv = [
+            java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            *tools.kafka_jvm_flags(cluster.version),
+            "-cp",
+            classpath,
+            KAFKA_STORAGE_TOOL_CLASS,
+            "format",
+            "-t",
+            cluster.cluster_id,
+            "-c",
+            str(node.config),
+        ]
+        log = node.directory / "format.log"
+        with log.open("wb") as out:
+            running.append(
+                (node, log, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
+            )
+    for node, log, popen in running:
+        try:
+            code = popen.wait(timeout=FORMAT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+            code = None
+        if code != 0:
+            raise StartupError(
+                f"{cluster.name}-{node.node_id}",
+                f"storage format failed (exit {code})",
+                str(log),
+            )
+
+
+def launch(cluster: KafkaCluster, tools: Toolchain, supervisor: Supervisor, heap: str) -> None:
+    """Start every node's broker process under the supervisor."""
+    classpath = tools.kafka_classpath(cluster.version)
+    java = java_binary()
+    for node in cluster.nodes:
+        name = f"{cluster.name}-{node.node_id}" if len(cluster.nodes) > 1 else cluster.name
+        argv = [
+            java,
+            *jvm_options(heap),
+            *tools.kafka_jvm_flags(cluster.version),
+            "-cp",
+            classpath,
+            KAFKA_MAIN_CLASS,
+            str(node.config),
+        ]
+        supervisor.start(
+            name,
+            argv,
+            node.log,
+            ports={"kafka": node.port, "controller": node.controller_port},
+            cwd=node.directory,
+        )
+        cluster.process_names.append(name)
+
+
+def is_ready(cluster: KafkaCluster) -> bool:
+    """Every node answers ApiVersions and lists all nodes as live brokers."""
+    expected = {n.node_id for n in cluster.nodes}
+    for node in cluster.nodes:
+        kafka_protocol.api_versions(LOOPBACK, node.port)
+        seen = {b.node_id for b in kafka_protocol.brokers(LOOPBACK, node.port)}
+        if seen != expected:
+            return False
+    return True
+
+
+def wait_ready(cluster: KafkaCluster, supervisor: Supervisor, timeout: float) -> float:
+    first, *others = cluster.process_names
+    return supervisor.wait_until(
+        first,
+        lambda: is_ready(cluster),
+        timeout=timeout,
+        what="serving the Kafka protocol with all brokers registered",
+        interval=0.5,
+        watch=others,
+    )
+
+
+def start_cluster(
+    name: str,
+    directory: Path,
+    tools: Toolchain,
+    supervisor: Supervisor,
+    *,
+    version: str | None = None,
+    nodes: int = 1,
+    heap: str = "512m",
+    overrides: Mapping[str, str] | None = None,
+    timeout: float = 120.0,
+    wait: bool = True,
+) -> KafkaCluster:
+    """Prepare, format, launch and (by default) wait for a KRaft cluster."""
+    cluster = prepare(
+        name, directory, version=version or tools.kafka_version, nodes=nodes, overrides=overrides
+    )
+    format_storage(cluster, tools)
+    launch(cluster, tools, supervisor, heap)
+    if wait:
+        wait_ready(cluster, supervisor, timeout)
+    return cluster
