@@ -58,7 +58,9 @@ def partition_loads(group: Group, options: Options) -> tuple[LoadModel, Loads]:
 
 def member_loads(assignment: Assignment, loads: Loads) -> dict[str, float]:
     return {
-        member: sum(loads[topic][p] for topic, partitions in owned.items() for p in partitions)
+        member: sum(
+            sum(map(loads[topic].__getitem__, partitions)) for topic, partitions in owned.items()
+        )
         for member, owned in assignment.items()
     }
 

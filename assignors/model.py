@@ -20,6 +20,9 @@ Assignment = dict[str, dict[str, list[int]]]
 
 DEFAULT_STRATEGY = "lag-aware"
 DEFAULT_TARGET_DRAIN_SECONDS = 300.0
+# A sanity cap on the partitions of one group (ten times the largest scale this project plans
+# for): a typo such as 1e9 partitions must be refused with a message, not run out of memory.
+MAX_PARTITIONS = 10_000_000
 LoadModel = Literal["count", "lag", "rate", "drain"]
 CountBalance = Literal["strict", "relaxed"]
 
@@ -175,8 +178,13 @@ def _parse_topics(raw: Any) -> dict[str, int]:
     for name in sorted(topics):
         count = topics[name]
         if not _is_int(count) or count < 0:
-            raise PlanInputError(f"topics.{name}", f"partition count must be an integer >= 0, got {count!r}")
+            raise PlanInputError(
+                f"topics.{name}", f"partition count must be an integer >= 0, got {count!r}"
+            )
         parsed[name] = count
+    total = sum(parsed.values())
+    if total > MAX_PARTITIONS:
+        raise PlanInputError("topics", f"{total} partitions in all, more than {MAX_PARTITIONS}")
     return parsed
 
 
@@ -209,12 +217,28 @@ def _parse_member(member_id: str, raw: Any, topics: Mapping[str, int]) -> tuple[
         if count is None:
             stale += len(partitions)  # the topic was deleted
             continue
-        valid = sorted({p for p in partitions if 0 <= p < count})
-        stale += len(partitions) - len(valid)
+        distinct = set(partitions)  # a repeated claim is redundant, not stale
+        valid = sorted(p for p in distinct if 0 <= p < count)
+        stale += len(distinct) - len(valid)
         if valid:
             claimed[topic] = tuple(valid)
     member = Member(member_id, known, float(weight), claimed, generation)
     return member, stale, unknown_subscriptions
+
+
+def _check_loads(values: list[Any], path: str) -> None:
+    """Every value a finite number >= 0. A vectorised check first (these arrays reach a million
+    entries), the per-value scan only to name the offender."""
+    if (
+        values
+        and set(map(type, values)) <= {int, float}
+        and min(values) >= 0
+        and math.isfinite(sum(values))
+    ):
+        return
+    for index, value in enumerate(values):
+        if not _is_number(value) or not math.isfinite(value) or value < 0:
+            raise PlanInputError(f"{path}[{index}]", f"must be a finite number >= 0, got {value!r}")
 
 
 def _parse_loads(raw: Any, name: str, topics: Mapping[str, int]) -> dict[str, tuple[float, ...]]:
@@ -231,10 +255,8 @@ def _parse_loads(raw: Any, name: str, topics: Mapping[str, int]) -> dict[str, tu
             raise PlanInputError(
                 path, f"has {len(values)} values but topic {topic} has {topics[topic]} partitions"
             )
-        for index, value in enumerate(values):
-            if not _is_number(value) or not math.isfinite(value) or value < 0:
-                raise PlanInputError(f"{path}[{index}]", f"must be a finite number >= 0, got {value!r}")
-        parsed[topic] = tuple(float(v) for v in values)
+        _check_loads(values, path)
+        parsed[topic] = tuple(map(float, values))
     return parsed
 
 
@@ -256,7 +278,9 @@ def _parse_options(raw: Any, total_partitions: int) -> Options:
     _refuse_unknown(options, _OPTION_FIELDS, "options")
     count_balance = options.get("count_balance", "relaxed")
     if count_balance not in ("strict", "relaxed"):
-        raise PlanInputError("options.count_balance", f"must be 'strict' or 'relaxed', got {count_balance!r}")
+        raise PlanInputError(
+            "options.count_balance", f"must be 'strict' or 'relaxed', got {count_balance!r}"
+        )
     min_improvement = options.get("min_improvement", 0.0)
     if not _is_number(min_improvement) or not 0 <= min_improvement < 1:
         raise PlanInputError(
@@ -297,7 +321,9 @@ def parse_request(raw: Any, strategy_override: str | None = None) -> PlanRequest
     members: dict[str, Member] = {}
     stale = unknown = 0
     for member_id in sorted(members_raw):
-        member, member_stale, member_unknown = _parse_member(member_id, members_raw[member_id], topics)
+        member, member_stale, member_unknown = _parse_member(
+            member_id, members_raw[member_id], topics
+        )
         members[member_id] = member
         stale += member_stale
         unknown += member_unknown

@@ -1,37 +1,67 @@
 """One planning round: validated input -> target assignment, moves and stats (the plan contract).
 
 This is the function the `plan` command and the operator share, so what a user previews is what
-the operator applies. Pure: no I/O, deterministic for the same input.
+the operator applies. Pure: no I/O, deterministic for the same input. Everything here works on
+per-topic owner lists (index = partition) so that it stays linear and cheap at a million
+partitions.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from assignors.load import lower_bound, max_normalised_load, partition_loads
-from assignors.model import Assignment, Group, PlanInputError, PlanRequest, parse_request, resolve_ownership
+from assignors.load import lower_bound, max_normalised_load, member_loads, partition_loads
+from assignors.model import (
+    Assignment,
+    Group,
+    PlanInputError,
+    PlanRequest,
+    parse_request,
+    resolve_ownership,
+)
 from assignors.registry import STRATEGY_MODULES, strategy_function
+
+OwnerTable = dict[str, list[str | None]]  # topic -> owner per partition (None: nobody)
 
 
 class PlanInvariantError(RuntimeError):
     """A strategy produced an invalid assignment: a bug, never the user's fault."""
 
 
-def _owner_table(group: Group, assignment: Assignment) -> dict[str, list[str | None]]:
-    """Topic -> owner per partition, checking that nothing is assigned twice or to a
-    non-subscriber."""
-    owners: dict[str, list[str | None]] = {topic: [None] * n for topic, n in group.topics.items()}
+def _owner_table(group: Group, assignment: Assignment) -> OwnerTable:
+    """Topic -> owner per partition, refusing anything Kafka would refuse: an unknown member, a
+    topic the member does not subscribe to, a partition out of range or assigned twice, or a
+    subscribed partition left unassigned."""
+    owners: OwnerTable = {topic: [None] * n for topic, n in group.topics.items()}
     for member_id, owned in assignment.items():
         member = group.members.get(member_id)
         if member is None:
             raise PlanInvariantError(f"assignment names unknown member {member_id!r}")
         for topic, partitions in owned.items():
-            if topic not in member.topics:
+            if partitions and topic not in member.topics:
                 raise PlanInvariantError(f"{member_id} got topic {topic} it does not subscribe to")
             table = owners[topic]
+            size = len(table)
             for partition in partitions:
+                if not 0 <= partition < size:
+                    raise PlanInvariantError(f"{topic}-{partition} does not exist")
                 if table[partition] is not None:
                     raise PlanInvariantError(f"{topic}-{partition} assigned twice")
+                table[partition] = member_id
+    for topic in group.subscribers():
+        if None in owners[topic]:
+            raise PlanInvariantError(f"{topic}-{owners[topic].index(None)} left unassigned")
+    return owners
+
+
+def _previous_owner_table(group: Group, assignment: Assignment) -> OwnerTable:
+    """Previous owners: may include topics the owner no longer subscribes to (those still
+    move)."""
+    owners: OwnerTable = {topic: [None] * n for topic, n in group.topics.items()}
+    for member_id, owned in assignment.items():
+        for topic, partitions in owned.items():
+            table = owners[topic]
+            for partition in partitions:
                 table[partition] = member_id
     return owners
 
@@ -47,17 +77,17 @@ def _normalise(group: Group, assignment: Assignment) -> Assignment:
     }
 
 
-def compute_moves(
-    previous: dict[str, list[str | None]], target: dict[str, list[str | None]]
-) -> list[dict[str, Any]]:
+def compute_moves(previous: OwnerTable, target: OwnerTable) -> list[dict[str, Any]]:
     """Partitions that change owner: what a cooperative protocol would revoke and re-grant.
     Partitions nobody owned before are grants, not moves."""
     moves = []
     for topic, owners in target.items():
         before = previous[topic]
-        for partition, owner in enumerate(owners):
-            if before[partition] is not None and before[partition] != owner:
-                moves.append({"topic": topic, "partition": partition, "from": before[partition], "to": owner})
+        if before == owners:
+            continue
+        for partition, (old, new) in enumerate(zip(before, owners, strict=True)):
+            if old is not None and old != new:
+                moves.append({"topic": topic, "partition": partition, "from": old, "to": new})
     return moves
 
 
@@ -65,17 +95,41 @@ def plan_group(request: PlanRequest) -> dict[str, Any]:
     """Run the request's strategy and return the plan document."""
     group, options = request.group, request.options
     assign = strategy_function(request.strategy)
-    assignment = _normalise(group, assign(group, options))
+    raw = assign(group, options)
+    unknown = sorted(set(raw) - set(group.members))
+    if unknown:
+        raise PlanInvariantError(f"assignment names unknown member {unknown[0]!r}")
+    assignment = _normalise(group, raw)
     target = _owner_table(group, assignment)
     previous_assignment, conflicts = resolve_ownership(group)
-    previous = _owner_table_unchecked(group, previous_assignment)
+    previous = _previous_owner_table(group, previous_assignment)
     moves = compute_moves(previous, target)
+    budgeted = sum(1 for move in moves if move["topic"] in group.members[move["from"]].topics)
+    granted = sum(
+        1
+        for topic, owners in target.items()
+        for old, new in zip(previous[topic], owners, strict=True)
+        if old is None and new is not None
+    )
 
     model, loads = partition_loads(group, options)
     bound = lower_bound(group, loads)
-    achieved = max_normalised_load(group, assignment, loads)
+    per_member = member_loads(assignment, loads)
+    summary = {
+        member_id: {
+            "weight": member.weight,
+            "partitions": sum(len(p) for p in assignment[member_id].values()),
+            "load": round(per_member[member_id], 6),
+            "normalised_load": round(per_member[member_id] / member.weight, 6),
+        }
+        for member_id, member in group.members.items()
+    }
+    achieved = max(
+        (per_member[m] / member.weight for m, member in group.members.items()), default=0.0
+    )
+    before = max_normalised_load(group, previous_assignment, loads)
     subscribed = group.subscribers()
-    counts = [sum(len(p) for p in owned.values()) for owned in assignment.values()]
+    counts = [entry["partitions"] for entry in summary.values()]
     stats = {
         "strategy": request.strategy,
         "members": len(group.members),
@@ -84,32 +138,20 @@ def plan_group(request: PlanRequest) -> dict[str, Any]:
         "assigned": sum(counts),
         "unassigned": sum(group.topics[t] for t in subscribed) - sum(counts),
         "moves": len(moves),
-        "granted_unowned": sum(
-            1
-            for topic, owners in target.items()
-            for partition, owner in enumerate(owners)
-            if owner is not None and previous[topic][partition] is None
-        ),
+        "budgeted_moves": budgeted,
+        "granted_unowned": granted,
         "count_spread": (max(counts) - min(counts)) if counts else 0,
         "load_model": model,
         "max_load": round(achieved, 6),
         "lower_bound": round(bound, 6),
         "max_load_ratio": round(achieved / bound, 6) if bound > 0 else 1.0,
+        "max_load_before": round(before, 6),
+        "max_load_ratio_before": round(before / bound, 6) if bound > 0 else 1.0,
         "conflicting_claims": conflicts,
         "stale_ownership_dropped": group.stale_ownership_dropped,
         "unknown_subscriptions_ignored": group.unknown_subscriptions_ignored,
     }
-    return {"assignment": assignment, "moves": moves, "stats": stats}
-
-
-def _owner_table_unchecked(group: Group, assignment: Assignment) -> dict[str, list[str | None]]:
-    """Previous owners: may include topics the owner no longer subscribes to (those still move)."""
-    owners: dict[str, list[str | None]] = {topic: [None] * n for topic, n in group.topics.items()}
-    for member_id, owned in assignment.items():
-        for topic, partitions in owned.items():
-            for partition in partitions:
-                owners[topic][partition] = member_id
-    return owners
+    return {"assignment": assignment, "members": summary, "moves": moves, "stats": stats}
 
 
 def plan(document: Any, strategy: str | None = None) -> dict[str, Any]:
@@ -117,6 +159,7 @@ def plan(document: Any, strategy: str | None = None) -> dict[str, Any]:
     request = parse_request(document, strategy)
     if request.strategy not in STRATEGY_MODULES:
         raise PlanInputError(
-            "strategy", f"unknown strategy {request.strategy!r} (one of {', '.join(STRATEGY_MODULES)})"
+            "strategy",
+            f"unknown strategy {request.strategy!r} (one of {', '.join(STRATEGY_MODULES)})",
         )
     return plan_group(request)

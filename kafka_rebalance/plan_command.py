@@ -24,7 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Read one plan-contract JSON object and print the plan.",
     )
     parser.add_argument("--input", "-i", default="-", help="JSON file to read, or - for stdin")
-    parser.add_argument("--strategy", choices=STRATEGY_NAMES, help="override the input's strategy")
+    # No argparse `choices`: an unknown name must fail like any other bad input (exit 2, one
+    # line naming the field), not with argparse's multi-line usage text.
+    parser.add_argument(
+        "--strategy",
+        metavar="NAME",
+        help=f"override the input's strategy ({', '.join(STRATEGY_NAMES)})",
+    )
     parser.add_argument(
         "--format", choices=("json", "table"), default="json", help="json (default) or a table"
     )
@@ -40,6 +46,8 @@ def _read_document(source: str) -> Any:
                 text = handle.read()
     except OSError as error:
         raise PlanInputError("--input", f"cannot read {source}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise PlanInputError("input", f"not UTF-8 text (byte {error.start})") from error
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -54,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = plan(_read_document(args.input), args.strategy)
     except PlanInputError as error:
-        print(f"kafka-rebalance plan: bad input: {error}", file=sys.stderr)
+        # One line, whatever the input: names taken from it may hold line breaks.
+        message = str(error).replace("\r", "\\r").replace("\n", "\\n")
+        print(f"kafka-rebalance plan: bad input: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.format == "table":
         from kafka_rebalance.plan_table import render_table

@@ -1,0 +1,538 @@
+"""The mutable search state behind `lag-aware`: flat partition arrays, lazy heaps, local search.
+
+Partitions are numbered globally (topic offset + partition) so that every hot loop works on flat
+lists of ints and floats instead of (topic, partition) tuples. Members are indices into the sorted
+member ids. Loads, counts and ownership are kept incrementally; heaps are lazy (each entry carries
+the member's version, stale entries are skipped when they surface) because a member's load changes
+on every placement and re-heapifying would cost O(members) each time.
+
+Two notions of "class" decide who may receive what:
+- relaxed mode: a class is a set of subscribers; topics with the same subscribers share one, so
+  with uniform subscriptions there is exactly one class and one heap per distinct weight;
+- strict mode: a class is one topic, because counts are constrained per topic (KIP-169's rule).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left, insort
+from fractions import Fraction
+
+from assignors.load import Loads
+from assignors.model import Assignment, Group, Options, resolve_ownership
+
+# Stop improving once the most loaded member is within this fraction of the lower bound: further
+# moves buy less balance than they cost in churn.
+LB_TOLERANCE = 1e-4
+# How many of the least loaded members of each weight (per class) a move or swap may target.
+TARGETS_PER_GROUP = 2
+# Strict mode scans a topic's subscribers for targets; it keeps this many of the least loaded.
+STRICT_TARGETS = 3
+# When the move budget is spent, look this far around the ideal partition for a free one.
+BUDGET_WINDOW = 16
+# Improve/refund rounds: refunding moves can open new improving moves, which are tried again.
+MAX_ROUNDS = 4
+
+_EPS = 1e-12
+
+
+class Search:
+    """One planning round's state. Build, `keep_owned`, `place_free`, then `improve`."""
+
+    def __init__(self, group: Group, loads: Loads, options: Options) -> None:
+        self.strict = options.count_balance == "strict"
+        self.max_moves = options.max_moves
+        self.ids = list(group.members)
+        index = {member_id: i for i, member_id in enumerate(self.ids)}
+        self.w = [group.members[m].weight for m in self.ids]
+        self.topic_names = list(group.topics)
+        self.sizes = [group.topics[t] for t in self.topic_names]
+        self.offsets: list[int] = []
+        self.load: list[float] = []
+        self.topic_of: list[int] = []
+        for t, name in enumerate(self.topic_names):
+            self.offsets.append(len(self.load))
+            self.load.extend(loads[name])
+            self.topic_of.extend([t] * self.sizes[t])
+        total = len(self.load)
+
+        subscribers = group.subscribers()
+        self.subs: list[list[int]] = [
+            [index[m] for m in subscribers.get(name, [])] for name in self.topic_names
+        ]
+        # Previous owner per partition, only when that owner still subscribes (else the partition
+        # is free: moving it costs no budget).
+        self.prev = [-1] * total
+        previous, _ = resolve_ownership(group)
+        topic_index = {name: t for t, name in enumerate(self.topic_names)}
+        for member_id, owned in previous.items():
+            i = index[member_id]
+            subscribed = group.members[member_id].topics
+            for name, partitions in owned.items():
+                if name in subscribed:
+                    base = self.offsets[topic_index[name]]
+                    for p in partitions:
+                        self.prev[base + p] = i
+
+        self._build_classes()
+        self.owner = [-1] * total
+        self.L = [0.0] * len(self.ids)
+        self.cnt = [0] * len(self.ids)
+        self.ver = [0] * len(self.ids)
+        if self.strict:
+            self._build_quotas()
+        self.lists: list[dict[int, list[tuple[float, int]]]] | None = None
+        self.maxheap: list[tuple[float, int, int]] | None = None
+        self.budget_left = math.inf if self.max_moves is None else float(self.max_moves)
+
+        loads_subscribed = [
+            self.load[g] for t in range(len(self.sizes)) if self.subs[t] for g in self._range(t)
+        ]
+        weights = [self.w[i] for i in range(len(self.ids)) if group.members[self.ids[i]].topics]
+        if loads_subscribed and weights:
+            self.lower_bound = max(
+                sum(loads_subscribed) / sum(weights), max(loads_subscribed) / max(weights)
+            )
+        else:
+            self.lower_bound = 0.0
+
+    # ------------------------------------------------------------------ set-up
+
+    def _range(self, t: int) -> range:
+        return range(self.offsets[t], self.offsets[t] + self.sizes[t])
+
+    def _build_classes(self) -> None:
+        self.topic_class = [-1] * len(self.sizes)
+        self.class_members: list[list[int]] = []
+        keys: dict[object, int] = {}
+        for t, subs in enumerate(self.subs):
+            if not subs:
+                continue
+            key: object = t if self.strict else tuple(subs)
+            if key not in keys:
+                keys[key] = len(self.class_members)
+                self.class_members.append(subs)
+            self.topic_class[t] = keys[key]
+        self.member_classes: list[list[int]] = [[] for _ in self.ids]
+        for c, members in enumerate(self.class_members):
+            for i in members:
+                self.member_classes[i].append(c)
+
+    def _build_heaps(self) -> None:
+        """Per class, one lazy min-heap per distinct weight, keyed by (load, count, member)."""
+        self.class_heaps: list[list[tuple[float, list]]] = []
+        self.member_heaps: list[list[list]] = [[] for _ in self.ids]
+        for members in self.class_members:
+            by_weight: dict[float, list] = {}
+            for i in members:
+                heap = by_weight.setdefault(self.w[i], [])
+                heap.append((self.L[i], self.cnt[i], i, self.ver[i]))
+                self.member_heaps[i].append(heap)
+            groups = []
+            for weight in sorted(by_weight):
+                heapq.heapify(by_weight[weight])
+                groups.append((weight, by_weight[weight]))
+            self.class_heaps.append(groups)
+
+    def _build_quotas(self) -> None:
+        """Strict mode: per topic, each subscriber's count must stay in [floor(q), ceil(q)] of its
+        weighted quota q, and exactly `extra[t]` subscribers sit above the floor."""
+        self.lo: list[dict[int, int]] = []
+        self.hi: list[dict[int, int]] = []
+        self.extra: list[int] = []
+        self.tcnt: list[dict[int, int]] = []
+        self.above: list[int] = []
+        for t, subs in enumerate(self.subs):
+            lo: dict[int, int] = {}
+            hi: dict[int, int] = {}
+            if subs:
+                exact = {i: Fraction(self.w[i]) for i in subs}
+                total = sum(exact.values())
+                for i in subs:
+                    share = self.sizes[t] * exact[i] / total
+                    lo[i] = math.floor(share)
+                    hi[i] = math.ceil(share)
+            self.lo.append(lo)
+            self.hi.append(hi)
+            self.extra.append(self.sizes[t] - sum(lo.values()))
+            self.tcnt.append(dict.fromkeys(subs, 0))
+            self.above.append(0)
+
+    # ------------------------------------------------------------------ primitives
+
+    def _set_owner(self, g: int, i: int) -> None:
+        """Assign a currently unowned partition (no heap maintenance)."""
+        self.owner[g] = i
+        self.L[i] += self.load[g]
+        self.cnt[i] += 1
+        if self.strict:
+            t = self.topic_of[g]
+            before = self.tcnt[t][i]
+            self.tcnt[t][i] = before + 1
+            if before == self.lo[t][i]:
+                self.above[t] += 1
+
+    def _touch(self, i: int, skip: list | None = None) -> None:
+        self.ver[i] += 1
+        entry = (self.L[i], self.cnt[i], i, self.ver[i])
+        for heap in self.member_heaps[i]:
+            if heap is not skip:
+                heapq.heappush(heap, entry)
+        if self.maxheap is not None:
+            heapq.heappush(self.maxheap, (-self.L[i] / self.w[i], i, self.ver[i]))
+
+    def can_receive(self, i: int, t: int) -> bool:
+        """Strict mode: may member i take one more partition of topic t?"""
+        count = self.tcnt[t][i]
+        if count + 1 > self.hi[t][i]:
+            return False
+        return count + 1 <= self.lo[t][i] or self.above[t] < self.extra[t]
+
+    def can_move(self, src: int, dst: int, t: int) -> bool:
+        """Strict mode: may one partition of topic t go from src to dst?"""
+        cs, cd = self.tcnt[t][src], self.tcnt[t][dst]
+        los, lod = self.lo[t][src], self.lo[t][dst]
+        if cs - 1 < los or cd + 1 > self.hi[t][dst]:
+            return False
+        above = self.above[t] - (cs == los + 1) + (cd == lod)
+        return above <= self.extra[t]
+
+    def normalised(self, i: int) -> float:
+        return self.L[i] / self.w[i]
+
+    def max_normalised(self) -> float:
+        return max((self.L[i] / self.w[i] for i in range(len(self.ids))), default=0.0)
+
+    # ------------------------------------------------------------------ base plan
+
+    def keep_owned(self) -> None:
+        """Keep what the previous owners may keep: everything (relaxed) or up to quota (strict,
+        lightest first, so the heavy partitions are the ones re-placed by LPT)."""
+        if not self.strict:
+            for g, i in enumerate(self.prev):
+                if i >= 0:
+                    self._set_owner(g, i)
+        else:
+            for t, subs in enumerate(self.subs):
+                if not subs:
+                    continue
+                claims: dict[int, list[int]] = {}
+                for g in self._range(t):
+                    if self.prev[g] >= 0:
+                        claims.setdefault(self.prev[g], []).append(g)
+                over = []
+                for i, gs in sorted(claims.items()):
+                    gs.sort(key=self.load.__getitem__)
+                    for g in gs[: self.lo[t][i]]:
+                        self._set_owner(g, i)
+                    if len(gs) > self.lo[t][i] and self.hi[t][i] > self.lo[t][i]:
+                        over.append((-(len(gs) - self.lo[t][i]), i, gs[self.lo[t][i]]))
+                for _, i, g in sorted(over)[: self.extra[t]]:
+                    self._set_owner(g, i)
+        self._build_heaps()
+
+    def place_free(self) -> None:
+        """LPT: unowned partitions, heaviest first, each to the eligible member whose normalised
+        load after taking it is lowest (ties: lower weighted count, then member order)."""
+        owner, topic_of, topic_class, load = self.owner, self.topic_of, self.topic_class, self.load
+        free = [g for g in range(len(owner)) if owner[g] < 0 and topic_class[topic_of[g]] >= 0]
+        free.sort(key=load.__getitem__, reverse=True)  # stable: equal loads keep partition order
+        if self.strict:
+            for g in free:
+                t = topic_of[g]
+                i, chosen = self._pick(self.class_heaps[topic_class[t]], load[g], t)
+                self._place(g, i, chosen)
+            return
+        # Relaxed: the hot loop of the planner, inlined (100k partitions in well under a second).
+        ver, class_heaps, member_heaps = self.ver, self.class_heaps, self.member_heaps
+        L, cnt = self.L, self.cnt
+        heappop, heapreplace, heappush = heapq.heappop, heapq.heapreplace, heapq.heappush
+        for g in free:
+            groups = class_heaps[topic_class[topic_of[g]]]
+            lg = load[g]
+            best = math.inf
+            chosen: list = groups[0][1]
+            for weight, heap in groups:
+                head = heap[0]
+                while head[3] != ver[head[2]]:
+                    heappop(heap)
+                    head = heap[0]
+                value = (head[0] + lg) / weight
+                if value < best:
+                    best, chosen = value, heap
+                elif value == best:  # exact tie on load: lower weighted count, then member
+                    other = chosen[0]
+                    other_weight = self.w[other[2]]
+                    if ((head[1] + 1) / weight, head[2]) < (
+                        (other[1] + 1) / other_weight,
+                        other[2],
+                    ):
+                        chosen = heap
+            i = chosen[0][2]
+            owner[g] = i
+            L[i] += lg
+            cnt[i] += 1
+            version = ver[i] + 1
+            ver[i] = version
+            entry = (L[i], cnt[i], i, version)
+            heapreplace(chosen, entry)
+            others = member_heaps[i]
+            if len(others) > 1:
+                for heap in others:
+                    if heap is not chosen:
+                        heappush(heap, entry)
+
+    def _place(self, g: int, i: int, chosen: list | None) -> None:
+        self._set_owner(g, i)
+        self.ver[i] += 1
+        entry = (self.L[i], self.cnt[i], i, self.ver[i])
+        if chosen is not None:
+            heapq.heapreplace(chosen, entry)
+        for heap in self.member_heaps[i]:
+            if heap is not chosen:
+                heapq.heappush(heap, entry)
+
+    def _pick(self, groups: list[tuple[float, list]], lg: float, t: int) -> tuple[int, list | None]:
+        best: tuple[float, float, int] | None = None
+        chosen = None
+        ver = self.ver
+        for weight, heap in groups:
+            while heap:
+                load, count, i, v = heap[0]
+                if v != ver[i] or (self.strict and not self.can_receive(i, t)):
+                    heapq.heappop(heap)  # stale, or (strict) full for the rest of placement
+                    continue
+                key = ((load + lg) / weight, (count + 1) / weight, i)
+                if best is None or key < best:
+                    best, chosen = key, heap
+                break
+        if best is not None:
+            return best[2], chosen
+        # Strict quotas cannot be met (never expected): fall back to the least loaded subscriber.
+        i = min(self.subs[t], key=lambda m: ((self.L[m] + lg) / self.w[m], m))
+        return i, None
+
+    # ------------------------------------------------------------------ improvement
+
+    def moved_off_previous(self) -> int:
+        prev, owner = self.prev, self.owner
+        return sum(1 for g, p in enumerate(prev) if p >= 0 and owner[g] != p)
+
+    def improve(self, max_iterations: int | None = None) -> None:
+        """Move or swap partitions off the most loaded member while that lowers it, within the
+        move budget; then hand back partitions to their previous owners where that keeps the
+        objective; repeat while the hand-back opened new room."""
+        if self.max_moves is not None:
+            self.budget_left = max(0, self.max_moves - self.moved_off_previous())
+        if self.strict:
+            self._build_heaps()  # strict placement discarded full members from the heaps
+        self.maxheap = [(-self.normalised(i), i, self.ver[i]) for i in range(len(self.ids))]
+        self.maxheap = [e for e in self.maxheap if self.member_classes[e[1]]]
+        heapq.heapify(self.maxheap)
+        limit = max_iterations if max_iterations is not None else 4 * len(self.owner) + 1000
+        for _ in range(MAX_ROUNDS):
+            self._descend(limit)
+            if self._refund() == 0:
+                break
+
+    def _build_lists(self) -> None:
+        """Per member, per class: its partitions as a sorted list of (load, global id)."""
+        lists: list[dict[int, list[tuple[float, int]]]] = [{} for _ in self.ids]
+        load, topic_class, topic_of = self.load, self.topic_class, self.topic_of
+        for g, i in enumerate(self.owner):
+            if i >= 0:
+                c = topic_class[topic_of[g]]
+                bucket = lists[i].get(c)
+                if bucket is None:
+                    bucket = lists[i][c] = []
+                bucket.append((load[g], g))
+        for by_class in lists:
+            for bucket in by_class.values():
+                bucket.sort()
+        self.lists = lists
+
+    def _top(self) -> int:
+        heap, ver = self.maxheap, self.ver
+        while heap and heap[0][2] != ver[heap[0][1]]:
+            heapq.heappop(heap)
+        return heap[0][1] if heap else -1
+
+    def _descend(self, limit: int) -> None:
+        stop = self.lower_bound * (1 + LB_TOLERANCE)
+        for _ in range(limit):
+            m = self._top()
+            if m < 0 or self.normalised(m) <= stop:
+                return
+            step = self._best_step(m)
+            if step is None:
+                return
+            self._apply(step)
+
+    def _targets(self, c: int, m: int, t: int | None) -> list[int]:
+        """Least loaded members of class c other than m: the heads of each weight's heap
+        (relaxed), or a scan of the topic's subscribers (strict; t given for moves, which must
+        respect quotas)."""
+        if self.strict:
+            members = [
+                x for x in self.class_members[c] if x != m and (t is None or self.can_move(m, x, t))
+            ]
+            return heapq.nsmallest(STRICT_TARGETS, members, key=lambda x: (self.normalised(x), x))
+        found: list[int] = []
+        ver = self.ver
+        for _, heap in self.class_heaps[c]:
+            held = []
+            while heap and len(held) < TARGETS_PER_GROUP + 1:
+                entry = heapq.heappop(heap)
+                if entry[3] != ver[entry[2]]:
+                    continue
+                held.append(entry)
+                if entry[2] != m:
+                    found.append(entry[2])
+                    if sum(1 for e in held if e[2] != m) >= TARGETS_PER_GROUP:
+                        break
+            for entry in held:
+                heapq.heappush(heap, entry)
+        return found
+
+    def _cost(self, g: int, src: int, dst: int) -> int:
+        p = self.prev[g]
+        return (p == src) - (p == dst)
+
+    def _best_step(self, m: int) -> tuple | None:
+        """The move (else the swap) that lowers the pair maximum most, as a sortable tuple."""
+        if self.lists is None:
+            self._build_lists()  # only now: a plan already at the lower bound never needs them
+        lists = self.lists
+        assert lists is not None
+        w, L = self.w, self.L
+        wm, lm = w[m], L[m]
+        nm = lm / wm
+        threshold = nm * (1 - _EPS)
+        best: tuple | None = None
+        for c, mine in lists[m].items():
+            if not mine:
+                continue
+            t = self.topic_of[mine[0][1]] if self.strict else None
+            for x in self._targets(c, m, t):
+                wx, lx = w[x], L[x]
+                if lx / wx >= threshold:
+                    continue
+                ideal = (lm * wx - lx * wm) / (wm + wx)
+                k = bisect_left(mine, (ideal, -1))
+                window = (k - 1, k)
+                if self.budget_left < 1:
+                    window = tuple(range(max(0, k - BUDGET_WINDOW), k + BUDGET_WINDOW))
+                for j in window:
+                    if not 0 <= j < len(mine):
+                        continue
+                    lg, g = mine[j]
+                    if lg <= 0:
+                        continue
+                    pair = max((lm - lg) / wm, (lx + lg) / wx)
+                    if pair >= threshold:
+                        continue
+                    cost = self._cost(g, m, x)
+                    if cost > self.budget_left:
+                        continue
+                    candidate = (pair, cost, 0, g, x, -1)
+                    if best is None or candidate < best:
+                        best = candidate
+        if best is not None:
+            return (m, *best)
+        for c, mine in lists[m].items():
+            for x in self._targets(c, m, None):
+                theirs = lists[x].get(c)
+                if not theirs:
+                    continue
+                wx, lx = w[x], L[x]
+                if lx / wx >= threshold:
+                    continue
+                ideal = (lm * wx - lx * wm) / (wm + wx)
+                for lg, g in mine:
+                    if lg <= 0:
+                        continue
+                    k = bisect_left(theirs, (lg - ideal, -1))
+                    for j in (k - 1, k):
+                        if not 0 <= j < len(theirs):
+                            continue
+                        lq, q = theirs[j]
+                        delta = lg - lq
+                        if delta <= 0:
+                            continue
+                        pair = max((lm - delta) / wm, (lx + delta) / wx)
+                        if pair >= threshold:
+                            continue
+                        cost = self._cost(g, m, x) + self._cost(q, x, m)
+                        if cost > self.budget_left:
+                            continue
+                        candidate = (pair, cost, 1, g, x, q)
+                        if best is None or candidate < best:
+                            best = candidate
+        return None if best is None else (m, *best)
+
+    def _move(self, g: int, src: int, dst: int) -> None:
+        lg = self.load[g]
+        self.owner[g] = dst
+        self.L[src] -= lg
+        self.L[dst] += lg
+        self.cnt[src] -= 1
+        self.cnt[dst] += 1
+        t = self.topic_of[g]
+        if self.strict:
+            counts, lo = self.tcnt[t], self.lo[t]
+            self.above[t] += -(counts[src] == lo[src] + 1) + (counts[dst] == lo[dst])
+            counts[src] -= 1
+            counts[dst] += 1
+        self.budget_left -= self._cost(g, src, dst)
+        if self.lists is not None:
+            c = self.topic_class[t]
+            mine = self.lists[src][c]
+            del mine[bisect_left(mine, (lg, g))]
+            insort(self.lists[dst].setdefault(c, []), (lg, g))
+
+    def _apply(self, step: tuple) -> None:
+        m, _pair, _cost, kind, g, x, q = step
+        self._move(g, m, x)
+        if kind == 1:
+            self._move(q, x, m)
+        self._touch(m)
+        self._touch(x)
+
+    def _refund(self) -> int:
+        """Give partitions back to their previous owner when that does not raise the objective:
+        the second objective (fewest moves) at no cost to the first."""
+        ceiling = self.max_normalised() * (1 + _EPS)
+        moved = [g for g, p in enumerate(self.prev) if p >= 0 and self.owner[g] != p]
+        moved.sort(key=lambda g: (self.load[g], g))
+        refunded = 0
+        for g in moved:
+            src, dst = self.owner[g], self.prev[g]
+            if (self.L[dst] + self.load[g]) / self.w[dst] > ceiling:
+                continue
+            if self.strict and not self.can_move(src, dst, self.topic_of[g]):
+                continue
+            self._move(g, src, dst)
+            self._touch(src)
+            self._touch(dst)
+            refunded += 1
+        return refunded
+
+    # ------------------------------------------------------------------ output
+
+    def snapshot(self) -> list[int]:
+        return list(self.owner)
+
+    def to_assignment(self, owner: list[int]) -> Assignment:
+        result: Assignment = {member_id: {} for member_id in self.ids}
+        per_member: list[dict[str, list[int]]] = [result[m] for m in self.ids]
+        for t, name in enumerate(self.topic_names):
+            base = self.offsets[t]
+            for p in range(self.sizes[t]):
+                i = owner[base + p]
+                if i >= 0:
+                    bucket = per_member[i].get(name)
+                    if bucket is None:
+                        bucket = per_member[i][name] = []
+                    bucket.append(p)
+        return result
