@@ -1,0 +1,221 @@
+"""The planning input model: validation that names the field, stale facts, KIP-341, load models."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from assignors import PlanInputError, parse_request, plan
+from assignors.load import choose_load_model, lower_bound, max_load_ratio, partition_loads
+from assignors.model import Options, parse_max_moves, resolve_ownership
+
+
+def _doc(**overrides):
+    document = {
+        "topics": {"orders": 3, "payments": 2},
+        "members": {
+            "a": {"topics": ["orders", "payments"]},
+            "b": {"topics": ["orders"], "weight": 2.0},
+        },
+    }
+    document.update(overrides)
+    return document
+
+
+def _field_of(document, strategy=None) -> str:
+    with pytest.raises(PlanInputError) as caught:
+        plan(document, strategy)
+    assert str(caught.value).startswith(caught.value.field_path + ": ")
+    return caught.value.field_path
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("weight", "shown"),
+    [(0, "0"), (-1.5, "-1.5"), (math.nan, "nan"), (math.inf, "inf"), ("2", "'2'"), (True, "True")],
+)
+def test_bad_weight_names_the_member_field(weight, shown):
+    document = _doc()
+    document["members"]["b"]["weight"] = weight
+    with pytest.raises(PlanInputError) as caught:
+        plan(document)
+    assert caught.value.field_path == "members.b.weight"
+    assert shown in caught.value.problem
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        (_doc(topics={"orders": -1}), "topics.orders"),
+        (_doc(topics={"orders": 2.5}), "topics.orders"),
+        (_doc(topics={"orders": 20_000_000}), "topics"),
+        (_doc(topics=[1]), "topics"),
+        (_doc(members=[]), "members"),
+        (_doc(lag={"orders": [1, 2]}), "lag.orders"),
+        (_doc(rate={"payments": [1.0, 2.0, 3.0]}), "rate.payments"),
+        (_doc(lag={"orders": [1, -2, 3]}), "lag.orders[1]"),
+        (_doc(lag={"orders": [1, math.nan, 3]}), "lag.orders[1]"),
+        (_doc(rate={"orders": [1, 2, math.inf]}), "rate.orders[2]"),
+        (_doc(lag={"orders": [1, "2", 3]}), "lag.orders[1]"),
+        (_doc(lag={"orders": 5}), "lag.orders"),
+        (_doc(extra=1), "extra"),
+        (_doc(strategy=7), "strategy"),
+        (_doc(strategy="best"), "strategy"),
+        (_doc(options={"max_moves": -1}), "options.max_moves"),
+        (_doc(options={"max_moves": "150%"}), "options.max_moves"),
+        (_doc(options={"min_improvement": 1.0}), "options.min_improvement"),
+        (_doc(options={"count_balance": "loose"}), "options.count_balance"),
+        (_doc(options={"load_model": "bytes"}), "options.load_model"),
+        (_doc(options={"target_drain_seconds": 0}), "options.target_drain_seconds"),
+        (_doc(options={"maxMoves": 3}), "options.maxMoves"),
+    ],
+)
+def test_bad_input_names_the_field(document, field):
+    assert _field_of(document) == field
+
+
+def test_bad_member_fields():
+    document = _doc()
+    document["members"]["a"]["colour"] = "red"
+    assert _field_of(document) == "members.a.colour"
+    document = _doc()
+    document["members"]["a"]["topics"] = "orders"
+    assert _field_of(document) == "members.a.topics"
+    document = _doc()
+    document["members"]["a"]["owned"] = {"orders": [0, "1"]}
+    assert _field_of(document) == "members.a.owned.orders"
+    document = _doc()
+    document["members"]["a"]["generation"] = 1.5
+    assert _field_of(document) == "members.a.generation"
+
+
+def test_non_object_input_and_missing_sections():
+    assert _field_of([1, 2]) == "input"
+    assert _field_of({"members": {}}) == "topics"
+    assert _field_of({"topics": {}}) == "members"
+
+
+def test_unknown_strategy_override_is_refused():
+    assert _field_of(_doc(), strategy="fastest") == "strategy"
+
+
+# --------------------------------------------------------------------------- stale facts
+
+
+def test_stale_facts_are_dropped_and_counted():
+    document = {
+        "topics": {"orders": 2},
+        "members": {
+            # orders-5 no longer exists, "gone" was deleted (3 partitions claimed).
+            "a": {"topics": ["orders", "gone"], "owned": {"orders": [0, 5], "gone": [0, 1, 2]}},
+            "b": {"topics": ["orders", "also-gone"], "owned": {"orders": [1, 1]}},
+        },
+        # A load array for a deleted topic is a stale fact too, whatever its length.
+        "lag": {"orders": [5, 6], "gone": [1]},
+    }
+    result = plan(document, "weighted-sticky")
+    assert result["stats"]["stale_ownership_dropped"] == 4
+    assert result["stats"]["unknown_subscriptions_ignored"] == 2
+    assert result["assignment"] == {"a": {"orders": [0]}, "b": {"orders": [1]}}
+    assert result["moves"] == []
+
+
+def test_members_without_subscriptions_appear_empty():
+    document = {"topics": {"t": 2}, "members": {"idle": {"topics": []}, "x": {"topics": ["t"]}}}
+    for strategy in ("kip169", "weighted-sticky", "lag-aware"):
+        result = plan(document, strategy)
+        assert result["assignment"] == {"idle": {}, "x": {"t": [0, 1]}}
+
+
+# --------------------------------------------------------------------------- KIP-341 ownership
+
+
+def test_highest_generation_wins_and_ties_are_dropped():
+    document = {
+        "topics": {"t": 3},
+        "members": {
+            "old": {"topics": ["t"], "owned": {"t": [0, 1]}, "generation": 4},
+            "new": {"topics": ["t"], "owned": {"t": [0, 2]}, "generation": 5},
+            "twin": {"topics": ["t"], "owned": {"t": [2]}, "generation": 5},
+        },
+    }
+    request = parse_request(document)
+    resolved, conflicts = resolve_ownership(request.group)
+    assert resolved == {"new": {"t": [0]}, "old": {"t": [1]}, "twin": {}}
+    assert conflicts == 2
+
+
+def test_missing_generation_loses_to_any_generation():
+    document = {
+        "topics": {"t": 1},
+        "members": {
+            "a": {"topics": ["t"], "owned": {"t": [0]}},
+            "b": {"topics": ["t"], "owned": {"t": [0]}, "generation": 0},
+        },
+    }
+    resolved, _ = resolve_ownership(parse_request(document).group)
+    assert resolved["b"] == {"t": [0]}
+    assert resolved["a"] == {}
+
+
+# --------------------------------------------------------------------------- options
+
+
+def test_max_moves_forms():
+    assert parse_max_moves(None, 40) is None
+    assert parse_max_moves(7, 40) == 7
+    assert parse_max_moves("25%", 40) == 10
+    assert parse_max_moves(" 10 % ", 41) == 5  # rounds up: a budget of 4.1 allows 5 moves
+    assert parse_max_moves("0%", 41) == 0
+    for bad in (-1, 1.5, "ten", "101%", True):
+        with pytest.raises(PlanInputError):
+            parse_max_moves(bad, 40)
+
+
+def test_defaults():
+    options = parse_request(_doc()).options
+    assert options == Options()
+    assert options.count_balance == "relaxed"
+    assert options.max_moves is None
+    assert options.min_improvement == 0.0
+    assert options.target_drain_seconds == 300.0
+
+
+# --------------------------------------------------------------------------- load models
+
+
+def test_load_model_choice():
+    group = parse_request(_doc()).group
+    assert choose_load_model(group, Options()) == "count"
+    group = parse_request(_doc(lag={"orders": [1, 2, 3]})).group
+    assert choose_load_model(group, Options()) == "lag"
+    group = parse_request(_doc(lag={"orders": [1, 2, 3]}, rate={"orders": [1, 1, 1]})).group
+    assert choose_load_model(group, Options()) == "drain"
+    assert choose_load_model(group, Options(load_model="rate")) == "rate"
+
+
+def test_drain_load_and_unknown_partitions_take_the_mean():
+    document = _doc(lag={"orders": [600, 0, 300]}, rate={"orders": [1.0, 2.0, 3.0]})
+    request = parse_request(document)
+    model, loads = partition_loads(request.group, Options(target_drain_seconds=300))
+    assert model == "drain"
+    assert loads["orders"] == [3.0, 2.0, 4.0]
+    # payments: unknown rate -> mean rate 2.0; unknown lag -> mean lag 300 -> 1.0 per second
+    assert loads["payments"] == [3.0, 3.0]
+
+
+def test_lower_bound_takes_the_biggest_partition_into_account():
+    document = {
+        "topics": {"t": 3},
+        "members": {"a": {"topics": ["t"], "weight": 1}, "b": {"topics": ["t"], "weight": 3}},
+        "lag": {"t": [90, 5, 5]},
+    }
+    group = parse_request(document).group
+    _, loads = partition_loads(group, Options())
+    # total 100 over weight 4 = 25, but partition 0 alone on the weight-3 member is 30
+    assert lower_bound(group, loads) == 30
+    assert max_load_ratio(group, {"a": {"t": [1, 2]}, "b": {"t": [0]}}, loads) == 1.0
+    assert max_load_ratio(group, {"a": {"t": [0]}, "b": {"t": [1, 2]}}, loads) == 3.0
