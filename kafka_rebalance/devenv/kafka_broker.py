@@ -168,7 +168,7 @@ def format_storage(cluster: KafkaCluster, tools: Toolchain) -> None:
             "-Xmx256m",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
-            *tools.kafka_jvm_flags(cluster.version),
+            *tools.kafka_jvm_flags(cluster.version, tool=True),
             "-cp",
             classpath,
             KAFKA_STORAGE_TOOL_CLASS,
@@ -198,29 +198,38 @@ def format_storage(cluster: KafkaCluster, tools: Toolchain) -> None:
             )
 
 
+def process_name(cluster: KafkaCluster, node: KafkaNode) -> str:
+    return f"{cluster.name}-{node.node_id}" if len(cluster.nodes) > 1 else cluster.name
+
+
+def launch_node(
+    cluster: KafkaCluster, node: KafkaNode, tools: Toolchain, supervisor: Supervisor, heap: str
+) -> str:
+    """Start (or restart, keeping its data) one node's broker; returns its process name."""
+    name = process_name(cluster, node)
+    argv = [
+        java_binary(),
+        *jvm_options(heap),
+        *tools.kafka_jvm_flags(cluster.version),
+        "-cp",
+        tools.kafka_classpath(cluster.version),
+        KAFKA_MAIN_CLASS,
+        str(node.config),
+    ]
+    supervisor.start(
+        name,
+        argv,
+        node.log,
+        ports={"kafka": node.port, "controller": node.controller_port},
+        cwd=node.directory,
+    )
+    return name
+
+
 def launch(cluster: KafkaCluster, tools: Toolchain, supervisor: Supervisor, heap: str) -> None:
     """Start every node's broker process under the supervisor."""
-    classpath = tools.kafka_classpath(cluster.version)
-    java = java_binary()
     for node in cluster.nodes:
-        name = f"{cluster.name}-{node.node_id}" if len(cluster.nodes) > 1 else cluster.name
-        argv = [
-            java,
-            *jvm_options(heap),
-            *tools.kafka_jvm_flags(cluster.version),
-            "-cp",
-            classpath,
-            KAFKA_MAIN_CLASS,
-            str(node.config),
-        ]
-        supervisor.start(
-            name,
-            argv,
-            node.log,
-            ports={"kafka": node.port, "controller": node.controller_port},
-            cwd=node.directory,
-        )
-        cluster.process_names.append(name)
+        cluster.process_names.append(launch_node(cluster, node, tools, supervisor, heap))
 
 
 def is_ready(cluster: KafkaCluster) -> bool:

@@ -115,6 +115,18 @@ class Supervisor:
                 )
             time.sleep(interval)
 
+    def stop_one(self, name: str, grace: float = 10.0) -> list[str]:
+        """Stop one server (fault tests: take a broker down) and forget its record."""
+        record = self.record(name)
+        killed = processes.stop_all([record], grace=grace)
+        popen = self._popens.pop(name, None)
+        if popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen.wait(timeout=1)
+        self.records.remove(record)
+        self.save()
+        return killed
+
     def stop(self, grace: float = 10.0) -> list[str]:
         """Stop every server this supervisor started, newest first; forget them."""
         killed = processes.stop_all(list(reversed(self.records)), grace=grace)

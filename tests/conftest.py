@@ -1,0 +1,323 @@
+"""Session fixtures that run the real parts: Kafka brokers, a Kubernetes control plane, Spark.
+
+They use the same code as `kafka-rebalance dev up`, each in its own directory under pytest's
+temp dir, so a test session never touches a developer's running `.dev/` environment. Fixtures
+start lazily (a unit-only run starts nothing) and stop on session teardown; in case the run dies
+half-way, an atexit hook and SIGTERM/SIGHUP handlers stop them too, and every server is started
+with a parent-death signal, so even a SIGKILLed pytest leaves no broker or API server behind.
+
+A part that is not provisioned makes its fixture FAIL (not skip): CI always provisions first,
+and a silently skipped integration suite would look green while testing nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_rebalance.devenv import control_plane, kafka_broker
+from kafka_rebalance.devenv.kafka_broker import KafkaCluster
+from kafka_rebalance.devenv.kube_api import write_kubeconfig
+from kafka_rebalance.devenv.processes import StateFile
+from kafka_rebalance.devenv.supervisor import Supervisor
+from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
+
+BROKER_HEAP = "512m"
+CLUSTER_NODE_HEAP = "384m"
+
+# ---- cleanup that survives a crashing session --------------------------------------------------
+
+_LIVE: list[Supervisor] = []
+_LIVE_LOCK = threading.Lock()
+
+
+def _stop_everything() -> None:
+    with _LIVE_LOCK:
+        live = list(reversed(_LIVE))
+        _LIVE.clear()
+    for supervisor in live:
+        with contextlib.suppress(Exception):
+            supervisor.stop(grace=5)
+
+
+def _on_fatal_signal(signum: int, _frame: Any) -> None:
+    _stop_everything()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+atexit.register(_stop_everything)
+if threading.current_thread() is threading.main_thread():
+    for _sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(_sig) in (signal.SIG_DFL, None):
+            signal.signal(_sig, _on_fatal_signal)
+
+
+def _supervisor(directory: Path) -> Supervisor:
+    directory.mkdir(parents=True, exist_ok=True)
+    supervisor = Supervisor(StateFile(directory / "state.json"), die_with_parent=True)
+    with _LIVE_LOCK:
+        _LIVE.append(supervisor)
+    return supervisor
+
+
+def _release(supervisor: Supervisor) -> None:
+    supervisor.stop(grace=10)
+    with _LIVE_LOCK:
+        if supervisor in _LIVE:
+            _LIVE.remove(supervisor)
+
+
+# ---- toolchain -----------------------------------------------------------------------------------
+
+
+def _require(tools: Toolchain, *needed: str) -> None:
+    """Fail (never skip) when a needed tool ("etcd", or "kafka 3.9.2") is not provisioned."""
+    missing = [m for m in tools.missing() if m in needed or m.split(" ", 1)[0] in needed]
+    if missing:
+        pytest.fail(
+            f"not provisioned: {', '.join(missing)}; run `scripts/bootstrap` "
+            "(it provisions the pinned toolchain into ~/.cache/kafka-rebalance)",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def tools() -> Toolchain:
+    return toolchain()
+
+
+@pytest.fixture(scope="session")
+def devenv_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("devenv")
+
+
+# ---- Kafka ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class KafkaHandle:
+    """A running cluster: bootstrap string plus node stop/start for fault tests."""
+
+    cluster: KafkaCluster
+    supervisor: Supervisor
+    tools: Toolchain
+    heap: str
+    stopped: set[int] = field(default_factory=set)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.cluster.bootstrap_servers
+
+    @property
+    def version(self) -> str:
+        return self.cluster.version
+
+    def _node(self, node_id: int) -> kafka_broker.KafkaNode:
+        return next(n for n in self.cluster.nodes if n.node_id == node_id)
+
+    def stop_node(self, node_id: int, grace: float = 10.0) -> None:
+        """Stop one broker (SIGTERM, its controlled shutdown); its data stays."""
+        node = self._node(node_id)
+        self.supervisor.stop_one(kafka_broker.process_name(self.cluster, node), grace=grace)
+        self.stopped.add(node_id)
+
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL one broker: a crash, no controlled shutdown."""
+        self.stop_node(node_id, grace=0)
+
+    def start_node(self, node_id: int, timeout: float = 120.0) -> None:
+        """Restart a stopped broker on its old ports and data; wait for the full cluster."""
+        node = self._node(node_id)
+        kafka_broker.launch_node(self.cluster, node, self.tools, self.supervisor, self.heap)
+        self.stopped.discard(node_id)
+        kafka_broker.wait_ready(self.cluster, self.supervisor, timeout)
+
+
+def _kafka_cluster(
+    tools: Toolchain, root: Path, name: str, version: str, nodes: int, heap: str
+) -> Iterator[KafkaHandle]:
+    _require(tools, f"kafka {version}")
+    supervisor = _supervisor(root / name)
+    try:
+        cluster = kafka_broker.start_cluster(
+            name, root / name, tools, supervisor, version=version, nodes=nodes, heap=heap
+        )
+        yield KafkaHandle(cluster, supervisor, tools, heap)
+    finally:
+        _release(supervisor)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker_4(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]:
+    yield from _kafka_cluster(tools, devenv_root, "kafka", tools.kafka_version, 1, BROKER_HEAP)
+
+
+@pytest.fixture(scope="session")
+def kafka(kafka_broker_4: KafkaHandle) -> str:
+    """Bootstrap servers of one Kafka 4.x broker (versions.toml [kafka].version)."""
+    return kafka_broker_4.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def kafka_compat_broker(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]:
+    yield from _kafka_cluster(
+        tools, devenv_root, "kafka-compat", tools.kafka_compat_version, 1, BROKER_HEAP
+    )
+
+
+@pytest.fixture(scope="session")
+def kafka_compat(kafka_compat_broker: KafkaHandle) -> str:
+    """Bootstrap servers of one Kafka 3.9 broker (versions.toml [kafka].compat_version)."""
+    return kafka_compat_broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session", params=["4.x", "3.9"])
+def any_kafka(request: pytest.FixtureRequest) -> KafkaHandle:
+    """Each supported broker line in turn, for client-compatibility tests."""
+    name = "kafka_broker_4" if request.param == "4.x" else "kafka_compat_broker"
+    return request.getfixturevalue(name)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]:
+    """Three combined broker+controller nodes (a real KRaft quorum) for fault tests."""
+    yield from _kafka_cluster(
+        tools, devenv_root, "kafka-cluster", tools.kafka_version, 3, CLUSTER_NODE_HEAP
+    )
+
+
+# ---- Kubernetes ----------------------------------------------------------------------------------
+
+KUBE_TOOLS = ("kubernetes", "etcd", "kwok")
+
+
+@dataclass
+class K8s:
+    """The control plane: admin kubeconfig, kubectl, and RBAC-restricted identities."""
+
+    kubeconfig: Path
+    server: str
+    ca: Path
+    tools: Toolchain
+    directory: Path
+
+    def kubectl(
+        self, *args: str, kubeconfig: Path | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.tools.kubectl), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=timeout,
+        )
+
+    def api_client(self) -> Any:
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def restricted_kubeconfig(
+        self, namespace: str, rules: Sequence[dict[str, Any]], name: str = "restricted"
+    ) -> Path:
+        """A ServiceAccount in `namespace` bound to a Role with `rules`; its token kubeconfig.
+
+        The token comes from the TokenRequest API (as kubelets and `kubectl create token` get
+        them), so tests see exactly what a pod running as that ServiceAccount would be allowed.
+        """
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        api = self.api_client()
+        core = client.CoreV1Api(api)
+        rbac = client.RbacAuthorizationV1Api(api)
+
+        def create(fn: Any, *args: Any) -> None:
+            try:
+                fn(*args)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+
+        create(core.create_namespace, {"metadata": {"name": namespace}})
+        create(core.create_namespaced_service_account, namespace, {"metadata": {"name": name}})
+        create(
+            rbac.create_namespaced_role,
+            namespace,
+            {"metadata": {"name": name}, "rules": list(rules)},
+        )
+        create(
+            rbac.create_namespaced_role_binding,
+            namespace,
+            {
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            },
+        )
+        token = core.create_namespaced_service_account_token(
+            name, namespace, {"spec": {"expirationSeconds": 3600}}
+        ).status.token
+        api.close()
+        return write_kubeconfig(
+            self.directory / f"{namespace}-{name}.kubeconfig",
+            self.server,
+            self.ca,
+            user=f"system:serviceaccount:{namespace}:{name}",
+            token=token,
+            namespace=namespace,
+        )
+
+
+@pytest.fixture(scope="session")
+def k8s(tools: Toolchain, devenv_root: Path) -> Iterator[K8s]:
+    """etcd, kube-apiserver (RBAC), controller-manager, scheduler and a KWOK node."""
+    _require(tools, *KUBE_TOOLS)
+    directory = devenv_root / "kubernetes"
+    supervisor = _supervisor(directory)
+    try:
+        plane = control_plane.start(directory, tools, supervisor)
+        yield K8s(plane.kubeconfig, plane.server, plane.ca, tools, directory)
+    finally:
+        _release(supervisor)
+
+
+# ---- Spark ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark(tools: Toolchain, devenv_root: Path) -> Iterator[Any]:
+    """A local SparkSession (local[1], small memory) with the provisioned Kafka connector jars."""
+    _require(tools, f"spark-kafka {tools.spark_version}")
+    jars = tools.spark_jars
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("kafka-rebalance-tests")
+        .config("spark.jars", ",".join(str(j) for j in jars))
+        .config("spark.driver.memory", "512m")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.local.dir", str(devenv_root / "spark"))
+        .config("spark.jars.ivy", str(devenv_root / "ivy-unused"))
+        .getOrCreate()
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
