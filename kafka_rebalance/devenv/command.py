@@ -8,6 +8,7 @@ works). Exit codes: 0 success, 1 failure (which part, and its log tail, on stder
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from typing import Any
@@ -81,8 +82,15 @@ def _provision(args: argparse.Namespace) -> int:
     return int(provision.main(list(args.args)) or 0)
 
 
+def _interrupted(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _up(args: argparse.Namespace) -> int:
     env = DevEnvironment(resolve_state_dir(args.state_dir))
+    # A SIGTERM/SIGHUP mid-start must still stop what was started (KeyboardInterrupt unwinds).
+    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGHUP, _interrupted)
     try:
         seconds = env.up(
             parts=args.only or ALL_PARTS,
@@ -97,7 +105,8 @@ def _up(args: argparse.Namespace) -> int:
         return 1
     except StartupError as exc:
         _err(f"dev up failed: {exc}")
-        _err("dev up: stopped everything it had started")
+        if exc.component != "toolchain":
+            _err("dev up: stopped everything it had started")
         return 1
     except KeyboardInterrupt:
         _err("dev up: interrupted; stopped everything it had started")

@@ -105,7 +105,8 @@ class DevEnvironment:
                 f"{', '.join(r.name for r in alive)} still run; "
                 "run `kafka-rebalance dev down` first"
             )
-        missing = [m for m in self.tools.missing() if _needed(m, parts)]
+        version = kafka_version or self.tools.kafka_version
+        missing = [m for m in self.tools.missing() if _needed(m, parts, version)]
         if missing:
             raise StartupError(
                 "toolchain", f"not provisioned: {', '.join(missing)}; run scripts/bootstrap"
@@ -192,11 +193,11 @@ class DevEnvironment:
         return len(records), killed, still_open
 
 
-def _needed(missing: str, parts: tuple[str, ...]) -> bool:
+def _needed(missing: str, parts: tuple[str, ...], kafka_version: str) -> bool:
     """Whether a missing toolchain component matters for the requested parts of `up`."""
     tool = missing.split(" ", 1)[0]
     if tool == "kafka":
-        return "kafka" in parts
+        return "kafka" in parts and missing == f"kafka {kafka_version}"
     if tool in ("kubernetes", "etcd", "kwok"):
         return "kubernetes" in parts
     return False
