@@ -102,21 +102,22 @@ class Toolchain:
     def kafka_libs(self, version: str | None = None) -> Path:
         return self.kafka_home(version) / "libs"
 
-    def kafka_log4j_config(self, version: str | None = None) -> Path:
+    def kafka_log4j_config(self, version: str | None = None, *, tool: bool = False) -> Path:
         """The logging config provisioning writes for this Kafka line.
 
-        4.x logs through log4j2 (pass `-Dlog4j2.configurationFile=<this>`); 3.9 through reload4j
-        (pass `-Dlog4j.configuration=file:<this>`); `kafka_jvm_flags` picks the right one.
+        4.x logs through log4j2 (`-Dlog4j2.configurationFile=<this>`), 3.9 through reload4j
+        (`-Dlog4j.configuration=file:<this>`); `kafka_jvm_flags` picks the right property. The
+        broker config logs INFO to stdout; the `tool=True` one (for StorageTool and other
+        command-line tools) logs WARN+ to stderr so stdout carries only the tool's answer.
         """
-        home = self.kafka_home(version)
-        return home / (
-            "log4j2.yaml" if _major(version or self.kafka_version) >= 4 else "log4j.properties"
-        )
-
-    def kafka_jvm_flags(self, version: str | None = None) -> list[str]:
-        """JVM system properties the broker and its tools need to log to stdout/stderr."""
         version = version or self.kafka_version
-        config = self.kafka_log4j_config(version)
+        name = "log4j2.properties" if _major(version) >= 4 else "log4j.properties"
+        return self.kafka_home(version) / (f"tools-{name}" if tool else name)
+
+    def kafka_jvm_flags(self, version: str | None = None, *, tool: bool = False) -> list[str]:
+        """JVM system properties a broker (or, with tool=True, a Kafka CLI tool) needs to log."""
+        version = version or self.kafka_version
+        config = self.kafka_log4j_config(version, tool=tool)
         if _major(version) >= 4:
             return [f"-Dlog4j2.configurationFile={config}"]
         return [f"-Dlog4j.configuration=file:{config}"]
