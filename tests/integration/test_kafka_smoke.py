@@ -67,3 +67,35 @@ def test_each_fixture_runs_the_broker_line_it_claims(kafka_broker_4, kafka_compa
     produce = 0
     assert new[produce][1] > old[produce][1]
     assert set(new) > set(old)
+
+
+def test_three_node_cluster_keeps_serving_with_one_broker_down(kafka_cluster) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = f"quorum-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 3, 3)])
+    admin.close()
+
+    def produce(values: list[bytes]) -> None:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=10)
+        for value in values:
+            producer.send(topic, value=value).get(timeout=60)
+        producer.close()
+
+    first = [f"before-{i}".encode() for i in range(10)]
+    produce(first)
+    kafka_cluster.stop_node(3)
+    assert 3 in kafka_cluster.stopped
+    second = [f"during-{i}".encode() for i in range(10)]
+    produce(second)
+
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=20000
+    )
+    got = {r.value for r in consumer}
+    consumer.close()
+    assert got == set(first + second)
+
+    kafka_cluster.start_node(3)
+    host, port = bootstrap.split(",")[0].split(":")
+    assert {b.node_id for b in kafka_protocol.brokers(host, int(port))} == {1, 2, 3}
