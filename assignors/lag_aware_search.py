@@ -331,9 +331,11 @@ class Search:
         self.maxheap = [e for e in self.maxheap if self.member_classes[e[1]]]
         heapq.heapify(self.maxheap)
         limit = max_iterations if max_iterations is not None else 4 * len(self.owner) + 1000
-        for _ in range(MAX_ROUNDS):
+        # End on a descent that found nothing (or the lower bound), never on a hand-back: then
+        # replanning this plan with unchanged loads finds nothing to do either.
+        for round_ in range(MAX_ROUNDS):
             self._descend(limit)
-            if self._refund() == 0:
+            if round_ == MAX_ROUNDS - 1 or self._refund() == 0:
                 break
 
     def _build_lists(self) -> None:
