@@ -52,6 +52,28 @@ BUILD_DATE = "1970-01-01T00:00:00Z"
 class ProvisionError(RuntimeError):
     """A tool could not be provisioned; the message names the tool and the failing command."""
 
+    def __init__(self, message: str, failed: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.failed = list(failed)  # labels ('spark-kafka 4.3.0') of the tools that failed
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Maven's closing advice lines, identical for every failure: noise in an error message.
+MAVEN_BOILERPLATE = re.compile(
+    r"^\[ERROR\]\s*$|Re-run Maven|To see the full stack trace|For more information about the "
+    r"errors|^\[ERROR\] \[Help 1\]"
+)
+
+
+def failure_tail(output: str, lines: int = 25) -> str:
+    """The informative end of a failed command's output (colour codes and boilerplate dropped)."""
+    kept = [
+        line
+        for line in ANSI_ESCAPE.sub("", output).splitlines()
+        if line.strip() and not MAVEN_BOILERPLATE.search(line)
+    ]
+    return "\n".join(kept[-lines:])
+
 
 def say(message: str) -> None:
     print(f"[provision] {message}", file=sys.stderr, flush=True)
@@ -91,7 +113,7 @@ def run(
             ) from exc
         fh.write(proc.stdout)
     if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-30:])
+        tail = failure_tail(proc.stdout)
         raise ProvisionError(
             f"{tool}: command failed with exit code {proc.returncode}: {shlex.join(cmd)}\n"
             f"(in {cwd}; full output in {log})\n{tail}"
@@ -218,12 +240,17 @@ def maven_copy(tool: str, name: str, coords: Sequence[str], dest: Path, log: Pat
         "@DEPENDENCIES@", maven_coordinates_xml(coords)
     )
     (project / "pom.xml").write_text(pom)
+    settings = []
+    if not (Path.home() / ".m2" / "settings.xml").exists():
+        settings = ["-s", str(TEMPLATES / "maven-settings.xml")]
     run(
         tool,
         [
             "mvn",
             "-B",
             "-q",
+            "-U",  # retry artifacts an earlier run found missing (Maven caches misses)
+            *settings,
             f"{MAVEN_DEPENDENCY_PLUGIN}:copy-dependencies",
             "-DincludeScope=runtime",
             f"-DoutputDirectory={dest}",
@@ -713,26 +740,44 @@ def components(tc: Toolchain) -> list[Component]:
     ]
 
 
-def provision(only: Sequence[str] | None = None, tc: Toolchain | None = None) -> Toolchain:
-    """Provision every pinned tool (or only the named ones); return the toolchain.
+def provision(
+    only: Sequence[str] | None = None,
+    tc: Toolchain | None = None,
+    skip: Sequence[str] | None = None,
+) -> Toolchain:
+    """Provision every pinned tool (or only the named ones, minus skipped ones).
 
-    Raises ProvisionError naming the tool and command on the first failure; tools finished
-    before it stay installed, so the next run resumes where this one stopped.
+    A failing tool does not stop the others (a fresh CI machine should get as far as it can in
+    one run); at the end a ProvisionError lists every failure with its tool and command. Tools
+    already finished stay installed, so the next run resumes where this one stopped.
     """
     tc = tc or toolchain()
     plan = components(tc)
-    if only:
-        unknown = set(only) - {c.name for c in plan}
-        if unknown:
-            raise ProvisionError(f"unknown tool(s): {', '.join(sorted(unknown))}")
-        plan = [c for c in plan if c.name in only]
+    names = {c.name for c in plan}
+    unknown = (set(only or ()) | set(skip or ())) - names
+    if unknown:
+        raise ProvisionError(
+            f"unknown tool(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(names))})"
+        )
+    plan = [c for c in plan if (not only or c.name in only) and c.name not in (skip or ())]
     say(f"cache: {tc.root}")
     total = time.monotonic()
+    failures: dict[str, str] = {}
     with cache_lock(tc.root):
         for component in plan:
-            outcome, seconds = install(component)
+            try:
+                outcome, seconds = install(component)
+            except ProvisionError as exc:
+                say(f"{component.label}: FAILED: {exc}")
+                failures[component.label] = str(exc)
+                continue
             say(f"{component.label}: {outcome} in {seconds:.1f}s ({component.target})")
-    say(f"done in {time.monotonic() - total:.1f}s")
+    say(
+        f"done in {time.monotonic() - total:.1f}s"
+        + (f", {len(failures)} failed" if failures else "")
+    )
+    if failures:
+        raise ProvisionError("\n\n".join(failures.values()), failed=list(failures))
     return tc
 
 
@@ -756,6 +801,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "kwok, etcd, kubernetes",
     )
     parser.add_argument(
+        "--skip",
+        action="append",
+        metavar="TOOL",
+        help="leave this tool out (repeatable), e.g. when a registry lacks its pinned version",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="do not build; list what is missing and exit 1 if anything is",
@@ -772,9 +823,12 @@ def run_from_args(args: argparse.Namespace) -> int:
             print(f"all provisioned under {tc.root}")
         return 1 if gone else 0
     try:
-        provision(args.only, tc)
+        provision(args.only, tc, args.skip)
     except ProvisionError as exc:
-        say(f"FAILED: {exc}")
+        if exc.failed:  # details were printed as each tool failed
+            say(f"provisioning incomplete; failed: {', '.join(exc.failed)}")
+        else:
+            say(f"FAILED: {exc}")
         return 1
     return 0
 
