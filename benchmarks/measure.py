@@ -1,0 +1,110 @@
+"""Timing and machine facts for the Python side, and a plain-text table printer.
+
+Figures are medians of a few calls, each after a `gc.collect()` outside the timed region, so one
+call's garbage does not land in the next call's time (the Java harness does the same with
+`System.gc()`).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def timed(
+    call: Callable[[], T], iterations: int, warmup: int = 0, max_seconds: float = 60.0
+) -> tuple[list[float], T]:
+    """Milliseconds of each timed call (at least one; fewer than `iterations` once `max_seconds`
+    of timed work is spent) and the last result."""
+    result: Any = None
+    for _ in range(warmup):
+        result = call()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < max(iterations, 1) and (not times or spent < max_seconds):
+        gc.collect()
+        start = time.perf_counter()
+        result = call()
+        elapsed = time.perf_counter() - start
+        spent += elapsed
+        times.append(elapsed * 1000.0)
+    return times, result
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> str:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return "unknown"
+
+
+def machine(java: str, kafka: str) -> dict[str, str]:
+    return {
+        "cores": str(os.cpu_count()),
+        "cpu": _cpu_model(),
+        "memory": _memory_gib(),
+        "os": platform.platform(),
+        "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
+        "java": java,
+        "kafka": kafka,
+        "load average at start (1/5/15 min)": load_average(),
+    }
+
+
+def fmt_ms(value: float | None) -> str:
+    if value is None or value != value:  # None or NaN
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def fmt_ratio(value: float | None) -> str:
+    if value is None or value != value:
+        return "-"
+    return f"{value:.2f}x"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table (readable in a terminal, pasteable into docs)."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for index, row in enumerate(cells):
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+        if index == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
