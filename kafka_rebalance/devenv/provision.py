@@ -262,11 +262,13 @@ def maven_copy(tool: str, name: str, coords: Sequence[str], dest: Path, log: Pat
     return sorted(p.name for p in dest.glob("*.jar"))
 
 
-JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^-]*(?:-[^-]+)*)\.jar$")
+# The version is the first "-<digit>..." tail free of "_": Scala suffixes such as "-0-10_2.13"
+# in spark-sql-kafka-0-10_2.13 belong to the artifact, "-10" in zstd-jni-1.5.6-10 to the version.
+JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^-_]*(?:-[^-_]+)*)\.jar$")
 
 
 def jar_artifact(filename: str) -> tuple[str, str]:
-    """('log4j-core', '2.25.4') from 'log4j-core-2.25.4.jar' (artifact up to the first -digit)."""
+    """('log4j-core', '2.25.4') from 'log4j-core-2.25.4.jar'."""
     match = JAR_NAME.match(filename)
     if not match:
         return filename.removesuffix(".jar"), ""
