@@ -82,6 +82,11 @@ def test_etcd_wrapper_pins_sibling_modules_at_the_server_version():
         ("zstd-jni-1.5.6-10.jar", "zstd-jni", "1.5.6-10"),
         ("jackson-annotations-2.21.jar", "jackson-annotations", "2.21"),
         ("HdrHistogram-2.2.2.jar", "HdrHistogram", "2.2.2"),
+        (
+            "netty-transport-native-epoll-4.2.13.Final-linux-x86_64.jar",
+            "netty-transport-native-epoll",
+            "4.2.13.Final-linux-x86_64",
+        ),
     ],
 )
 def test_jar_artifact_splits_name_and_version(filename, artifact, version):

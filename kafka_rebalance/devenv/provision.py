@@ -262,9 +262,10 @@ def maven_copy(tool: str, name: str, coords: Sequence[str], dest: Path, log: Pat
     return sorted(p.name for p in dest.glob("*.jar"))
 
 
-# The version is the first "-<digit>..." tail free of "_": Scala suffixes such as "-0-10_2.13"
-# in spark-sql-kafka-0-10_2.13 belong to the artifact, "-10" in zstd-jni-1.5.6-10 to the version.
-JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^-_]*(?:-[^-_]+)*)\.jar$")
+# The version is the tail from the first "-<digits>." on: so "-0-10_2.13" in
+# spark-sql-kafka-0-10_2.13-4.0.0 stays in the artifact, while "-10" in zstd-jni-1.5.6-10 and
+# classifiers such as "-linux-x86_64" stay in the version.
+JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d+\..*)\.jar$")
 
 
 def jar_artifact(filename: str) -> tuple[str, str]:
