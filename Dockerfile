@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# The operator image: `kafka-rebalance` is the entrypoint, `operator` the default subcommand
+# (the same image runs `kafka-rebalance sidecar` in consumer pods).
+#
+# Stage 1 builds the project's wheel and installs it with its runtime dependencies into a venv;
+# stage 2 copies only that venv onto a clean slim Python, so no compiler, pip cache or source
+# tree reaches the final image. The final image runs as a fixed non-root uid and writes nothing
+# outside /tmp, so it works with readOnlyRootFilesystem (mount an emptyDir at /tmp).
+
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY assignors/ assignors/
+COPY kafka_rebalance/ kafka_rebalance/
+COPY operator/ operator/
+RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+ && python -m venv /opt/kafka-rebalance \
+ && /opt/kafka-rebalance/bin/pip install /wheels/*.whl \
+ && /opt/kafka-rebalance/bin/python -c "import assignors, kafka_rebalance, kafka_rebalance_operator"
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="kafka-rebalance-operator" \
+      org.opencontainers.image.description="Lag-aware, weighted, sticky partition assignment for Kafka consumer groups on Kubernetes" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 10001 kafka-rebalance \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home \
+      --shell /usr/sbin/nologin kafka-rebalance
+COPY --from=builder /opt/kafka-rebalance /opt/kafka-rebalance
+ENV PATH=/opt/kafka-rebalance/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp
+WORKDIR /tmp
+# 8080: /healthz (liveness); 9100: /metrics (Prometheus).
+EXPOSE 8080 9100
+USER 10001:10001
+ENTRYPOINT ["kafka-rebalance"]
+CMD ["operator"]
