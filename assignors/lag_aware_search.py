@@ -147,12 +147,14 @@ class Search:
             lo: dict[int, int] = {}
             hi: dict[int, int] = {}
             if subs:
-                exact = {i: Fraction(self.w[i]) for i in subs}
-                total = sum(exact.values())
+                exact = {weight: Fraction(weight) for weight in {self.w[i] for i in subs}}
+                total = sum(exact[self.w[i]] for i in subs)
+                bounds = {}
+                for weight, fraction in exact.items():
+                    share = self.sizes[t] * fraction / total
+                    bounds[weight] = (math.floor(share), math.ceil(share))
                 for i in subs:
-                    share = self.sizes[t] * exact[i] / total
-                    lo[i] = math.floor(share)
-                    hi[i] = math.ceil(share)
+                    lo[i], hi[i] = bounds[self.w[i]]
             self.lo.append(lo)
             self.hi.append(hi)
             self.extra.append(self.sizes[t] - sum(lo.values()))
@@ -173,12 +175,11 @@ class Search:
             if before == self.lo[t][i]:
                 self.above[t] += 1
 
-    def _touch(self, i: int, skip: list | None = None) -> None:
+    def _touch(self, i: int) -> None:
         self.ver[i] += 1
         entry = (self.L[i], self.cnt[i], i, self.ver[i])
         for heap in self.member_heaps[i]:
-            if heap is not skip:
-                heapq.heappush(heap, entry)
+            heapq.heappush(heap, entry)
         if self.maxheap is not None:
             heapq.heappush(self.maxheap, (-self.L[i] / self.w[i], i, self.ver[i]))
 
@@ -239,15 +240,22 @@ class Search:
         free = [g for g in range(len(owner)) if owner[g] < 0 and topic_class[topic_of[g]] >= 0]
         free.sort(key=load.__getitem__, reverse=True)  # stable: equal loads keep partition order
         if self.strict:
+            # Topic by topic, hottest topic first, with heaps built fresh for each topic: a
+            # member's load changes with every topic it takes partitions of, and keeping one heap
+            # per topic current across all topics would cost a heap update per topic per step.
+            by_topic: dict[int, list[int]] = {}
             for g in free:
-                t = topic_of[g]
-                i, chosen = self._pick(self.class_heaps[topic_class[t]], load[g], t)
-                self._place(g, i, chosen)
+                by_topic.setdefault(topic_of[g], []).append(g)
+            for t in sorted(by_topic, key=lambda t: (-load[by_topic[t][0]], t)):
+                groups = self._topic_heaps(t)
+                for g in by_topic[t]:
+                    i, chosen = self._pick(groups, load[g], t)
+                    self._place(g, i, chosen)
             return
         # Relaxed: the hot loop of the planner, inlined (100k partitions in well under a second).
-        ver, class_heaps, member_heaps = self.ver, self.class_heaps, self.member_heaps
+        ver, class_heaps = self.ver, self.class_heaps
         L, cnt = self.L, self.cnt
-        heappop, heapreplace, heappush = heapq.heappop, heapq.heapreplace, heapq.heappush
+        heapreplace = heapq.heapreplace
         for g in free:
             groups = class_heaps[topic_class[topic_of[g]]]
             lg = load[g]
@@ -255,8 +263,9 @@ class Search:
             chosen: list = groups[0][1]
             for weight, heap in groups:
                 head = heap[0]
-                while head[3] != ver[head[2]]:
-                    heappop(heap)
+                while head[3] != ver[head[2]]:  # loads only grow while placing: refresh, sinks
+                    m = head[2]
+                    heapreplace(heap, (L[m], cnt[m], m, ver[m]))
                     head = heap[0]
                 value = (head[0] + lg) / weight
                 if value < best:
@@ -275,33 +284,35 @@ class Search:
             cnt[i] += 1
             version = ver[i] + 1
             ver[i] = version
-            entry = (L[i], cnt[i], i, version)
-            heapreplace(chosen, entry)
-            others = member_heaps[i]
-            if len(others) > 1:
-                for heap in others:
-                    if heap is not chosen:
-                        heappush(heap, entry)
+            heapreplace(chosen, (L[i], cnt[i], i, version))  # other heaps refresh lazily
+
+    def _topic_heaps(self, t: int) -> list[tuple[float, list]]:
+        by_weight: dict[float, list] = {}
+        for i in self.subs[t]:
+            by_weight.setdefault(self.w[i], []).append((self.L[i], self.cnt[i], i, self.ver[i]))
+        for heap in by_weight.values():
+            heapq.heapify(heap)
+        return sorted(by_weight.items())
 
     def _place(self, g: int, i: int, chosen: list | None) -> None:
         self._set_owner(g, i)
         self.ver[i] += 1
-        entry = (self.L[i], self.cnt[i], i, self.ver[i])
-        if chosen is not None:
-            heapq.heapreplace(chosen, entry)
-        for heap in self.member_heaps[i]:
-            if heap is not chosen:
-                heapq.heappush(heap, entry)
+        if chosen is not None:  # i's entry is that heap's head: refresh it in place
+            heapq.heapreplace(chosen, (self.L[i], self.cnt[i], i, self.ver[i]))
 
     def _pick(self, groups: list[tuple[float, list]], lg: float, t: int) -> tuple[int, list | None]:
         best: tuple[float, float, int] | None = None
         chosen = None
         ver = self.ver
+        L, cnt = self.L, self.cnt
         for weight, heap in groups:
             while heap:
                 load, count, i, v = heap[0]
-                if v != ver[i] or (self.strict and not self.can_receive(i, t)):
-                    heapq.heappop(heap)  # stale, or (strict) full for the rest of placement
+                if self.strict and not self.can_receive(i, t):
+                    heapq.heappop(heap)  # full for the rest of placement
+                    continue
+                if v != ver[i]:  # loads only grow while placing: refresh, it sinks
+                    heapq.heapreplace(heap, (L[i], cnt[i], i, ver[i]))
                     continue
                 key = ((load + lg) / weight, (count + 1) / weight, i)
                 if best is None or key < best:
@@ -325,8 +336,9 @@ class Search:
         objective; repeat while the hand-back opened new room."""
         if self.max_moves is not None:
             self.budget_left = max(0, self.max_moves - self.moved_off_previous())
-        if self.strict:
-            self._build_heaps()  # strict placement discarded full members from the heaps
+        # Fresh heaps: placement refreshed entries lazily (loads only grew) and, in strict mode,
+        # dropped full members; from here on loads go both ways, so every change pushes an entry.
+        self._build_heaps()
         self.maxheap = [(-self.normalised(i), i, self.ver[i]) for i in range(len(self.ids))]
         self.maxheap = [e for e in self.maxheap if self.member_classes[e[1]]]
         heapq.heapify(self.maxheap)

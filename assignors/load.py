@@ -37,7 +37,25 @@ def _filled(group: Group, reported: Mapping[str, tuple[float, ...]]) -> Loads | 
     }
 
 
+# The strategy and the plan's stats both need the loads of the same (group, options); at a million
+# partitions computing them costs as much as a simple strategy. One entry, matched by identity
+# (the cache holds both objects, so their ids cannot be reused while the entry lives). Callers
+# must treat the returned lists as read-only.
+_last: tuple[Group, Options, tuple[LoadModel, Loads]] | None = None
+
+
 def partition_loads(group: Group, options: Options) -> tuple[LoadModel, Loads]:
+    """The load model in force and each partition's load under it (see the module docstring)."""
+    global _last
+    last = _last  # one read: another thread may replace the entry meanwhile
+    if last is not None and last[0] is group and last[1] is options:
+        return last[2]
+    result = _compute_loads(group, options)
+    _last = (group, options, result)
+    return result
+
+
+def _compute_loads(group: Group, options: Options) -> tuple[LoadModel, Loads]:
     model = choose_load_model(group, options)
     lag = _filled(group, group.lag)
     rate = _filled(group, group.rate)

@@ -8,6 +8,8 @@ partitions.
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import repeat
 from typing import Any
 
 from assignors.load import lower_bound, max_normalised_load, member_loads, partition_loads
@@ -28,29 +30,40 @@ class PlanInvariantError(RuntimeError):
     """A strategy produced an invalid assignment: a bug, never the user's fault."""
 
 
+def _fill(table: list[str | None], partitions: list[int], member_id: str) -> None:
+    """table[p] = member_id for every p, at C speed (this runs once per partition of the group)."""
+    deque(map(table.__setitem__, partitions, repeat(member_id, len(partitions))), maxlen=0)
+
+
 def _owner_table(group: Group, assignment: Assignment) -> OwnerTable:
     """Topic -> owner per partition, refusing anything Kafka would refuse: an unknown member, a
     topic the member does not subscribe to, a partition out of range or assigned twice, or a
-    subscribed partition left unassigned."""
+    subscribed partition left unassigned. `assignment` lists are sorted (see `_normalise`)."""
     owners: OwnerTable = {topic: [None] * n for topic, n in group.topics.items()}
+    listed = dict.fromkeys(group.topics, 0)
     for member_id, owned in assignment.items():
         member = group.members.get(member_id)
         if member is None:
             raise PlanInvariantError(f"assignment names unknown member {member_id!r}")
         for topic, partitions in owned.items():
-            if partitions and topic not in member.topics:
+            if not partitions:
+                continue
+            if topic not in member.topics:
                 raise PlanInvariantError(f"{member_id} got topic {topic} it does not subscribe to")
             table = owners[topic]
-            size = len(table)
-            for partition in partitions:
-                if not 0 <= partition < size:
-                    raise PlanInvariantError(f"{topic}-{partition} does not exist")
-                if table[partition] is not None:
-                    raise PlanInvariantError(f"{topic}-{partition} assigned twice")
-                table[partition] = member_id
-    for topic in group.subscribers():
-        if None in owners[topic]:
-            raise PlanInvariantError(f"{topic}-{owners[topic].index(None)} left unassigned")
+            if partitions[0] < 0 or partitions[-1] >= len(table):
+                raise PlanInvariantError(
+                    f"{member_id} got a partition of {topic} that does not exist"
+                )
+            _fill(table, partitions, member_id)
+            listed[topic] += len(partitions)
+    subscribed = group.subscribers()
+    for topic, table in owners.items():
+        missing = table.count(None)
+        if listed[topic] != len(table) - missing:
+            raise PlanInvariantError(f"a partition of {topic} was assigned twice")
+        if missing and topic in subscribed:
+            raise PlanInvariantError(f"{topic}-{table.index(None)} left unassigned")
     return owners
 
 
@@ -60,9 +73,7 @@ def _previous_owner_table(group: Group, assignment: Assignment) -> OwnerTable:
     owners: OwnerTable = {topic: [None] * n for topic, n in group.topics.items()}
     for member_id, owned in assignment.items():
         for topic, partitions in owned.items():
-            table = owners[topic]
-            for partition in partitions:
-                table[partition] = member_id
+            _fill(owners[topic], partitions, member_id)
     return owners
 
 
@@ -85,9 +96,11 @@ def compute_moves(previous: OwnerTable, target: OwnerTable) -> list[dict[str, An
         before = previous[topic]
         if before == owners:
             continue
-        for partition, (old, new) in enumerate(zip(before, owners, strict=True)):
-            if old is not None and old != new:
-                moves.append({"topic": topic, "partition": partition, "from": old, "to": new})
+        moves.extend(
+            {"topic": topic, "partition": partition, "from": old, "to": new}
+            for partition, (old, new) in enumerate(zip(before, owners, strict=True))
+            if old != new and old is not None
+        )
     return moves
 
 
@@ -105,12 +118,9 @@ def plan_group(request: PlanRequest) -> dict[str, Any]:
     previous = _previous_owner_table(group, previous_assignment)
     moves = compute_moves(previous, target)
     budgeted = sum(1 for move in moves if move["topic"] in group.members[move["from"]].topics)
-    granted = sum(
-        1
-        for topic, owners in target.items()
-        for old, new in zip(previous[topic], owners, strict=True)
-        if old is None and new is not None
-    )
+    # Every subscribed partition is assigned (checked above): the grants are exactly the
+    # subscribed partitions that had no previous owner.
+    granted = sum(previous[topic].count(None) for topic in group.subscribers())
 
     model, loads = partition_loads(group, options)
     bound = lower_bound(group, loads)

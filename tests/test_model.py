@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pytest
@@ -219,3 +220,31 @@ def test_lower_bound_takes_the_biggest_partition_into_account():
     assert lower_bound(group, loads) == 30
     assert max_load_ratio(group, {"a": {"t": [1, 2]}, "b": {"t": [0]}}, loads) == 1.0
     assert max_load_ratio(group, {"a": {"t": [0]}, "b": {"t": [1, 2]}}, loads) == 3.0
+
+
+# --------------------------------------------------------------------------- strategy output checks
+
+
+@pytest.mark.parametrize(
+    ("bad_assignment", "message"),
+    [
+        ({"a": {"orders": [0, 1, 2]}, "b": {"orders": [2]}}, "assigned twice"),
+        ({"a": {"orders": [0, 1, 1, 2]}}, "assigned twice"),
+        ({"a": {"orders": [0, 1]}}, "left unassigned"),
+        ({"a": {"orders": [0, 1, 2, 3]}}, "does not exist"),
+        ({"a": {"orders": [0, 1, 2]}, "zed": {}}, "unknown member"),
+        ({"b": {"orders": [0, 1, 2], "payments": [0, 1]}, "a": {}}, "does not subscribe"),
+    ],
+)
+def test_an_invalid_strategy_result_is_a_loud_bug(monkeypatch, bad_assignment, message):
+    # `assignors.plan` the attribute is the function; the module is reached through importlib.
+    plan_module = importlib.import_module("assignors.plan")
+
+    monkeypatch.setattr(plan_module, "strategy_function", lambda name: lambda g, o: bad_assignment)
+    document = _doc(topics={"orders": 3, "payments": 2})
+    document["members"]["a"]["topics"] = ["orders"]
+    document["members"]["b"]["topics"] = ["orders"]
+    if message == "does not subscribe":
+        document["members"]["a"]["topics"] = ["orders", "payments"]
+    with pytest.raises(plan_module.PlanInvariantError, match=message):
+        plan_module.plan(document)
