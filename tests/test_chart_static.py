@@ -1,0 +1,404 @@
+"""Static checks of the CRD, the Helm chart, the Dockerfile and the examples (no cluster).
+
+The chart's rendering is checked with the real `helm` from the provisioned toolchain (`helm lint`,
+`helm template`), because values.schema.json and the templates only mean something as helm reads
+them. The same manifests are applied to a real API server in tests/integration/test_chart.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from assignors import STRATEGY_NAMES
+from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
+
+ROOT = Path(__file__).resolve().parents[1]
+CRD = ROOT / "crds" / "consumergrouppolicies.yaml"
+CHART = ROOT / "charts" / "kafka-rebalance-operator"
+CHART_CRD = CHART / "crds" / "consumergrouppolicies.yaml"
+EXAMPLES = ROOT / "examples"
+
+OPERATOR_RULES = {
+    ("kafka-rebalance.io", "consumergrouppolicies"): {"get", "list", "watch", "patch"},
+    ("kafka-rebalance.io", "consumergrouppolicies/status"): {"patch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "update", "patch", "delete"},
+    ("", "pods"): {"get", "list", "watch"},
+    ("", "secrets"): {"get"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+
+
+def _crd() -> dict[str, Any]:
+    return yaml.safe_load(CRD.read_text())
+
+
+def _version_schema() -> dict[str, Any]:
+    (version,) = _crd()["spec"]["versions"]
+    return version
+
+
+def _spec_schema() -> dict[str, Any]:
+    return _version_schema()["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+# ---- the CRD -------------------------------------------------------------------------------------
+
+
+def test_chart_crd_is_a_byte_identical_copy_of_the_source_of_truth() -> None:
+    assert not CHART_CRD.is_symlink()
+    assert CHART_CRD.read_bytes() == CRD.read_bytes(), (
+        "charts/kafka-rebalance-operator/crds/ differs from crds/: "
+        "cp crds/consumergrouppolicies.yaml charts/kafka-rebalance-operator/crds/"
+    )
+    assert sorted(p.name for p in CHART_CRD.parent.iterdir()) == [CRD.name]
+
+
+def test_crd_names_follow_docs_naming() -> None:
+    crd = _crd()
+    assert crd["metadata"]["name"] == "consumergrouppolicies.kafka-rebalance.io"
+    spec = crd["spec"]
+    assert spec["group"] == "kafka-rebalance.io"
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["kind"] == "ConsumerGroupPolicy"
+    assert spec["names"]["plural"] == "consumergrouppolicies"
+    assert spec["names"]["shortNames"] == ["cgp"]
+    version = _version_schema()
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+def test_crd_strategy_enum_is_exactly_the_planners_strategies() -> None:
+    strategy = _spec_schema()["properties"]["strategy"]
+    assert strategy["enum"] == list(STRATEGY_NAMES)
+    assert strategy["default"] == "lag-aware"
+
+
+def test_printer_columns_show_strategy_members_lag_imbalance_epoch_ready_age() -> None:
+    columns = {
+        c["name"]: c["jsonPath"]
+        for c in _version_schema()["additionalPrinterColumns"]
+        if c.get("priority", 0) == 0
+    }
+    assert columns == {
+        "Strategy": ".spec.strategy",
+        "Members": ".status.members",
+        "Total Lag": ".status.totalLag",
+        "Imbalance": ".status.maxLoadRatio",
+        "Epoch": ".status.epoch",
+        "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Age": ".metadata.creationTimestamp",
+    }
+
+
+def test_every_cel_rule_says_which_field_it_is_about() -> None:
+    """A refusal the user cannot map to a field is useless; every rule's message names one."""
+    rules: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            rules.extend(node.get("x-kubernetes-validations", []))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(_version_schema()["schema"])
+    assert len(rules) >= 8
+    for rule in rules:
+        text = rule.get("message") or rule.get("messageExpression", "")
+        assert re.search(r"spec\.[a-zA-Z]+", text), rule
+
+
+def test_status_is_typed_without_preserve_unknown_fields() -> None:
+    status = _version_schema()["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert "x-kubernetes-preserve-unknown-fields" not in json.dumps(status)
+    conditions = status["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert set(conditions["items"]["required"]) == {
+        "type",
+        "status",
+        "lastTransitionTime",
+        "reason",
+        "message",
+    }
+
+
+# ---- examples ------------------------------------------------------------------------------------
+
+
+def test_there_is_one_example_policy_per_strategy() -> None:
+    found = {}
+    for path in sorted((EXAMPLES / "policies").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        assert doc["apiVersion"] == "kafka-rebalance.io/v1alpha1"
+        assert doc["kind"] == "ConsumerGroupPolicy"
+        found[path.stem] = doc["spec"]["strategy"]
+    assert found == {name: name for name in STRATEGY_NAMES}
+
+
+def test_consumer_example_wires_the_sidecar_to_its_own_configmap() -> None:
+    docs = list(yaml.safe_load_all((EXAMPLES / "consumer-statefulset.yaml").read_text()))
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    policy = yaml.safe_load((EXAMPLES / "policies" / "lag-aware.yaml").read_text())
+    selector = policy["spec"]["members"]["selector"]["matchLabels"]
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= labels.items(), "the lag-aware policy must select these pods"
+
+    pod = sts["spec"]["template"]["spec"]
+    (sidecar,) = [c for c in pod["containers"] if c["name"] == "kafka-rebalance"]
+    assert sidecar["command"] == ["kafka-rebalance", "sidecar"]
+    env = {e["name"]: e for e in sidecar["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    (mount,) = [m for m in sidecar["volumeMounts"] if m["name"] == "assignment"]
+    assert any(
+        a == f"--assignment={mount['mountPath']}/$(POD_NAME)/assignment.json"
+        for a in sidecar["args"]
+    )
+
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "assignment"]
+    sources = volume["projected"]["sources"]
+    policy_name = policy["metadata"]["name"]
+    for ordinal, source in enumerate(sources):
+        pod_name = f"{sts['metadata']['name']}-{ordinal}"
+        cm = source["configMap"]
+        assert cm["name"] == f"{policy_name}-{pod_name}"  # docs/naming.md: <policy>-<pod>
+        assert cm["optional"] is True
+        assert cm["items"] == [{"key": "assignment.json", "path": f"{pod_name}/assignment.json"}]
+    assert len(sources) >= sts["spec"]["replicas"]
+
+
+# ---- Dockerfile ----------------------------------------------------------------------------------
+
+
+def _dockerfile_stages() -> list[list[str]]:
+    stages: list[list[str]] = []
+    logical = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    for line in logical.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.upper().startswith("FROM "):
+            stages.append([])
+        if stages:
+            stages[-1].append(line)
+    return stages
+
+
+def test_dockerfile_is_multi_stage_and_runs_as_non_root() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert "ARG PYTHON_IMAGE=python:3.11-slim" in text
+    stages = _dockerfile_stages()
+    assert len(stages) == 2
+    builder, final = stages
+    assert builder[0] == "FROM ${PYTHON_IMAGE} AS builder"
+    assert final[0] == "FROM ${PYTHON_IMAGE}"
+    assert any("pip wheel" in line for line in builder)
+    assert not any(line.startswith(("RUN pip", "RUN python -m pip")) for line in final)
+    assert any(line.startswith("COPY --from=builder /opt/kafka-rebalance") for line in final)
+    (user,) = [line for line in final if line.startswith("USER ")]
+    uid = user.split()[1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0  # numeric, so runAsNonRoot can verify it
+    assert final[-2:] == ['ENTRYPOINT ["kafka-rebalance"]', 'CMD ["operator"]']
+    assert final.index(user) < final.index('ENTRYPOINT ["kafka-rebalance"]')
+
+
+def test_dockerignore_keeps_exactly_what_the_dockerfile_copies() -> None:
+    ignore = (ROOT / ".dockerignore").read_text().split()
+    kept = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    copied = set()
+    for stage in _dockerfile_stages():
+        for line in stage:
+            if line.startswith("COPY ") and "--from=" not in line:
+                copied.update(part.rstrip("/") for part in line.split()[1:-1])
+    assert "*" in ignore
+    assert copied == kept
+    for path in copied:
+        assert (ROOT / path).exists(), path
+
+
+# ---- the chart, rendered by the real helm ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    tools: Toolchain = toolchain()
+    if not tools.helm.is_file():
+        pytest.fail(
+            f"not provisioned: helm {tools.helm_version}; run `scripts/bootstrap`", pytrace=False
+        )
+    return tools.helm
+
+
+def _helm(helm: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm), *args], capture_output=True, text=True, check=check, timeout=120
+    )
+
+
+def _render(helm: Path, *sets: str, namespace: str = "ops") -> list[dict[str, Any]]:
+    args = ["template", "kro", str(CHART), "--namespace", namespace]
+    for value in sets:
+        args += ["--set", value]
+    out = _helm(helm, *args).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def _of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _rules(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    return granted
+
+
+def test_helm_lint_strict_is_clean(helm: Path) -> None:
+    result = _helm(helm, "lint", "--strict", str(CHART), check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_default_render_watches_the_release_namespace_only(helm: Path) -> None:
+    docs = _render(helm)
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
+    (role,) = _of_kind(docs, "Role")
+    assert role["metadata"]["namespace"] == "ops"
+    assert _rules(role) == OPERATOR_RULES
+    assert all("resourceNames" not in r for r in role["rules"])
+    (binding,) = _of_kind(docs, "RoleBinding")
+    (sa,) = _of_kind(docs, "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": "ops"}
+    ]
+    assert binding["roleRef"]["kind"] == "Role"
+
+
+def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
+    (deployment,) = _of_kind(_render(helm), "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    assert container["image"] == "kafka-rebalance-operator:0.1.0"
+    assert container["command"] == ["kafka-rebalance"]
+    assert container["args"] == ["operator", "--namespace", "ops"]
+    sc = container["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"health": 8080, "metrics": 9100}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    (service,) = [d for d in _render(helm) if d["kind"] == "Service"]
+    assert service["spec"]["ports"][0]["port"] == 9100
+    assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+
+
+def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> None:
+    docs = _render(helm, "watchNamespaces={team-a,team-b}")
+    roles = _of_kind(docs, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    assert sorted(b["metadata"]["namespace"] for b in _of_kind(docs, "RoleBinding")) == [
+        "team-a",
+        "team-b",
+    ]
+    assert not _of_kind(docs, "ClusterRole") and not _of_kind(docs, "ClusterRoleBinding")
+    (deployment,) = _of_kind(docs, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["operator", "--namespace", "team-a", "--namespace", "team-b"]
+
+
+def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
+    docs = _render(helm, "watchAllNamespaces=true")
+    assert not _of_kind(docs, "Role") and not _of_kind(docs, "RoleBinding")
+    (role,) = _of_kind(docs, "ClusterRole")
+    assert _rules(role) == OPERATOR_RULES
+    (binding,) = _of_kind(docs, "ClusterRoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    (deployment,) = _of_kind(docs, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "operator",
+        "--all-namespaces",
+    ]
+
+
+def test_secret_names_narrow_secret_access(helm: Path) -> None:
+    (role,) = _of_kind(_render(helm, "rbac.secretNames={kafka-client}"), "Role")
+    (secret_rule,) = [r for r in role["rules"] if r["resources"] == ["secrets"]]
+    assert secret_rule == {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": ["kafka-client"],
+        "verbs": ["get"],
+    }
+
+
+def test_peering_adds_its_objects_rbac_and_flag(helm: Path) -> None:
+    docs = _render(helm, "peering.enabled=true", "replicaCount=2")
+    (peering,) = _of_kind(docs, "KopfPeering")
+    assert peering["metadata"] == {
+        **peering["metadata"],
+        "name": "kafka-rebalance-operator",
+        "namespace": "ops",
+    }
+    (role,) = _of_kind(docs, "Role")
+    assert _rules(role)[("kopf.dev", "kopfpeerings")] == {"get", "list", "watch", "patch"}
+    (deployment,) = _of_kind(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-2:] == ["--peering", "kafka-rebalance-operator"]
+
+    cluster = _render(helm, "peering.enabled=true", "watchAllNamespaces=true")
+    assert [d["metadata"]["name"] for d in _of_kind(cluster, "ClusterKopfPeering")] == [
+        "kafka-rebalance-operator"
+    ]
+    (cluster_role,) = _of_kind(cluster, "ClusterRole")
+    assert ("kopf.dev", "clusterkopfpeerings") in _rules(cluster_role)
+
+
+def test_service_monitor_is_off_by_default_and_renders_when_enabled(helm: Path) -> None:
+    assert not _of_kind(_render(helm), "ServiceMonitor")
+    (monitor,) = _of_kind(_render(helm, "metrics.serviceMonitor.enabled=true"), "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("replicaCount=2", "replicaCount > 1 needs peering.enabled=true"),
+        ("image.pullPolicy=Sometimes", "pullPolicy"),
+        ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
+        ("metrics.port=70000", "port"),
+        ("replicas=1", "replicas"),  # a typo of replicaCount is refused, not ignored
+    ],
+)
+def test_bad_values_are_refused(helm: Path, value: str, expected: str) -> None:
+    result = _helm(helm, "template", "kro", str(CHART), "--set", value, check=False)
+    assert result.returncode != 0
+    assert expected in result.stderr, result.stderr
