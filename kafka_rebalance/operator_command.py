@@ -1,0 +1,129 @@
+"""`kafka-rebalance operator`: run the ConsumerGroupPolicy operator (kopf) in the foreground.
+
+This is the container's entrypoint and what the tests run, so tests exercise the real startup
+path: logging with secret redaction, metrics on :9100, liveness on :8080, then kopf.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "operator",
+        help="run the ConsumerGroupPolicy operator",
+        description="Watch ConsumerGroupPolicy resources and keep their consumer groups planned.",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch this namespace (repeatable); default: $WATCH_NAMESPACES (comma-separated)",
+    )
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace")
+    parser.add_argument("--metrics-port", type=int, default=9100, help="0 disables /metrics")
+    parser.add_argument("--health-port", type=int, default=8080, help="0 disables /healthz")
+    parser.add_argument(
+        "--bind", default="0.0.0.0", help="address for the metrics and health ports"
+    )
+    parser.add_argument(
+        "--liveness-max-age",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="/healthz fails when a policy's last successful poll is older than this",
+    )
+    parser.add_argument(
+        "--telemetry-file", metavar="PATH", help="append telemetry rows (JSON lines)"
+    )
+    parser.add_argument(
+        "--telemetry-bootstrap",
+        metavar="SERVERS",
+        help="produce telemetry rows to this Kafka cluster (plaintext)",
+    )
+    parser.add_argument("--telemetry-topic", default="kafka-rebalance.telemetry")
+    parser.add_argument(
+        "--cluster-name",
+        default=os.environ.get("CLUSTER_NAME", "default"),
+        help="the `cluster` field of telemetry rows",
+    )
+    parser.add_argument(
+        "--interval-scale",
+        type=float,
+        default=1.0,
+        metavar="FACTOR",
+        help="TEST/DEV ONLY: multiply every pollInterval and cooldown (e.g. 0.1 turns the 5s "
+        "floor into 0.5s)",
+    )
+    parser.add_argument(
+        "--tick",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often each policy's timer checks whether a poll is due",
+    )
+    parser.add_argument("--kafka-timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # kafka-python logs its configuration (credentials included) at DEBUG: never below INFO.
+    logging.getLogger("kafka").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+    from kafka_rebalance_operator import health, metrics, redaction
+    from kafka_rebalance_operator.settings import SETTINGS
+    from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, Telemetry
+
+    redaction.install()
+    SETTINGS.interval_scale = args.interval_scale
+    SETTINGS.tick_s = args.tick
+    SETTINGS.kafka_timeout_s = args.kafka_timeout
+    SETTINGS.cluster = args.cluster_name
+    SETTINGS.liveness = health.Liveness(args.liveness_max_age)
+    sinks = []
+    if args.telemetry_file:
+        sinks.append(JsonLinesSink(args.telemetry_file))
+    if args.telemetry_bootstrap:
+        sinks.append(KafkaSink(args.telemetry_bootstrap, args.telemetry_topic))
+    SETTINGS.telemetry = Telemetry(sinks)
+    if args.metrics_port:
+        metrics.serve(args.metrics_port, args.bind)
+    if args.health_port:
+        health.serve(SETTINGS.liveness, args.health_port, args.bind)
+
+    import kopf
+    from kafka_rebalance_operator import handlers  # registers the handlers (reads SETTINGS)
+
+    namespaces = args.namespace or [
+        n for n in os.environ.get("WATCH_NAMESPACES", "").split(",") if n
+    ]
+    clusterwide = args.all_namespaces or not namespaces
+    logging.getLogger(__name__).info(
+        "kafka-rebalance operator: %s, poll tick %.2fs, interval scale %g",
+        "all namespaces" if clusterwide else f"namespaces {', '.join(namespaces)}",
+        args.tick,
+        args.interval_scale,
+    )
+    try:
+        kopf.run(
+            registry=handlers._registry(),
+            standalone=True,
+            clusterwide=clusterwide,
+            namespaces=[] if clusterwide else namespaces,
+        )
+    finally:
+        SETTINGS.telemetry.close()
+    return 0

@@ -1,0 +1,220 @@
+"""The per-pod ConfigMap: rendering the desired ones and reading back the current ones.
+
+The ConfigMaps are the source of truth for "what is applied now": the operator re-reads them on
+every poll, so a restart, a lost status write or a hand-deleted ConfigMap is noticed and
+repaired rather than remembered wrongly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_rebalance_operator import names
+
+Assignment = dict[str, dict[str, list[int]]]  # member -> topic -> sorted partitions
+
+
+@dataclass(frozen=True)
+class MemberDocument:
+    """The content of one `assignment.json`."""
+
+    group: str
+    member: str
+    epoch: int
+    partitions: dict[str, list[int]]
+    plan_hash: str
+    generated_at: str
+    revoking: dict[str, list[int]] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "group": self.group,
+                "member": self.member,
+                "epoch": self.epoch,
+                "partitions": self.partitions,
+                "revoking": self.revoking,
+                "planHash": self.plan_hash,
+                "generatedAt": self.generated_at,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    def same_plan(self, other: MemberDocument) -> bool:
+        """Equal apart from generatedAt (a rewrite that changes only the time is not needed)."""
+        return (
+            self.group == other.group
+            and self.member == other.member
+            and self.epoch == other.epoch
+            and self.partitions == other.partitions
+            and self.revoking == other.revoking
+            and self.plan_hash == other.plan_hash
+        )
+
+
+@dataclass(frozen=True)
+class CurrentConfigMap:
+    name: str
+    document: MemberDocument | None  # None: unreadable, will be rewritten
+    resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class CurrentState:
+    """What the policy's ConfigMaps say is applied."""
+
+    configmaps: dict[str, CurrentConfigMap]  # ConfigMap name -> content
+    by_member: dict[str, MemberDocument]
+
+    @property
+    def epoch(self) -> int:
+        return max((d.epoch for d in self.by_member.values()), default=0)
+
+    def applied_hash(self) -> str | None:
+        """The plan hash every readable ConfigMap agrees on at the top epoch, else None."""
+        top = [d for d in self.by_member.values() if d.epoch == self.epoch]
+        hashes = {d.plan_hash for d in top}
+        return hashes.pop() if len(hashes) == 1 else None
+
+    def owned(self, members: Iterable[str]) -> Assignment:
+        wanted = set(members)
+        return {m: dict(d.partitions) for m, d in self.by_member.items() if m in wanted}
+
+
+def _normalise_partitions(raw: Any) -> dict[str, list[int]]:
+    if not isinstance(raw, Mapping):
+        raise ValueError("partitions is not an object")
+    result: dict[str, list[int]] = {}
+    for topic, parts in raw.items():
+        if not isinstance(parts, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) for p in parts
+        ):
+            raise ValueError(f"partitions of {topic} are not integers")
+        if parts:
+            result[str(topic)] = sorted(parts)
+    return result
+
+
+def parse_document(text: str | None) -> MemberDocument | None:
+    """An `assignment.json` back into a document; None when it is not one."""
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            return None
+        epoch = raw["epoch"]
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            return None
+        return MemberDocument(
+            group=str(raw["group"]),
+            member=str(raw["member"]),
+            epoch=epoch,
+            partitions=_normalise_partitions(raw.get("partitions", {})),
+            plan_hash=str(raw.get("planHash", "")),
+            generated_at=str(raw.get("generatedAt", "")),
+            revoking=_normalise_partitions(raw.get("revoking", {})),
+        )
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def read_current(configmaps: Iterable[Mapping[str, Any]]) -> CurrentState:
+    """CurrentState from ConfigMap bodies (as listed by the policy's label)."""
+    current: dict[str, CurrentConfigMap] = {}
+    by_member: dict[str, MemberDocument] = {}
+    for body in configmaps:
+        metadata = body.get("metadata") or {}
+        name = metadata.get("name", "")
+        document = parse_document((body.get("data") or {}).get(names.DATA_KEY))
+        current[name] = CurrentConfigMap(name, document, metadata.get("resourceVersion", ""))
+        if document is not None:
+            by_member[document.member] = document
+    return CurrentState(current, by_member)
+
+
+def render_documents(
+    group: str,
+    assignment: Mapping[str, Mapping[str, list[int]]],
+    epoch: int,
+    plan_hash: str,
+    generated_at: str,
+) -> dict[str, MemberDocument]:
+    """Member -> the document it should read."""
+    return {
+        member: MemberDocument(
+            group=group,
+            member=member,
+            epoch=epoch,
+            partitions={t: sorted(p) for t, p in sorted(topics.items()) if p},
+            plan_hash=plan_hash,
+            generated_at=generated_at,
+        )
+        for member, topics in sorted(assignment.items())
+    }
+
+
+def configmap_body(
+    policy: str,
+    policy_uid: str,
+    namespace: str,
+    document: MemberDocument,
+) -> dict[str, Any]:
+    """The full ConfigMap, owned by the policy so that deleting the policy deletes it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names.configmap_name(policy, document.member),
+            "namespace": namespace,
+            "labels": {
+                names.LABEL_POLICY: names.label_value(policy),
+                names.LABEL_MEMBER: names.label_value(document.member),
+                names.LABEL_MANAGED_BY: names.MANAGER,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": names.API_VERSION,
+                    "kind": names.KIND,
+                    "name": policy,
+                    "uid": policy_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "data": {names.DATA_KEY: document.to_json()},
+    }
+
+
+@dataclass(frozen=True)
+class Writes:
+    """The ConfigMap writes that take the current state to the desired one."""
+
+    upserts: list[MemberDocument]
+    deletes: list[str]  # ConfigMap names
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes)
+
+
+def diff(policy: str, current: CurrentState, desired: Mapping[str, MemberDocument]) -> Writes:
+    """Only the ConfigMaps whose plan differs are written; ConfigMaps of non-members go."""
+    upserts = []
+    wanted_names = set()
+    for member, document in desired.items():
+        name = names.configmap_name(policy, member)
+        wanted_names.add(name)
+        existing = current.configmaps.get(name)
+        if (
+            existing is None
+            or existing.document is None
+            or not existing.document.same_plan(document)
+        ):
+            upserts.append(document)
+    deletes = sorted(name for name in current.configmaps if name not in wanted_names)
+    return Writes(upserts, deletes)

@@ -1,0 +1,140 @@
+"""kopf registrations: a pod index, a policy index, and one timer per ConsumerGroupPolicy.
+
+The timer wakes every `tick` seconds and polls when the policy's own pollInterval has passed
+(kopf timers have one interval per handler, a policy has its own). A wake-up that is not due
+returns at once and writes nothing. The poll itself runs in a worker thread: the event loop
+never blocks on Kafka, the Kubernetes client or the planner. Level-triggered only: there are
+no create/update handlers, so a missed event is just picked up by the next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import kopf
+
+from kafka_rebalance_operator import names
+from kafka_rebalance_operator.members import PodSummary, summarise_pod
+from kafka_rebalance_operator.policy import PolicyError, parse_spec
+from kafka_rebalance_operator.reconcile import PolicyContext, PolicyRuntime, poll
+from kafka_rebalance_operator.settings import SETTINGS
+
+log = logging.getLogger(__name__)
+
+
+class _QuietTimerSuccess(logging.Filter):
+    """kopf logs "Timer ... succeeded." at INFO on every tick; that is noise, not news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True
+        return not (
+            record.levelno == logging.INFO
+            and "poll_policy" in message
+            and message.endswith("succeeded.")
+        )
+
+
+def _registry() -> kopf.OperatorRegistry:
+    return kopf.get_default_registry()
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # One operator instance acts (chart: one replica, Recreate); no peering objects needed.
+    settings.peering.standalone = True
+    settings.posting.level = logging.INFO  # only explicit kopf.event() calls are posted
+    settings.persistence.finalizer = names.FINALIZER
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 30
+    logging.getLogger("kopf.objects").addFilter(_QuietTimerSuccess())
+
+
+@kopf.index("", "v1", "pods")
+def pods_by_namespace(namespace: str, body: kopf.Body, **_: Any) -> dict[str, PodSummary]:
+    return {namespace: summarise_pod(body)}
+
+
+@kopf.index(names.GROUP, names.VERSION, names.PLURAL)
+def policies(namespace: str, name: str, **_: Any) -> dict[tuple[str, str], bool]:
+    return {(namespace, name): True}
+
+
+def _interval(spec: Any) -> float:
+    try:
+        return parse_spec(spec).poll_interval * SETTINGS.interval_scale
+    except PolicyError:
+        return 30.0 * SETTINGS.interval_scale
+
+
+@kopf.timer(names.GROUP, names.VERSION, names.PLURAL, id="poll_policy", interval=SETTINGS.tick_s)
+async def poll_policy(
+    namespace: str,
+    name: str,
+    uid: str,
+    meta: kopf.Meta,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    memo: kopf.Memo,
+    patch: kopf.Patch,
+    body: kopf.Body,
+    pods_by_namespace: kopf.Index[str, PodSummary],
+    **_: Any,
+) -> None:
+    runtime: PolicyRuntime | None = memo.get("runtime")
+    if runtime is None:
+        runtime = PolicyRuntime()
+        memo["runtime"] = runtime
+    key = f"{namespace}/{name}"
+    SETTINGS.liveness.seen(key)
+    now = time.monotonic()
+    if runtime.last_poll is not None and now - runtime.last_poll < _interval(spec):
+        return
+    runtime.last_poll = now
+    # Snapshot everything from kopf's live views here, on the loop; the thread gets copies.
+    context = PolicyContext(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        generation=int(meta.get("generation") or 0),
+        spec=_plain(dict(spec)),
+        status=_plain(dict(status)),
+    )
+    pods = list(pods_by_namespace.get(namespace, []))
+    try:
+        outcome = await asyncio.to_thread(poll, context, pods, runtime, SETTINGS)
+    except Exception:
+        log.exception("poll of %s failed", key)
+        raise kopf.TemporaryError("poll failed; retrying", delay=_interval(spec)) from None
+    for field, value in outcome.status.items():
+        patch.status[field] = value
+    for kind, reason, message in outcome.events:
+        kopf.event(body, type=kind, reason=reason, message=message)
+    if outcome.succeeded:
+        SETTINGS.liveness.succeeded(key)
+
+
+def _plain(value: Any) -> Any:
+    """Deep copy of kopf's dict views into plain data (safe to hand to another thread)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+@kopf.on.event(names.GROUP, names.VERSION, names.PLURAL)
+def forget_deleted(type: str, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    """A deleted policy leaves the liveness check and closes its Kafka client. (Its ConfigMaps
+    go by ownerReferences, through Kubernetes' garbage collector.)"""
+    if type != "DELETED":
+        return
+    SETTINGS.liveness.forget(f"{namespace}/{name}")
+    runtime: PolicyRuntime | None = memo.get("runtime")
+    if runtime is not None:
+        runtime.close()

@@ -1,0 +1,174 @@
+"""Reading a group's offsets from Kafka (kafka-python 3.0 admin API). Blocking: call it from a
+worker thread, never from the event loop.
+
+kafka-python raises for the whole call when any one partition fails, so reads are split per
+topic and a failing topic is bisected down to the partitions that fail: a partition without a
+leader degrades that partition (state unknown), not the poll. Only when cluster metadata itself
+cannot be read is Kafka unreachable.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import OffsetSpec
+
+from kafka_rebalance_operator.lag import PartitionOffsets
+
+log = logging.getLogger(__name__)
+
+PartitionKey = tuple[str, int]
+
+
+class KafkaUnavailable(RuntimeError):
+    """Cluster metadata could not be read: nothing about the group is known this poll."""
+
+
+@dataclass
+class Observation:
+    topics: dict[str, int]
+    missing_topics: list[str]
+    offsets: dict[PartitionKey, PartitionOffsets]
+    errors: list[str] = field(default_factory=list)
+    group: dict[str, Any] | None = None  # describe_groups result for the group, when read
+    duration_s: float = 0.0
+
+
+def _short(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+class KafkaObserver:
+    """One admin client per policy connection (bootstrap servers + Secret fingerprint)."""
+
+    def __init__(self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float):
+        self.timeout_ms = int(max(1.0, timeout_s) * 1000)
+        try:
+            self.admin = KafkaAdminClient(
+                bootstrap_servers=bootstrap_servers.split(","),
+                client_id="kafka-rebalance-operator",
+                request_timeout_ms=self.timeout_ms,
+                bootstrap_timeout_ms=self.timeout_ms,
+                reconnect_backoff_max_ms=5000,
+                **security,
+            )
+        except Exception as error:
+            raise KafkaUnavailable(f"cannot reach {bootstrap_servers}: {_short(error)}") from error
+
+    def close(self) -> None:
+        try:
+            self.admin.close()
+        except Exception:  # closing a broken client must not fail a poll
+            log.debug("closing the admin client failed", exc_info=True)
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def topic_partitions(
+        self, topics: Iterable[str] | None, pattern: re.Pattern[str] | None
+    ) -> tuple[dict[str, int], list[str]]:
+        """Partition count per topic, and the named topics that do not exist."""
+        try:
+            if pattern is not None:
+                described = self.admin.describe_topics(None)
+            else:
+                described = self.admin.describe_topics(list(topics or []))
+        except Exception as error:
+            raise KafkaUnavailable(f"cannot read cluster metadata: {_short(error)}") from error
+        counts: dict[str, int] = {}
+        missing: list[str] = []
+        for entry in described:
+            name = entry.get("name")
+            if pattern is not None and (
+                entry.get("is_internal") or name.startswith("__") or not pattern.fullmatch(name)
+            ):
+                continue
+            if entry.get("error_code"):
+                missing.append(name)
+                continue
+            counts[name] = len(entry.get("partitions") or [])
+        return dict(sorted(counts.items())), sorted(missing)
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    def _list_offsets(
+        self, partitions: list[TopicPartition], spec: int, errors: list[str]
+    ) -> dict[TopicPartition, int]:
+        """Offsets for `partitions`, bisecting on failure so only failing partitions are lost."""
+        if not partitions:
+            return {}
+        try:
+            result = self.admin.list_partition_offsets(
+                {tp: spec for tp in partitions}, timeout_ms=self.timeout_ms
+            )
+            return {tp: value.offset for tp, value in result.items()}
+        except Exception as error:
+            if len(partitions) == 1:
+                tp = partitions[0]
+                errors.append(f"{tp.topic}-{tp.partition}: {_short(error)}")
+                return {}
+            middle = len(partitions) // 2
+            found = self._list_offsets(partitions[:middle], spec, errors)
+            found.update(self._list_offsets(partitions[middle:], spec, errors))
+            return found
+
+    def committed(
+        self, group_id: str, errors: list[str]
+    ) -> dict[PartitionKey, tuple[int, str | None]] | None:
+        """Committed offset and metadata per partition; None when the read failed."""
+        try:
+            result = self.admin.list_group_offsets({group_id: None})
+        except Exception as error:
+            errors.append(f"committed offsets of {group_id}: {_short(error)}")
+            return None
+        committed: dict[PartitionKey, tuple[int, str | None]] = {}
+        for tp, value in (result.get(group_id) or {}).items():
+            if value.offset is not None and value.offset >= 0:
+                committed[(tp.topic, tp.partition)] = (value.offset, value.metadata or None)
+        return committed
+
+    def describe_group(self, group_id: str) -> dict[str, Any] | None:
+        try:
+            return self.admin.describe_groups([group_id]).get(group_id)
+        except Exception:
+            log.debug("describe_groups failed", exc_info=True)
+            return None
+
+    def observe(
+        self,
+        group_id: str,
+        topics: Iterable[str] | None,
+        pattern: re.Pattern[str] | None,
+        describe: bool = False,
+    ) -> Observation:
+        started = time.monotonic()
+        counts, missing = self.topic_partitions(topics, pattern)
+        errors: list[str] = []
+        committed = self.committed(group_id, errors)
+        offsets: dict[PartitionKey, PartitionOffsets] = {}
+        for topic, count in counts.items():
+            partitions = [TopicPartition(topic, p) for p in range(count)]
+            starts = self._list_offsets(partitions, OffsetSpec.EARLIEST, errors)
+            ends = self._list_offsets(partitions, OffsetSpec.LATEST, errors)
+            for tp in partitions:
+                key = (topic, tp.partition)
+                commit = committed.get(key) if committed is not None else None
+                start, end = starts.get(tp), ends.get(tp)
+                offsets[key] = PartitionOffsets(
+                    log_start=start,
+                    log_end=end,
+                    committed=commit[0] if commit else None,
+                    metadata=commit[1] if commit else None,
+                    committed_known=committed is not None,
+                    error=None if start is not None and end is not None else "offsets unread",
+                )
+        group = self.describe_group(group_id) if describe else None
+        return Observation(
+            counts, missing, offsets, errors, group, duration_s=time.monotonic() - started
+        )

@@ -1,0 +1,126 @@
+"""Which pods are members of a policy's group, and what weight each gets.
+
+Pure: works on the small pod summaries the kopf index keeps (never whole pod bodies, which
+would cost memory per pod in the namespace).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_rebalance_operator.policy import PolicySpec
+from kafka_rebalance_operator.selectors import matches
+
+ADAPTIVE_MIN, ADAPTIVE_MAX = 0.1, 10.0
+
+
+@dataclass(frozen=True)
+class PodSummary:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    phase: str = ""
+    ready: bool = False
+    deleting: bool = False
+    cpu_request: float | None = None  # cores, summed over the pod's containers
+
+
+def parse_cpu(quantity: Any) -> float | None:
+    """A Kubernetes CPU quantity ("500m", "2", "1.5") in cores; None when unparseable."""
+    if quantity is None:
+        return None
+    text = str(quantity).strip()
+    try:
+        if text.endswith("m"):
+            return float(text[:-1]) / 1000.0
+        if text.endswith("u"):
+            return float(text[:-1]) / 1_000_000.0
+        if text.endswith("n"):
+            return float(text[:-1]) / 1_000_000_000.0
+        return float(text)
+    except ValueError:
+        return None
+
+
+def summarise_pod(body: Mapping[str, Any]) -> PodSummary:
+    """The index entry of one pod: only what membership and weights need."""
+    metadata = body.get("metadata") or {}
+    status = body.get("status") or {}
+    spec = body.get("spec") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    total = 0.0
+    known = False
+    for container in spec.get("containers") or []:
+        cpu = parse_cpu(((container.get("resources") or {}).get("requests") or {}).get("cpu"))
+        if cpu is not None:
+            total += cpu
+            known = True
+    return PodSummary(
+        name=metadata.get("name", ""),
+        labels=dict(metadata.get("labels") or {}),
+        phase=status.get("phase", ""),
+        ready=ready,
+        deleting=metadata.get("deletionTimestamp") is not None,
+        cpu_request=total if known and total > 0 else None,
+    )
+
+
+def select_members(spec: PolicySpec, pods: Iterable[PodSummary]) -> list[PodSummary]:
+    """Running, Ready, not terminating pods that match the selector, sorted by name.
+
+    A pod that is not Ready yet gets no partitions: handing partitions to a pod that cannot
+    consume them would stall them until it is."""
+    chosen = {
+        pod.name: pod
+        for pod in pods
+        if pod.name
+        and not pod.deleting
+        and pod.phase == "Running"
+        and pod.ready
+        and matches(spec.selector, pod.labels)
+    }
+    return [chosen[name] for name in sorted(chosen)]
+
+
+def resolve_weights(
+    spec: PolicySpec,
+    members: Iterable[PodSummary],
+    measured_throughput: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Weight per member.
+
+    Base: `weightFrom: resources` -> the pod's CPU request in cores (1 when it has none);
+    `adaptive` -> measured consumption per member relative to the mean (1 until measured, clamped
+    to [0.1, 10] so one bad sample cannot starve or flood a member); otherwise 1. An explicit
+    `weights` rule (the first whose selector matches) overrides the base.
+    """
+    members = list(members)
+    measured = measured_throughput or {}
+    adaptive: dict[str, float] = {}
+    if spec.weight_from == "adaptive":
+        values = [v for m in members if (v := measured.get(m.name)) and v > 0]
+        mean = sum(values) / len(values) if values else 0.0
+        for member in members:
+            value = measured.get(member.name)
+            if mean > 0 and value is not None and value > 0:
+                adaptive[member.name] = min(ADAPTIVE_MAX, max(ADAPTIVE_MIN, value / mean))
+    weights: dict[str, float] = {}
+    for member in members:
+        weight = 1.0
+        if spec.weight_from == "resources" and member.cpu_request:
+            weight = member.cpu_request
+        elif spec.weight_from == "adaptive":
+            weight = adaptive.get(member.name, 1.0)
+        for rule in spec.weights:
+            if matches(rule.selector, member.labels):
+                weight = rule.weight
+                break
+        if not math.isfinite(weight) or weight <= 0:
+            weight = 1.0
+        weights[member.name] = weight
+    return weights

@@ -1,0 +1,147 @@
+"""Prometheus metrics (`kafka_rebalance_*`, docs/naming.md), served on :9100/metrics.
+
+Per-partition series are removed when a partition or member leaves a policy, so a long-running
+operator does not export the lag of partitions that no longer exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+POLICY = ("namespace", "policy", "group")
+
+PARTITION_LAG = Gauge(
+    "kafka_rebalance_partition_lag",
+    "Offset lag of a partition at the last poll (records; unknown partitions carry the last "
+    "known value)",
+    (*POLICY, "topic", "partition", "state"),
+    registry=REGISTRY,
+)
+PARTITION_TIME_LAG = Gauge(
+    "kafka_rebalance_partition_time_lag_seconds",
+    "Time lag of a partition, interpolated from the history of log-end offsets",
+    (*POLICY, "topic", "partition"),
+    registry=REGISTRY,
+)
+MEMBER_LAG = Gauge(
+    "kafka_rebalance_member_lag",
+    "Sum of the offset lag of the partitions assigned to a member",
+    (*POLICY, "member"),
+    registry=REGISTRY,
+)
+MEMBER_PARTITIONS = Gauge(
+    "kafka_rebalance_member_partitions",
+    "Partitions assigned to a member by the applied plan",
+    (*POLICY, "member"),
+    registry=REGISTRY,
+)
+EPOCH = Gauge("kafka_rebalance_plan_epoch", "Epoch of the applied plan", POLICY, registry=REGISTRY)
+MAX_LOAD_RATIO = Gauge(
+    "kafka_rebalance_max_load_ratio",
+    "Most loaded member's normalised load over the lower bound (1.0 is perfect)",
+    POLICY,
+    registry=REGISTRY,
+)
+TOTAL_LAG = Gauge("kafka_rebalance_total_lag", "Sum of known lags", POLICY, registry=REGISTRY)
+PLANS = Counter(
+    "kafka_rebalance_plans_applied_total", "Plans applied (epochs)", POLICY, registry=REGISTRY
+)
+MOVES = Counter(
+    "kafka_rebalance_moves_total", "Partitions moved by applied plans", POLICY, registry=REGISTRY
+)
+POLL_SECONDS = Histogram(
+    "kafka_rebalance_poll_duration_seconds",
+    "Duration of one poll (observe, plan, apply)",
+    ("namespace", "policy"),
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+ERRORS = Counter(
+    "kafka_rebalance_poll_errors_total",
+    "Polls that failed, by reason (KafkaUnreachable, SecretNotFound, ...)",
+    ("namespace", "policy", "reason"),
+    registry=REGISTRY,
+)
+PARTITION_ERRORS = Counter(
+    "kafka_rebalance_partition_read_errors_total",
+    "Partition reads that failed (the partition's state is unknown for that poll)",
+    ("namespace", "policy"),
+    registry=REGISTRY,
+)
+LAST_SUCCESS = Gauge(
+    "kafka_rebalance_last_successful_poll_timestamp_seconds",
+    "Unix time of the last successful poll",
+    ("namespace", "policy"),
+    registry=REGISTRY,
+)
+
+_SERIES_LOCK = threading.Lock()
+_PARTITION_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+_MEMBER_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+
+
+def _replace_series(
+    store: dict[tuple[str, str], set[tuple[str, ...]]],
+    key: tuple[str, str],
+    new: set[tuple[str, ...]],
+    gauges: Iterable[Gauge],
+    width: Mapping[Gauge, int],
+) -> None:
+    with _SERIES_LOCK:
+        old = store.get(key, set())
+        for labels in old - new:
+            for gauge in gauges:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*labels[: width[gauge]])
+        store[key] = new
+
+
+def record_partitions(
+    namespace: str,
+    policy: str,
+    group: str,
+    rows: Iterable[tuple[str, int, str, int | None, float | None]],
+) -> None:
+    """rows: (topic, partition, state, lag, time_lag_s)."""
+    series: set[tuple[str, ...]] = set()
+    for topic, partition, state, lag, time_lag in rows:
+        labels = (namespace, policy, group, topic, str(partition))
+        if lag is not None:
+            PARTITION_LAG.labels(*labels, state).set(lag)
+            series.add((*labels, state))
+        if time_lag is not None:
+            PARTITION_TIME_LAG.labels(*labels).set(time_lag)
+        else:
+            with contextlib.suppress(KeyError):
+                PARTITION_TIME_LAG.remove(*labels)
+    _replace_series(
+        _PARTITION_SERIES, (namespace, policy), series, (PARTITION_LAG,), {PARTITION_LAG: 6}
+    )
+
+
+def record_members(
+    namespace: str, policy: str, group: str, members: Mapping[str, tuple[int, float]]
+) -> None:
+    """members: name -> (partitions, lag)."""
+    series = set()
+    for member, (count, lag) in members.items():
+        labels = (namespace, policy, group, member)
+        MEMBER_PARTITIONS.labels(*labels).set(count)
+        MEMBER_LAG.labels(*labels).set(lag)
+        series.add(labels)
+    _replace_series(
+        _MEMBER_SERIES,
+        (namespace, policy),
+        series,
+        (MEMBER_PARTITIONS, MEMBER_LAG),
+        {MEMBER_PARTITIONS: 4, MEMBER_LAG: 4},
+    )
+
+
+def serve(port: int, address: str = "0.0.0.0") -> None:
+    start_http_server(port, addr=address, registry=REGISTRY)

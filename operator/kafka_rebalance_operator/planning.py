@@ -1,0 +1,226 @@
+"""From observations to the plan-contract document, and the decision what to do with a plan.
+
+Pure. The operator calls `assignors.plan` (the same function as `kafka-rebalance plan`) on the
+document built here, so a user can preview exactly what the operator will apply by feeding the
+same document to the command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
+from kafka_rebalance_operator.policy import PolicySpec
+
+PartitionKey = tuple[str, int]
+
+
+def _fill(values: list[float | None]) -> list[float] | None:
+    """Unknown entries take the mean of the known ones (neither attracting nor repelling load);
+    None when nothing is known for the topic, so the planner treats the topic as unmeasured."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return None
+    mean = sum(known) / len(known)
+    return [mean if v is None else v for v in values]
+
+
+def build_document(
+    spec: PolicySpec,
+    topics: Mapping[str, int],
+    weights: Mapping[str, float],
+    current: Mapping[str, MemberDocument],
+    lag: Mapping[PartitionKey, float | None],
+    rate: Mapping[PartitionKey, float | None],
+) -> dict[str, Any]:
+    """The plan-contract input for this poll.
+
+    Every member subscribes to every topic of the policy. Previous ownership comes from the
+    members' current ConfigMaps, with the ConfigMap's epoch as the KIP-341 generation.
+    """
+    subscribed = sorted(topics)
+    members: dict[str, Any] = {}
+    for name in sorted(weights):
+        entry: dict[str, Any] = {"topics": subscribed, "weight": weights[name]}
+        document = current.get(name)
+        if document is not None and document.partitions:
+            entry["owned"] = {t: list(p) for t, p in document.partitions.items()}
+            entry["generation"] = document.epoch
+        members[name] = entry
+    lag_arrays: dict[str, list[float]] = {}
+    rate_arrays: dict[str, list[float]] = {}
+    for topic in subscribed:
+        count = topics[topic]
+        filled = _fill([lag.get((topic, p)) for p in range(count)])
+        if filled is not None and count:
+            lag_arrays[topic] = filled
+        filled = _fill([rate.get((topic, p)) for p in range(count)])
+        if filled is not None and count:
+            rate_arrays[topic] = [max(0.0, v) for v in filled]
+    options: dict[str, Any] = {
+        "min_improvement": spec.min_improvement,
+        "count_balance": spec.count_balance,
+        "target_drain_seconds": spec.target_drain_seconds,
+    }
+    budget = spec.move_budget(sum(topics.values()))
+    if budget is not None:
+        options["max_moves"] = budget
+    if spec.load_model:
+        options["load_model"] = spec.load_model
+    document: dict[str, Any] = {
+        "strategy": spec.strategy,
+        "topics": dict(sorted(topics.items())),
+        "members": members,
+        "options": options,
+    }
+    if lag_arrays:
+        document["lag"] = lag_arrays
+    if rate_arrays:
+        document["rate"] = rate_arrays
+    return document
+
+
+def plan_hash(assignment: Mapping[str, Mapping[str, list[int]]]) -> str:
+    """Identifies an assignment (members included, even empty ones): equal hashes mean there is
+    nothing to write. Short enough to paste into spec.approvedPlan."""
+    canonical = {
+        member: {t: sorted(p) for t, p in sorted(topics.items()) if p}
+        for member, topics in sorted(assignment.items())
+    }
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def placement_needed(
+    topics: Mapping[str, int],
+    members: list[str],
+    current: Mapping[str, MemberDocument],
+) -> bool:
+    """True when the applied plan no longer fits the group: a member without a plan, a plan for
+    a pod that left, or a partition nobody present owns. Such a plan is applied at once (no
+    cooldown, no improvement threshold): the group is not covered otherwise."""
+    if set(current) != set(members):
+        return True
+    epochs = {d.epoch for d in current.values()}
+    if len(epochs) > 1:
+        return True
+    owned: set[tuple[str, int]] = set()
+    for document in current.values():
+        for topic, parts in document.partitions.items():
+            owned.update((topic, p) for p in parts)
+    return any((t, p) not in owned for t, n in topics.items() for p in range(n))
+
+
+def proposal_fits(
+    assignment: Mapping[str, Mapping[str, list[int]]],
+    topics: Mapping[str, int],
+    members: list[str],
+) -> bool:
+    """A pending proposal stays valid while the members and partition counts it was made for
+    are unchanged; it is kept stable so the hash a user approves is still the one on offer."""
+    if set(assignment) != set(members):
+        return False
+    seen: set[tuple[str, int]] = set()
+    for parts in assignment.values():
+        for topic, ps in parts.items():
+            if topic not in topics:
+                return False
+            seen.update((topic, p) for p in ps)
+    return seen == {(t, p) for t, n in topics.items() for p in range(n)}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What this poll does with the plan.
+
+    action: apply (new epoch), repair (rewrite ConfigMaps at the current epoch: same plan),
+    noop, hold (cooldown or too small an improvement), propose (waiting for approval),
+    observe (status only).
+    """
+
+    action: str
+    reason: str
+    message: str
+    epoch: int
+
+
+def decide(
+    spec: PolicySpec,
+    *,
+    now: float,
+    new_hash: str,
+    applied_hash: str | None,
+    current_epoch: int,
+    writes_needed: bool,
+    structural: bool,
+    last_applied_at: float | None,
+    ratio_before: float | None,
+    ratio_after: float | None,
+    moves: int,
+) -> Decision:
+    """The mode, approval, cooldown and minImprovement rules, in that order of precedence:
+    an unchanged plan is never a change; observe never writes; a plan the group needs for
+    coverage skips cooldown and the improvement threshold; approval gates everything else."""
+    if applied_hash is not None and new_hash == applied_hash:
+        if writes_needed and spec.mode != "observe":
+            return Decision(
+                "repair", "Repaired", "rewrote ConfigMaps of the applied plan", current_epoch
+            )
+        return Decision("noop", "Balanced", "the applied plan is current", current_epoch)
+    if spec.mode == "observe":
+        return Decision(
+            "observe",
+            "Observing",
+            f"observe mode: a plan would move {moves} partitions",
+            current_epoch,
+        )
+    if not structural:
+        if last_applied_at is not None and now - last_applied_at < spec.cooldown:
+            left = spec.cooldown - (now - last_applied_at)
+            return Decision(
+                "hold",
+                "Cooldown",
+                f"a better plan waits for the cooldown ({left:.0f}s left)",
+                current_epoch,
+            )
+        if ratio_before is not None and ratio_after is not None:
+            gain = ratio_before - ratio_after
+            if gain < spec.min_improvement * ratio_before or gain <= 0:
+                return Decision(
+                    "hold",
+                    "BelowMinImprovement",
+                    f"maxLoadRatio {ratio_before:.3f} -> {ratio_after:.3f} is below "
+                    f"minImprovement {spec.min_improvement}",
+                    current_epoch,
+                )
+    if spec.needs_approval and spec.approved_plan != new_hash:
+        return Decision(
+            "propose",
+            "ProposalPending",
+            f"plan {new_hash} moves {moves} partitions; set spec.approvedPlan to apply it",
+            current_epoch,
+        )
+    return Decision(
+        "apply", "PlanApplied", f"applied plan {new_hash} ({moves} moves)", current_epoch + 1
+    )
+
+
+def moves_between(before: Assignment, after: Mapping[str, Mapping[str, list[int]]]) -> int:
+    """Partitions whose owner differs (unowned partitions granted are not moves)."""
+    owner: dict[tuple[str, int], str] = {}
+    for member, parts in before.items():
+        for topic, ps in parts.items():
+            for p in ps:
+                owner[(topic, p)] = member
+    count = 0
+    for member, parts in after.items():
+        for topic, ps in parts.items():
+            for p in ps:
+                previous = owner.get((topic, p))
+                if previous is not None and previous != member:
+                    count += 1
+    return count

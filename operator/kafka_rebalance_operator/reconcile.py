@@ -1,0 +1,545 @@
+"""One poll of one policy: observe -> plan -> apply -> verify -> report.
+
+Runs in a worker thread (it blocks on Kafka, the Kubernetes client and the planner). It returns
+the status fields to patch and the Events to post; kopf writes them from the event loop. The
+decisions are in the pure modules (lag, history, members, planning, conditions,
+assignment_doc); this module only sequences them with the thin I/O modules.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import assignors
+from kafka_rebalance_operator import (
+    assignment_doc,
+    conditions,
+    kafka_security,
+    kube_io,
+    metrics,
+    planning,
+    redaction,
+    telemetry,
+)
+from kafka_rebalance_operator.conditions import Health
+from kafka_rebalance_operator.history import PartitionMemory
+from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable, Observation
+from kafka_rebalance_operator.lag import LagState, PartitionLag, classify
+from kafka_rebalance_operator.members import PodSummary, resolve_weights, select_members
+from kafka_rebalance_operator.policy import PolicyError, PolicySpec, parse_spec
+from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.verify import verify
+
+log = logging.getLogger(__name__)
+
+PartitionKey = tuple[str, int]
+
+
+@dataclass
+class Proposal:
+    hash: str
+    assignment: dict[str, dict[str, list[int]]]
+    moves: int
+    before: float | None
+    after: float | None
+    generated_at: str
+
+
+@dataclass
+class PolicyRuntime:
+    """What the operator remembers about a policy between polls (in memory; lost on restart,
+    which costs only rate history: epochs and assignments are re-read from status and
+    ConfigMaps)."""
+
+    observer: KafkaObserver | None = None
+    observer_key: tuple[str, str] | None = None
+    partitions: dict[PartitionKey, PartitionMemory] = field(default_factory=dict)
+    lags: dict[PartitionKey, PartitionLag] = field(default_factory=dict)
+    proposal: Proposal | None = None
+    last_poll: float | None = None
+    last_event: float | None = None
+    polls: int = 0
+
+    def close(self) -> None:
+        if self.observer is not None:
+            self.observer.close()
+            self.observer = None
+            self.observer_key = None
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+
+
+@dataclass
+class PollOutcome:
+    status: dict[str, Any]  # the status fields to patch (only those that changed)
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+    action: str = ""
+    succeeded: bool = False
+
+
+def iso(ts: float) -> str:
+    return (
+        datetime.datetime.fromtimestamp(ts, datetime.UTC)
+        .replace(microsecond=0)
+        .isoformat()
+        .replace("+00:00", "Z")
+    )
+
+
+def parse_iso(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in new.items() if old.get(k) != v}
+
+
+def _failure(
+    ctx: PolicyContext, reason: str, message: str, now: float, stalled: bool = True
+) -> PollOutcome:
+    """A poll that could not observe or plan: conditions only, nothing else changes (the epoch,
+    the plan and the ConfigMaps stay as they are)."""
+    message = redaction.redact(message)
+    health = Health(
+        ready=False, reason=reason, message=message, stalled=stalled, reconciling=not stalled
+    )
+    new = {
+        "observedGeneration": ctx.generation,
+        "conditions": conditions.build(
+            health, ctx.status.get("conditions"), ctx.generation, iso(now)
+        ),
+        "lastPollTime": iso(now),
+    }
+    previous_reason = next(
+        (c.get("reason") for c in ctx.status.get("conditions") or [] if c.get("type") == "Ready"),
+        None,
+    )
+    events = [] if previous_reason == reason else [("Warning", reason, message)]
+    metrics.ERRORS.labels(ctx.namespace, ctx.name, reason).inc()
+    return PollOutcome(_changed(ctx.status, new), events, action="failed")
+
+
+def _observer(
+    spec: PolicySpec, ctx: PolicyContext, runtime: PolicyRuntime, settings: OperatorSettings
+) -> KafkaObserver:
+    secret: dict[str, str] | None = None
+    if spec.secret_name:
+        secret = kube_io.read_secret(ctx.namespace, spec.secret_name)
+        redaction.register(*(secret.get(k) for k in kafka_security.SECRET_KEYS))
+    key = (spec.bootstrap_servers, kafka_security.fingerprint(secret))
+    if runtime.observer is None or runtime.observer_key != key:
+        runtime.close()
+        security = kafka_security.client_settings(secret)
+        timeout = min(
+            settings.kafka_timeout_s, max(2.0, spec.poll_interval * settings.interval_scale)
+        )
+        runtime.observer = KafkaObserver(spec.bootstrap_servers, security, timeout)
+        runtime.observer_key = key
+    return runtime.observer
+
+
+def _lags(
+    spec: PolicySpec, observation: Observation, runtime: PolicyRuntime, now: float
+) -> tuple[dict[PartitionKey, PartitionLag], dict[PartitionKey, float | None]]:
+    """Lag state and time lag per partition; updates the per-partition memory."""
+    lags: dict[PartitionKey, PartitionLag] = {}
+    time_lags: dict[PartitionKey, float | None] = {}
+    for key, offsets in observation.offsets.items():
+        memory = runtime.partitions.setdefault(key, PartitionMemory())
+        age = now - memory.last_lag_t if memory.last_lag_t is not None else 0.0
+        state = classify(offsets, spec.offset_reset, runtime.lags.get(key), age)
+        known = state.state is not LagState.UNKNOWN
+        memory.observe(
+            now,
+            offsets.log_end,
+            offsets.committed if known else None,
+            state.lag if known else None,
+        )
+        lags[key] = state
+        time_lags[key] = (
+            memory.ends.time_lag(offsets.committed, now)
+            if state.state is LagState.OK and offsets.committed is not None
+            else None
+        )
+    for key in list(runtime.partitions):
+        if key not in observation.offsets:
+            del runtime.partitions[key]  # partition or topic gone
+    runtime.lags = lags
+    return lags, time_lags
+
+
+def _ratio(value: Any) -> float | None:
+    return round(float(value), 6) if isinstance(value, int | float) else None
+
+
+def poll(
+    ctx: PolicyContext,
+    pods: list[PodSummary],
+    runtime: PolicyRuntime,
+    settings: OperatorSettings,
+    now: float | None = None,
+) -> PollOutcome:
+    now = time.time() if now is None else now
+    started = time.monotonic()
+    runtime.polls += 1
+    try:
+        return _poll(ctx, pods, runtime, settings, now)
+    finally:
+        metrics.POLL_SECONDS.labels(ctx.namespace, ctx.name).observe(time.monotonic() - started)
+
+
+def _poll(
+    ctx: PolicyContext,
+    pods: list[PodSummary],
+    runtime: PolicyRuntime,
+    settings: OperatorSettings,
+    now: float,
+) -> PollOutcome:
+    try:
+        spec = parse_spec(ctx.spec)
+    except PolicyError as error:
+        return _failure(ctx, "InvalidSpec", str(error), now)
+
+    # -- observe ---------------------------------------------------------------------------------
+    try:
+        observer = _observer(spec, ctx, runtime, settings)
+    except kube_io.SecretMissing as error:
+        return _failure(ctx, "SecretNotFound", str(error), now)
+    except kafka_security.SecretError as error:
+        return _failure(ctx, "InvalidSecret", f"Secret {spec.secret_name}: {error}", now)
+    except KafkaUnavailable as error:
+        runtime.close()
+        return _failure(ctx, "KafkaUnreachable", str(error), now)
+    try:
+        observation = observer.observe(
+            spec.group_id,
+            spec.topics,
+            spec.topic_pattern,
+            describe=settings.describe_group and spec.apply_mode == "group",
+        )
+    except KafkaUnavailable as error:
+        runtime.close()  # a fresh client next poll: the cluster may have moved
+        return _failure(ctx, "KafkaUnreachable", str(error), now)
+    if observation.errors:
+        metrics.PARTITION_ERRORS.labels(ctx.namespace, ctx.name).inc(len(observation.errors))
+    if not observation.topics:
+        wanted = ", ".join(spec.topics) if spec.topics else f"pattern {spec.topic_pattern.pattern}"
+        return _failure(ctx, "TopicsNotFound", f"no topic found for {wanted}", now)
+
+    lags, time_lags = _lags(spec, observation, runtime, now)
+    members = select_members(spec, pods)
+    member_names = [m.name for m in members]
+    current = assignment_doc.read_current(kube_io.list_configmaps(ctx.namespace, ctx.name))
+    status_epoch = ctx.status.get("epoch") if isinstance(ctx.status.get("epoch"), int) else 0
+    epoch = max(status_epoch, current.epoch)
+    known_lag = [s.lag for s in lags.values() if s.lag is not None]
+    total_lag = int(sum(known_lag))
+    unknown = sum(1 for s in lags.values() if s.state is LagState.UNKNOWN)
+
+    if not members:
+        health = Health(
+            False,
+            "NoMembers",
+            f"no Running and Ready pod matches spec.members.selector; the applied "
+            f"plan (epoch {epoch}) is kept",
+            reconciling=True,
+        )
+        new = {
+            "observedGeneration": ctx.generation,
+            "epoch": epoch,
+            "members": 0,
+            "totalLag": total_lag,
+            "lastPollTime": iso(now),
+            "conditions": conditions.build(
+                health, ctx.status.get("conditions"), ctx.generation, iso(now)
+            ),
+        }
+        _telemetry(ctx, spec, settings, observation, lags, time_lags, current, epoch, now)
+        return PollOutcome(_changed(ctx.status, new), action="no-members", succeeded=True)
+
+    # -- plan -----------------------------------------------------------------------------------
+    measured: dict[str, float] = {}
+    if spec.weight_from == "adaptive":
+        for member, document in current.by_member.items():
+            measured[member] = sum(
+                runtime.partitions[(t, p)].consume.value or 0.0
+                for t, ps in document.partitions.items()
+                for p in ps
+                if (t, p) in runtime.partitions
+            )
+    weights = resolve_weights(spec, members, measured)
+    rates = {k: m.produce.value for k, m in runtime.partitions.items()}
+    lag_values = {k: (float(s.lag) if s.lag is not None else None) for k, s in lags.items()}
+    live_docs = {m: d for m, d in current.by_member.items() if m in weights}
+    document = planning.build_document(
+        spec, observation.topics, weights, live_docs, lag_values, rates
+    )
+    try:
+        result = assignors.plan(document)
+    except assignors.PlanInputError as error:
+        return _failure(ctx, "PlanFailed", f"the planner refused the input: {error}", now)
+    stats = result["stats"]
+    assignment: dict[str, dict[str, list[int]]] = result["assignment"]
+    new_hash = planning.plan_hash(assignment)
+    moves = len(result["moves"])
+    before, after = _ratio(stats.get("max_load_ratio_before")), _ratio(stats.get("max_load_ratio"))
+
+    applied_hash = current.applied_hash()
+    proposal: Proposal | None = None
+    if spec.needs_approval:
+        # The proposal on offer stays the same while it still fits the group and is not applied,
+        # so the hash a user approves is the plan that gets applied even as lag moves.
+        kept = runtime.proposal
+        if (
+            kept is not None
+            and kept.hash != applied_hash
+            and planning.proposal_fits(kept.assignment, observation.topics, member_names)
+        ):
+            proposal = kept
+            assignment, new_hash = kept.assignment, kept.hash
+            moves, before, after = kept.moves, kept.before, kept.after
+        else:
+            runtime.proposal = None
+
+    structural = planning.placement_needed(observation.topics, member_names, current.by_member)
+    writes_needed = applied_hash == new_hash and bool(
+        assignment_doc.diff(
+            ctx.name,
+            current,
+            assignment_doc.render_documents(spec.group_id, assignment, epoch, new_hash, ""),
+        )
+    )
+    last_applied = parse_iso(ctx.status.get("lastAppliedTime"))
+    scaled = _scaled(spec, settings)
+    decision = planning.decide(
+        scaled,
+        now=now,
+        new_hash=new_hash,
+        applied_hash=applied_hash,
+        current_epoch=epoch,
+        writes_needed=writes_needed,
+        structural=structural,
+        last_applied_at=last_applied,
+        ratio_before=before,
+        ratio_after=after,
+        moves=moves,
+    )
+
+    # -- apply ----------------------------------------------------------------------------------
+    new_status: dict[str, Any] = {
+        "observedGeneration": ctx.generation,
+        "members": len(members),
+        "totalLag": total_lag,
+        "lastPollTime": iso(now),
+        "strategy": spec.strategy,
+    }
+    events: list[tuple[str, str, str]] = []
+    applied_assignment = {m: d.partitions for m, d in live_docs.items()}
+    if decision.action in ("apply", "repair"):
+        plan_assignment = assignment
+        documents = assignment_doc.render_documents(
+            spec.group_id, plan_assignment, decision.epoch, new_hash, iso(now)
+        )
+        writes = assignment_doc.diff(ctx.name, current, documents)
+        for item in writes.upserts:
+            kube_io.upsert_configmap(
+                assignment_doc.configmap_body(ctx.name, ctx.uid, ctx.namespace, item)
+            )
+        for name in writes.deletes:
+            kube_io.delete_configmap(ctx.namespace, name)
+        applied_assignment = plan_assignment
+        epoch = decision.epoch
+        if decision.action == "apply":
+            runtime.proposal = None
+            new_status["lastAppliedTime"] = iso(now)
+            new_status["appliedPlan"] = new_hash
+            metrics.PLANS.labels(ctx.namespace, ctx.name, spec.group_id).inc()
+            metrics.MOVES.labels(ctx.namespace, ctx.name, spec.group_id).inc(moves)
+            message = (
+                f"epoch {epoch}: plan {new_hash}, {moves} partitions moved, maxLoadRatio "
+                f"{_fmt(before)} -> {_fmt(after)}, {len(writes.upserts)} ConfigMaps written"
+            )
+            log.info("%s/%s %s", ctx.namespace, ctx.name, message)
+            if (
+                runtime.last_event is None
+                or now - runtime.last_event >= settings.event_min_interval_s
+            ):
+                events.append(("Normal", "PlanApplied", message))
+                runtime.last_event = now
+            settings.telemetry.emit(
+                [
+                    telemetry.plan_row(
+                        ts_ms=int(now * 1000),
+                        group=spec.group_id,
+                        epoch=epoch,
+                        strategy=spec.strategy,
+                        moves=moves,
+                        before=before,
+                        after=after,
+                        namespace=ctx.namespace,
+                        policy=ctx.name,
+                    )
+                ]
+            )
+        new_status["maxLoadRatio"] = after if decision.action == "apply" else before
+    else:
+        new_status["maxLoadRatio"] = before
+    if decision.action == "noop":
+        new_status["appliedPlan"] = applied_hash
+    new_status["epoch"] = epoch
+    if new_status.get("maxLoadRatio") is None:
+        new_status.pop("maxLoadRatio")
+
+    if decision.action == "propose":
+        if proposal is None or proposal.hash != new_hash:
+            proposal = Proposal(new_hash, assignment, moves, before, after, iso(now))
+        runtime.proposal = proposal
+        new_status["proposal"] = {
+            "hash": proposal.hash,
+            "moves": proposal.moves,
+            "before": proposal.before,
+            "after": proposal.after,
+            "generatedAt": proposal.generated_at,
+            "epoch": epoch + 1,
+        }
+        new_status["proposal"] = {k: v for k, v in new_status["proposal"].items() if v is not None}
+        if (ctx.status.get("proposal") or {}).get("hash") != proposal.hash:
+            events.append(("Normal", "ProposalPending", decision.message))
+    elif ctx.status.get("proposal") is not None and decision.action != "hold":
+        new_status["proposal"] = None
+
+    # -- verify and report ------------------------------------------------------------------------
+    message = decision.message
+    reconciling = False
+    if (
+        spec.apply_mode == "group"
+        and observation.group is not None
+        and decision.action in ("noop", "apply", "repair", "hold")
+    ):
+        verification = verify(observation.group, applied_assignment)
+        message = f"{message}; {verification.message}"
+        reconciling = verification.state == "converging"
+    if unknown:
+        message = f"{message}; lag unknown for {unknown} partitions"
+    if observation.missing_topics:
+        message = f"{message}; topics not found: {', '.join(observation.missing_topics)}"
+    health = Health(True, decision.reason, message, reconciling=reconciling)
+    new_status["conditions"] = conditions.build(
+        health, ctx.status.get("conditions"), ctx.generation, iso(now)
+    )
+
+    _metrics(ctx, spec, lags, time_lags, applied_assignment, epoch, new_status)
+    _telemetry(
+        ctx, spec, settings, observation, lags, time_lags, current, epoch, now, applied_assignment
+    )
+    metrics.LAST_SUCCESS.labels(ctx.namespace, ctx.name).set(now)
+    return PollOutcome(_changed(ctx.status, new_status), events, decision.action, succeeded=True)
+
+
+def _fmt(value: float | None) -> str:
+    return "?" if value is None else f"{value:.3f}"
+
+
+def _scaled(spec: PolicySpec, settings: OperatorSettings) -> PolicySpec:
+    if settings.interval_scale == 1.0:
+        return spec
+    from dataclasses import replace
+
+    return replace(spec, cooldown=spec.cooldown * settings.interval_scale)
+
+
+def _owners(assignment: Mapping[str, Mapping[str, list[int]]]) -> dict[PartitionKey, str]:
+    return {(t, p): m for m, ts in assignment.items() for t, ps in ts.items() for p in ps}
+
+
+def _metrics(
+    ctx: PolicyContext,
+    spec: PolicySpec,
+    lags: Mapping[PartitionKey, PartitionLag],
+    time_lags: Mapping[PartitionKey, float | None],
+    assignment: Mapping[str, Mapping[str, list[int]]],
+    epoch: int,
+    status: Mapping[str, Any],
+) -> None:
+    group = spec.group_id
+    metrics.record_partitions(
+        ctx.namespace,
+        ctx.name,
+        group,
+        ((t, p, s.state.value, s.lag, time_lags.get((t, p))) for (t, p), s in lags.items()),
+    )
+    per_member = {}
+    for member, topics in assignment.items():
+        keys = [(t, p) for t, ps in topics.items() for p in ps]
+        per_member[member] = (
+            len(keys),
+            float(sum(lags[k].lag or 0 for k in keys if k in lags)),
+        )
+    metrics.record_members(ctx.namespace, ctx.name, group, per_member)
+    metrics.EPOCH.labels(ctx.namespace, ctx.name, group).set(epoch)
+    metrics.TOTAL_LAG.labels(ctx.namespace, ctx.name, group).set(status.get("totalLag", 0))
+    if status.get("maxLoadRatio") is not None:
+        metrics.MAX_LOAD_RATIO.labels(ctx.namespace, ctx.name, group).set(status["maxLoadRatio"])
+
+
+def _telemetry(
+    ctx: PolicyContext,
+    spec: PolicySpec,
+    settings: OperatorSettings,
+    observation: Observation,
+    lags: Mapping[PartitionKey, PartitionLag],
+    time_lags: Mapping[PartitionKey, float | None],
+    current: assignment_doc.CurrentState,
+    epoch: int,
+    now: float,
+    assignment: Mapping[str, Mapping[str, list[int]]] | None = None,
+) -> None:
+    if not settings.telemetry.sinks:
+        return
+    owners = _owners(
+        assignment
+        if assignment is not None
+        else {m: d.partitions for m, d in current.by_member.items()}
+    )
+    ts_ms = int(now * 1000)
+    rows = []
+    for key, offsets in sorted(observation.offsets.items()):
+        state = lags[key]
+        rows.append(
+            telemetry.partition_row(
+                ts_ms=ts_ms,
+                cluster=settings.cluster,
+                namespace=ctx.namespace,
+                policy=ctx.name,
+                group=spec.group_id,
+                topic=key[0],
+                partition=key[1],
+                log_start=offsets.log_start,
+                log_end=offsets.log_end,
+                committed=offsets.committed,
+                lag=state.lag,
+                lag_state=state.state.value,
+                time_lag_s=time_lags.get(key),
+                owner=owners.get(key),
+                epoch=epoch,
+            )
+        )
+    settings.telemetry.emit(rows)

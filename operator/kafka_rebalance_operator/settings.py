@@ -1,0 +1,25 @@
+"""Operator-wide settings (from the command line), shared by the handlers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kafka_rebalance_operator.health import Liveness
+from kafka_rebalance_operator.telemetry import Telemetry
+
+
+@dataclass
+class OperatorSettings:
+    # Multiplies pollInterval and cooldown. 1.0 in production; tests and local development set
+    # it below 1 to run the CRD's 5s floor faster. Documented as a test/dev setting.
+    interval_scale: float = 1.0
+    tick_s: float = 1.0  # how often each policy's timer wakes to check whether a poll is due
+    kafka_timeout_s: float = 10.0
+    cluster: str = "default"  # the `cluster` field of telemetry rows
+    event_min_interval_s: float = 60.0  # at most one PlanApplied event per policy per interval
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    liveness: Liveness = field(default_factory=lambda: Liveness(600.0))
+    describe_group: bool = True  # group mode: read the actual assignment back (verify)
+
+
+SETTINGS = OperatorSettings()

@@ -1,0 +1,58 @@
+"""Group mode verification: does the group's actual assignment (describe_groups) match the plan?
+
+Static members identify themselves by group_instance_id = pod name, so the actual assignment
+can be compared member by member. Pure: works on the describe_groups dict kafka-python returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Verification:
+    state: str  # converged | converging | no-consumers | unknown
+    message: str
+
+
+def actual_assignment(group: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
+    result: dict[str, dict[str, list[int]]] = {}
+    for member in group.get("members") or []:
+        name = member.get("group_instance_id") or member.get("member_id") or "?"
+        assignment = member.get("member_assignment") or {}
+        topics: dict[str, list[int]] = {}
+        if isinstance(assignment, Mapping):
+            for entry in assignment.get("assigned_partitions") or []:
+                parts = sorted(entry.get("partitions") or [])
+                if parts:
+                    topics[entry.get("topic")] = parts
+        result[name] = topics
+    return result
+
+
+def verify(
+    group: Mapping[str, Any] | None, plan: Mapping[str, Mapping[str, list[int]]]
+) -> Verification:
+    if group is None:
+        return Verification("unknown", "the group could not be described")
+    members = group.get("members") or []
+    if not members:
+        return Verification(
+            "no-consumers", f"no consumer has joined (group {group.get('group_state')})"
+        )
+    actual = actual_assignment(group)
+    planned = {m: {t: sorted(p) for t, p in ts.items() if p} for m, ts in plan.items()}
+    differing = sorted(m for m in planned if m in actual and actual[m] != planned[m])
+    absent = sorted(m for m in planned if m not in actual)
+    if not differing and not absent and group.get("group_state") == "Stable":
+        return Verification("converged", "the group's assignment matches the plan")
+    parts = []
+    if differing:
+        parts.append(f"{len(differing)} members differ from the plan ({', '.join(differing[:5])})")
+    if absent:
+        parts.append(f"{len(absent)} planned members not in the group ({', '.join(absent[:5])})")
+    if group.get("group_state") != "Stable":
+        parts.append(f"group {group.get('group_state')}")
+    return Verification("converging", "; ".join(parts))
