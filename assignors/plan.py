@@ -45,10 +45,11 @@ def _owner_table(group: Group, assignment: Assignment) -> OwnerTable:
         member = group.members.get(member_id)
         if member is None:
             raise PlanInvariantError(f"assignment names unknown member {member_id!r}")
+        subscribed = set(member.topics)  # a tuple scan here was O(topics) per entry
         for topic, partitions in owned.items():
             if not partitions:
                 continue
-            if topic not in member.topics:
+            if topic not in subscribed:
                 raise PlanInvariantError(f"{member_id} got topic {topic} it does not subscribe to")
             table = owners[topic]
             if partitions[0] < 0 or partitions[-1] >= len(table):
