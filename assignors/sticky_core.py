@@ -65,8 +65,8 @@ import heapq
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from itertools import chain, filterfalse, repeat
-from operator import add, mul, sub
+from itertools import accumulate, chain, compress, filterfalse, repeat
+from operator import add, floordiv, mod, mul, sub
 
 from assignors.model import Assignment, Group
 
@@ -519,21 +519,35 @@ class _General:
             keys = heapq.nsmallest(amount + 1, keys)
         else:
             keys.sort()
-        levels = [key // width for key in keys]
-        receivers = 1
-        prefix = levels[0]
-        while receivers < len(levels) and receivers * levels[receivers] - prefix <= amount:
-            prefix += levels[receivers]
-            receivers += 1
-        base, rest = divmod(amount + prefix, receivers)
-        chosen = sorted(key % width for key in keys[:receivers])  # id order
-        start = 0
-        for rank, member in enumerate(chosen):
-            share = base - counts[member] + (1 if rank < rest else 0)
-            if share:
-                granted.setdefault(member, []).extend(free[start : start + share])
-                counts[member] += share
-                start += share
+        levels = list(map(floordiv, keys, repeat(width)))
+        prefix = list(accumulate(levels))
+        # Member j (in load order) receives iff lifting members 0..j-1 to its level costs at most
+        # `amount`; that cost never decreases with j, so binary search for the first that does not.
+        low, high = 1, len(levels)
+        while low < high:
+            middle = (low + high) // 2
+            if middle * levels[middle] - prefix[middle - 1] <= amount:
+                low = middle + 1
+            else:
+                high = middle
+        receivers = low
+        base, rest = divmod(amount + prefix[receivers - 1], receivers)
+        chosen = sorted(map(mod, keys[:receivers], repeat(width)))  # id order
+        final = [base + 1] * rest + [base] * (receivers - rest)
+        shares = list(map(sub, final, map(counts.__getitem__, chosen)))
+        ends = list(accumulate(shares))
+        starts = [0, *ends[:-1]]
+        pieces = zip(
+            compress(chosen, shares),
+            map(free.__getitem__, map(slice, compress(starts, shares), compress(ends, shares))),
+            strict=True,
+        )
+        if granted:
+            for member, piece in pieces:
+                granted.setdefault(member, []).extend(piece)
+        else:
+            granted.update(pieces)
+        deque(map(counts.__setitem__, chosen, final), maxlen=0)
 
     # -- moving one partition
     def _take(self, topic: str, donor: int, partition: int | None = None) -> int:
