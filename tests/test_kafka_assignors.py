@@ -9,6 +9,7 @@ guards the bulk formulation the modules use.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -465,3 +466,70 @@ def test_kip341_move_back_on_the_general_path() -> None:
     assignment = run("sticky", group)
     assert is_balanced(group, assignment)
     assert set(assignment["A"]["t"]) == {0, 3}
+
+
+# --------------------------------------------------------------------------- Kafka's random cases
+
+
+def _after(group: Group, assignment: Assignment, subscriptions: dict[str, list[str]]) -> Group:
+    members = {
+        m: {"topics": topics, "owned": assignment.get(m, {}), "generation": 1}
+        for m, topics in subscriptions.items()
+    }
+    return group_of(dict(group.topics), members)
+
+
+@pytest.mark.parametrize("strategy", STICKY)
+def test_non_equal_subscription_does_not_time_out(strategy: str) -> None:
+    # testAssignmentAndGroupWithNonEqualSubscriptionNotTimeout (KAFKA-15106): 100 topics x 200
+    # partitions, 500 consumers; every fourth reads the first half of the topics, the rest the
+    # second half. Two rounds, both valid and balanced.
+    names = [f"t{i:03d}" for i in range(100)]
+    subscriptions = {f"c{i:03d}": names[:50] if i % 4 == 0 else names[50:] for i in range(500)}
+    group = group_of(dict.fromkeys(names, 200), subscriptions)
+    first = run(strategy, group)
+    assert is_balanced(group, first)
+    follow = _after(group, first, subscriptions)
+    second = run(strategy, follow)
+    assert is_balanced(follow, second)
+    assert moves(follow, second) == []
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_many_consumers_leaving_with_random_subscriptions(seed: int) -> None:
+    # testLargeAssignmentWithMultipleConsumersLeavingAndRandomSubscription: 40 topics with 1-10
+    # partitions, 200 consumers with random subscriptions; 50 random consumers leave.
+    rng = random.Random(seed)
+    names = [f"t{i:02d}" for i in range(40)]
+    topics = {t: rng.randint(1, 10) for t in names}
+    subscriptions = {f"c{i:03d}": sorted(rng.sample(names, rng.randint(1, 19))) for i in range(200)}
+    group = group_of(topics, subscriptions)
+    first = run("sticky", group)
+    assert is_balanced(group, first)
+    for leaver in rng.sample(sorted(subscriptions), 50):
+        del subscriptions[leaver]
+    follow = _after(group, first, subscriptions)
+    second = run("sticky", follow)
+    assert is_balanced(follow, second)
+    assert two_cycles(follow, second) == []
+
+
+def test_reassignment_with_random_subscription_changes() -> None:
+    # testReassignmentWithRandomSubscriptionsAndChanges, 25 rounds instead of 100: 20-39
+    # consumers, 10-19 topics (topic i has i+1 partitions), random re-subscriptions.
+    rng = random.Random(42)
+    for _ in range(25):
+        names = [f"t{i:02d}" for i in range(rng.randint(10, 19))]
+        topics = {t: i + 1 for i, t in enumerate(names)}
+        consumers = [f"c{i:02d}" for i in range(rng.randint(20, 39))]
+        subscriptions = {
+            c: sorted(rng.sample(names, rng.randint(1, len(names)))) for c in consumers
+        }
+        group = group_of(topics, subscriptions)
+        first = run("cooperative-sticky", group)
+        assert is_balanced(group, first)
+        changed = {c: sorted(rng.sample(names, rng.randint(1, len(names)))) for c in consumers}
+        follow = _after(group, first, changed)
+        second = run("cooperative-sticky", follow)
+        assert is_balanced(follow, second)
+        assert two_cycles(follow, second) == []
