@@ -1,0 +1,139 @@
+"""The operator's observe step against real brokers: lag states, commit metadata, and faults
+that degrade single partitions or topics instead of the whole poll."""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+
+import pytest
+from kafka import KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.structs import OffsetAndMetadata
+
+from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable
+from kafka_rebalance_operator.lag import LagState, classify
+
+pytestmark = pytest.mark.integration
+
+
+def _produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for partition, count in per_partition.items():
+        for i in range(count):
+            producer.send(topic, value=f"{i}".encode(), partition=partition)
+    producer.flush(30)
+    producer.close()
+
+
+def _retry(action, timeout: float = 60.0):
+    """A fresh broker answers CoordinatorNotAvailable until __consumer_offsets exists."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return action()
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_every_lag_state_from_a_real_broker(kafka: str) -> None:
+    topic, group = f"lag-{uuid.uuid4().hex[:8]}", f"lag-group-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    try:
+        admin.create_topics([NewTopic(topic, 4, 1)])
+        _produce(kafka, topic, {0: 10, 1: 10, 2: 10, 3: 10})
+        admin.delete_records({TopicPartition(topic, 2): 8})  # retention-like: start moves to 8
+        _retry(
+            lambda: admin.alter_group_offsets(
+                group,
+                {
+                    TopicPartition(topic, 0): OffsetAndMetadata(
+                        4, '{"member":"p-0","epoch":3}', -1
+                    ),
+                    TopicPartition(topic, 2): OffsetAndMetadata(2, "", -1),
+                    TopicPartition(topic, 3): OffsetAndMetadata(50, "", -1),
+                },
+            )
+        )
+    finally:
+        admin.close()
+
+    observer = KafkaObserver(kafka, {}, timeout_s=10)
+    try:
+        observation = observer.observe(group, [topic], None)
+    finally:
+        observer.close()
+    assert observation.topics == {topic: 4} and not observation.errors
+    offsets = observation.offsets
+    assert offsets[(topic, 0)].metadata == '{"member":"p-0","epoch":3}'
+    assert offsets[(topic, 2)].log_start == 8 and offsets[(topic, 2)].log_end == 10
+    states = {p: classify(offsets[(topic, p)], "earliest") for p in range(4)}
+    assert (states[0].state, states[0].lag) == (LagState.OK, 6)
+    assert (states[1].state, states[1].lag) == (LagState.UNINITIALIZED, 10)
+    assert (states[2].state, states[2].lag) == (LagState.OUT_OF_RANGE, 2)
+    assert (states[3].state, states[3].lag) == (LagState.AHEAD, 0)
+    assert classify(offsets[(topic, 1)], "latest").lag == 0
+
+
+def test_a_missing_topic_is_reported_and_the_others_still_read(kafka: str) -> None:
+    topic = f"present-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(topic, 2, 1)])
+    admin.close()
+    _produce(kafka, topic, {0: 3, 1: 5})
+    observer = KafkaObserver(kafka, {}, timeout_s=10)
+    try:
+        observation = observer.observe("nobody", [topic, "no-such-topic-xyz"], None)
+    finally:
+        observer.close()
+    assert observation.topics == {topic: 2}
+    assert observation.missing_topics == ["no-such-topic-xyz"]
+    assert observation.offsets[(topic, 1)].log_end == 5
+
+
+def test_unreachable_kafka_raises_kafka_unavailable_quickly() -> None:
+    started = time.monotonic()
+    with pytest.raises(KafkaUnavailable, match="cannot reach"):
+        KafkaObserver(f"127.0.0.1:{_free_port()}", {}, timeout_s=2)
+    assert time.monotonic() - started < 15
+
+
+def test_partitions_without_a_leader_are_unknown_the_rest_are_read(kafka_cluster) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = f"leaderless-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 6, 1)])  # one replica: a stopped leader is no leader
+    time.sleep(1)
+    leaders = {
+        p["partition_index"]: p["leader_id"]
+        for p in admin.describe_topics([topic])[0]["partitions"]
+    }
+    admin.close()
+    _produce(bootstrap, topic, dict.fromkeys(range(6), 4))
+    victim = 3
+    lost = {p for p, leader in leaders.items() if leader == victim}
+    assert lost and len(lost) < 6, leaders
+    kafka_cluster.stop_node(victim)
+    try:
+        observer = KafkaObserver(bootstrap, {}, timeout_s=3)
+        try:
+            observation = observer.observe("any-group", [topic], None)
+        finally:
+            observer.close()
+    finally:
+        kafka_cluster.start_node(victim)
+    unread = {p for p in range(6) if observation.offsets[(topic, p)].log_end is None}
+    assert unread == lost, (observation.errors, observation.offsets)
+    assert all(observation.offsets[(topic, p)].log_end == 4 for p in range(6) if p not in lost)
+    states = {p: classify(observation.offsets[(topic, p)]).state for p in range(6)}
+    assert all(states[p] is LagState.UNKNOWN for p in lost)
+    assert sum(f"{topic}-" in e for e in observation.errors) >= len(lost)

@@ -1,0 +1,116 @@
+"""Membership from pods (selectors, readiness) and weight resolution."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_rebalance_operator.members import (
+    PodSummary,
+    parse_cpu,
+    resolve_weights,
+    select_members,
+    summarise_pod,
+)
+from kafka_rebalance_operator.policy import parse_spec
+from kafka_rebalance_operator.selectors import matches
+
+
+def policy(**members):
+    return parse_spec(
+        {
+            "groupId": "g",
+            "kafka": {"bootstrapServers": "k:9092"},
+            "topics": ["t"],
+            "members": {"selector": {"matchLabels": {"app": "orders"}}, **members},
+        }
+    )
+
+
+def pod(name, labels=None, phase="Running", ready=True, deleting=False, cpu=None):
+    return PodSummary(name, labels or {"app": "orders"}, phase, ready, deleting, cpu)
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ({"matchLabels": {"a": "1"}}, {"a": "1", "b": "2"}, True),
+        ({"matchLabels": {"a": "1"}}, {"a": "2"}, False),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "In", "values": ["1", "2"]}]},
+            {"a": "2"},
+            True,
+        ),
+        ({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}, {}, True),
+        ({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {"b": "1"}, False),
+        ({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {"b": "1"}, True),
+        ({"matchExpressions": [{"key": "a", "operator": "Weird"}]}, {"a": "1"}, False),
+        ({}, {"a": "1"}, False),  # an empty selector selects nothing, never everything
+        (None, {"a": "1"}, False),
+    ],
+)
+def test_selectors(selector, labels, expected: bool) -> None:
+    assert matches(selector, labels) is expected
+
+
+def test_only_running_ready_matching_pods_are_members_sorted() -> None:
+    pods = [
+        pod("c"),
+        pod("a"),
+        pod("b", ready=False),
+        pod("d", phase="Pending"),
+        pod("e", deleting=True),
+        pod("f", labels={"app": "other"}),
+    ]
+    assert [p.name for p in select_members(policy(), pods)] == ["a", "c"]
+
+
+def test_summarise_pod_reads_readiness_and_cpu_requests() -> None:
+    body = {
+        "metadata": {"name": "orders-0", "labels": {"app": "orders"}},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        "spec": {
+            "containers": [
+                {"name": "app", "resources": {"requests": {"cpu": "1500m"}}},
+                {"name": "sidecar", "resources": {"requests": {"cpu": "0.5"}}},
+            ]
+        },
+    }
+    summary = summarise_pod(body)
+    assert summary.ready and summary.phase == "Running" and not summary.deleting
+    assert summary.cpu_request == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(("text", "cores"), [("250m", 0.25), ("2", 2.0), ("1.5", 1.5), ("x", None)])
+def test_parse_cpu(text: str, cores) -> None:
+    assert parse_cpu(text) == (pytest.approx(cores) if cores is not None else None)
+
+
+def test_explicit_weight_rules_first_match_wins_default_one() -> None:
+    spec = policy(
+        weights=[
+            {"selector": {"matchLabels": {"size": "large"}}, "weight": 4},
+            {"selector": {"matchLabels": {"app": "orders"}}, "weight": 2},
+        ]
+    )
+    members = [pod("a", {"app": "orders", "size": "large"}), pod("b"), pod("c", {"zone": "x"})]
+    assert resolve_weights(spec, members) == {"a": 4.0, "b": 2.0, "c": 1.0}
+
+
+def test_weight_from_resources_uses_cpu_requests_and_rules_override() -> None:
+    spec = policy(
+        weightFrom="resources",
+        weights=[{"selector": {"matchLabels": {"pin": "yes"}}, "weight": 7}],
+    )
+    members = [pod("a", cpu=4.0), pod("b", cpu=0.5), pod("c"), pod("d", {"pin": "yes"}, cpu=2.0)]
+    assert resolve_weights(spec, members) == {"a": 4.0, "b": 0.5, "c": 1.0, "d": 7.0}
+
+
+def test_adaptive_weights_are_relative_throughput_clamped() -> None:
+    spec = policy(weightFrom="adaptive")
+    members = [pod("a"), pod("b"), pod("c"), pod("d")]
+    weights = resolve_weights(spec, members, {"a": 300.0, "b": 100.0, "c": 0.0001})
+    mean = (300 + 100 + 0.0001) / 3
+    assert weights["a"] == pytest.approx(300 / mean)
+    assert weights["b"] == pytest.approx(100 / mean)
+    assert weights["c"] == 0.1  # clamped, never starved to nothing
+    assert weights["d"] == 1.0  # not measured yet

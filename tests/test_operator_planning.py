@@ -1,0 +1,158 @@
+"""From observations to the plan document, plan hashes, and the apply/hold/propose decision."""
+
+from __future__ import annotations
+
+import pytest
+
+import assignors
+from kafka_rebalance_operator.assignment_doc import render_documents
+from kafka_rebalance_operator.planning import (
+    build_document,
+    decide,
+    moves_between,
+    placement_needed,
+    plan_hash,
+    proposal_fits,
+)
+from kafka_rebalance_operator.policy import parse_spec
+
+
+def policy(**rebalance):
+    return parse_spec(
+        {
+            "groupId": "g",
+            "kafka": {"bootstrapServers": "k:9092"},
+            "topics": ["t"],
+            "members": {"selector": {"matchLabels": {"app": "x"}}},
+            "rebalance": rebalance,
+        }
+    )
+
+
+def test_document_is_accepted_by_the_planner_and_carries_ownership() -> None:
+    current = render_documents("g", {"a": {"t": [0, 1, 2]}, "b": {"t": [3]}}, 5, "h", "T")
+    lag = {("t", 0): 1000.0, ("t", 1): 10.0, ("t", 2): None, ("t", 3): 30.0}
+    rate = {("t", 0): 5.0}
+    document = build_document(
+        policy(maxMovesPerRound="50%"), {"t": 4}, {"a": 1.0, "b": 2.0}, current, lag, rate
+    )
+    assert document["members"]["a"]["owned"] == {"t": [0, 1, 2]}
+    assert document["members"]["a"]["generation"] == 5
+    assert document["members"]["b"]["weight"] == 2.0
+    # unknown partition 2 takes the mean of the known ones, never zero
+    assert document["lag"]["t"][2] == pytest.approx((1000 + 10 + 30) / 3)
+    assert document["rate"]["t"] == [5.0, 5.0, 5.0, 5.0]
+    assert document["options"]["max_moves"] == 2
+    result = assignors.plan(document)  # the contract accepts it
+    assert sorted(p for parts in result["assignment"].values() for p in parts.get("t", [])) == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    assert len(result["moves"]) <= 2
+
+
+def test_topic_with_nothing_known_has_no_lag_array() -> None:
+    document = build_document(policy(), {"t": 2}, {"a": 1.0}, {}, {}, {})
+    assert "lag" not in document and "rate" not in document
+
+
+def test_plan_hash_is_order_independent_and_sees_members() -> None:
+    a = {"m1": {"t": [1, 0]}, "m2": {}}
+    b = {"m2": {"t": []}, "m1": {"t": [0, 1]}}
+    assert plan_hash(a) == plan_hash(b)
+    assert plan_hash(a) != plan_hash({"m1": {"t": [0, 1]}})  # member set matters
+    assert plan_hash(a) != plan_hash({"m1": {"t": [0]}, "m2": {"t": [1]}})
+
+
+def test_placement_needed_for_new_gone_members_and_unowned_partitions() -> None:
+    current = render_documents("g", {"a": {"t": [0, 1]}, "b": {"t": [2]}}, 2, "h", "T")
+    assert not placement_needed({"t": 3}, ["a", "b"], current)
+    assert placement_needed({"t": 3}, ["a", "b", "c"], current)  # new pod
+    assert placement_needed({"t": 3}, ["a"], current)  # pod gone
+    assert placement_needed({"t": 4}, ["a", "b"], current)  # partition added
+
+
+def test_proposal_fits_only_the_same_members_and_partitions() -> None:
+    proposal = {"a": {"t": [0]}, "b": {"t": [1]}}
+    assert proposal_fits(proposal, {"t": 2}, ["a", "b"])
+    assert not proposal_fits(proposal, {"t": 3}, ["a", "b"])
+    assert not proposal_fits(proposal, {"t": 2}, ["a", "b", "c"])
+
+
+def decision(spec, **kw):
+    base = dict(
+        now=1000.0,
+        new_hash="new",
+        applied_hash="old",
+        current_epoch=4,
+        writes_needed=False,
+        structural=False,
+        last_applied_at=None,
+        ratio_before=2.0,
+        ratio_after=1.0,
+        moves=3,
+    )
+    base.update(kw)
+    return decide(spec, **base)
+
+
+def test_unchanged_plan_is_noop_or_repair_never_a_new_epoch() -> None:
+    assert decision(policy(), new_hash="old").action == "noop"
+    repaired = decision(policy(), new_hash="old", writes_needed=True)
+    assert repaired.action == "repair" and repaired.epoch == 4
+
+
+def test_apply_bumps_the_epoch_by_one() -> None:
+    result = decision(policy(cooldown="0s"))
+    assert result.action == "apply" and result.epoch == 5
+
+
+def test_cooldown_holds_a_rebalance_but_not_a_placement() -> None:
+    spec = policy(cooldown="5m")
+    assert decision(spec, last_applied_at=900.0).reason == "Cooldown"
+    assert decision(spec, last_applied_at=600.0).action == "apply"
+    assert decision(spec, last_applied_at=900.0, structural=True).action == "apply"
+
+
+def test_min_improvement_holds_small_gains() -> None:
+    spec = policy(minImprovement=0.2)
+    held = decision(spec, ratio_before=1.5, ratio_after=1.3)
+    assert held.action == "hold" and held.reason == "BelowMinImprovement"
+    assert decision(spec, ratio_before=1.5, ratio_after=1.1).action == "apply"
+    assert decision(spec, ratio_before=1.5, ratio_after=1.6).action == "hold"
+    assert decision(spec, ratio_before=1.5, ratio_after=1.6, structural=True).action == "apply"
+
+
+def test_observe_mode_never_writes() -> None:
+    spec = policy(mode="observe")
+    assert decision(spec).action == "observe"
+    assert decision(spec, structural=True).action == "observe"
+    assert decision(spec, new_hash="old", writes_needed=True).action == "noop"
+
+
+@pytest.mark.parametrize("rebalance", [{"mode": "propose"}, {"approval": "Manual"}])
+def test_approval_gates_apply(rebalance) -> None:
+    spec = policy(**rebalance)
+    assert decision(spec).action == "propose"
+    assert decision(spec, structural=True).action == "propose"
+    approved = parse_spec({**_raw(spec), "approvedPlan": "new"})
+    assert decision(approved).action == "apply"
+    assert decision(approved, new_hash="other").action == "propose"
+
+
+def _raw(spec):
+    return {
+        "groupId": spec.group_id,
+        "kafka": {"bootstrapServers": spec.bootstrap_servers},
+        "topics": list(spec.topics),
+        "members": {"selector": dict(spec.selector)},
+        "rebalance": {"mode": spec.mode, "approval": spec.approval},
+    }
+
+
+def test_moves_between_counts_owner_changes_only() -> None:
+    before = {"a": {"t": [0, 1]}, "b": {"t": [2]}}
+    after = {"a": {"t": [0]}, "b": {"t": [1, 2, 3]}}
+    assert moves_between(before, after) == 1  # partition 3 was unowned: a grant
