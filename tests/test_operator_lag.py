@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from kafka_rebalance_operator.history import EndOffsetHistory, Ewma, PartitionMemory
 from kafka_rebalance_operator.lag import LagState, PartitionLag, PartitionOffsets, classify
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from kafka_rebalance_operator.members import (
     PodSummary,
     parse_cpu,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
-import assignors
 from kafka_rebalance_operator.assignment_doc import render_documents
 from kafka_rebalance_operator.planning import (
     build_document,
@@ -15,6 +13,8 @@ from kafka_rebalance_operator.planning import (
     proposal_fits,
 )
 from kafka_rebalance_operator.policy import parse_spec
+
+import assignors
 
 
 def policy(**rebalance):

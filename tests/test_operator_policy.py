@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from kafka_rebalance_operator.durations import DurationError, parse_duration
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
 
