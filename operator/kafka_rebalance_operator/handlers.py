@@ -61,8 +61,27 @@ def pods_by_namespace(namespace: str, body: kopf.Body, **_: Any) -> dict[str, Po
 
 
 @kopf.index(names.GROUP, names.VERSION, names.PLURAL)
-def policies(namespace: str, name: str, **_: Any) -> dict[tuple[str, str], bool]:
-    return {(namespace, name): True}
+def policies_by_namespace(
+    namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
+) -> dict[str, tuple[str, str, str]]:
+    """(creationTimestamp, name, groupId) per policy: to find two policies for one group."""
+    return {namespace: (str(meta.get("creationTimestamp") or ""), name, str(spec.get("groupId")))}
+
+
+def _conflict(namespace: str, name: str, spec: Any, index: kopf.Index) -> str | None:
+    """The older policy that manages the same group in this namespace, if any (it wins)."""
+    group = spec.get("groupId")
+    mine = None
+    others = []
+    for created, other, other_group in index.get(namespace, []):
+        if other == name:
+            mine = (created, other)
+        elif other_group == group:
+            others.append((created, other))
+    if mine is None:
+        return None
+    older = sorted(o for o in others if o < mine)
+    return older[0][1] if older else None
 
 
 def _interval(spec: Any) -> float:
@@ -84,6 +103,7 @@ async def poll_policy(
     patch: kopf.Patch,
     body: kopf.Body,
     pods_by_namespace: kopf.Index[str, PodSummary],
+    policies_by_namespace: kopf.Index[str, tuple[str, str, str]],
     **_: Any,
 ) -> None:
     runtime: PolicyRuntime | None = memo.get("runtime")
@@ -104,6 +124,7 @@ async def poll_policy(
         generation=int(meta.get("generation") or 0),
         spec=_plain(dict(spec)),
         status=_plain(dict(status)),
+        conflict=_conflict(namespace, name, spec, policies_by_namespace),
     )
     pods = list(pods_by_namespace.get(namespace, []))
     try:

@@ -15,6 +15,17 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+__all__ = [
+    "ApiException",
+    "SecretMissing",
+    "api",
+    "delete_configmap",
+    "list_configmaps",
+    "read_secret",
+    "set_api",
+    "upsert_configmap",
+]
+
 from kafka_rebalance_operator import names
 
 _API: client.ApiClient | None = None

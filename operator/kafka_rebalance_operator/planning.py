@@ -168,7 +168,7 @@ def decide(
     if applied_hash is not None and new_hash == applied_hash:
         if writes_needed and spec.mode != "observe":
             return Decision(
-                "repair", "Repaired", "rewrote ConfigMaps of the applied plan", current_epoch
+                "repair", "Balanced", "rewrote ConfigMaps of the applied plan", current_epoch
             )
         return Decision("noop", "Balanced", "the applied plan is current", current_epoch)
     if spec.mode == "observe":
@@ -183,7 +183,7 @@ def decide(
             left = spec.cooldown - (now - last_applied_at)
             return Decision(
                 "hold",
-                "Cooldown",
+                "CoolingDown",
                 f"a better plan waits for the cooldown ({left:.0f}s left)",
                 current_epoch,
             )
@@ -192,7 +192,7 @@ def decide(
             if gain < spec.min_improvement * ratio_before or gain <= 0:
                 return Decision(
                     "hold",
-                    "BelowMinImprovement",
+                    "Balanced",
                     f"maxLoadRatio {ratio_before:.3f} -> {ratio_after:.3f} is below "
                     f"minImprovement {spec.min_improvement}",
                     current_epoch,
@@ -200,12 +200,12 @@ def decide(
     if spec.needs_approval and spec.approved_plan != new_hash:
         return Decision(
             "propose",
-            "ProposalPending",
+            "AwaitingApproval",
             f"plan {new_hash} moves {moves} partitions; set spec.approvedPlan to apply it",
             current_epoch,
         )
     return Decision(
-        "apply", "PlanApplied", f"applied plan {new_hash} ({moves} moves)", current_epoch + 1
+        "apply", "Balanced", f"applied plan {new_hash} ({moves} moves)", current_epoch + 1
     )
 
 

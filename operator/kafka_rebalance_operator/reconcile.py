@@ -38,6 +38,7 @@ from kafka_rebalance_operator.verify import verify
 log = logging.getLogger(__name__)
 
 PartitionKey = tuple[str, int]
+CONVERGENCE_POLLS = 5  # group mode: polls an applied epoch may take before NotConverged
 
 
 @dataclass
@@ -63,6 +64,7 @@ class PolicyRuntime:
     proposal: Proposal | None = None
     last_poll: float | None = None
     last_event: float | None = None
+    converging_since: float | None = None
     polls: int = 0
 
     def close(self) -> None:
@@ -80,6 +82,7 @@ class PolicyContext:
     generation: int
     spec: Mapping[str, Any]
     status: Mapping[str, Any]
+    conflict: str | None = None  # an older policy for the same groupId in the namespace
 
 
 @dataclass
@@ -217,6 +220,14 @@ def _poll(
         spec = parse_spec(ctx.spec)
     except PolicyError as error:
         return _failure(ctx, "InvalidSpec", str(error), now)
+    if ctx.conflict:
+        return _failure(
+            ctx,
+            "ConflictingPolicy",
+            f"policy {ctx.conflict} (older) already manages group {spec.group_id}; this one "
+            "does nothing",
+            now,
+        )
 
     # -- observe ---------------------------------------------------------------------------------
     try:
@@ -247,7 +258,12 @@ def _poll(
     lags, time_lags = _lags(spec, observation, runtime, now)
     members = select_members(spec, pods)
     member_names = [m.name for m in members]
-    current = assignment_doc.read_current(kube_io.list_configmaps(ctx.namespace, ctx.name))
+    try:
+        current = assignment_doc.read_current(kube_io.list_configmaps(ctx.namespace, ctx.name))
+    except kube_io.ApiException as error:
+        return _failure(
+            ctx, "ApplyFailed", f"listing ConfigMaps: HTTP {error.status} {error.reason}", now
+        )
     status_epoch = ctx.status.get("epoch") if isinstance(ctx.status.get("epoch"), int) else 0
     epoch = max(status_epoch, current.epoch)
     known_lag = [s.lag for s in lags.values() if s.lag is not None]
@@ -260,7 +276,7 @@ def _poll(
             "NoMembers",
             f"no Running and Ready pod matches spec.members.selector; the applied "
             f"plan (epoch {epoch}) is kept",
-            reconciling=True,
+            stalled=True,
         )
         new = {
             "observedGeneration": ctx.generation,
@@ -359,12 +375,18 @@ def _poll(
             spec.group_id, plan_assignment, decision.epoch, new_hash, iso(now)
         )
         writes = assignment_doc.diff(ctx.name, current, documents)
-        for item in writes.upserts:
-            kube_io.upsert_configmap(
-                assignment_doc.configmap_body(ctx.name, ctx.uid, ctx.namespace, item)
+        try:
+            for item in writes.upserts:
+                kube_io.upsert_configmap(
+                    assignment_doc.configmap_body(ctx.name, ctx.uid, ctx.namespace, item)
+                )
+            for name in writes.deletes:
+                kube_io.delete_configmap(ctx.namespace, name)
+        except kube_io.ApiException as error:
+            # Partly written: the next poll re-reads the ConfigMaps and finishes or repairs.
+            return _failure(
+                ctx, "ApplyFailed", f"writing ConfigMaps: HTTP {error.status} {error.reason}", now
             )
-        for name in writes.deletes:
-            kube_io.delete_configmap(ctx.namespace, name)
         applied_assignment = plan_assignment
         epoch = decision.epoch
         if decision.action == "apply":
@@ -422,13 +444,14 @@ def _poll(
         }
         new_status["proposal"] = {k: v for k, v in new_status["proposal"].items() if v is not None}
         if (ctx.status.get("proposal") or {}).get("hash") != proposal.hash:
-            events.append(("Normal", "ProposalPending", decision.message))
+            events.append(("Normal", "AwaitingApproval", decision.message))
     elif ctx.status.get("proposal") is not None and decision.action != "hold":
         new_status["proposal"] = None
 
     # -- verify and report ------------------------------------------------------------------------
     message = decision.message
     reconciling = False
+    stalled_reason: str | None = None
     if (
         spec.apply_mode == "group"
         and observation.group is not None
@@ -436,12 +459,26 @@ def _poll(
     ):
         verification = verify(observation.group, applied_assignment)
         message = f"{message}; {verification.message}"
-        reconciling = verification.state == "converging"
+        if verification.state == "converging":
+            if runtime.converging_since is None or decision.action == "apply":
+                runtime.converging_since = now
+            limit = CONVERGENCE_POLLS * spec.poll_interval * settings.interval_scale
+            if now - runtime.converging_since > limit:
+                stalled_reason = "NotConverged"
+            else:
+                reconciling = True
+        else:
+            runtime.converging_since = None
     if unknown:
         message = f"{message}; lag unknown for {unknown} partitions"
     if observation.missing_topics:
         message = f"{message}; topics not found: {', '.join(observation.missing_topics)}"
-    health = Health(True, decision.reason, message, reconciling=reconciling)
+    if stalled_reason is not None:
+        health = Health(False, stalled_reason, message, stalled=True)
+    elif reconciling:
+        health = Health(False, "Applying", message, reconciling=True)
+    else:
+        health = Health(True, decision.reason, message)
     new_status["conditions"] = conditions.build(
         health, ctx.status.get("conditions"), ctx.generation, iso(now)
     )
