@@ -68,6 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="how often each policy's timer checks whether a poll is due",
     )
+    parser.add_argument(
+        "--peering", metavar="NAME",
+        help="join kopf peering NAME (a KopfPeering object must exist); default: standalone",
+    )
+    parser.add_argument("--priority", type=int, default=0, help="kopf peering priority")
     parser.add_argument("--kafka-timeout", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(handler=run)
@@ -120,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         kopf.run(
             registry=handlers._registry(),
-            standalone=True,
+            standalone=not args.peering,
+            peering_name=args.peering,
+            priority=args.priority,
             clusterwide=clusterwide,
             namespaces=[] if clusterwide else namespaces,
         )

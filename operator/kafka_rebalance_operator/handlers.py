@@ -46,8 +46,7 @@ def _registry() -> kopf.OperatorRegistry:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    # One operator instance acts (chart: one replica, Recreate); no peering objects needed.
-    settings.peering.standalone = True
+    # Standalone unless `--peering` was given (chart: one replica, Recreate).
     settings.posting.level = logging.INFO  # only explicit kopf.event() calls are posted
     settings.persistence.finalizer = names.FINALIZER
     settings.watching.server_timeout = 300

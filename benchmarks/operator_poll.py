@@ -1,0 +1,168 @@
+"""Poll cost of the operator for one group of 1,000 partitions, against a real Kafka broker.
+
+    .venv/bin/python -m benchmarks.operator_poll --bootstrap HOST:PORT [--partitions 1000]
+        [--members 10] [--polls 10] [--kubeconfig PATH --namespace NS]
+
+Creates a topic with N partitions, writes a few records to each and commits offsets for half of
+them, then times each part of a poll: the Kafka reads (metadata, committed offsets, log start
+and end), lag classification, building the plan document, the planner, and the whole
+`reconcile.poll`. Without --kubeconfig the ConfigMaps live in an in-memory store (Kafka and the
+planner are real; the Kubernetes round trips are then not in the figure); with it, the policy's
+ConfigMaps are really listed and written in that namespace. Prints figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kafka import KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.structs import OffsetAndMetadata
+from kafka_rebalance_operator import kube_io, planning, reconcile
+from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator.lag import classify
+from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.policy import parse_spec
+from kafka_rebalance_operator.settings import OperatorSettings
+
+import assignors
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return times, result
+
+
+def show(label: str, times: list[float]) -> None:
+    print(
+        f"{label:<44} median {statistics.median(times) * 1000:8.1f} ms   "
+        f"min {min(times) * 1000:8.1f} ms   max {max(times) * 1000:8.1f} ms   (n={len(times)})"
+    )
+
+
+def prepare(bootstrap: str, partitions: int, group: str) -> str:
+    topic = f"pollcost-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, partitions, 1)])
+    time.sleep(2)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50)
+    for p in range(partitions):
+        for _ in range(1 + p % 7):
+            producer.send(topic, value=b"x", partition=p)
+    producer.flush(120)
+    producer.close()
+    offsets = {
+        TopicPartition(topic, p): OffsetAndMetadata(1, "", -1) for p in range(0, partitions, 2)
+    }
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.alter_group_offsets(group, offsets)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    admin.close()
+    return topic
+
+
+def in_memory_configmaps() -> None:
+    store: dict[str, dict[str, Any]] = {}
+
+    def upsert(body: dict[str, Any]) -> None:
+        store[body["metadata"]["name"]] = copy.deepcopy(body)
+
+    kube_io.list_configmaps = lambda namespace, policy: [copy.deepcopy(v) for v in store.values()]
+    kube_io.upsert_configmap = upsert
+    kube_io.delete_configmap = lambda namespace, name: store.pop(name, None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--members", type=int, default=10)
+    parser.add_argument("--polls", type=int, default=10)
+    parser.add_argument("--kubeconfig")
+    parser.add_argument("--namespace", default="default")
+    args = parser.parse_args()
+
+    group = f"pollcost-group-{uuid.uuid4().hex[:6]}"
+    topic = prepare(args.bootstrap, args.partitions, group)
+    print(f"topic {topic}: {args.partitions} partitions, group {group}, {args.members} members")
+    spec_body = {
+        "groupId": group,
+        "kafka": {"bootstrapServers": args.bootstrap},
+        "topics": [topic],
+        "members": {"selector": {"matchLabels": {"app": "bench"}}},
+        "strategy": "lag-aware",
+        "rebalance": {"cooldown": "0s"},
+    }
+    spec = parse_spec(spec_body)
+
+    observer = KafkaObserver(args.bootstrap, {}, timeout_s=10)
+    times, observation = timed(lambda: observer.observe(group, [topic], None), args.polls)
+    show("kafka: metadata + committed + start/end", times)
+    times, _ = timed(lambda: observer.observe(group, [topic], None, describe=True), args.polls)
+    show("kafka: ... + describe_groups", times)
+    times, lags = timed(
+        lambda: {k: classify(v) for k, v in observation.offsets.items()}, args.polls
+    )
+    show("lag classification", times)
+    weights = {f"bench-{i}": 1.0 for i in range(args.members)}
+    lag_values = {k: float(v.lag) for k, v in lags.items() if v.lag is not None}
+    times, document = timed(
+        lambda: planning.build_document(spec, observation.topics, weights, {}, lag_values, {}),
+        args.polls,
+    )
+    show("plan document", times)
+    times, _ = timed(lambda: assignors.plan(document), args.polls)
+    show("assignors.plan (lag-aware, fresh)", times)
+    observer.close()
+
+    if args.kubeconfig:
+        from kubernetes import config
+
+        kube_io.set_api(config.new_client_from_config(config_file=args.kubeconfig))
+        namespace = args.namespace
+        where = f"real API server, namespace {namespace}"
+    else:
+        in_memory_configmaps()
+        namespace = "bench"
+        where = "in-memory ConfigMaps"
+    pods = [PodSummary(name, {"app": "bench"}, "Running", True) for name in weights]
+    runtime, settings = reconcile.PolicyRuntime(), OperatorSettings()
+    status: dict[str, Any] = {}
+    uid = str(uuid.uuid4())
+
+    def one_poll() -> reconcile.PollOutcome:
+        nonlocal status
+        ctx = reconcile.PolicyContext(namespace, "bench", uid, 1, spec_body, status)
+        outcome = reconcile.poll(ctx, pods, runtime, settings)
+        status = {**status, **{k: v for k, v in outcome.status.items() if v is not None}}
+        return outcome
+
+    times, outcome = timed(one_poll, 1)
+    show(f"first poll, applies epoch 1 ({where})", times)
+    times, outcome = timed(one_poll, args.polls)
+    show(f"steady poll, nothing to write ({where})", times)
+    print(
+        f"last action: {outcome.action}; epoch {status.get('epoch')}, "
+        f"maxLoadRatio {status.get('maxLoadRatio')}"
+    )
+    runtime.close()
+
+
+if __name__ == "__main__":
+    main()

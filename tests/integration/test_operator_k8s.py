@@ -1,0 +1,590 @@
+"""The operator end to end: real kube-apiserver (KWOK pods), real Kafka, the chart's RBAC.
+
+The operator runs as a subprocess (`kafka-rebalance operator`, the container's entrypoint) with
+a ServiceAccount kubeconfig bound to the same rules the Helm chart grants. Poll intervals are
+the CRD's 5s floor scaled by `--interval-scale 0.2` (a documented test/dev setting), so a poll
+runs about every second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "crds" / "consumergrouppolicies.yaml"
+SCALE = 0.2  # pollInterval 5s -> a poll every second
+
+# The chart's namespaced rules (charts/kafka-rebalance-operator/templates/_helpers.tpl,
+# kro.namespacedRules): the operator under test gets exactly these.
+CHART_RULES = [
+    {
+        "apiGroups": ["kafka-rebalance.io"],
+        "resources": ["consumergrouppolicies"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
+    {
+        "apiGroups": ["kafka-rebalance.io"],
+        "resources": ["consumergrouppolicies/status"],
+        "verbs": ["patch"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as error:  # the object may not exist yet
+            last = error
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+@dataclass
+class OperatorProcess:
+    process: subprocess.Popen[bytes]
+    log: Path
+    metrics_port: int
+    health_port: int
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+
+    def get(self, port: int, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+
+@contextlib.contextmanager
+def run_operator(
+    kubeconfig: Path, namespace: str, workdir: Path, *extra: str
+) -> Iterator[OperatorProcess]:
+    log = workdir / f"operator-{uuid.uuid4().hex[:6]}.log"
+    metrics_port, health_port = free_port(), free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "kafka_rebalance.cli",
+        "operator",
+        "--namespace",
+        namespace,
+        "--bind",
+        "127.0.0.1",
+        "--metrics-port",
+        str(metrics_port),
+        "--health-port",
+        str(health_port),
+        "--interval-scale",
+        str(SCALE),
+        "--tick",
+        "0.2",
+        "--kafka-timeout",
+        "3",
+        *extra,
+    ]
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    with open(log, "wb") as output:
+        process = subprocess.Popen(
+            command,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+    handle = OperatorProcess(process, log, metrics_port, health_port)
+    try:
+        wait_for(
+            "the operator's health endpoint",
+            lambda: handle.get(health_port, "/healthz")[0] == 200,
+            timeout=60,
+        )
+        yield handle
+    finally:
+        handle.stop()
+
+
+class Cluster:
+    """kubectl and JSON helpers over the admin kubeconfig."""
+
+    def __init__(self, k8s: Any, namespace: str) -> None:
+        self.k8s, self.namespace = k8s, namespace
+
+    def apply(self, manifest: str) -> None:
+        subprocess.run(
+            [
+                str(self.k8s.tools.kubectl),
+                f"--kubeconfig={self.k8s.kubeconfig}",
+                "-n",
+                self.namespace,
+                "apply",
+                "-f",
+                "-",
+            ],
+            input=manifest,
+            text=True,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+    def get(self, *args: str) -> dict[str, Any]:
+        out = self.k8s.kubectl("-n", self.namespace, "get", "-o", "json", *args).stdout
+        return json.loads(out)
+
+    def policy(self, name: str) -> dict[str, Any]:
+        return self.get("consumergrouppolicies.kafka-rebalance.io", name)
+
+    def configmaps(self, policy: str) -> dict[str, dict[str, Any]]:
+        items = self.get("configmaps", "-l", f"kafka-rebalance.io/policy={policy}")["items"]
+        return {item["metadata"]["name"]: item for item in items}
+
+    def assignments(self, policy: str) -> dict[str, dict[str, Any]]:
+        return {
+            json.loads(cm["data"]["assignment.json"])["member"]: json.loads(
+                cm["data"]["assignment.json"]
+            )
+            for cm in self.configmaps(policy).values()
+        }
+
+    def patch_policy(self, name: str, patch: dict[str, Any]) -> None:
+        self.k8s.kubectl(
+            "-n",
+            self.namespace,
+            "patch",
+            "consumergrouppolicies.kafka-rebalance.io",
+            name,
+            "--type=merge",
+            "-p",
+            json.dumps(patch),
+        )
+
+
+def condition(policy: dict[str, Any], kind: str) -> dict[str, Any]:
+    for entry in (policy.get("status") or {}).get("conditions") or []:
+        if entry["type"] == kind:
+            return entry
+    return {}
+
+
+def statefulset(name: str, replicas: int) -> str:
+    return textwrap.dedent(
+        f"""\
+        apiVersion: apps/v1
+        kind: StatefulSet
+        metadata: {{name: {name}}}
+        spec:
+          serviceName: {name}
+          replicas: {replicas}
+          selector: {{matchLabels: {{app: {name}}}}}
+          template:
+            metadata: {{labels: {{app: {name}}}}}
+            spec:
+              containers:
+                - name: app
+                  image: registry.k8s.io/pause:3.10
+                  resources: {{requests: {{cpu: 100m}}}}
+        """
+    )
+
+
+def policy_manifest(
+    name: str, group: str, bootstrap: str, topic: str, app: str, **rebalance: Any
+) -> str:
+    body = {
+        "apiVersion": "kafka-rebalance.io/v1alpha1",
+        "kind": "ConsumerGroupPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "groupId": group,
+            "kafka": {"bootstrapServers": bootstrap},
+            "topics": [topic],
+            "members": {"selector": {"matchLabels": {"app": app}}},
+            "strategy": "lag-aware",
+            "load": {"model": "lag"},
+            "rebalance": {
+                "pollInterval": "5s",
+                "cooldown": "0s",
+                "minImprovement": 0.05,
+                **rebalance,
+            },
+        },
+    }
+    return json.dumps(body)
+
+
+def produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+    for partition, count in per_partition.items():
+        for _ in range(count):
+            producer.send(topic, value=b"x", partition=partition)
+    producer.flush(60)
+    producer.close()
+
+
+def max_load_ratio(assignment: dict[str, dict[str, Any]], lag: dict[int, int], topic: str) -> float:
+    """The plan-quality figure, computed independently of the operator (weights all 1)."""
+    loads = [sum(lag[p] for p in doc["partitions"].get(topic, [])) for doc in assignment.values()]
+    bound = max(sum(lag.values()) / len(loads), max(lag.values()))
+    return max(loads) / bound
+
+
+@pytest.fixture(scope="module")
+def crd(k8s: Any) -> None:
+    k8s.kubectl("apply", "-f", str(CRD))
+    k8s.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/consumergrouppolicies.kafka-rebalance.io",
+        timeout=90,
+    )
+    # discovery must serve the new resource before a namespaced operator can watch it
+    wait_for(
+        "the CRD in discovery",
+        lambda: (
+            "consumergrouppolicies"
+            in k8s.kubectl("api-resources", "--api-group=kafka-rebalance.io", check=False).stdout
+        ),
+    )
+
+
+@dataclass
+class GroupEnv:
+    cluster: Cluster
+    kubeconfig: Path
+    topic: str
+    app: str
+    bootstrap: str
+    workdir: Path
+
+
+def make_env(
+    k8s: Any, kafka: str, tmp_path: Path, prefix: str, replicas: int, partitions: int
+) -> GroupEnv:
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    kubeconfig = k8s.restricted_kubeconfig(namespace, CHART_RULES, name="kafka-rebalance-operator")
+    cluster = Cluster(k8s, namespace)
+    app = "consumer"
+    cluster.apply(statefulset(app, replicas))
+    k8s.kubectl(
+        "-n", namespace, "rollout", "status", f"statefulset/{app}", "--timeout=120s", timeout=150
+    )
+    topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(topic, partitions, 1)])
+    admin.close()
+    return GroupEnv(cluster, kubeconfig, topic, app, kafka, tmp_path)
+
+
+def test_enforce_lifecycle(k8s: Any, kafka: str, crd: None, tmp_path: Path) -> None:
+    """One group through its life: first plan, quiet polls, restart, skew, scale-down, Kafka
+    unreachable, deletion."""
+    env = make_env(k8s, kafka, tmp_path, "enforce", replicas=3, partitions=6)
+    cluster, topic = env.cluster, env.topic
+    telemetry = tmp_path / "telemetry.jsonl"
+    name = "orders"
+    with run_operator(
+        env.kubeconfig, cluster.namespace, tmp_path, "--telemetry-file", str(telemetry)
+    ) as operator:
+        started = time.monotonic()
+        cluster.apply(policy_manifest(name, f"group-{topic}", kafka, topic, env.app))
+        first = wait_for(
+            "one ConfigMap per pod",
+            lambda: len(cluster.assignments(name)) == 3 and cluster.assignments(name),
+        )
+        latency = time.monotonic() - started
+        print(f"\nreconcile latency policy apply -> 3 ConfigMaps: {latency:.2f}s")
+
+        # -- a valid plan, one ConfigMap per pod, owned by the policy
+        policy = cluster.policy(name)
+        assert set(first) == {f"{env.app}-{i}" for i in range(3)}
+        owned = sorted(p for doc in first.values() for p in doc["partitions"].get(topic, []))
+        assert owned == list(range(6))
+        assert {doc["epoch"] for doc in first.values()} == {1}
+        assert len({doc["planHash"] for doc in first.values()}) == 1
+        for cm in cluster.configmaps(name).values():
+            (owner,) = cm["metadata"]["ownerReferences"]
+            assert (
+                owner["uid"] == policy["metadata"]["uid"] and owner["kind"] == "ConsumerGroupPolicy"
+            )
+            assert (
+                cm["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+                == "kafka-rebalance-operator"
+            )
+        status = wait_for(
+            "status",
+            lambda: (
+                cluster.policy(name).get("status", {}).get("members") == 3
+                and cluster.policy(name)["status"]
+            ),
+        )
+        assert (
+            status["epoch"] == 1
+            and status["observedGeneration"] == policy["metadata"]["generation"]
+        )
+        assert condition(cluster.policy(name), "Ready")["status"] == "True"
+        assert condition(cluster.policy(name), "Stalled")["status"] == "False"
+
+        # -- an unchanged group writes nothing across ten polls
+        versions = {
+            n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()
+        }
+        polls_before = _poll_count(operator)
+        wait_for("ten more polls", lambda: _poll_count(operator) >= polls_before + 10, timeout=60)
+        after = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
+        assert after == versions
+        assert cluster.policy(name)["status"]["epoch"] == 1
+
+        # -- metrics and liveness
+        code, text = operator.get(operator.metrics_port, "/metrics")
+        assert code == 200
+        labels = f'group="group-{topic}",namespace="{cluster.namespace}",policy="{name}"'
+        assert f"kafka_rebalance_plan_epoch{{{labels}}} 1.0" in text
+        assert (
+            "kafka_rebalance_partition_lag{" in text
+            and "kafka_rebalance_poll_duration_seconds_bucket" in text
+        )
+        code, body = operator.get(operator.health_port, "/healthz")
+        assert code == 200 and json.loads(body)["alive"] is True
+
+    # -- a restarted operator keeps the epoch and rewrites nothing
+    with run_operator(
+        env.kubeconfig, cluster.namespace, tmp_path, "--telemetry-file", str(telemetry)
+    ) as operator:
+        wait_for("polls after restart", lambda: _poll_count(operator) >= 5, timeout=60)
+        after = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
+        assert after == versions
+        assert cluster.policy(name)["status"]["epoch"] == 1
+
+        # -- skewed lag: lag-aware replans and maxLoadRatio drops
+        heavy = first[f"{env.app}-0"]["partitions"][topic]
+        skew = {p: (3000 if p in heavy else 10) for p in range(6)}
+        produce(kafka, topic, skew)
+        before_ratio = max_load_ratio(first, skew, topic)
+        replanned = wait_for(
+            "a lag-aware replan",
+            lambda: cluster.policy(name)["status"]["epoch"] >= 2 and cluster.assignments(name),
+            timeout=60,
+        )
+        _settle(cluster, name, operator)
+        replanned = cluster.assignments(name)
+        after_ratio = max_load_ratio(replanned, skew, topic)
+        status = cluster.policy(name)["status"]
+        print(f"maxLoadRatio {before_ratio:.3f} -> {after_ratio:.3f} ({status['maxLoadRatio']})")
+        assert after_ratio < before_ratio
+        assert status["maxLoadRatio"] == pytest.approx(after_ratio, rel=0.01)
+        assert {doc["epoch"] for doc in replanned.values()} == {status["epoch"]}
+        rows = [json.loads(line) for line in telemetry.read_text().splitlines()]
+        plan_rows = [r for r in rows if r.get("kind") == "plan"]
+        assert plan_rows[-1]["epoch"] == status["epoch"]
+        assert plan_rows[-1]["max_load_ratio_after"] < plan_rows[-1]["max_load_ratio_before"]
+        partition_rows = [r for r in rows if r.get("kind") is None and r["topic"] == topic]
+        assert {r["lag_state"] for r in partition_rows} == {"uninitialized"}
+        assert set(partition_rows[-1]) >= {
+            "ts_ms",
+            "cluster",
+            "namespace",
+            "policy",
+            "group",
+            "partition",
+            "log_start",
+            "log_end",
+            "committed",
+            "lag",
+            "time_lag_s",
+            "owner",
+            "epoch",
+        }
+
+        # -- a pod removed from the group gets its partitions re-planned
+        epoch = status["epoch"]
+        k8s.kubectl("-n", cluster.namespace, "scale", f"statefulset/{env.app}", "--replicas=2")
+        shrunk = wait_for(
+            "the plan without the removed pod",
+            lambda: (
+                set(cluster.assignments(name)) == {f"{env.app}-0", f"{env.app}-1"}
+                and cluster.assignments(name)
+            ),
+            timeout=90,
+        )
+        assert sorted(p for d in shrunk.values() for p in d["partitions"].get(topic, [])) == list(
+            range(6)
+        )
+        assert {d["epoch"] for d in shrunk.values()} == {epoch + 1}
+
+        # -- Kafka unreachable: Stalled with a reason, no plan change
+        wait_for("status epoch", lambda: cluster.policy(name)["status"]["epoch"] == epoch + 1)
+        versions = {
+            n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()
+        }
+        cluster.patch_policy(
+            name, {"spec": {"kafka": {"bootstrapServers": f"127.0.0.1:{free_port()}"}}}
+        )
+        stalled = wait_for(
+            "Stalled=True",
+            lambda: (
+                condition(cluster.policy(name), "Stalled").get("status") == "True"
+                and condition(cluster.policy(name), "Stalled")
+            ),
+            timeout=60,
+        )
+        assert stalled["reason"] == "KafkaUnreachable" and "cannot reach" in stalled["message"]
+        assert condition(cluster.policy(name), "Ready")["status"] == "False"
+        time.sleep(3)
+        after = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
+        assert after == versions
+        assert cluster.policy(name)["status"]["epoch"] == epoch + 1
+        cluster.patch_policy(name, {"spec": {"kafka": {"bootstrapServers": kafka}}})
+        wait_for(
+            "Ready again", lambda: condition(cluster.policy(name), "Ready").get("status") == "True"
+        )
+
+        # -- deleting the policy removes its ConfigMaps and leaves no finalizer behind
+        k8s.kubectl(
+            "-n",
+            cluster.namespace,
+            "delete",
+            "consumergrouppolicies.kafka-rebalance.io",
+            name,
+            "--wait=true",
+            "--timeout=60s",
+            timeout=90,
+        )
+        wait_for("ConfigMaps garbage-collected", lambda: cluster.configmaps(name) == {}, timeout=90)
+        gone = k8s.kubectl(
+            "-n",
+            cluster.namespace,
+            "get",
+            "consumergrouppolicies.kafka-rebalance.io",
+            name,
+            check=False,
+        )
+        assert gone.returncode != 0 and "NotFound" in gone.stderr
+    log = operator.log.read_text()
+    assert "Traceback" not in log, log[-3000:]
+
+
+def _settle(cluster: Cluster, name: str, operator: OperatorProcess, polls: int = 5) -> None:
+    """Wait until the epoch stays the same for `polls` polls (production may span polls)."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        epoch, count = cluster.policy(name)["status"]["epoch"], _poll_count(operator)
+        wait_for("more polls", lambda c=count: _poll_count(operator) >= c + polls)
+        if cluster.policy(name)["status"]["epoch"] == epoch:
+            return
+    raise AssertionError("the plan did not settle")
+
+
+def _poll_count(operator: OperatorProcess) -> int:
+    """Polls so far, from the operator's own histogram (count over all policies)."""
+    _, text = operator.get(operator.metrics_port, "/metrics")
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("kafka_rebalance_poll_duration_seconds_count"):
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
+
+
+def test_propose_mode_applies_only_the_approved_plan(
+    k8s: Any, kafka: str, crd: None, tmp_path: Path
+) -> None:
+    env = make_env(k8s, kafka, tmp_path, "propose", replicas=2, partitions=4)
+    cluster, name = env.cluster, "proposed"
+    with run_operator(env.kubeconfig, cluster.namespace, tmp_path) as operator:
+        cluster.apply(
+            policy_manifest(name, f"group-{env.topic}", kafka, env.topic, env.app, mode="propose")
+        )
+        proposal = wait_for(
+            "a proposal", lambda: cluster.policy(name).get("status", {}).get("proposal"), timeout=60
+        )
+        assert proposal["moves"] == 0 and proposal["epoch"] == 1 and proposal["hash"]
+        ready = condition(cluster.policy(name), "Ready")
+        assert ready["reason"] == "AwaitingApproval"
+        polls = _poll_count(operator)
+        wait_for("five more polls", lambda: _poll_count(operator) >= polls + 5)
+        assert cluster.configmaps(name) == {}, "nothing is applied before approval"
+        assert cluster.policy(name)["status"]["proposal"]["hash"] == proposal["hash"]
+
+        cluster.patch_policy(name, {"spec": {"approvedPlan": proposal["hash"]}})
+        applied = wait_for(
+            "the approved plan",
+            lambda: len(cluster.assignments(name)) == 2 and cluster.assignments(name),
+        )
+        assert {d["planHash"] for d in applied.values()} == {proposal["hash"]}
+        assert {d["epoch"] for d in applied.values()} == {1}
+        wait_for("the proposal cleared", lambda: "proposal" not in cluster.policy(name)["status"])
+        assert cluster.policy(name)["status"]["appliedPlan"] == proposal["hash"]
+
+
+def test_observe_mode_reports_and_never_writes(
+    k8s: Any, kafka: str, crd: None, tmp_path: Path
+) -> None:
+    env = make_env(k8s, kafka, tmp_path, "observe", replicas=2, partitions=3)
+    cluster, name = env.cluster, "watching"
+    produce(kafka, env.topic, {0: 5, 1: 7, 2: 9})
+    with run_operator(env.kubeconfig, cluster.namespace, tmp_path) as operator:
+        cluster.apply(
+            policy_manifest(name, f"group-{env.topic}", kafka, env.topic, env.app, mode="observe")
+        )
+        status = wait_for(
+            "observe status",
+            lambda: (
+                cluster.policy(name).get("status", {}).get("totalLag") == 21
+                and cluster.policy(name)["status"]
+            ),
+        )
+        assert status["members"] == 2
+        assert condition(cluster.policy(name), "Ready")["reason"] == "Observing"
+        polls = _poll_count(operator)
+        wait_for("five more polls", lambda: _poll_count(operator) >= polls + 5)
+        assert cluster.configmaps(name) == {}
