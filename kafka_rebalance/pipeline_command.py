@@ -1,0 +1,207 @@
+"""`kafka-rebalance pipeline ...`: the fleet data pipeline (generate, rates, backtest, recommend).
+
+Spark runs `local[*]` unless `--master` names a cluster (spark://host:7077). Inputs are
+JSON-lines or Parquet paths, or `kafka://BOOTSTRAP/TOPIC` for the telemetry topic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _spark_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument(
+        "--shuffle-partitions", type=int, default=None, help="spark.sql.shuffle.partitions"
+    )
+    parser.add_argument("--driver-memory", default="1g")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
+    )
+
+
+def _inputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        required=True,
+        help="telemetry: a JSON-lines/Parquet file or directory, or kafka://BOOTSTRAP/TOPIC "
+        "(repeatable)",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "pipeline",
+        help="fleet data pipeline on Spark: generate, rates, backtest, recommend",
+        description="Batch jobs over operator telemetry (see docs/pipeline.md).",
+    )
+    steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
+
+    gen = steps.add_parser("generate", help="synthetic fleet telemetry (files or Kafka)")
+    gen.add_argument("--groups", type=int, default=20)
+    gen.add_argument("--polls", type=int, default=240)
+    gen.add_argument("--interval", type=float, default=30.0, help="seconds between polls")
+    gen.add_argument("--partitions", default="8-32", help="partitions per group, MIN-MAX")
+    gen.add_argument("--members", default="2-6", help="members per group, MIN-MAX")
+    gen.add_argument("--slow-fraction", type=float, default=0.5)
+    gen.add_argument("--seed", type=int, default=7)
+    gen.add_argument("--strategy", default="range", help="the fleet's current strategy")
+    gen.add_argument("--out", "-o", type=Path, help="directory for part-*.jsonl files")
+    gen.add_argument("--kafka", metavar="BOOTSTRAP", help="produce to this Kafka cluster")
+    gen.add_argument("--topic", default="kafka-rebalance.telemetry")
+    gen.add_argument("--truth", type=Path, help="write the generator's ground truth (JSON)")
+    gen.set_defaults(handler=run_generate)
+
+    rates = steps.add_parser("rates", help="rates, measured capacity, lag stats -> Parquet")
+    _inputs(rates)
+    rates.add_argument("--out", "-o", type=Path, required=True)
+    rates.add_argument("--slo", type=float, default=60.0, help="time-lag SLO in seconds")
+    rates.add_argument("--backlog-seconds", type=float, default=5.0)
+    rates.add_argument("--min-saturated", type=int, default=3)
+    _spark_options(rates)
+    rates.set_defaults(handler=run_rates)
+
+    back = steps.add_parser("backtest", help="replay every group under every candidate")
+    _inputs(back)
+    back.add_argument("--rates", type=Path, required=True, help="output dir of `pipeline rates`")
+    back.add_argument("--out", "-o", type=Path, required=True)
+    back.add_argument(
+        "--handoff", type=float, default=10.0, help="seconds a moved partition pauses"
+    )
+    back.add_argument("--slo", type=float, default=60.0)
+    back.add_argument("--default-strategy", default="range")
+    back.add_argument("--group", action="append", default=[], help="only these groups")
+    _spark_options(back)
+    back.set_defaults(handler=run_backtest)
+
+    rec = steps.add_parser("recommend", help="patches (YAML) and an HTML report")
+    rec.add_argument("--backtest", type=Path, required=True, help="output dir of `backtest`")
+    rec.add_argument("--out", "-o", type=Path, required=True)
+    rec.add_argument(
+        "--min-slo-gain-polls",
+        type=float,
+        default=3.0,
+        help="change only for this many poll intervals less over the SLO (or the lag margins)",
+    )
+    rec.add_argument("--min-lag-gain", type=float, default=0.2)
+    rec.add_argument("--min-lag-gain-records", type=float, default=100.0)
+    rec.add_argument("--plots", type=int, default=20, help="groups with plots in the report")
+    rec.set_defaults(handler=run_recommend)
+
+
+def _range(text: str, name: str) -> tuple[int, int]:
+    low, _, high = text.partition("-")
+    try:
+        pair = (int(low), int(high or low))
+    except ValueError:
+        raise SystemExit(f"--{name}: expected MIN-MAX, got {text!r}") from None
+    if pair[0] < 1 or pair[1] < pair[0]:
+        raise SystemExit(f"--{name}: expected 1 <= MIN <= MAX, got {text!r}")
+    return pair
+
+
+def _print(summary: Any) -> None:
+    print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from pipeline.generate import FleetSpec, GroupTruth, generate_fleet
+    from pipeline.sinks import write_files, write_kafka
+
+    if not args.out and not args.kafka:
+        print("pipeline generate: give --out DIR and/or --kafka BOOTSTRAP", file=sys.stderr)
+        return 2
+    spec = FleetSpec(
+        groups=args.groups,
+        polls=args.polls,
+        interval_s=args.interval,
+        partitions=_range(args.partitions, "partitions"),
+        members=_range(args.members, "members"),
+        slow_fraction=args.slow_fraction,
+        seed=args.seed,
+        current_strategy=args.strategy,
+    )
+    started = time.perf_counter()
+    summary: dict[str, Any] = {}
+    truth: list[GroupTruth] = []
+    if args.out:
+        summary["file_rows"] = write_files(generate_fleet(spec, truth), args.out)
+        summary["out"] = str(args.out)
+    if args.kafka:
+        summary["kafka_rows"] = write_kafka(
+            generate_fleet(spec, [] if args.out else truth), args.kafka, args.topic
+        )
+        summary["topic"] = args.topic
+    summary["seconds"] = round(time.perf_counter() - started, 3)
+    summary["groups"] = len(truth)
+    summary["slow_members"] = sum(t.slow_member is not None for t in truth)
+    if args.truth:
+        args.truth.parent.mkdir(parents=True, exist_ok=True)
+        args.truth.write_text(json.dumps([vars(t) for t in truth], indent=2) + "\n")
+    _print(summary)
+    return 0
+
+
+def _session(args: argparse.Namespace, app: str) -> Any:
+    from pipeline.spark_io import build_session
+
+    return build_session(
+        master=args.master,
+        app_name=app,
+        shuffle_partitions=args.shuffle_partitions,
+        driver_memory=args.driver_memory,
+        conf=args.conf,
+    )
+
+
+def run_rates(args: argparse.Namespace) -> int:
+    from pipeline.rates_job import run_rates as job
+
+    spark = _session(args, "kafka-rebalance-rates")
+    try:
+        _print(job(spark, args.input, args.out, args.slo, args.backlog_seconds, args.min_saturated))
+    finally:
+        spark.stop()
+    return 0
+
+
+def run_backtest(args: argparse.Namespace) -> int:
+    from pipeline.backtest_job import run_backtest as job
+
+    spark = _session(args, "kafka-rebalance-backtest")
+    try:
+        _print(
+            job(
+                spark,
+                args.input,
+                args.rates,
+                args.out,
+                handoff_s=args.handoff,
+                slo_s=args.slo,
+                default_strategy=args.default_strategy,
+                groups=args.group,
+            )
+        )
+    finally:
+        spark.stop()
+    return 0
+
+
+def run_recommend(args: argparse.Namespace) -> int:
+    from pipeline.recommend import Margins
+    from pipeline.recommend_job import run_recommend as job
+
+    margins = Margins(
+        min_slo_gain_polls=args.min_slo_gain_polls,
+        min_lag_gain=args.min_lag_gain,
+        min_lag_gain_records=args.min_lag_gain_records,
+    )
+    _print(job(args.backtest, args.out, margins, args.plots))
+    return 0

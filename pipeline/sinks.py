@@ -1,0 +1,80 @@
+"""Telemetry writers: JSON-lines files and the telemetry Kafka topic (kafka-python).
+
+The row format is the one the operator emits (ARCHITECTURE.md "Telemetry"): one JSON object per
+line or per Kafka record, keyed by group so one group's rows stay ordered in one partition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+TELEMETRY_TOPIC = "kafka-rebalance.telemetry"  # docs/naming.md
+
+
+def encode(row: dict[str, Any]) -> bytes:
+    return json.dumps(row, separators=(",", ":")).encode()
+
+
+def write_files(
+    rows: Iterable[dict[str, Any]], directory: Path, rows_per_file: int = 250_000
+) -> int:
+    """Rows into directory/part-NNNNN.jsonl (several files, so Spark reads them in parallel)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("part-*.jsonl"):
+        old.unlink()
+    written = 0
+    handle = None
+    try:
+        for row in rows:
+            if written % rows_per_file == 0:
+                if handle:
+                    handle.close()
+                handle = (directory / f"part-{written // rows_per_file:05d}.jsonl").open("wb")
+            handle.write(encode(row) + b"\n")
+            written += 1
+    finally:
+        if handle:
+            handle.close()
+    return written
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int = 3) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafka-rebalance-pipeline")
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        admin.close()
+
+
+def write_kafka(
+    rows: Iterable[dict[str, Any]], bootstrap: str, topic: str = TELEMETRY_TOPIC
+) -> int:
+    """Produce rows to the telemetry topic (created if missing); returns the count written."""
+    from kafka import KafkaProducer
+
+    ensure_topic(bootstrap, topic)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        client_id="kafka-rebalance-pipeline",
+        acks="all",
+        linger_ms=20,
+        batch_size=256 * 1024,
+        compression_type=None,
+    )
+    written = 0
+    try:
+        for row in rows:
+            producer.send(topic, key=str(row.get("group", "")).encode(), value=encode(row))
+            written += 1
+        producer.flush()
+    finally:
+        producer.close()
+    return written
