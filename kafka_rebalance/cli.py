@@ -16,6 +16,7 @@ from collections.abc import Sequence
 SUBCOMMANDS: dict[str, str] = {
     "plan": "kafka_rebalance.plan_command",
     "dev": "kafka_rebalance.devenv.command",
+    "pipeline": "kafka_rebalance.pipeline_command",
     "operator": "kafka_rebalance.operator_command",
 }
 
