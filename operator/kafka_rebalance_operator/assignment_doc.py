@@ -143,8 +143,10 @@ def render_documents(
     epoch: int,
     plan_hash: str,
     generated_at: str,
+    revoking: Mapping[str, Mapping[str, list[int]]] | None = None,
 ) -> dict[str, MemberDocument]:
-    """Member -> the document it should read."""
+    """Member -> the document it should read (`revoking`: assign mode's first hand-over step)."""
+    revoking = revoking or {}
     return {
         member: MemberDocument(
             group=group,
@@ -153,6 +155,7 @@ def render_documents(
             partitions={t: sorted(p) for t, p in sorted(topics.items()) if p},
             plan_hash=plan_hash,
             generated_at=generated_at,
+            revoking={t: sorted(p) for t, p in sorted((revoking.get(member) or {}).items()) if p},
         )
         for member, topics in sorted(assignment.items())
     }

@@ -161,6 +161,7 @@ def decide(
     ratio_before: float | None,
     ratio_after: float | None,
     moves: int,
+    force: bool = False,
 ) -> Decision:
     """The mode, approval, cooldown and minImprovement rules, in that order of precedence:
     an unchanged plan is never a change; observe never writes; a plan the group needs for
@@ -177,6 +178,10 @@ def decide(
             "Observing",
             f"observe mode: a plan would move {moves} partitions",
             current_epoch,
+        )
+    if force:  # finishing an assign-mode hand-over the user already approved
+        return Decision(
+            "apply", "Balanced", f"granted revoked partitions (plan {new_hash})", current_epoch + 1
         )
     if not structural:
         if last_applied_at is not None and now - last_applied_at < spec.cooldown:

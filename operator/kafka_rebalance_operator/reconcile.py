@@ -19,6 +19,7 @@ import assignors
 from kafka_rebalance_operator import (
     assignment_doc,
     conditions,
+    handoff,
     kafka_security,
     kube_io,
     metrics,
@@ -291,6 +292,54 @@ def _poll(
         _telemetry(ctx, spec, settings, observation, lags, time_lags, current, epoch, now)
         return PollOutcome(_changed(ctx.status, new), action="no-members", succeeded=True)
 
+    handoff_done = False
+    handoff_events: list[tuple[str, str, str]] = []
+    if spec.apply_mode == "assign":
+        top = {m: d for m, d in current.by_member.items() if d.epoch == current.epoch}
+        started_at = min((parse_iso(d.generated_at) or now for d in top.values()), default=None)
+        in_flight = handoff.pending(
+            top,
+            member_names,
+            observation.offsets,
+            now,
+            started_at,
+            spec.handoff_timeout * settings.interval_scale,
+        )
+        if in_flight is not None and not in_flight.done:
+            waiting = "; ".join(
+                f"{m}: {', '.join(f'{t}-{p}' for t, p in parts[:10])}"
+                for m, parts in sorted(in_flight.waiting.items())
+            )
+            health = Health(
+                False,
+                "HandingOff",
+                f"epoch {epoch}: waiting for old owners to commit revoked partitions ({waiting})",
+                reconciling=True,
+            )
+            new = {
+                "observedGeneration": ctx.generation,
+                "epoch": epoch,
+                "members": len(members),
+                "totalLag": total_lag,
+                "lastPollTime": iso(now),
+                "conditions": conditions.build(
+                    health, ctx.status.get("conditions"), ctx.generation, iso(now)
+                ),
+            }
+            _telemetry(ctx, spec, settings, observation, lags, time_lags, current, epoch, now)
+            return PollOutcome(_changed(ctx.status, new), action="handoff", succeeded=True)
+        if in_flight is not None:
+            handoff_done = True
+            if in_flight.timed_out and in_flight.waiting:
+                handoff_events.append(
+                    (
+                        "Warning",
+                        "HandoffTimeout",
+                        f"epoch {epoch}: no acknowledgement within apply.handoffTimeout from "
+                        f"{', '.join(sorted(in_flight.waiting))}; granting the partitions anyway",
+                    )
+                )
+
     # -- plan -----------------------------------------------------------------------------------
     measured: dict[str, float] = {}
     if spec.weight_from == "adaptive":
@@ -357,6 +406,7 @@ def _poll(
         ratio_before=before,
         ratio_after=after,
         moves=moves,
+        force=handoff_done and spec.mode != "observe",
     )
 
     # -- apply ----------------------------------------------------------------------------------
@@ -367,12 +417,18 @@ def _poll(
         "lastPollTime": iso(now),
         "strategy": spec.strategy,
     }
-    events: list[tuple[str, str, str]] = []
+    events: list[tuple[str, str, str]] = list(handoff_events)
     applied_assignment = {m: d.partitions for m, d in live_docs.items()}
     if decision.action in ("apply", "repair"):
         plan_assignment = assignment
+        revoking: dict[str, dict[str, list[int]]] = {}
+        written_hash = new_hash
+        if spec.apply_mode == "assign" and decision.action == "apply":
+            step = handoff.first_step(live_docs, assignment)
+            plan_assignment, revoking = step.assignment, step.revoking
+            written_hash = planning.plan_hash(plan_assignment)
         documents = assignment_doc.render_documents(
-            spec.group_id, plan_assignment, decision.epoch, new_hash, iso(now)
+            spec.group_id, plan_assignment, decision.epoch, written_hash, iso(now), revoking
         )
         writes = assignment_doc.diff(ctx.name, current, documents)
         try:
@@ -392,7 +448,7 @@ def _poll(
         if decision.action == "apply":
             runtime.proposal = None
             new_status["lastAppliedTime"] = iso(now)
-            new_status["appliedPlan"] = new_hash
+            new_status["appliedPlan"] = written_hash
             metrics.PLANS.labels(ctx.namespace, ctx.name, spec.group_id).inc()
             metrics.MOVES.labels(ctx.namespace, ctx.name, spec.group_id).inc(moves)
             message = (

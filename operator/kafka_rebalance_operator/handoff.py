@@ -1,0 +1,114 @@
+"""`assign` mode: the two-step hand-over of a partition between members.
+
+Kafka does not fence manual `assign()` consumers, so two members must never hold a partition at
+the same epoch. A plan that moves partition P from A to B is applied in two epochs: first P is
+revoked from A (A's document lists it under `revoking`; nobody has it), then, once A has
+acknowledged by committing P with metadata `{"member": "A", "epoch": E}` for that epoch (or the
+handoff timeout passed, or A left the group), P is granted to B by the next plan, as an unowned
+partition. Partitions with no present previous owner are granted at once.
+
+Pure: the decisions only; reconcile.py does the writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
+from kafka_rebalance_operator.lag import PartitionOffsets
+
+PartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to write now: partitions per member, and what each member must give up."""
+
+    assignment: Assignment
+    revoking: dict[str, dict[str, list[int]]]
+
+    @property
+    def complete(self) -> bool:
+        return not any(self.revoking.values())
+
+
+def first_step(current: Mapping[str, MemberDocument], target: Assignment) -> Step:
+    """The target minus every partition that moves between two present members; those are
+    revoked from their current owner instead."""
+    owner: dict[PartitionKey, str] = {}
+    for member, document in current.items():
+        for topic, parts in document.partitions.items():
+            for p in parts:
+                owner[(topic, p)] = member
+    assignment: Assignment = {}
+    revoking: dict[str, dict[str, list[int]]] = {}
+    for member, topics in target.items():
+        kept: dict[str, list[int]] = {}
+        for topic, parts in topics.items():
+            for p in parts:
+                previous = owner.get((topic, p))
+                if previous is not None and previous != member and previous in target:
+                    revoking.setdefault(previous, {}).setdefault(topic, []).append(p)
+                else:
+                    kept.setdefault(topic, []).append(p)
+        assignment[member] = {t: sorted(ps) for t, ps in sorted(kept.items())}
+    revoking = {
+        m: {t: sorted(ps) for t, ps in sorted(ts.items())} for m, ts in sorted(revoking.items())
+    }
+    return Step(assignment, revoking)
+
+
+def acknowledged(metadata: str | None, member: str, epoch: int) -> bool:
+    """Commit metadata `{"member": member, "epoch": >= epoch}` acknowledges a revoke."""
+    if not metadata:
+        return False
+    try:
+        data = json.loads(metadata)
+    except ValueError:
+        return False
+    return (
+        isinstance(data, dict)
+        and data.get("member") == member
+        and isinstance(data.get("epoch"), int)
+        and data["epoch"] >= epoch
+    )
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A revoke in flight: who still has to acknowledge, and whether time ran out."""
+
+    waiting: dict[str, list[PartitionKey]]
+    timed_out: bool
+
+    @property
+    def done(self) -> bool:
+        return not self.waiting or self.timed_out
+
+
+def pending(
+    current: Mapping[str, MemberDocument],
+    members: list[str],
+    offsets: Mapping[PartitionKey, PartitionOffsets],
+    now: float,
+    started_at: float | None,
+    timeout_s: float,
+) -> Pending | None:
+    """The revoke of the applied epoch, if there is one. A member that left the group needs no
+    acknowledgement (it is not Ready, so it consumes nothing the operator could wait for)."""
+    revoking = {m: d for m, d in current.items() if d.revoking}
+    if not revoking:
+        return None
+    waiting: dict[str, list[PartitionKey]] = {}
+    for member, document in revoking.items():
+        if member not in members:
+            continue
+        for topic, parts in document.revoking.items():
+            for p in parts:
+                read = offsets.get((topic, p))
+                if read is None or not acknowledged(read.metadata, member, document.epoch):
+                    waiting.setdefault(member, []).append((topic, p))
+    timed_out = started_at is not None and now - started_at > timeout_s
+    return Pending(waiting, timed_out)

@@ -1,0 +1,64 @@
+"""assign mode: revoke first, grant after the old owner's acknowledgement or the timeout."""
+
+from __future__ import annotations
+
+import json
+
+from kafka_rebalance_operator.assignment_doc import render_documents
+from kafka_rebalance_operator.handoff import acknowledged, first_step, pending
+from kafka_rebalance_operator.lag import PartitionOffsets
+
+
+def test_moves_between_present_members_are_revoked_first() -> None:
+    current = render_documents(
+        "g", {"a": {"t": [0, 1]}, "b": {"t": [2]}, "gone": {"t": [3]}}, 4, "h", "T"
+    )
+    target = {"a": {"t": [0]}, "b": {"t": [1, 2, 3]}}
+    step = first_step(
+        {m: d for m, d in current.items() if m != "gone"} | {"gone": current["gone"]}, target
+    )
+    # 1 moves a -> b: revoked from a, held by nobody; 3's owner left: granted at once
+    assert step.assignment == {"a": {"t": [0]}, "b": {"t": [2, 3]}}
+    assert step.revoking == {"a": {"t": [1]}}
+    assert not step.complete
+    # nothing moves between present members: the target as is
+    settled = first_step(current, {"a": {"t": [0, 1]}, "b": {"t": [2, 3]}})
+    assert settled.complete and settled.assignment == {"a": {"t": [0, 1]}, "b": {"t": [2, 3]}}
+
+
+def test_acknowledgement_needs_the_member_and_at_least_the_epoch() -> None:
+    assert acknowledged(json.dumps({"member": "a", "epoch": 5}), "a", 5)
+    assert acknowledged(json.dumps({"member": "a", "epoch": 6}), "a", 5)
+    assert not acknowledged(json.dumps({"member": "a", "epoch": 4}), "a", 5)
+    assert not acknowledged(json.dumps({"member": "b", "epoch": 5}), "a", 5)
+    assert not acknowledged("not json", "a", 5)
+    assert not acknowledged(None, "a", 5)
+
+
+def _offsets(metadata: str | None) -> PartitionOffsets:
+    return PartitionOffsets(0, 10, 5, metadata)
+
+
+def test_pending_until_acknowledged_or_timed_out_or_owner_gone() -> None:
+    docs = render_documents(
+        "g", {"a": {"t": [0]}, "b": {"t": [2]}}, 5, "h", "T", revoking={"a": {"t": [1]}}
+    )
+    waiting = pending(
+        docs, ["a", "b"], {("t", 1): _offsets(None)}, now=10, started_at=0, timeout_s=60
+    )
+    assert waiting is not None and not waiting.done and waiting.waiting == {"a": [("t", 1)]}
+    ack = json.dumps({"member": "a", "epoch": 5})
+    assert pending(docs, ["a", "b"], {("t", 1): _offsets(ack)}, 10, 0, 60).done
+    assert pending(docs, ["a", "b"], {("t", 1): _offsets(None)}, 61, 0, 60).timed_out
+    assert pending(docs, ["b"], {("t", 1): _offsets(None)}, 10, 0, 60).done  # a left
+    assert (
+        pending(render_documents("g", {"a": {"t": [0]}}, 5, "h", "T"), ["a"], {}, 0, 0, 1) is None
+    )
+
+
+def test_revoking_round_trips_through_the_configmap() -> None:
+    from kafka_rebalance_operator.assignment_doc import parse_document
+
+    docs = render_documents("g", {"a": {"t": [0]}}, 5, "h", "T", revoking={"a": {"t": [3, 1]}})
+    assert json.loads(docs["a"].to_json())["revoking"] == {"t": [1, 3]}
+    assert parse_document(docs["a"].to_json()).revoking == {"t": [1, 3]}
