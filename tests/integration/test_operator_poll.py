@@ -1,0 +1,248 @@
+"""Whole polls (`reconcile.poll`) against a real Kafka broker, with the ConfigMaps kept in memory.
+
+This checks the poll's sequencing with real offsets quickly and without a control plane; the
+same behaviour through the API server, kopf and the chart's RBAC is in test_operator_k8s.py.
+The in-memory store replaces only the three ConfigMap calls of `kube_io`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import time
+import uuid
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.structs import OffsetAndMetadata
+from kafka_rebalance_operator import kube_io, reconcile
+from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
+
+pytestmark = pytest.mark.integration
+
+
+class Store:
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+        self.writes: list[str] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(
+            kube_io,
+            "list_configmaps",
+            lambda ns, policy: [copy.deepcopy(v) for v in self.items.values()],
+        )
+        monkeypatch.setattr(kube_io, "upsert_configmap", self.upsert)
+        monkeypatch.setattr(kube_io, "delete_configmap", self.delete)
+
+    def upsert(self, body: dict[str, Any]) -> None:
+        self.writes.append(body["metadata"]["name"])
+        self.items[body["metadata"]["name"]] = copy.deepcopy(body)
+
+    def delete(self, namespace: str, name: str) -> None:
+        self.writes.append(f"-{name}")
+        self.items.pop(name, None)
+
+    def documents(self) -> dict[str, dict[str, Any]]:
+        return {
+            doc["member"]: doc
+            for doc in (json.loads(v["data"]["assignment.json"]) for v in self.items.values())
+        }
+
+
+class Policy:
+    """Drives polls the way the kopf handler does: status patches merged into the status."""
+
+    def __init__(self, spec: dict[str, Any], pods: list[PodSummary], settings=None) -> None:
+        self.spec, self.pods = spec, pods
+        self.status: dict[str, Any] = {}
+        self.runtime = reconcile.PolicyRuntime()
+        self.settings = settings or OperatorSettings(kafka_timeout_s=3)
+        self.events: list[tuple[str, str, str]] = []
+
+    def poll(self) -> reconcile.PollOutcome:
+        ctx = reconcile.PolicyContext("ns", "pol", "uid-1", 1, self.spec, self.status)
+        outcome = reconcile.poll(ctx, self.pods, self.runtime, self.settings)
+        for key, value in outcome.status.items():
+            if value is None:
+                self.status.pop(key, None)
+            else:
+                self.status[key] = value
+        self.events += outcome.events
+        return outcome
+
+    def condition(self, kind: str) -> dict[str, Any]:
+        return next(c for c in self.status["conditions"] if c["type"] == kind)
+
+
+def pods(count: int) -> list[PodSummary]:
+    return [PodSummary(f"c-{i}", {"app": "c"}, "Running", True) for i in range(count)]
+
+
+def topic_with(kafka: str, partitions: int) -> str:
+    topic = f"poll-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(topic, partitions, 1)])
+    admin.close()
+    return topic
+
+
+def spec_for(kafka: str, topic: str, **extra: Any) -> dict[str, Any]:
+    spec = {
+        "groupId": f"group-{topic}",
+        "kafka": {"bootstrapServers": kafka},
+        "topics": [topic],
+        "members": {"selector": {"matchLabels": {"app": "c"}}},
+        "strategy": "lag-aware",
+        "load": {"model": "lag"},
+        "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+    }
+    spec.update(extra)
+    return spec
+
+
+def produce(kafka: str, topic: str, per_partition: dict[int, int]) -> None:
+    producer = KafkaProducer(bootstrap_servers=kafka, linger_ms=20)
+    for partition, count in per_partition.items():
+        for _ in range(count):
+            producer.send(topic, value=b"x", partition=partition)
+    producer.flush(60)
+    producer.close()
+
+
+def test_enforce_plans_replans_on_skew_and_stays_quiet(kafka, monkeypatch, tmp_path) -> None:
+    store = Store()
+    store.install(monkeypatch)
+    topic = topic_with(kafka, 6)
+    telemetry = tmp_path / "rows.jsonl"
+    settings = OperatorSettings(
+        kafka_timeout_s=3, telemetry=Telemetry([JsonLinesSink(str(telemetry))])
+    )
+    policy = Policy(spec_for(kafka, topic), pods(3), settings)
+
+    assert policy.poll().action == "apply"
+    first = store.documents()
+    assert sorted(p for d in first.values() for p in d["partitions"][topic]) == list(range(6))
+    assert policy.status["epoch"] == 1 and policy.status["members"] == 3
+    assert policy.condition("Ready")["status"] == "True"
+    assert [e[1] for e in policy.events] == ["PlanApplied"]
+
+    writes = len(store.writes)
+    for _ in range(10):
+        assert policy.poll().action == "noop"
+    assert len(store.writes) == writes  # an unchanged group writes nothing
+
+    heavy = first["c-0"]["partitions"][topic]
+    produce(kafka, topic, {p: (2000 if p in heavy else 10) for p in range(6)})
+    outcome = policy.poll()
+    assert outcome.action == "apply" and policy.status["epoch"] == 2
+    rows = [json.loads(line) for line in telemetry.read_text().splitlines()]
+    plan = [r for r in rows if r.get("kind") == "plan"][-1]
+    assert plan["epoch"] == 2
+    assert plan["max_load_ratio_after"] < plan["max_load_ratio_before"]
+    assert policy.status["maxLoadRatio"] == plan["max_load_ratio_after"]
+    assert policy.poll().action == "noop"
+
+    # a restarted operator (fresh memory) keeps the epoch and rewrites nothing
+    restarted = Policy(policy.spec, policy.pods, settings)
+    restarted.status = dict(policy.status)
+    writes = len(store.writes)
+    assert restarted.poll().action == "noop"
+    assert restarted.status["epoch"] == 2 and len(store.writes) == writes
+
+    # a pod leaves: its ConfigMap goes, its partitions are planned onto the others
+    policy.pods = pods(2)
+    assert policy.poll().action == "apply"
+    docs = store.documents()
+    assert set(docs) == {"c-0", "c-1"} and "-pol-c-2" in store.writes
+    assert sorted(p for d in docs.values() for p in d["partitions"][topic]) == list(range(6))
+
+
+def test_unreachable_kafka_stalls_and_changes_nothing(kafka, monkeypatch) -> None:
+    store = Store()
+    store.install(monkeypatch)
+    topic = topic_with(kafka, 3)
+    policy = Policy(spec_for(kafka, topic), pods(2))
+    policy.poll()
+    epoch, writes = policy.status["epoch"], len(store.writes)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    policy.spec = {**policy.spec, "kafka": {"bootstrapServers": f"127.0.0.1:{port}"}}
+    assert policy.poll().action == "failed"
+    stalled = policy.condition("Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "KafkaUnreachable"
+    assert policy.condition("Ready")["status"] == "False"
+    assert policy.status["epoch"] == epoch and len(store.writes) == writes
+    assert policy.events[-1][:2] == ("Warning", "KafkaUnreachable")
+    policy.poll()
+    assert [e[1] for e in policy.events].count("KafkaUnreachable") == 1  # once, not every poll
+
+
+def test_manual_approval_applies_only_the_approved_hash(kafka, monkeypatch) -> None:
+    store = Store()
+    store.install(monkeypatch)
+    topic = topic_with(kafka, 4)
+    spec = spec_for(kafka, topic)
+    spec["rebalance"] = {**spec["rebalance"], "approval": "Manual"}
+    policy = Policy(spec, pods(2))
+    assert policy.poll().action == "propose"
+    proposal = policy.status["proposal"]
+    assert policy.condition("Ready")["reason"] == "AwaitingApproval"
+    produce(kafka, topic, {0: 500})  # lag moves; the proposal on offer must not
+    assert policy.poll().action == "propose"
+    assert policy.status["proposal"]["hash"] == proposal["hash"] and store.items == {}
+    policy.spec = {**spec, "approvedPlan": "0000"}
+    assert policy.poll().action == "propose" and store.items == {}
+    policy.spec = {**spec, "approvedPlan": proposal["hash"]}
+    assert policy.poll().action == "apply"
+    assert {d["planHash"] for d in store.documents().values()} == {proposal["hash"]}
+    assert "proposal" not in policy.status
+
+
+def test_assign_mode_hands_over_in_two_steps(kafka, monkeypatch) -> None:
+    store = Store()
+    store.install(monkeypatch)
+    topic = topic_with(kafka, 4)
+    spec = spec_for(kafka, topic, apply={"mode": "assign", "handoffTimeout": "60s"})
+    policy = Policy(spec, pods(2))
+    policy.poll()
+    first = store.documents()
+    produce(kafka, topic, dict.fromkeys(first["c-0"]["partitions"][topic], 1000))
+    assert policy.poll().action == "apply"
+    step = store.documents()
+    revoked = {
+        (d["member"], t, p) for d in step.values() for t, ps in d["revoking"].items() for p in ps
+    }
+    assert revoked, "the skew moves at least one partition"
+    held = {p for d in step.values() for p in d["partitions"].get(topic, [])}
+    assert not held & {p for _, _, p in revoked}, "a revoked partition is held by nobody"
+    assert policy.poll().action == "handoff"
+    assert policy.condition("Reconciling")["reason"] == "HandingOff"
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    epoch = policy.status["epoch"]
+    acks = {
+        TopicPartition(t, p): OffsetAndMetadata(0, json.dumps({"member": m, "epoch": epoch}), -1)
+        for m, t, p in revoked
+    }
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.alter_group_offsets(f"group-{topic}", acks)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    admin.close()
+    assert policy.poll().action == "apply"
+    final = store.documents()
+    assert all(not d["revoking"] for d in final.values())
+    assert sorted(p for d in final.values() for p in d["partitions"][topic]) == list(range(4))
+    assert policy.status["epoch"] == epoch + 1
