@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from kafka_rebalance_operator import names
+from kafka_rebalance_operator import metrics, names
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
 from kafka_rebalance_operator.reconcile import PolicyContext, PolicyRuntime, poll
@@ -155,6 +155,7 @@ def forget_deleted(type: str, namespace: str, name: str, memo: kopf.Memo, **_: A
     if type != "DELETED":
         return
     SETTINGS.liveness.forget(f"{namespace}/{name}")
+    metrics.forget(namespace, name)
     runtime: PolicyRuntime | None = memo.get("runtime")
     if runtime is not None:
         runtime.close()

@@ -145,3 +145,27 @@ def record_members(
 
 def serve(port: int, address: str = "0.0.0.0") -> None:
     start_http_server(port, addr=address, registry=REGISTRY)
+
+
+def forget(namespace: str, policy: str) -> None:
+    """Drop every series of a deleted policy."""
+    _replace_series(
+        _PARTITION_SERIES, (namespace, policy), set(), (PARTITION_LAG,), {PARTITION_LAG: 6}
+    )
+    _replace_series(
+        _MEMBER_SERIES,
+        (namespace, policy),
+        set(),
+        (MEMBER_PARTITIONS, MEMBER_LAG),
+        {MEMBER_PARTITIONS: 4, MEMBER_LAG: 4},
+    )
+    for gauge in (PARTITION_TIME_LAG, EPOCH, MAX_LOAD_RATIO, TOTAL_LAG, PLANS, MOVES):
+        for sample_labels in [
+            labels
+            for labels in list(getattr(gauge, "_metrics", {}))
+            if labels[:2] == (namespace, policy)
+        ]:
+            with contextlib.suppress(KeyError):
+                gauge.remove(*sample_labels)
+    with contextlib.suppress(KeyError):
+        LAST_SUCCESS.remove(namespace, policy)
