@@ -35,9 +35,11 @@ ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "consumergrouppolicies.yaml"
 SCALE = 0.2  # pollInterval 5s -> a poll every second
 
-# The chart's namespaced rules (charts/kafka-rebalance-operator/templates/_helpers.tpl,
-# kro.namespacedRules): the operator under test gets exactly these.
-CHART_RULES = [
+CHART = ROOT / "charts" / "kafka-rebalance-operator"
+
+# The chart's namespaced rules as of this writing (kro.namespacedRules); the tests use the rules
+# `helm template` renders from the chart itself, and check that they still grant these.
+EXPECTED_RULES = [
     {
         "apiGroups": ["kafka-rebalance.io"],
         "resources": ["consumergrouppolicies"],
@@ -57,6 +59,38 @@ CHART_RULES = [
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
+
+
+def chart_rules(k8s: Any, namespace: str) -> list[dict[str, Any]]:
+    """The Role rules the Helm chart grants in `namespace` (helm template, as installed)."""
+    import yaml
+
+    rendered = subprocess.run(
+        [
+            str(k8s.tools.helm),
+            "template",
+            "kro",
+            str(CHART),
+            "--namespace",
+            namespace,
+            "--set",
+            f"watchNamespaces={{{namespace}}}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    roles = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "Role"]
+    assert len(roles) == 1, rendered
+    rules = roles[0]["rules"]
+    for expected in EXPECTED_RULES:
+        assert any(
+            set(expected["verbs"]) <= set(r.get("verbs", []))
+            and set(expected["resources"]) <= set(r.get("resources", []))
+            for r in rules
+        ), f"the chart no longer grants {expected}"
+    return rules
 
 
 def free_port() -> int:
@@ -312,7 +346,9 @@ def make_env(
     k8s: Any, kafka: str, tmp_path: Path, prefix: str, replicas: int, partitions: int
 ) -> GroupEnv:
     namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    kubeconfig = k8s.restricted_kubeconfig(namespace, CHART_RULES, name="kafka-rebalance-operator")
+    kubeconfig = k8s.restricted_kubeconfig(
+        namespace, chart_rules(k8s, namespace), name="kafka-rebalance-operator"
+    )
     cluster = Cluster(k8s, namespace)
     app = "consumer"
     cluster.apply(statefulset(app, replicas))
