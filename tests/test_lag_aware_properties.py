@@ -177,3 +177,42 @@ def _loads_of(document: dict[str, Any], model: str, topic: str) -> list[float]:
     known = [v for values in document["lag"].values() for v in values]
     mean = sum(known) / len(known)
     return [float(v) for v in document["lag"].get(topic, [mean] * count)]
+
+
+def _shares(document: dict[str, Any], topic: str) -> dict[str, float]:
+    subscribers = {
+        m: spec.get("weight", 1.0)
+        for m, spec in document["members"].items()
+        if topic in spec["topics"]
+    }
+    total = sum(subscribers.values())
+    return {m: document["topics"][topic] * w / total for m, w in subscribers.items()}
+
+
+@SETTINGS
+@given(groups())
+def test_kip169_counts_within_one_per_topic(document):
+    assignment = plan(document, "kip169")["assignment"]
+    for topic in document["topics"]:
+        counts = [len(assignment[m].get(topic, [])) for m in _shares(document, topic)]
+        if counts:
+            assert max(counts) - min(counts) <= 1
+
+
+@SETTINGS
+@given(groups())
+def test_weighted_sticky_counts_within_one_of_quota_and_keeps_what_it_can(document):
+    result = plan(document, "weighted-sticky")
+    for topic in document["topics"]:
+        for member_id, share in _shares(document, topic).items():
+            got = set(result["assignment"][member_id].get(topic, []))
+            assert abs(len(got) - share) < 1
+            # a subscriber only loses partitions it holds beyond its quota: whoever lost one
+            # kept a full quota of its own partitions
+            lost = [m for m in result["moves"] if m["from"] == member_id and m["topic"] == topic]
+            if lost:
+                assert result["stats"]["moves"] > 0
+                assert len(got) >= int(share)
+                assert not any(
+                    move["to"] == member_id and move["topic"] == topic for move in result["moves"]
+                )
