@@ -372,7 +372,7 @@ def _return_to_previous(
     topic: str,
     free: list[int],
     back: dict[int, int],
-    kept: list[dict[str, Sequence[int]]],
+    kept: list[dict[str, list[int]]],
     counts: list[int],
     min_quota: int,
 ) -> list[int]:
@@ -440,9 +440,9 @@ class _Dealer:
 
 
 class _General:
-    """Mutable state of one general-path computation. Per topic and member, partitions are kept in
-    two collections: `kept` (owned before this round; the claim tuples themselves until one has
-    to change) and `granted` (lists received in this round)."""
+    """Mutable state of one general-path computation, member-major (the output's own shape, so
+    nothing is transposed): `kept[m]` holds the partitions member m owned before and still has,
+    `grants[m]` those it received in this round (moving a grant again costs no stickiness)."""
 
     def __init__(
         self, group: Group, owned: Owned, previous: Previous, claimed: set[int] | None
@@ -453,11 +453,11 @@ class _General:
         self.subscribers = _subscribers(group)
         self.previous = previous
         self.counts = [0] * len(members)
-        self.kept: dict[str, dict[int, Sequence[int]]] = {t: {} for t in self.subscribers}
-        self.granted: dict[str, dict[int, list[int]]] = {t: {} for t in self.subscribers}
+        self.kept: list[dict[str, list[int]]] = [{} for _ in members]
+        self.grants: list[dict[str, list[int]]] = [{} for _ in members]
         self.origin: dict[tuple[str, int], int] = {}  # moved partition -> its owner before
         self.where: dict[tuple[str, int], int] = {}  # moved partition -> where it is now
-        offsets = _offsets(group)
+        self.offsets = offsets = _offsets(group)
         subscription_sets: dict[tuple[str, ...], frozenset[str]] = {}
         for index, member in enumerate(members):
             mine = owned[index]
@@ -471,43 +471,42 @@ class _General:
                 if claimed is not None:
                     _discard(claimed, dropped, offsets)
                 mine = {t: mine[t] for t in mine if t in subscribed}
-            # topic -> {member: partitions}, transposed at C speed
-            deque(
-                map(
-                    dict.__setitem__, map(self.kept.__getitem__, mine), repeat(index), mine.values()
-                ),
-                maxlen=0,
-            )
+            self.kept[index] = dict(zip(mine.keys(), map(list, mine.values()), strict=True))
             self.counts[index] = sum(map(len, mine.values()))
-        self.claimed = claimed  # global numbers of everything kept, when claims did not conflict
-        self.offsets = offsets
+        if claimed is None:  # conflicting claims: number what is kept now
+            claimed = set()
+            for mine in self.kept:
+                _collect(claimed, mine, offsets)
+        self.claimed = claimed  # global numbers of every kept partition
+
+    def _holders(self, topic: str) -> set[int]:
+        kept, grants = self.kept, self.grants
+        return {m for m in self.subscribers[topic] if topic in kept[m] or topic in grants[m]}
 
     # -- step 2: greedy water-filling
     def place_unassigned(self) -> None:
         order = sorted(self.subscribers, key=lambda t: (len(self.subscribers[t]), t))
+        claimed = self.claimed
         for topic in order:
             count = self.group.topics[topic]
-            holders = self.kept[topic]
-            if not holders:
-                free = list(range(count))
-            elif self.claimed is not None:
+            if claimed:
                 start = self.offsets[topic]
-                free = list(filterfalse(self.claimed.__contains__, range(start, start + count)))
+                free = list(filterfalse(claimed.__contains__, range(start, start + count)))
                 if start:
                     free = list(map(sub, free, repeat(start)))
             else:
-                taken = set().union(*holders.values())
-                free = list(filterfalse(taken.__contains__, range(count)))
+                free = list(range(count))
             if free:
                 self._water_fill(topic, free)
 
     def _water_fill(self, topic: str, free: list[int]) -> None:
+        """Give `free` (all unassigned partitions of `topic`; called once per topic) to the
+        least loaded subscribers."""
         subscribers = self.subscribers[topic]
         counts = self.counts
-        granted = self.granted[topic]
         if len(subscribers) == 1:
             only = subscribers[0]
-            granted.setdefault(only, []).extend(free)
+            self.grants[only][topic] = free
             counts[only] += len(free)
             return
         width = len(self.member_ids)
@@ -519,67 +518,67 @@ class _General:
             keys = heapq.nsmallest(amount + 1, keys)
         else:
             keys.sort()
-        levels = list(map(floordiv, keys, repeat(width)))
-        prefix = list(accumulate(levels))
-        # Member j (in load order) receives iff lifting members 0..j-1 to its level costs at most
-        # `amount`; that cost never decreases with j, so binary search for the first that does not.
-        low, high = 1, len(levels)
-        while low < high:
-            middle = (low + high) // 2
-            if middle * levels[middle] - prefix[middle - 1] <= amount:
-                low = middle + 1
-            else:
-                high = middle
-        receivers = low
-        base, rest = divmod(amount + prefix[receivers - 1], receivers)
-        chosen = sorted(map(mod, keys[:receivers], repeat(width)))  # id order
+        size = len(keys)
+        total = sum(map(floordiv, keys, repeat(width)))
+        if size * (keys[-1] // width) - total <= amount:
+            receivers, lifted = size, total  # everyone receives (the usual case)
+        else:
+            levels = list(map(floordiv, keys, repeat(width)))
+            prefix = list(accumulate(levels))
+            # Member j (in load order) receives iff lifting members 0..j-1 to its level costs at
+            # most `amount`; that cost never decreases with j: binary search for the first that
+            # does not.
+            low, high = 1, size
+            while low < high:
+                middle = (low + high) // 2
+                if middle * levels[middle] - prefix[middle - 1] <= amount:
+                    low = middle + 1
+                else:
+                    high = middle
+            receivers, lifted = low, prefix[low - 1]
+        base, rest = divmod(amount + lifted, receivers)
+        if receivers == size and len(keys) == len(subscribers):
+            chosen = subscribers  # already in id order
+        else:
+            chosen = sorted(map(mod, keys[:receivers], repeat(width)))  # id order
         final = [base + 1] * rest + [base] * (receivers - rest)
         shares = list(map(sub, final, map(counts.__getitem__, chosen)))
         ends = list(accumulate(shares))
-        starts = [0, *ends[:-1]]
-        pieces = zip(
-            compress(chosen, shares),
-            map(free.__getitem__, map(slice, compress(starts, shares), compress(ends, shares))),
-            strict=True,
+        pieces = map(
+            free.__getitem__,
+            map(slice, compress(chain((0,), ends), shares), compress(ends, shares)),
         )
-        if granted:
-            for member, piece in pieces:
-                granted.setdefault(member, []).extend(piece)
-        else:
-            granted.update(pieces)
+        receiving = map(self.grants.__getitem__, compress(chosen, shares))
+        deque(map(dict.__setitem__, receiving, repeat(topic), pieces), maxlen=0)
         deque(map(counts.__setitem__, chosen, final), maxlen=0)
 
     # -- moving one partition
     def _take(self, topic: str, donor: int, partition: int | None = None) -> int:
         """Remove a partition of `topic` from `donor`: the given one, else a fresh grant first."""
-        granted, kept = self.granted[topic], self.kept[topic]
-        mine = granted.get(donor)
-        if partition is None:
-            if mine:
+        grants = self.grants[donor]
+        mine = grants.get(topic)
+        if mine and (partition is None or partition in mine):
+            if partition is None:
                 partition = mine.pop()
-                if not mine:
-                    del granted[donor]
             else:
-                owned = _mutable(kept, donor)
-                partition = owned.pop()
-                if not owned:
-                    del kept[donor]
-                self.origin[(topic, partition)] = donor
-        elif mine and partition in mine:
-            mine.remove(partition)
+                mine.remove(partition)
             if not mine:
-                del granted[donor]
+                del grants[topic]
         else:
-            owned = _mutable(kept, donor)
-            owned.remove(partition)
+            kept = self.kept[donor]
+            owned = kept[topic]
+            if partition is None:
+                partition = owned.pop()
+            else:
+                owned.remove(partition)
             if not owned:
-                del kept[donor]
+                del kept[topic]
             self.origin[(topic, partition)] = donor
         self.counts[donor] -= 1
         return partition
 
     def _give(self, topic: str, receiver: int, partition: int) -> None:
-        self.granted[topic].setdefault(receiver, []).append(partition)
+        self.grants[receiver].setdefault(topic, []).append(partition)
         self.counts[receiver] += 1
         if (topic, partition) in self.origin:
             self.where[(topic, partition)] = receiver
@@ -591,9 +590,9 @@ class _General:
                 continue
             subscribed = set(self.subscribers[topic])
             holder: dict[int, int] = {}
-            for table in (self.kept[topic], self.granted[topic]):
-                for member, partitions in table.items():
-                    for p in partitions:
+            for member in self.subscribers[topic]:
+                for table in (self.kept[member], self.grants[member]):
+                    for p in table.get(topic, ()):
                         holder[p] = member
             for p, home in sorted(back.items()):
                 current = holder.get(p)
@@ -618,7 +617,7 @@ class _General:
                 floor = min(map(counts.__getitem__, subscribers))
                 if ceiling - floor <= 1:
                     continue
-                holders = self.kept[topic].keys() | self.granted[topic].keys()
+                holders = self._holders(topic)
                 if not holders or max(map(counts.__getitem__, holders)) - floor <= 1:
                     continue
                 self._level_topic(topic, subscribers, holders)
@@ -628,14 +627,14 @@ class _General:
 
     def _level_topic(self, topic: str, subscribers: list[int], holders: set[int]) -> None:
         counts = self.counts
-        kept, granted = self.kept[topic], self.granted[topic]
+        kept, grants = self.kept, self.grants
         donors = [(-counts[m], m) for m in holders]
         takers = [(counts[m], m) for m in subscribers]
         heapq.heapify(donors)
         heapq.heapify(takers)
         while donors:
             negative, donor = donors[0]
-            if donor not in kept and donor not in granted:
+            if topic not in kept[donor] and topic not in grants[donor]:
                 heapq.heappop(donors)
                 continue
             if -negative != counts[donor]:
@@ -666,37 +665,25 @@ class _General:
                     if not partitions:
                         del graph[source][target]
                     self._take(topic, target, p)
-                    if source in self.kept[topic]:
-                        _mutable(self.kept[topic], source).append(p)
-                    else:
-                        self.kept[topic][source] = [p]
+                    self.kept[source].setdefault(topic, []).append(p)
                     self.counts[source] += 1
 
     def result(self) -> Assignment:
-        results: list[dict[str, list[int]]] = [{} for _ in self.member_ids]
-        for topic in self.subscribers:
-            kept, granted = self.kept[topic], self.granted[topic]
-            both = kept.keys() & granted.keys()
-            if both:
-                for member in both:
-                    results[member][topic] = [*kept[member], *granted[member]]
-                kept = {m: ps for m, ps in kept.items() if m not in both}
-                granted = {m: ps for m, ps in granted.items() if m not in both}
-            for table, copy in ((kept, list), (granted, None)):
-                values = table.values() if copy is None else map(copy, table.values())
-                deque(
-                    map(dict.__setitem__, map(results.__getitem__, table), repeat(topic), values),
-                    maxlen=0,
-                )
+        results = self.kept
+        for index, grants in enumerate(self.grants):
+            if not grants:
+                continue
+            mine = results[index]
+            if not mine:
+                results[index] = grants
+                continue
+            for topic, partitions in grants.items():
+                kept = mine.get(topic)
+                if kept:
+                    kept.extend(partitions)
+                else:
+                    mine[topic] = partitions
         return dict(zip(self.member_ids, results, strict=True))
-
-
-def _mutable(table: dict[int, Sequence[int]], member: int) -> list[int]:
-    """The member's kept partitions as a list it may change (claims arrive as tuples)."""
-    partitions = table[member]
-    if not isinstance(partitions, list):
-        partitions = table[member] = list(partitions)
-    return partitions
 
 
 def _subscribers(group: Group) -> dict[str, list[int]]:
