@@ -17,7 +17,9 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
+from collections import deque
 from fractions import Fraction
+from itertools import groupby, repeat
 
 from assignors.load import Loads
 from assignors.model import Assignment, Group, Options, resolve_ownership
@@ -64,6 +66,8 @@ class Search:
         # Previous owner per partition, only when that owner still subscribes (else the partition
         # is free: moving it costs no budget).
         self.prev = [-1] * total
+        # (member, global ids) per kept claim, so that keeping them costs one sum per claim
+        self.claims: list[tuple[int, list[int]]] = []
         previous, _ = resolve_ownership(group)
         topic_index = {name: t for t, name in enumerate(self.topic_names)}
         for member_id, owned in previous.items():
@@ -71,9 +75,9 @@ class Search:
             subscribed = group.members[member_id].topics
             for name, partitions in owned.items():
                 if name in subscribed:
-                    base = self.offsets[topic_index[name]]
-                    for p in partitions:
-                        self.prev[base + p] = i
+                    gids = list(map(self.offsets[topic_index[name]].__add__, partitions))
+                    _fill(self.prev, gids, i)
+                    self.claims.append((i, gids))
 
         self._build_classes()
         self.owner = [-1] * total
@@ -211,9 +215,10 @@ class Search:
         """Keep what the previous owners may keep: everything (relaxed) or up to quota (strict,
         lightest first, so the heavy partitions are the ones re-placed by LPT)."""
         if not self.strict:
-            for g, i in enumerate(self.prev):
-                if i >= 0:
-                    self._set_owner(g, i)
+            self.owner = list(self.prev)
+            for i, gids in self.claims:
+                self.L[i] += sum(map(self.load.__getitem__, gids))
+                self.cnt[i] += len(gids)
         else:
             for t, subs in enumerate(self.subs):
                 if not subs:
@@ -538,15 +543,22 @@ class Search:
         return list(self.owner)
 
     def to_assignment(self, owner: list[int]) -> Assignment:
+        """Back to member -> topic -> sorted partitions. Per topic, a stable sort of partition
+        numbers by owner groups each member's partitions in ascending order at C speed."""
         result: Assignment = {member_id: {} for member_id in self.ids}
         per_member: list[dict[str, list[int]]] = [result[m] for m in self.ids]
         for t, name in enumerate(self.topic_names):
             base = self.offsets[t]
-            for p in range(self.sizes[t]):
-                i = owner[base + p]
+            owners = owner[base : base + self.sizes[t]]
+            if not owners or (owners[0] < 0 and owners.count(-1) == len(owners)):
+                continue
+            by_owner = sorted(range(len(owners)), key=owners.__getitem__)
+            for i, run in groupby(by_owner, key=owners.__getitem__):
                 if i >= 0:
-                    bucket = per_member[i].get(name)
-                    if bucket is None:
-                        bucket = per_member[i][name] = []
-                    bucket.append(p)
+                    per_member[i][name] = list(run)
         return result
+
+
+def _fill(table: list[int], indices: list[int], value: int) -> None:
+    """table[k] = value for every k in indices, at C speed."""
+    deque(map(table.__setitem__, indices, repeat(value, len(indices))), maxlen=0)

@@ -72,13 +72,23 @@ class Group:
     stale_ownership_dropped: int = 0
     unknown_subscriptions_ignored: int = 0
 
+    # Computed once on first use (members x topics work that every strategy and the stats need).
+    _subscribers: dict[str, list[str]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
     def subscribers(self) -> dict[str, list[str]]:
-        """Topic -> member ids subscribed to it, in member order (topics nobody wants omitted)."""
-        result: dict[str, list[str]] = {}
-        for member in self.members.values():
-            for topic in member.topics:
-                result.setdefault(topic, []).append(member.member_id)
-        return {topic: result[topic] for topic in self.topics if topic in result}
+        """Topic -> member ids subscribed to it, in member order (topics nobody wants omitted).
+        A fresh copy: callers may change it."""
+        if self._subscribers is None:
+            result: dict[str, list[str]] = {}
+            for member in self.members.values():
+                for topic in member.topics:
+                    result.setdefault(topic, []).append(member.member_id)
+            ordered = {topic: result[topic] for topic in self.topics if topic in result}
+            object.__setattr__(self, "_subscribers", ordered)  # frozen: a cache, not state
+        assert self._subscribers is not None
+        return {topic: list(ids) for topic, ids in self._subscribers.items()}
 
     def subscriptions_identical(self) -> bool:
         subscriptions = {member.topics for member in self.members.values()}
@@ -101,38 +111,57 @@ def resolve_ownership(group: Group) -> tuple[Assignment, int]:
     On conflicting claims the highest generation wins; when the highest generation is claimed by
     more than one member, nobody keeps the partition (it is treated as unowned). A member without
     a generation counts as generation -1, as Kafka's DEFAULT_GENERATION. Returns the resolved
-    assignment (every member present) and the number of partitions that had conflicting claims.
+    assignment (every member present, partition lists sorted) and the number of partitions that
+    had conflicting claims. Topics nobody else claims (the usual case) take whole lists at once;
+    only a topic with overlapping claims is resolved partition by partition.
     """
-    best_generation: dict[str, list[int]] = {}
-    best_owner: dict[str, list[str | None]] = {}
-    conflicts: set[tuple[str, int]] = set()
+    claims: dict[str, list[tuple[int, str, tuple[int, ...]]]] = {}
     for member in group.members.values():
         generation = -1 if member.generation is None else member.generation
         for topic, partitions in member.claimed.items():
-            gens = best_generation.get(topic)
-            if gens is None:
-                count = group.topics[topic]
-                gens = best_generation[topic] = [-2] * count
-                best_owner[topic] = [None] * count
-            owners = best_owner[topic]
-            for partition in partitions:
-                current = gens[partition]
-                if current == -2:
-                    gens[partition] = generation
-                    owners[partition] = member.member_id
-                    continue
-                conflicts.add((topic, partition))
-                if generation > current:
-                    gens[partition] = generation
-                    owners[partition] = member.member_id
-                elif generation == current:
-                    owners[partition] = None  # a tie at the top: nobody keeps it
+            if partitions:
+                claims.setdefault(topic, []).append((generation, member.member_id, partitions))
     resolved: Assignment = {member_id: {} for member_id in group.members}
-    for topic, owners in best_owner.items():
+    conflicts = 0
+    for topic in group.topics:
+        topic_claims = claims.get(topic)
+        if not topic_claims:
+            continue
+        claimed = sum(len(partitions) for _, _, partitions in topic_claims)
+        if len(topic_claims) == 1 or claimed == len(set().union(*(c[2] for c in topic_claims))):
+            for _, member_id, partitions in topic_claims:
+                resolved[member_id][topic] = sorted(partitions)
+            continue
+        owners, topic_conflicts = _resolve_topic(group.topics[topic], topic_claims)
+        conflicts += topic_conflicts
         for partition, owner in enumerate(owners):
             if owner is not None:
                 resolved[owner].setdefault(topic, []).append(partition)
-    return resolved, len(conflicts)
+    return resolved, conflicts
+
+
+def _resolve_topic(
+    count: int, topic_claims: list[tuple[int, str, tuple[int, ...]]]
+) -> tuple[list[str | None], int]:
+    """Owner per partition of one topic with overlapping claims, and how many partitions had
+    more than one claimant."""
+    generations = [-2] * count  # -2: unclaimed (below DEFAULT_GENERATION)
+    owners: list[str | None] = [None] * count
+    contested: set[int] = set()
+    for generation, member_id, partitions in topic_claims:
+        for partition in partitions:
+            current = generations[partition]
+            if current == -2:
+                generations[partition] = generation
+                owners[partition] = member_id
+                continue
+            contested.add(partition)
+            if generation > current:
+                generations[partition] = generation
+                owners[partition] = member_id
+            elif generation == current:
+                owners[partition] = None  # a tie at the top: nobody keeps it
+    return owners, len(contested)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -211,14 +240,17 @@ def _parse_member(member_id: str, raw: Any, topics: Mapping[str, int]) -> tuple[
     stale = 0
     for topic in sorted(owned_raw):
         partitions = owned_raw[topic]
-        if not isinstance(partitions, list) or not all(_is_int(p) for p in partitions):
+        if not isinstance(partitions, list) or not set(map(type, partitions)) <= {int}:
             raise PlanInputError(f"{path}.owned.{topic}", "must be a list of partition numbers")
         count = topics.get(topic)
         if count is None:
             stale += len(partitions)  # the topic was deleted
             continue
         distinct = set(partitions)  # a repeated claim is redundant, not stale
-        valid = sorted(p for p in distinct if 0 <= p < count)
+        if distinct and (min(distinct) < 0 or max(distinct) >= count):
+            valid = sorted(p for p in distinct if 0 <= p < count)
+        else:
+            valid = sorted(distinct)
         stale += len(distinct) - len(valid)
         if valid:
             claimed[topic] = tuple(valid)

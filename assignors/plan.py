@@ -31,8 +31,13 @@ class PlanInvariantError(RuntimeError):
 
 
 def _fill(table: list[str | None], partitions: list[int], member_id: str) -> None:
-    """table[p] = member_id for every p, at C speed (this runs once per partition of the group)."""
-    deque(map(table.__setitem__, partitions, repeat(member_id, len(partitions))), maxlen=0)
+    """table[p] = member_id for every p (this runs once per partition of the group): a plain
+    loop for short lists, where it is cheaper, a C-speed map for long ones."""
+    if len(partitions) < 16:
+        for partition in partitions:
+            table[partition] = member_id
+    else:
+        deque(map(table.__setitem__, partitions, repeat(member_id, len(partitions))), maxlen=0)
 
 
 def _owner_table(group: Group, assignment: Assignment) -> OwnerTable:
