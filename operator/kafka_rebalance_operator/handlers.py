@@ -112,15 +112,18 @@ async def poll_policy(
     key = f"{namespace}/{name}"
     SETTINGS.liveness.seen(key)
     now = time.monotonic()
-    if runtime.last_poll is not None and now - runtime.last_poll < _interval(spec):
+    generation = int(meta.get("generation") or 0)
+    # A changed spec is polled at the next tick, not after the rest of the interval.
+    due = runtime.last_generation != generation or runtime.last_poll is None
+    if not due and now - runtime.last_poll < _interval(spec):
         return
-    runtime.last_poll = now
+    runtime.last_poll, runtime.last_generation = now, generation
     # Snapshot everything from kopf's live views here, on the loop; the thread gets copies.
     context = PolicyContext(
         namespace=namespace,
         name=name,
         uid=uid,
-        generation=int(meta.get("generation") or 0),
+        generation=generation,
         spec=_plain(dict(spec)),
         status=_plain(dict(status)),
         conflict=_conflict(namespace, name, spec, policies_by_namespace),

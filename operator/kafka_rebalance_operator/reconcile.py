@@ -64,6 +64,7 @@ class PolicyRuntime:
     lags: dict[PartitionKey, PartitionLag] = field(default_factory=dict)
     proposal: Proposal | None = None
     last_poll: float | None = None
+    last_generation: int | None = None
     last_event: float | None = None
     converging_since: float | None = None
     polls: int = 0
@@ -384,7 +385,12 @@ def _poll(
         else:
             runtime.proposal = None
 
-    structural = planning.placement_needed(observation.topics, member_names, current.by_member)
+    # A plan the group needs for coverage, or the first plan after the user changed the spec,
+    # is not held back by cooldown or minImprovement (approval still applies).
+    spec_changed = ctx.status.get("observedGeneration") not in (None, ctx.generation)
+    structural = spec_changed or planning.placement_needed(
+        observation.topics, member_names, current.by_member
+    )
     writes_needed = applied_hash == new_hash and bool(
         assignment_doc.diff(
             ctx.name,

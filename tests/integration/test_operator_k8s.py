@@ -525,6 +525,21 @@ def test_enforce_lifecycle(k8s: Any, kafka: str, crd: None, tmp_path: Path) -> N
             "Ready again", lambda: condition(cluster.policy(name), "Ready").get("status") == "True"
         )
 
+        # -- a policy change reaches the ConfigMaps at the next tick (latency measured)
+        epoch = cluster.policy(name)["status"]["epoch"]
+        started = time.monotonic()
+        cluster.patch_policy(name, {"spec": {"strategy": "range"}})
+        ranged = wait_for(
+            "the range plan",
+            lambda: (
+                {d["epoch"] for d in cluster.assignments(name).values()} == {epoch + 1}
+                and cluster.assignments(name)
+            ),
+        )
+        print(f"reconcile latency spec change -> ConfigMaps: {time.monotonic() - started:.2f}s")
+        assert ranged[f"{env.app}-0"]["partitions"][topic] == [0, 1, 2]
+        assert ranged[f"{env.app}-1"]["partitions"][topic] == [3, 4, 5]
+
         # -- deleting the policy removes its ConfigMaps and leaves no finalizer behind
         k8s.kubectl(
             "-n",
