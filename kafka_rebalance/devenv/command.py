@@ -37,11 +37,15 @@ def register(subparsers: Any) -> None:
     )
     actions = dev.add_subparsers(dest="dev_command", required=True, metavar="ACTION")
 
+    from kafka_rebalance.devenv import provision as provisioning
+
     provision = actions.add_parser(
-        "provision", help="download/build the pinned toolchain into ~/.cache/kafka-rebalance"
+        "provision",
+        help="download/build the pinned toolchain into ~/.cache/kafka-rebalance",
+        description="Build or fetch the pinned toolchain (versions.toml) into the cache.",
     )
-    provision.add_argument("args", nargs=argparse.REMAINDER, help="passed to the provisioner")
-    provision.set_defaults(handler=_provision)
+    provisioning.add_arguments(provision)
+    provision.set_defaults(handler=provisioning.run_from_args)
 
     def with_state_dir(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -74,12 +78,6 @@ def register(subparsers: Any) -> None:
     with_state_dir(down)
     down.add_argument("--grace", type=float, default=10.0, help="seconds before SIGKILL")
     down.set_defaults(handler=_down)
-
-
-def _provision(args: argparse.Namespace) -> int:
-    from kafka_rebalance.devenv import provision
-
-    return int(provision.main(list(args.args)) or 0)
 
 
 def _interrupted(signum: int, _frame: object) -> None:
