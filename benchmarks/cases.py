@@ -209,8 +209,9 @@ def skewed_case(
         for member in names("m", members)
     }
     document = {"topics": topics, "members": member_docs, "lag": lag}
+    tag = "/".join(f"{w:g}" for w in weights)
     return Case(
-        name=f"{topic_count}t x {per_topic}p {members}m seed {seed}",
+        name=f"{topic_count}t x {per_topic}p {members}m w{tag} s{seed}",
         document=document,
         identical=True,
         meta={"topics": topic_count, "per_topic": per_topic, "members": members, "seed": seed},

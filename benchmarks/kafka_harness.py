@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tomllib
 from pathlib import Path
@@ -89,6 +90,7 @@ def run_cases(
     warmup: int,
     iterations: int,
     max_seconds: float,
+    call_timeout: float,
     log: Path,
 ) -> list[dict[str, Any]]:
     """Run every (case file, result file) job in one JVM, in order; return the parsed results."""
@@ -106,12 +108,24 @@ def run_cases(
         str(iterations),
         "--max-seconds",
         str(max_seconds),
+        "--call-timeout",
+        str(call_timeout),
         *[f"{case}:{result}" for case, result in jobs],
     ]
     with log.open("a") as handle:
-        done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, check=False)
-    if done.returncode != 0:
-        raise HarnessError(f"the Java harness exited with {done.returncode}; see {log}")
+        # Own process group, stopped with us: an interrupted benchmark must not leave a JVM
+        # spinning on a minutes-long assignment.
+        process = subprocess.Popen(
+            command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            returncode = process.wait()
+        except BaseException:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait()
+            raise
+    if returncode != 0:
+        raise HarnessError(f"the Java harness exited with {returncode}; see {log}")
     results = []
     for _, result in jobs:
         with result.open() as handle:

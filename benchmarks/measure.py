@@ -14,30 +14,50 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
+@dataclass
+class Timing:
+    """Wall and CPU milliseconds of each timed call. On a shared, loaded machine wall time also
+    measures the neighbours; CPU time (`time.process_time`, this process only) does not."""
+
+    wall_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
+
+    @property
+    def wall(self) -> float:
+        return median(self.wall_ms)
+
+    @property
+    def cpu(self) -> float:
+        return median(self.cpu_ms)
+
+
 def timed(
     call: Callable[[], T], iterations: int, warmup: int = 0, max_seconds: float = 60.0
-) -> tuple[list[float], T]:
-    """Milliseconds of each timed call (at least one; fewer than `iterations` once `max_seconds`
-    of timed work is spent) and the last result."""
+) -> tuple[Timing, T]:
+    """Time `call` (at least once; fewer than `iterations` times once `max_seconds` of timed work
+    is spent) and return the timings and the last result."""
     result: Any = None
     for _ in range(warmup):
         result = call()
-    times: list[float] = []
+    timing = Timing()
     spent = 0.0
-    while len(times) < max(iterations, 1) and (not times or spent < max_seconds):
+    while len(timing.wall_ms) < max(iterations, 1) and (not timing.wall_ms or spent < max_seconds):
         gc.collect()
+        cpu_start = time.process_time()
         start = time.perf_counter()
         result = call()
         elapsed = time.perf_counter() - start
+        timing.cpu_ms.append((time.process_time() - cpu_start) * 1000.0)
         spent += elapsed
-        times.append(elapsed * 1000.0)
-    return times, result
+        timing.wall_ms.append(elapsed * 1000.0)
+    return timing, result
 
 
 def median(values: Sequence[float]) -> float:
