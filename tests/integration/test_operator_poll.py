@@ -246,3 +246,39 @@ def test_assign_mode_hands_over_in_two_steps(kafka, monkeypatch) -> None:
     assert all(not d["revoking"] for d in final.values())
     assert sorted(p for d in final.values() for p in d["partitions"][topic]) == list(range(4))
     assert policy.status["epoch"] == epoch + 1
+
+
+def test_telemetry_rows_reach_the_kafka_topic(kafka, monkeypatch) -> None:
+    from kafka import KafkaConsumer
+    from kafka_rebalance_operator.telemetry import KafkaSink
+
+    store = Store()
+    store.install(monkeypatch)
+    topic = topic_with(kafka, 2)
+    telemetry_topic = f"telemetry-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(telemetry_topic, 1, 1)])
+    admin.close()
+    sink = KafkaSink(kafka, telemetry_topic)
+    policy = Policy(
+        spec_for(kafka, topic),
+        pods(2),
+        OperatorSettings(kafka_timeout_s=3, telemetry=Telemetry([sink])),
+    )
+    policy.poll()
+    sink.close()
+    consumer = KafkaConsumer(
+        telemetry_topic,
+        bootstrap_servers=kafka,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10000,
+    )
+    rows = [json.loads(record.value) for record in consumer]
+    consumer.close()
+    partition_rows = [r for r in rows if r.get("kind") is None]
+    assert sorted(r["partition"] for r in partition_rows) == [0, 1]
+    assert {r["owner"] for r in partition_rows} <= {"c-0", "c-1"}
+    assert all(r["epoch"] == 1 for r in partition_rows)
+    # a fresh broker may not have its group coordinator yet: then committed offsets are unknown
+    assert {r["lag_state"] for r in partition_rows} <= {"uninitialized", "unknown"}
+    assert [r["epoch"] for r in rows if r.get("kind") == "plan"] == [1]
