@@ -14,9 +14,10 @@ Goals, in Kafka's order of precedence (StickyAssignor javadoc, KIP-54):
 Ownership (KIP-341). Claims come from `Member.claimed` with `Member.generation` (None counts as
 -1). The highest generation wins a conflicting claim; a tie at the top leaves the partition unowned.
 `claims_resolution` gives the same owners as `model.resolve_ownership` (a property test holds it to
-that) but works per topic with set operations, touching single partitions only in topics whose
-claims really overlap. It also reports the runner-up, the unique claimant of the next lower
-generation, which is the "previous owner" KIP-341 moves a partition back to when balance allows.
+that) but first checks, with one set of global partition numbers, whether any partition is claimed
+twice at all; only topics whose claims really overlap are resolved partition by partition. It also
+reports the runner-up, the unique claimant of the next lower generation, which is the "previous
+owner" KIP-341 moves a partition back to when balance allows.
 
 Identical subscriptions (the KAFKA-9987 constrained algorithm). With P partitions and C members,
 minQuota = P // C, maxQuota = ceil(P / C), and P % C members may end at maxQuota.
@@ -25,13 +26,19 @@ minQuota = P // C, maxQuota = ceil(P / C), and P % C members may end at maxQuota
     some, it keeps them in (partition, topic) order (KAFKA-16277: spreads each topic evenly), except
     that partitions whose previous-generation owner is short of minQuota are dropped first so they
     can go home.
-  * Fill: partitions nobody kept go, in (topic, partition) order, first to their previous-generation
-    owner when it is short of minQuota, then each to the least loaded member (ties by member id)
-    until everyone has minQuota; the P % C remainder goes one each to members at minQuota in id
-    order. This is the greedy of KIP-54's first worked example. It is computed in "phases": while
-    the set of least loaded members is unchanged, member j of k gets positions j, j+k, j+2k... of
-    the unassigned sequence, so each phase costs one list slice per (topic, member) instead of one
-    step per partition.
+  * Fill: the unassigned sequence is the partitions nobody owned, in (topic, partition) order
+    (those whose previous-generation owner is short of minQuota go back to it first), followed by
+    the partitions revoked above, in the same order. Each goes to the least loaded member (ties by
+    member id) until everyone has minQuota; the P % C remainder goes one each to members at
+    minQuota in id order. This is the greedy of KIP-54's first worked example, and it deals each
+    topic round-robin, so members get near-even shares of every topic (KAFKA-16277's test).
+    Dealing revoked partitions last makes the plan stable under the cooperative protocol: once
+    round one has handed out the target minus the transfers, the only unowned partitions are the
+    revoked ones, the counts are those reached before they were dealt, and the memoryless rule
+    gives each to the same member again (a property test checks round two reproduces the target).
+    The fill is computed in "phases": while the set of least loaded members is unchanged, member
+    j of k gets positions j, j+k, j+2k... of the sequence, so a phase costs one list slice per
+    (topic, member), stored with C-level `map` calls, instead of one step per partition.
   Result: fully balanced (sizes within one) and maximally sticky (every member keeps
   min(owned, its cap), and no partition can return to an owner already at its cap).
 
@@ -53,6 +60,16 @@ General subscriptions (own design, same invariants as Kafka's GeneralAssignmentB
      longer), every partition on the cycle goes back to its owner. Counts and the set of topics
      each member holds are unchanged, so balance is kept, and stickiness strictly improves; the
      result never has the A->B / B->A churn Kafka's `isSticky` check looks for.
+
+  State is member-major (the output's shape) with a separate record of this round's grants, so an
+  almost unchanged group is not transposed back and forth. On the general path the cooperative
+  protocol converges (Kafka's criterion: no round revokes and grants the same partition, settled
+  within four rounds; property-tested) but round two need not reproduce the first target exactly,
+  as with Kafka.
+
+Speed notes: no per-partition objects beyond the output lists themselves, per-topic work done with
+slices, `map`, `filterfalse` and `accumulate`, and Python's cyclic garbage collector paused while
+the million small lists are built (see `_collector_paused`).
 
 Output partition lists are not sorted (the plan contract's `plan` normalises them); members that
 get nothing may be absent. Everything is deterministic for the same input.
@@ -417,10 +434,13 @@ class _Dealer:
             receivers = min(width, take)
             shift = dealt % width
             order = members[shift:] + members[:shift] if shift else members
-            pieces = map(
-                free.__getitem__,
-                map(slice, range(start, start + receivers), repeat(stop), repeat(width)),
-            )
+            if take <= width:  # one partition each: one-element lists, no slice objects
+                pieces = map(list, zip(free[start:stop]))
+            else:
+                pieces = map(
+                    free.__getitem__,
+                    map(slice, range(start, start + receivers), repeat(stop), repeat(width)),
+                )
             targets = map(result.__getitem__, order[:receivers])
             if topic in self.held:
                 for target, piece in zip(targets, pieces, strict=True):
