@@ -78,6 +78,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     back.add_argument("--slo", type=float, default=60.0)
     back.add_argument("--default-strategy", default="range")
     back.add_argument("--group", action="append", default=[], help="only these groups")
+    back.add_argument(
+        "--grid",
+        choices=("full", "strategies"),
+        default="full",
+        help="full: every strategy and the option grid (32 candidates); strategies: one per "
+        "strategy, with and without capacity weights (9)",
+    )
     _spark_options(back)
     back.set_defaults(handler=run_backtest)
 
@@ -187,6 +194,7 @@ def run_backtest(args: argparse.Namespace) -> int:
                 slo_s=args.slo,
                 default_strategy=args.default_strategy,
                 groups=args.group,
+                grid=args.grid,
             )
         )
     finally:

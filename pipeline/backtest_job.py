@@ -54,6 +54,7 @@ def make_group_function(
     default_strategy: str,
     handoff_s: float,
     slo_s: float,
+    grid: str = "full",
 ) -> Any:
     """The applyInPandas function: one group's rows in, one row per candidate out."""
 
@@ -64,7 +65,7 @@ def make_group_function(
         capacity = capacities.get(tuple(names[k] for k in KEY), {})
         strategy = current.get(names["group"], default_strategy)
         history = history_from_rows(names, rows, capacity, strategy)
-        out = backtest_group(history, handoff_s=handoff_s, slo_s=slo_s)
+        out = backtest_group(history, grid, handoff_s=handoff_s, slo_s=slo_s)
         return pd.DataFrame(out, columns=OUTPUT_COLUMNS)
 
     return run
@@ -80,6 +81,7 @@ def run_backtest(
     slo_s: float = 60.0,
     default_strategy: str = "range",
     groups: Sequence[str] = (),
+    grid: str = "full",
 ) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
@@ -113,6 +115,7 @@ def run_backtest(
         "replay_errors": int(counts["errors"] or 0),
         "seconds": round(elapsed, 3),
         "groups_per_minute": round(counts["groups"] * 60.0 / elapsed, 2) if elapsed else None,
+        "grid": grid,
         "handoff_s": handoff_s,
         "slo_s": slo_s,
     }

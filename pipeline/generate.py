@@ -38,7 +38,8 @@ class FleetSpec:
     slow_fraction: float = 0.5  # share of groups with one slow member
     slow_factor: float = 0.25  # the slow member's capacity relative to its peers
     capacity_jitter: float = 0.1  # members' capacities vary by up to this fraction
-    initial_backlog_s: float = 90.0  # seconds of production waiting at the start (catch-up)
+    initial_backlog_s: float = 300.0  # production waiting at the start (a catch-up): long enough
+    # that every member is seen saturated for several polls, so its capacity can be measured
     current_strategy: str = "range"
     start_ms: int = 1_767_225_600_000  # 2026-01-01T00:00:00Z
     cluster: str = "local"

@@ -84,6 +84,23 @@ def default_grid(current_strategy: str) -> list[Candidate]:
     return list(unique.values())
 
 
+def strategies_grid(current_strategy: str) -> list[Candidate]:
+    """One candidate per strategy with default options, plus capacity weights where a strategy
+    reads weights: the quick grid (about a third of the full one's planner calls)."""
+    grid = [Candidate(current_strategy)]
+    for strategy in assignors.STRATEGY_NAMES:
+        grid.append(Candidate(strategy))
+        if strategy in ("weighted-sticky", "lag-aware"):
+            grid.append(Candidate(strategy, weights="capacity"))
+    unique: dict[str, Candidate] = {}
+    for candidate in grid:
+        unique.setdefault(candidate.id, candidate)
+    return list(unique.values())
+
+
+GRIDS = {"full": default_grid, "strategies": strategies_grid}
+
+
 @dataclass
 class GroupHistory:
     """One group's telemetry as aligned matrices: poll t, partition index p."""
@@ -376,13 +393,13 @@ def result_row(history: GroupHistory, result: ReplayResult, is_current: bool) ->
 
 def backtest_group(
     history: GroupHistory,
-    grid: Sequence[Candidate] | None = None,
+    grid: Sequence[Candidate] | str = "full",
     *,
     handoff_s: float = 10.0,
     slo_s: float = 60.0,
 ) -> list[dict[str, Any]]:
-    """All candidates of the grid (default: `default_grid`) for one group, as output rows."""
-    candidates = list(grid) if grid is not None else default_grid(history.current_strategy)
+    """All candidates of the grid (a list, or a name in GRIDS) for one group, as output rows."""
+    candidates = GRIDS[grid](history.current_strategy) if isinstance(grid, str) else list(grid)
     current_id = Candidate(history.current_strategy).id
     return [
         result_row(

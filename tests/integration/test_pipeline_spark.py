@@ -5,7 +5,14 @@ Small fleets (a few thousand rows) on a local Spark, sized for a busy two-core m
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -165,6 +172,36 @@ def test_files_to_rates_backtest_and_recommendations(pipeline_spark: Any, tmp_pa
     assert slow_group.group in html and "data:image/png;base64," in html
 
 
+def test_the_telemetry_writer_produces_valid_rows_keyed_by_group(kafka: str) -> None:
+    """The writer half of the Kafka path, read back with kafka-python (no Spark)."""
+    from kafka import KafkaConsumer
+
+    rows = [*generate_group(UNIFORM, 6), *generate_group(UNIFORM, 7)]
+    topic = f"kafka-rebalance.telemetry-{uuid.uuid4().hex[:8]}"
+    assert write_kafka(rows, kafka, topic) == len(rows)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=kafka,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=5000,
+    )
+    got: dict[str, list[dict[str, Any]]] = {}
+    partition_of: dict[str, set[int]] = {}
+    for record in consumer:
+        row = json.loads(record.value)
+        assert row_errors(row) is None
+        assert record.key.decode() == row["group"]
+        got.setdefault(row["group"], []).append(row)
+        partition_of.setdefault(row["group"], set()).add(record.partition)
+    consumer.close()
+    want: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        want.setdefault(row["group"], []).append(row)
+    assert got == want  # every row, in order within a group
+    assert all(len(p) == 1 for p in partition_of.values())
+
+
 def test_the_kafka_source_reads_what_the_telemetry_writer_writes(
     kafka: str, spark: Any, tmp_path: Path
 ) -> None:
@@ -209,3 +246,104 @@ def test_the_kafka_source_reads_what_the_telemetry_writer_writes(
         return {r["member"]: round(r["capacity"], 6) for r in frame.collect()}
 
     assert capacities(tmp_path / "rk") == capacities(tmp_path / "rf")
+
+
+# ---- a Spark standalone cluster (master + two workers) from the scripts in the pyspark package --
+
+
+def _spark_class(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(home / "bin" / "spark-class"), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**env, "SPARK_HOME": str(home)},
+            start_new_session=True,  # its own process group, stopped by its id below
+        )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """spark://127.0.0.1:PORT with two one-core workers; stopped by process group at the end."""
+    from kafka_rebalance.devenv.ports import free_ports, is_listening
+
+    directory = tmp_path_factory.mktemp("standalone")
+    port, ui = free_ports(2)
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(directory),
+        "SPARK_DAEMON_MEMORY": "256m",
+    }
+    master_args = ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+    master_args += ["--port", str(port), "--webui-port", str(ui)]
+    processes = [_spark_class(master_args, directory / "master.log", env)]
+    try:
+        deadline = time.monotonic() + 120
+        while not is_listening(port):
+            assert processes[0].poll() is None, (directory / "master.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "master did not listen"
+            time.sleep(0.5)
+        for index in range(2):
+            work = directory / f"worker-{index}"
+            work.mkdir()
+            worker_args = ["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}"]
+            worker_args += ["--host", "127.0.0.1", "--cores", "1", "--memory", "768m"]
+            worker_args += ["--work-dir", str(work), "--webui-port", "0"]
+            processes.append(_spark_class(worker_args, directory / f"worker-{index}.log", env))
+        while True:
+            status = f"http://127.0.0.1:{ui}/json/"
+            with contextlib.suppress(OSError), urllib.request.urlopen(status, timeout=2) as reply:
+                if json.load(reply).get("aliveworkers", 0) >= 2:
+                    break
+            assert time.monotonic() < deadline, "workers did not register"
+            time.sleep(1)
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        for process in reversed(processes):
+            _stop(process)
+
+
+def test_backtest_on_a_standalone_cluster_matches_local(
+    pipeline_spark: Any, standalone_cluster: str, tmp_path: Path
+) -> None:
+    truth: list[GroupTruth] = []
+    small = FleetSpec(**{**SLOW.__dict__, "polls": 24, "partitions": (8, 8)})
+    rows = [*generate_group(small, 0, truth), *generate_group(small, 5, truth)]
+    write_files(rows, tmp_path / "telemetry", rows_per_file=200)
+    run_rates(pipeline_spark, [str(tmp_path / "telemetry")], tmp_path / "rates")
+    local = run_backtest(
+        pipeline_spark, [str(tmp_path / "telemetry")], tmp_path / "rates", tmp_path / "local",
+        grid="strategies",
+    )  # fmt: skip
+    command = [
+        sys.executable, "-m", "kafka_rebalance.cli", "pipeline", "backtest",
+        "--master", standalone_cluster, "--grid", "strategies", "--shuffle-partitions", "2",
+        "--driver-memory", "512m", "--conf", "spark.executor.memory=512m",
+        "-i", str(tmp_path / "telemetry"), "--rates", str(tmp_path / "rates"),
+        "-o", str(tmp_path / "cluster"),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cluster = json.loads(done.stdout)
+    assert cluster["groups"] == local["groups"] == 2
+
+    def rows_of(path: Path) -> list[tuple[Any, ...]]:
+        frame = pipeline_spark.read.parquet(str(path / "backtest"))
+        return sorted(tuple(r) for r in frame.select(*sorted(frame.columns)).collect())
+
+    assert rows_of(tmp_path / "cluster") == rows_of(tmp_path / "local")
