@@ -543,8 +543,8 @@ class Search:
         return list(self.owner)
 
     def to_assignment(self, owner: list[int]) -> Assignment:
-        """Back to member -> topic -> sorted partitions. Per topic, a stable sort of partition
-        numbers by owner groups each member's partitions in ascending order at C speed."""
+        """Back to member -> topic -> sorted partitions. When owners hold long runs of a topic,
+        a stable sort of partition numbers by owner groups them at C speed; otherwise one pass."""
         result: Assignment = {member_id: {} for member_id in self.ids}
         per_member: list[dict[str, list[int]]] = [result[m] for m in self.ids]
         for t, name in enumerate(self.topic_names):
@@ -552,10 +552,19 @@ class Search:
             owners = owner[base : base + self.sizes[t]]
             if not owners or (owners[0] < 0 and owners.count(-1) == len(owners)):
                 continue
-            by_owner = sorted(range(len(owners)), key=owners.__getitem__)
-            for i, run in groupby(by_owner, key=owners.__getitem__):
+            if len(set(owners)) * 8 < len(owners):  # long runs per owner: sort and group
+                by_owner = sorted(range(len(owners)), key=owners.__getitem__)
+                for i, run in groupby(by_owner, key=owners.__getitem__):
+                    if i >= 0:
+                        per_member[i][name] = list(run)
+                continue
+            for p, i in enumerate(owners):  # a few partitions per owner: one pass
                 if i >= 0:
-                    per_member[i][name] = list(run)
+                    bucket = per_member[i].get(name)
+                    if bucket is None:
+                        per_member[i][name] = [p]
+                    else:
+                        bucket.append(p)
         return result
 
 
