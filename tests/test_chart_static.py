@@ -299,7 +299,15 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
     (container,) = pod["containers"]
     assert container["image"] == "kafka-rebalance-operator:0.1.0"
     assert container["command"] == ["kafka-rebalance"]
-    assert container["args"] == ["operator", "--namespace", "ops"]
+    assert container["args"] == [
+        "operator",
+        "--namespace",
+        "ops",
+        "--health-port",
+        "8080",
+        "--metrics-port",
+        "9100",
+    ]
     sc = container["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
@@ -326,7 +334,17 @@ def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> N
     assert not _of_kind(docs, "ClusterRole") and not _of_kind(docs, "ClusterRoleBinding")
     (deployment,) = _of_kind(docs, "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args == ["operator", "--namespace", "team-a", "--namespace", "team-b"]
+    assert args == [
+        "operator",
+        "--namespace",
+        "team-a",
+        "--namespace",
+        "team-b",
+        "--health-port",
+        "8080",
+        "--metrics-port",
+        "9100",
+    ]
 
 
 def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
@@ -344,6 +362,10 @@ def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "operator",
         "--all-namespaces",
+        "--health-port",
+        "8080",
+        "--metrics-port",
+        "9100",
     ]
 
 
@@ -370,8 +392,15 @@ def test_peering_adds_its_objects_rbac_and_flag(helm: Path) -> None:
     assert _rules(role)[("kopf.dev", "kopfpeerings")] == {"get", "list", "watch", "patch"}
     (deployment,) = _of_kind(docs, "Deployment")
     assert deployment["spec"]["replicas"] == 2
-    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[-2:] == ["--peering", "kafka-rebalance-operator"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][-2:] == ["--peering", "kafka-rebalance-operator"]
+    # Equal priorities freeze every peer: each pod draws its own before exec'ing the operator.
+    assert container["command"] == [
+        "bash",
+        "-c",
+        'exec kafka-rebalance "$@" --priority "$RANDOM"',
+        "kafka-rebalance",
+    ]
 
     cluster = _render(helm, "peering.enabled=true", "watchAllNamespaces=true")
     assert [d["metadata"]["name"] for d in _of_kind(cluster, "ClusterKopfPeering")] == [
@@ -402,3 +431,54 @@ def test_bad_values_are_refused(helm: Path, value: str, expected: str) -> None:
     result = _helm(helm, "template", "kro", str(CHART), "--set", value, check=False)
     assert result.returncode != 0
     assert expected in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("sets", "expected"),
+    [
+        ([], {"namespace": ["ops"], "all_namespaces": False, "peering": None}),
+        (
+            ["watchNamespaces={team-a,team-b}"],
+            {"namespace": ["team-a", "team-b"], "all_namespaces": False, "peering": None},
+        ),
+        (["watchAllNamespaces=true"], {"namespace": [], "all_namespaces": True, "peering": None}),
+        (
+            ["peering.enabled=true", "extraArgs={--verbose}"],
+            {"namespace": ["ops"], "all_namespaces": False, "peering": "kafka-rebalance-operator"},
+        ),
+    ],
+    ids=["default", "watch-list", "all-namespaces", "peering"],
+)
+def test_the_operator_command_line_accepts_the_rendered_arguments(
+    helm: Path, sets: list[str], expected: dict[str, Any]
+) -> None:
+    """The chart and `kafka-rebalance operator` agree on flags: parse what the chart renders."""
+    from kafka_rebalance.cli import build_parser
+
+    (deployment,) = _of_kind(_render(helm, *sets), "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    argv = list(container["args"])
+    if container["command"][0] == "bash":
+        argv += ["--priority", "12345"]  # what "$RANDOM" expands to in the pod
+    args = build_parser("operator").parse_args(argv)
+    assert args.command == "operator"
+    assert {key: getattr(args, key) for key in expected} == expected
+    assert (args.health_port, args.metrics_port) == (8080, 9100)
+
+
+def test_the_operator_listens_where_the_probe_and_service_point(helm: Path) -> None:
+    docs = _render(helm, "health.port=8181", "metrics.port=9200")
+    (deployment,) = _of_kind(docs, "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    assert args[args.index("--health-port") + 1] == "8181"
+    assert args[args.index("--metrics-port") + 1] == "9200"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"health": 8181, "metrics": 9200}
+    (service,) = _of_kind(docs, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+    (quiet,) = _of_kind(_render(helm, "metrics.enabled=false"), "Deployment")
+    container = quiet["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][container["args"].index("--metrics-port") + 1] == "0"
+    assert [p["name"] for p in container["ports"]] == ["health"]

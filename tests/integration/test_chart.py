@@ -166,7 +166,15 @@ def test_default_install_creates_the_operator_and_exactly_its_permissions(
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
     assert deployment["status"]["readyReplicas"] == 1  # a pod was scheduled and is Ready (KWOK)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert container["args"] == ["operator", "--namespace", ns]
+    assert container["args"] == [
+        "operator",
+        "--namespace",
+        ns,
+        "--health-port",
+        "8080",
+        "--metrics-port",
+        "9100",
+    ]
     sa = _get(k8s, "-n", ns, "serviceaccount", "kro-kafka-rebalance-operator")
     assert sa["metadata"]["labels"]["app.kubernetes.io/instance"] == "kro"
     service = _get(k8s, "-n", ns, "service", "kro-kafka-rebalance-operator-metrics")
@@ -227,6 +235,10 @@ def test_all_namespaces_binds_cluster_wide_and_uninstall_removes_it(
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "operator",
         "--all-namespaces",
+        "--health-port",
+        "8080",
+        "--metrics-port",
+        "9100",
     ]
 
     helm("uninstall", name, "--namespace", home, "--wait")
