@@ -5,10 +5,14 @@ CooperativeStickyAssignor: validity, full balance for identical subscriptions, K
 rule otherwise, no A->B / B->A trades, stability when nothing changes, survivors keeping their
 partitions when a member leaves, KIP-341 conflict resolution, and convergence of the cooperative
 two-round protocol. Range and roundrobin are checked for validity on the same groups.
+
+Each property runs 80 examples by default;
+`STICKY_EXAMPLES=2000 .venv/bin/python -m pytest tests/test_sticky_properties.py` searches harder.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from hypothesis import given, settings
@@ -27,7 +31,7 @@ from tests.assignor_checks import (
 )
 
 STICKY = ("sticky", "cooperative-sticky")
-EXAMPLES = settings(max_examples=80, deadline=None)
+EXAMPLES = settings(max_examples=int(os.environ.get("STICKY_EXAMPLES", "80")), deadline=None)
 
 
 def run(strategy: str, group: Group) -> Assignment:
