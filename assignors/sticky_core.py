@@ -69,7 +69,7 @@ General subscriptions (own design, same invariants as Kafka's GeneralAssignmentB
 
 Speed notes: no per-partition objects beyond the output lists themselves, per-topic work done with
 slices, `map`, `filterfalse` and `accumulate`, and Python's cyclic garbage collector paused while
-the million small lists are built (see `_collector_paused`).
+the million small lists are built (see `collector_paused`).
 
 Output partition lists are not sorted (the plan contract's `plan` normalises them); members that
 get nothing may be absent. Everything is deterministic for the same input.
@@ -201,7 +201,7 @@ def sticky_assignment(group: Group) -> Assignment:
     """The KIP-54 target assignment: constrained path for identical subscriptions, else general."""
     if not group.members:
         return {}
-    with _collector_paused():
+    with collector_paused():
         owned, previous, claimed = claims_resolution(group)
         if group.subscriptions_identical():
             return _constrained(group, owned, previous, claimed)
@@ -209,7 +209,7 @@ def sticky_assignment(group: Group) -> Assignment:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while the assignment is built.
 
     A million-partition plan allocates about a million small lists, none of them in a reference
@@ -470,7 +470,7 @@ class _General:
         self.group = group
         self.member_ids = list(group.members)
         members = list(group.members.values())
-        self.subscribers = _subscribers(group)
+        self.subscribers = subscribers_by_topic(group)
         self.previous = previous
         self.counts = [0] * len(members)
         self.kept: list[dict[str, list[int]]] = [{} for _ in members]
@@ -706,7 +706,7 @@ class _General:
         return dict(zip(self.member_ids, results, strict=True))
 
 
-def _subscribers(group: Group) -> dict[str, list[int]]:
+def subscribers_by_topic(group: Group) -> dict[str, list[int]]:
     """Topic -> indexes (id order) of its subscribers, topics in name order, built per distinct
     subscription rather than per (member, topic): groups usually have few distinct ones."""
     by_subscription: dict[tuple[str, ...], list[int]] = {}
