@@ -11,6 +11,7 @@ import gc
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -89,8 +90,27 @@ def _memory_gib() -> str:
     return "unknown"
 
 
-def machine(java: str, kafka: str) -> dict[str, str]:
+def source_state(root: Path) -> str:
+    """The commit benchmarked, and whether the planner's sources differ from it: figures are only
+    reproducible against committed code."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "assignors"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown (git not available)"
+    return f"{head}" + (" + uncommitted changes in assignors/" if dirty else "")
+
+
+def machine(java: str, kafka: str, root: Path) -> dict[str, str]:
     return {
+        "source": source_state(root),
         "cores": str(os.cpu_count()),
         "cpu": _cpu_model(),
         "memory": _memory_gib(),

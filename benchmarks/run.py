@@ -96,6 +96,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run in ~2 min")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument(
+        "--report", type=Path, help="only re-print the tables of a saved --json file"
+    )
     parser.add_argument("--no-kafka", action="store_true", help="skip the Java side")
     parser.add_argument(
         "--kafka-call-timeout",
@@ -188,8 +191,170 @@ def _ratio(ours: float | None, kafka: float | None, kafka_timeout: float | None)
     return fmt_ratio(ours / kafka) if kafka else "-"
 
 
+def lagaware_table(records: list[dict[str, Any]]) -> str:
+    rows = [
+        [
+            r["case"],
+            f"{r['input_bytes'] / 1e6:.1f} MB",
+            _wall_cpu(r["assign_median_ms"], r["assign_cpu_median_ms"]),
+            _wall_cpu(r["plan_median_ms"], r["plan_cpu_median_ms"]),
+            _wall_cpu(r["round_trip_median_ms"], r["round_trip_cpu_median_ms"]),
+            f"{r['max_load_ratio']:.3f}",
+            str(r["moves"]),
+        ]
+        for r in records
+    ]
+    return table(
+        [
+            "case",
+            "input JSON",
+            "assign ms (wall / CPU)",
+            "plan() ms (wall / CPU)",
+            "JSON round trip ms (wall / CPU)",
+            "max_load_ratio",
+            "moves",
+        ],
+        rows,
+    )
+
+
+def _kafka_cpu(kafka: dict[str, Any], name: str) -> str:
+    k = kafka.get(name) or {}
+    if k.get("timeout_ms"):
+        return f"> {fmt_ms(k['timeout_ms'])}"
+    return fmt_ms(k.get("cpu_median_ms"))
+
+
+def compact_table(records: list[dict[str, Any]]) -> str:
+    """One row per case: CPU milliseconds, Kafka / ours per assignor pair; checks condensed."""
+    rows = []
+    for record in records:
+        kafka = record["kafka"] or {}
+        ours = record["ours"]
+        cells = [record["case"], f"{record['partitions']:,}"]
+        for name in ("cooperative-sticky", "sticky", "range"):
+            o = ours.get(name)
+            if o is None:
+                cells.append("-")
+                continue
+            ours_cpu = "ERROR" if "error" in o else fmt_ms(o.get("assign_cpu_median_ms"))
+            cells.append(f"{_kafka_cpu(kafka, name)} / {ours_cpu}")
+        lag = ours.get("lag-aware") or {}
+        cells.append(fmt_ms(lag.get("assign_cpu_median_ms")) if lag else "-")
+        cells.append(_kafka_cpu(kafka, "uniform"))
+        problems = []
+        for side, results in (("Kafka", kafka), ("ours", ours)):
+            for name, r in results.items():
+                summary = r.get("check_summary") or ("timeout" if r.get("timeout_ms") else None)
+                summary = summary or (f"error: {r['error'][:40]}" if "error" in r else None)
+                if (
+                    summary
+                    and summary != "ok"
+                    and not (name == "range" and "unbalanced" in summary)
+                ):
+                    problems.append(f"{side} {name}: {summary}")
+        cells.append("; ".join(problems) or "all ok")
+        coop_k = (kafka.get("cooperative-sticky") or {}).get("moves", "-")
+        coop_o = (ours.get("cooperative-sticky") or {}).get("moves", "-")
+        cells.append(f"{coop_k} / {coop_o}")
+        rows.append(cells)
+    return table(
+        [
+            "case",
+            "partitions",
+            "coop-sticky Kafka / ours",
+            "sticky Kafka / ours",
+            "range Kafka / ours",
+            "lag-aware ours",
+            "Uniform (KIP-848)",
+            "checks (range's count skew not listed)",
+            "coop moves Kafka / ours",
+        ],
+        rows,
+    )
+
+
 def _wall_cpu(wall: float | None, cpu: float | None) -> str:
     return f"{fmt_ms(wall)} / {fmt_ms(cpu)}"
+
+
+def target_lines(results: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
+    """The project's targets, each with its figure from `results` and met / MISSED."""
+    lines: list[tuple[str, str, str]] = []
+    large = results["sections"].get("large", {}).get("records", [])
+    for record in large:
+        kind = record["meta"]["kind"]
+        ours = record["ours"].get("cooperative-sticky", {})
+        kafka = (record["kafka"] or {}).get("cooperative-sticky", {})
+        o_cpu, k_cpu = ours.get("assign_cpu_median_ms"), kafka.get("cpu_median_ms")
+        o_wall, k_wall = ours.get("assign_median_ms"), kafka.get("median_ms")
+        measured = o_cpu is not None and k_cpu is not None
+        if kind == "identical":
+            target = f"{record['case']}: ours cooperative-sticky no slower than Kafka's"
+            met = measured and o_cpu <= k_cpu
+        else:
+            target = f"{record['case']}: ours cooperative-sticky >= 2x faster than Kafka's"
+            met = measured and k_cpu >= 2 * o_cpu
+        figure = (
+            f"CPU ms: ours {fmt_ms(o_cpu)}, Kafka {fmt_ms(k_cpu)} (Kafka / ours = "
+            f"{fmt_ratio(k_cpu / o_cpu)}); wall: {fmt_ms(o_wall)} vs {fmt_ms(k_wall)}; ours plan() "
+            f"{fmt_ms(ours.get('plan_cpu_median_ms'))} CPU ms"
+            if measured and o_cpu
+            else "not measured"
+        )
+        lines.append((target, figure, "met" if met else "MISSED"))
+    lag_section = results["sections"].get("lagaware", {})
+    for record in lag_section.get("records", []):
+        cpu, wall = record["round_trip_cpu_median_ms"], record["round_trip_median_ms"]
+        lines.append(
+            (
+                f"lag-aware {lag_section.get('size', '')}, {record['case']}: "
+                "< 1 s with JSON round trip",
+                f"{fmt_ms(cpu)} CPU ms ({fmt_ms(wall)} ms wall)",
+                "met" if cpu < 1000 else "MISSED",
+            )
+        )
+    quality = results["sections"].get("quality", {}).get("records", [])
+    if quality:
+        ours = [r["round1"]["lag-aware relaxed"].get("max_load_ratio") for r in quality]
+        known = [x for x in ours if x is not None]
+        worst = max(known) if known else None
+        lines.append(
+            (
+                f"lag-aware (relaxed) max_load_ratio <= {QUALITY_TARGET} on the skewed suite",
+                f"worst {worst:.3f} over {len(known)} cases" if worst else "not measured",
+                "met"
+                if worst is not None and worst <= QUALITY_TARGET and len(known) == len(ours)
+                else "MISSED",
+            )
+        )
+        flagged = [
+            r
+            for r in quality
+            if (r["round1"]["kip169"].get("max_load_ratio") or 0) > QUALITY_TARGET
+        ]
+        beaten = [
+            r
+            for r in flagged
+            if r["round1"]["lag-aware relaxed"].get("max_load_ratio") is not None
+            and r["round1"]["lag-aware relaxed"]["max_load_ratio"]
+            < r["round1"]["kip169"]["max_load_ratio"]
+        ]
+        lines.append(
+            (
+                f"lag-aware strictly better than kip169 wherever kip169 > {QUALITY_TARGET}",
+                f"{len(beaten)} of {len(flagged)} flagged cases",
+                "met"
+                if flagged and len(beaten) == len(flagged)
+                else ("n/a (no flagged case)" if not flagged else "MISSED"),
+            )
+        )
+    return "\n".join(
+        [
+            "(speed targets judged on CPU time, see the note on load; wall time shown too)",
+            table(["target", "figure", "result"], [list(x) for x in lines]),
+        ]
+    ), [{"target": t, "figure": f, "result": r} for t, f, r in lines]
 
 
 class Runner:
@@ -203,7 +368,7 @@ class Runner:
         self.java = kafka_harness.java_version()
         self.results: dict[str, Any] = {
             "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]]),
-            "machine": machine(self.java, self.kafka),
+            "machine": machine(self.java, self.kafka, kafka_harness.ROOT),
             "strategies": {},
             "sections": {},
         }
@@ -380,7 +545,8 @@ class Runner:
         self.say(f"  load average after: {load_average()}")
         return records
 
-    def speed_table(self, records: list[dict[str, Any]]) -> str:
+    @staticmethod
+    def speed_table(records: list[dict[str, Any]]) -> str:
         """One row per (case, our strategy) next to its Kafka reference. Ratios are ours / Kafka
         on CPU time (robust to the machine's other load), the wall-time ratio in brackets."""
         rows = []
@@ -486,6 +652,8 @@ class Runner:
             self.say(f"- {members} members x{ratio} {topics} topics: {len(group)} cell(s)")
             run_cells.extend(c.name for c in group)
             records.extend(self.side_by_side("grid", group, a.strategies, list(KAFKA_ASSIGNORS)))
+        self.say("\nCPU ms per call, Kafka / ours (bare assign):")
+        self.say(compact_table(records))
         self.say("")
         self.say(self.speed_table(records))
         if skipped_empty:
@@ -714,7 +882,7 @@ class Runner:
         steady = casegen.perturbed_lags(
             casegen.with_owned(fresh, first["assignment"]), random.Random(5), a.churn
         )
-        rows, records = [], []
+        records = []
         assign = strategy_function("lag-aware")
         for label, document in (
             ("fresh (no owned)", fresh),
@@ -754,110 +922,20 @@ class Runner:
                 "moves": output["stats"]["moves"],
             }
             records.append(record)
-            rows.append(
-                [
-                    label,
-                    f"{len(text) / 1e6:.1f} MB",
-                    _wall_cpu(record["assign_median_ms"], record["assign_cpu_median_ms"]),
-                    _wall_cpu(record["plan_median_ms"], record["plan_cpu_median_ms"]),
-                    _wall_cpu(record["round_trip_median_ms"], record["round_trip_cpu_median_ms"]),
-                    f"{record['max_load_ratio']:.3f}",
-                    str(record["moves"]),
-                ]
-            )
-        self.say(
-            table(
-                [
-                    "case",
-                    "input JSON",
-                    "assign ms (wall / CPU)",
-                    "plan() ms (wall / CPU)",
-                    "JSON round trip ms (wall / CPU)",
-                    "max_load_ratio",
-                    "moves",
-                ],
-                rows,
-            )
-        )
+        self.say(lagaware_table(records))
         self.say(f"  load average after: {load_average()}")
-        self.results["sections"]["lagaware"] = {"records": records}
+        self.results["sections"]["lagaware"] = {
+            "size": f"{total:,} x {a.lag_members:,}",
+            "records": records,
+        }
 
     # ------------------------------------------------------------------------- targets
 
     def targets(self) -> None:
         self.say("\n## targets")
-        lines: list[tuple[str, str, str]] = []
-        large = self.results["sections"].get("large", {}).get("records", [])
-        for record in large:
-            kind = record["meta"]["kind"]
-            ours = record["ours"].get("cooperative-sticky", {})
-            kafka = (record["kafka"] or {}).get("cooperative-sticky", {})
-            o_cpu, k_cpu = ours.get("assign_cpu_median_ms"), kafka.get("cpu_median_ms")
-            o_wall, k_wall = ours.get("assign_median_ms"), kafka.get("median_ms")
-            measured = o_cpu is not None and k_cpu is not None
-            if kind == "identical":
-                target = f"{record['case']}: ours cooperative-sticky no slower than Kafka's"
-                met = measured and o_cpu <= k_cpu
-            else:
-                target = f"{record['case']}: ours cooperative-sticky >= 2x faster than Kafka's"
-                met = measured and k_cpu >= 2 * o_cpu
-            figure = (
-                f"CPU ms: ours {fmt_ms(o_cpu)}, Kafka {fmt_ms(k_cpu)} ({fmt_ratio(k_cpu / o_cpu)} "
-                f"faster); wall: {fmt_ms(o_wall)} vs {fmt_ms(k_wall)}; ours plan() "
-                f"{fmt_ms(ours.get('plan_cpu_median_ms'))} CPU ms"
-                if measured and o_cpu
-                else "not measured"
-            )
-            lines.append((target, figure, "met" if met else "MISSED"))
-        lag = self.results["sections"].get("lagaware", {}).get("records", [])
-        for record in lag:
-            cpu, wall = record["round_trip_cpu_median_ms"], record["round_trip_median_ms"]
-            lines.append(
-                (
-                    f"lag-aware {self.args.lag_topics * self.args.lag_partitions:,} x "
-                    f"{self.args.lag_members:,}, {record['case']}: < 1 s with JSON round trip",
-                    f"{fmt_ms(cpu)} CPU ms ({fmt_ms(wall)} ms wall)",
-                    "met" if cpu < 1000 else "MISSED",
-                )
-            )
-        quality = self.results["sections"].get("quality", {}).get("records", [])
-        if quality:
-            ours = [r["round1"]["lag-aware relaxed"].get("max_load_ratio") for r in quality]
-            known = [x for x in ours if x is not None]
-            worst = max(known) if known else None
-            lines.append(
-                (
-                    f"lag-aware (relaxed) max_load_ratio <= {QUALITY_TARGET} on the skewed suite",
-                    f"worst {worst:.3f} over {len(known)} cases" if worst else "not measured",
-                    "met"
-                    if worst is not None and worst <= QUALITY_TARGET and len(known) == len(ours)
-                    else "MISSED",
-                )
-            )
-            flagged = [
-                r
-                for r in quality
-                if (r["round1"]["kip169"].get("max_load_ratio") or 0) > QUALITY_TARGET
-            ]
-            beaten = [
-                r
-                for r in flagged
-                if r["round1"]["lag-aware relaxed"].get("max_load_ratio") is not None
-                and r["round1"]["lag-aware relaxed"]["max_load_ratio"]
-                < r["round1"]["kip169"]["max_load_ratio"]
-            ]
-            lines.append(
-                (
-                    f"lag-aware strictly better than kip169 wherever kip169 > {QUALITY_TARGET}",
-                    f"{len(beaten)} of {len(flagged)} flagged cases",
-                    "met"
-                    if flagged and len(beaten) == len(flagged)
-                    else ("n/a (no flagged case)" if not flagged else "MISSED"),
-                )
-            )
-        self.say("(speed targets judged on CPU time, see the note on load; wall time shown too)")
-        self.say(table(["target", "figure", "result"], [list(x) for x in lines]))
-        self.results["targets"] = [{"target": t, "figure": f, "result": r} for t, f, r in lines]
+        text, lines = target_lines(self.results)
+        self.say(text)
+        self.results["targets"] = lines
 
     def run(self) -> None:
         self.say("# Assignor benchmarks")
@@ -887,6 +965,42 @@ class Runner:
             self.say(f"raw results: {self.args.json}")
 
 
+def render(results: dict[str, Any]) -> str:
+    """Re-print the tables of a saved `--json` file (for docs), without measuring anything."""
+    out = [f"command: {results['command']}"]
+    out += [f"- {key}: {value}" for key, value in results["machine"].items()]
+    sections = results["sections"]
+    if "quality" in sections:
+        records = sections["quality"]["records"]
+        out += [
+            "",
+            "## quality",
+            table(
+                [
+                    "case",
+                    *(label for label, _, _ in QUALITY_CONFIGS),
+                    "kip169 > 1.05",
+                    "lag-aware beats",
+                ],
+                [Runner._quality_row(r) for r in records],
+            ),
+        ]
+        out += ["", Runner._quality_summary(records), "", Runner._churn_summary(records)]
+    if "lagaware" in sections and "records" in sections["lagaware"]:
+        out += ["", f"## lagaware {sections['lagaware'].get('size', '')}"]
+        out.append(lagaware_table(sections["lagaware"]["records"]))
+    if "large" in sections:
+        out += ["", "## large", Runner.speed_table(sections["large"]["records"])]
+    if "grid" in sections:
+        grid = sections["grid"]
+        out += ["", "## grid", compact_table(grid["records"]), ""]
+        out.append(Runner.speed_table(grid["records"]))
+        for key in ("cells_run", "skipped_selection", "skipped_empty", "skipped_budget"):
+            out.append(f"\n{key} ({len(grid.get(key, []))}): {grid.get(key, [])}")
+    out += ["", "## targets", target_lines(results)[0]]
+    return "\n".join(out)
+
+
 def _stop(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds, so the Java child is stopped too
 
@@ -894,6 +1008,9 @@ def _stop(signum: int, frame: Any) -> None:
 def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _stop)
     args = parse_args(argv)
+    if args.report:
+        print(render(json.loads(args.report.read_text())))
+        return
     if not args.no_kafka and shutil.which("java") is None:
         print("java not found: running without the Kafka side", file=sys.stderr)
         args.no_kafka = True
