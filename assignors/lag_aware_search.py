@@ -33,6 +33,10 @@ TARGETS_PER_GROUP = 2
 STRICT_TARGETS = 3
 # When the move budget is spent, look this far around the ideal partition for a free one.
 BUDGET_WINDOW = 16
+# Members whose normalised load exceeds the lower bound by more than SHED_TRIGGER shed partitions
+# in bulk down to SHED_TARGET above it before the step-by-step descent (see Search._shed).
+SHED_TRIGGER = 0.2
+SHED_TARGET = 0.01
 # Improve/refund rounds: refunding moves can open new improving moves, which are tried again.
 MAX_ROUNDS = 4
 
@@ -72,10 +76,15 @@ class Search:
         topic_index = {name: t for t, name in enumerate(self.topic_names)}
         for member_id, owned in previous.items():
             i = index[member_id]
-            subscribed = group.members[member_id].topics
+            subscribed = set(group.members[member_id].topics)  # a tuple: linear lookups
             for name, partitions in owned.items():
                 if name in subscribed:
-                    gids = list(map(self.offsets[topic_index[name]].__add__, partitions))
+                    base = self.offsets[topic_index[name]]
+                    gids = (
+                        [base + partitions[0]]
+                        if len(partitions) == 1
+                        else [base + p for p in partitions]
+                    )
                     _fill(self.prev, gids, i)
                     self.claims.append((i, gids))
 
@@ -305,7 +314,13 @@ class Search:
         if chosen is not None:  # i's entry is that heap's head: refresh it in place
             heapq.heapreplace(chosen, (self.L[i], self.cnt[i], i, self.ver[i]))
 
-    def _pick(self, groups: list[tuple[float, list]], lg: float, t: int) -> tuple[int, list | None]:
+    def _pick(
+        self, groups: list[tuple[float, list]], lg: float, t: int, refresh: bool = True
+    ) -> tuple[int, list | None]:
+        """The member (and its heap) whose normalised load after taking lg is lowest. With
+        `refresh` (initial placement: one entry per member, loads only grow) a stale head is
+        refreshed in place; without it (after `improve` started: every change pushed a fresh
+        entry) a stale head is a duplicate and is dropped."""
         best: tuple[float, float, int] | None = None
         chosen = None
         ver = self.ver
@@ -316,8 +331,11 @@ class Search:
                 if self.strict and not self.can_receive(i, t):
                     heapq.heappop(heap)  # full for the rest of placement
                     continue
-                if v != ver[i]:  # loads only grow while placing: refresh, it sinks
-                    heapq.heapreplace(heap, (L[i], cnt[i], i, ver[i]))
+                if v != ver[i]:
+                    if refresh:
+                        heapq.heapreplace(heap, (L[i], cnt[i], i, ver[i]))
+                    else:
+                        heapq.heappop(heap)
                     continue
                 key = ((load + lg) / weight, (count + 1) / weight, i)
                 if best is None or key < best:
@@ -347,6 +365,8 @@ class Search:
         self.maxheap = [(-self.normalised(i), i, self.ver[i]) for i in range(len(self.ids))]
         self.maxheap = [e for e in self.maxheap if self.member_classes[e[1]]]
         heapq.heapify(self.maxheap)
+        if not self.strict:
+            self._shed()
         limit = max_iterations if max_iterations is not None else 4 * len(self.owner) + 1000
         # End on a descent that found nothing (or the lower bound), never on a hand-back: then
         # replanning this plan with unchanged loads finds nothing to do either.
@@ -354,6 +374,49 @@ class Search:
             self._descend(limit)
             if round_ == MAX_ROUNDS - 1 or self._refund() == 0:
                 break
+
+    def _shed(self) -> None:
+        """Bulk first aid for a grossly unbalanced start (a scale-out from one member to a
+        thousand, a member that just joined): members far above the lower bound release their
+        largest partitions that fit in their excess, and LPT places what was released. Moving one
+        partition per descent step would take a step per partition."""
+        trigger = self.lower_bound * (1 + SHED_TRIGGER)
+        target = self.lower_bound * (1 + SHED_TARGET)
+        over = {i for i in range(len(self.ids)) if self.L[i] / self.w[i] > trigger}
+        if not over or self.lower_bound <= 0:
+            return
+        parts: dict[int, list[int]] = {i: [] for i in over}
+        for g, i in enumerate(self.owner):
+            if i in over:
+                parts[i].append(g)
+        released: list[int] = []
+        budget = self.budget_left
+        for i in sorted(over, key=lambda i: (-self.L[i] / self.w[i], i)):
+            excess = self.L[i] - target * self.w[i]
+            for g in sorted(parts[i], key=lambda g: (-self.load[g], g)):
+                lg = self.load[g]
+                if excess <= 0 or lg <= 0:
+                    break
+                if lg > excess:
+                    continue
+                cost = int(self.prev[g] == i)
+                if cost > budget:
+                    continue
+                budget -= cost
+                excess -= lg
+                self.owner[g] = -1
+                self.L[i] -= lg
+                self.cnt[i] -= 1
+                released.append(g)
+            self._touch(i)
+        released.sort(key=lambda g: (-self.load[g], g))
+        for g in released:
+            t = self.topic_of[g]
+            i, _ = self._pick(self.class_heaps[self.topic_class[t]], self.load[g], t, False)
+            self._set_owner(g, i)
+            self._touch(i)
+        if self.max_moves is not None:
+            self.budget_left = max(0, self.max_moves - self.moved_off_previous())
 
     def _build_lists(self) -> None:
         """Per member, per class: its partitions as a sorted list of (load, global id)."""
@@ -569,5 +632,10 @@ class Search:
 
 
 def _fill(table: list[int], indices: list[int], value: int) -> None:
-    """table[k] = value for every k in indices, at C speed."""
-    deque(map(table.__setitem__, indices, repeat(value, len(indices))), maxlen=0)
+    """table[k] = value for every k in indices: a loop for short lists (cheaper than setting up
+    the C-speed map), the map for long ones."""
+    if len(indices) < 16:
+        for k in indices:
+            table[k] = value
+    else:
+        deque(map(table.__setitem__, indices, repeat(value, len(indices))), maxlen=0)

@@ -130,7 +130,9 @@ def resolve_ownership(group: Group) -> tuple[Assignment, int]:
         claimed = sum(len(partitions) for _, _, partitions in topic_claims)
         if len(topic_claims) == 1 or claimed == len(set().union(*(c[2] for c in topic_claims))):
             for _, member_id, partitions in topic_claims:
-                resolved[member_id][topic] = sorted(partitions)
+                resolved[member_id][topic] = (
+                    [partitions[0]] if len(partitions) == 1 else sorted(partitions)
+                )
             continue
         owners, topic_conflicts = _resolve_topic(group.topics[topic], topic_claims)
         conflicts += topic_conflicts
@@ -240,6 +242,12 @@ def _parse_member(member_id: str, raw: Any, topics: Mapping[str, int]) -> tuple[
     stale = 0
     for topic in sorted(owned_raw):
         partitions = owned_raw[topic]
+        if type(partitions) is list and len(partitions) == 1 and type(partitions[0]) is int:
+            # The usual shape at scale (a member owns one partition of each of many topics).
+            count = topics.get(topic)
+            if count is not None and 0 <= partitions[0] < count:
+                claimed[topic] = (partitions[0],)
+                continue
         if not isinstance(partitions, list) or not set(map(type, partitions)) <= {int}:
             raise PlanInputError(f"{path}.owned.{topic}", "must be a list of partition numbers")
         count = topics.get(topic)

@@ -142,7 +142,8 @@ def plan_group(request: PlanRequest) -> dict[str, Any]:
     previous_assignment, conflicts = resolve_ownership(group)
     previous = _previous_owner_table(group, previous_assignment)
     moves = compute_moves(previous, target)
-    budgeted = sum(1 for move in moves if move["topic"] in group.members[move["from"]].topics)
+    subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
+    budgeted = sum(1 for move in moves if move["topic"] in subscriptions[move["from"]])
     # Every subscribed partition is assigned (checked above): the grants are exactly the
     # subscribed partitions that had no previous owner.
     granted = sum(previous[topic].count(None) for topic in group.subscribers())
