@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 
@@ -302,3 +303,30 @@ def test_lag_aware_uses_drain_load_when_rates_are_known():
     result = plan(document, "lag-aware")
     assert result["stats"]["load_model"] == "drain"
     assert result["members"]["a"]["load"] + result["members"]["b"]["load"] == 1000.0
+
+
+@pytest.mark.parametrize("budget", [None, 300])
+def test_lag_aware_scale_out_from_one_member(budget):
+    """Fifty members arrive where one owned everything: the bulk shed and re-placement path."""
+    rng = random.Random(11)
+    lag = [int(rng.paretovariate(1.5) * 100) for _ in range(2000)]
+    members = {f"m{i:02d}": {"topics": ["t"], "weight": rng.choice([1, 2, 4])} for i in range(50)}
+    members["m00"].update(owned={"t": list(range(2000))}, generation=4)
+    document = {
+        "topics": {"t": 2000},
+        "members": members,
+        "lag": {"t": lag},
+        "options": {"max_moves": budget},
+    }
+    result = plan(document, "lag-aware")
+    stats = result["stats"]
+    assert all(move["from"] == "m00" for move in result["moves"])
+    if budget is None:
+        assert stats["max_load_ratio"] <= 1.01
+        # m00 keeps at least half its weighted share of the partitions (load first, so the
+        # count is only roughly the share)
+        share = 2000 * members["m00"]["weight"] / sum(m["weight"] for m in members.values())
+        assert stats["moves"] <= 2000 - share / 2
+    else:
+        assert stats["moves"] <= budget
+        assert stats["max_load_ratio"] < stats["max_load_ratio_before"] / 2
