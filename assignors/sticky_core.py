@@ -56,7 +56,13 @@ General subscriptions (own design, same invariants as Kafka's GeneralAssignmentB
      squared counts, so the loop ends, and it ends exactly at Kafka's balance condition above.
      Kafka instead re-scans all partitions with an `isBalanced` test per step and can be
      super-quadratic; here a pass costs one `min` per topic when nothing is left to do.
-  5. Cycle cancelling: per topic, if moved partitions form a cycle of owners (A->B, B->A, or
+     When the most loaded holder of t would have to give up a partition it owned before, a
+     holder of a fresh grant of t that is loaded enough is asked instead.
+  5. Repair: for each owned partition the balancing moved, try giving it back to its owner and
+     letting the owner pass one of its fresh grants to the least loaded subscriber of that
+     grant's topic; kept when the balance rule still holds (one move saved each time). Skipped
+     when more than 500 partitions moved, since every attempt re-checks the topics involved.
+  6. Cycle cancelling: per topic, if moved partitions form a cycle of owners (A->B, B->A, or
      longer), every partition on the cycle goes back to its owner. Counts and the set of topics
      each member holds are unchanged, so balance is kept, and stickiness strictly improves; the
      result never has the A->B / B->A churn Kafka's `isSticky` check looks for.
@@ -652,6 +658,7 @@ class _General:
         takers = [(counts[m], m) for m in subscribers]
         heapq.heapify(donors)
         heapq.heapify(takers)
+        granted = {m for m in holders if topic in grants[m]}  # holders of fresh grants of topic
         while donors:
             negative, donor = donors[0]
             if topic not in kept[donor] and topic not in grants[donor]:
@@ -666,11 +673,72 @@ class _General:
                 continue
             if counts[donor] - level < 2:
                 return
+            if topic not in grants[donor] and granted:
+                # The most loaded holder would give up a partition it owned before; a holder
+                # that is loaded enough too and only has to pass on a fresh grant costs nothing.
+                other = max(granted, key=lambda m: (counts[m], -m))
+                if counts[other] - level >= 2:
+                    donor = other
             self._give(topic, taker, self._take(topic, donor))
+            if topic not in grants[donor]:
+                granted.discard(donor)
+            granted.add(taker)
             heapq.heapreplace(takers, (counts[taker], taker))
             # the donor's entry is now stale; it is refreshed (or dropped) when next on top
 
-    # -- step 5: cycle cancelling
+    # -- step 5: repair (undo a move of an owned partition by passing on a fresh grant instead)
+    def repair(self, budget: int = 500) -> None:
+        """For each owned partition the balancing moved away (at most `budget` of them, as every
+        attempt re-checks the balance of the topics involved): give it back to its owner, and
+        let the owner hand one of its fresh grants to the least loaded subscriber of that grant's
+        topic instead. Kept only when the result still meets the balance rule; each success saves
+        one move."""
+        moved = [
+            (key, source)
+            for key, source in self.origin.items()
+            if self.where.get(key, source) != source
+        ]
+        if not moved or len(moved) > budget:
+            return
+        counts = self.counts
+        for (topic, p), source in sorted(moved):
+            now = self.where[(topic, p)]
+            for other_topic in sorted(self.grants[source]):
+                candidates = [m for m in self.subscribers[other_topic] if m != source]
+                if not candidates:
+                    continue
+                target = min(candidates, key=lambda m: (counts[m], m))
+                self._take(topic, now, p)
+                self.kept[source].setdefault(topic, []).append(p)
+                counts[source] += 1
+                self.where[(topic, p)] = source
+                q = self._take(other_topic, source)
+                self._give(other_topic, target, q)
+                if self._balanced_around((source, now, target)):
+                    break
+                # undo
+                self._take(other_topic, target, q)
+                self._give(other_topic, source, q)
+                self._take(topic, source, p)
+                self._give(topic, now, p)
+                self.origin[(topic, p)] = source
+
+    def _balanced_around(self, members: tuple[int, ...]) -> bool:
+        topics: set[str] = set()
+        for m in members:
+            topics.update(self.group.members[self.member_ids[m]].topics)
+        counts = self.counts
+        for topic in topics:
+            subscribers = self.subscribers.get(topic, ())
+            if len(subscribers) < 2:
+                continue
+            floor = min(map(counts.__getitem__, subscribers))
+            holders = self._holders(topic)
+            if holders and max(map(counts.__getitem__, holders)) - floor > 1:
+                return False
+        return True
+
+    # -- step 6: cycle cancelling
     def cancel_cycles(self) -> None:
         edges: dict[str, dict[int, dict[int, list[int]]]] = {}
         for (topic, p), source in self.origin.items():
@@ -756,5 +824,6 @@ def _general(
     if previous:
         state.return_to_previous()
     state.balance()
+    state.repair()
     state.cancel_cycles()
     return state.result()
