@@ -281,7 +281,6 @@ def start(
             str(tools.kwok),
             f"--kubeconfig={component_configs['kwok']}",
             *(f"--config={stage}" for stage in stages),
-            "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
             f"--node-ip={LOOPBACK}",
             f"--cidr={POD_CIDR}",

@@ -188,7 +188,11 @@ class DevEnvironment:
         records = self.state.records()
         killed = processes.stop_all(list(reversed(records)), grace=grace)
         ports = [p for r in records for p in r.ports.values()]
+        deadline = time.monotonic() + 5.0  # the kernel may need a moment to close sockets
         still_open = [p for p in ports if is_listening(p)]
+        while still_open and time.monotonic() < deadline:
+            time.sleep(0.1)
+            still_open = [p for p in still_open if is_listening(p)]
         self.state.remove()
         return len(records), killed, still_open
 

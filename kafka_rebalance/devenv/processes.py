@@ -71,22 +71,44 @@ def _state_and_pgid(pid: int) -> tuple[str, int] | None:
     return (fields[0], int(fields[2])) if fields else None
 
 
+def _threads(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+        pass
+    return 0
+
+
+def _alive(state: str, pid: int) -> bool:
+    """Not yet fully exited.
+
+    The main thread of a multithreaded program (every Go binary, every JVM) can already be a
+    zombie while its other threads are still exiting and still hold its listening sockets, so a
+    zombie leader only counts as gone once it is the last thread left.
+    """
+    if state in ("Z", "X"):
+        return _threads(pid) > 1
+    return True
+
+
 def is_running(record: ProcessRecord) -> bool:
-    """The recorded leader is alive (not a zombie) and is the process we started."""
+    """The recorded leader is alive and is the process we started."""
     info = _state_and_pgid(record.pid)
-    if info is None or info[0] in ("Z", "X"):
+    if info is None or not _alive(info[0], record.pid):
         return False
     return start_ticks(record.pid) == record.start_ticks
 
 
 def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes whose process group is `pgid`."""
+    """Processes of process group `pgid` that have not fully exited."""
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         info = _state_and_pgid(int(entry))
-        if info and info[1] == pgid and info[0] not in ("Z", "X"):
+        if info and info[1] == pgid and _alive(info[0], int(entry)):
             members.append(int(entry))
     return members
 
@@ -168,13 +190,28 @@ def _signal_group(record: ProcessRecord, sig: signal.Signals) -> None:
             os.killpg(record.pgid, sig)
 
 
-def stop_all(records: Iterable[ProcessRecord], grace: float = 10.0) -> list[str]:
-    """SIGTERM every recorded group, wait up to `grace` seconds, then SIGKILL what is left.
+STOP_LAST = ("etcd",)
 
-    All groups are signalled at once so `down` costs one grace period, not one per server.
-    Returns the names of servers that had to be killed.
+
+def stop_all(records: Iterable[ProcessRecord], grace: float = 10.0) -> list[str]:
+    """Stop every recorded group: storage (etcd) only after everything that writes to it.
+
+    An API server whose etcd vanished under it hangs in its graceful shutdown until killed, so
+    servers are stopped in two waves. Returns the names of servers that had to be SIGKILLed.
     """
     records = list(records)
+    first = [r for r in records if r.name not in STOP_LAST]
+    last = [r for r in records if r.name in STOP_LAST]
+    return _stop_wave(first, grace) + _stop_wave(last, grace)
+
+
+def _stop_wave(records: list[ProcessRecord], grace: float) -> list[str]:
+    """SIGTERM every group at once, wait up to `grace` seconds, then SIGKILL what is left.
+
+    Signalling together makes a wave cost one grace period, not one per server.
+    """
+    if not records:
+        return []
     for record in records:
         _signal_group(record, signal.SIGTERM)
     deadline = time.monotonic() + grace
