@@ -201,3 +201,17 @@ def test_toolchain_sees_a_provisioned_kafka(tmp_path):
         f"-Dlog4j.configuration=file:{tc.kafka_home(tc.kafka_compat_version)}"
         "/tools-log4j.properties"
     ]
+
+
+def test_install_leaves_nothing_behind_when_the_smoke_check_fails(tmp_path):
+    def build(tmp: Path, log: Path) -> dict:
+        (tmp / "bin").mkdir()
+        return {}
+
+    def check(built: Path) -> None:
+        raise provision.ProvisionError("demo: `demo -v` did not report 1.0")
+
+    component = provision.Component("demo", "1.0", tmp_path / "demo" / "1.0", build, check)
+    with pytest.raises(provision.ProvisionError, match="did not report"):
+        provision.install(component)
+    assert not (tmp_path / "demo" / "1.0").exists()

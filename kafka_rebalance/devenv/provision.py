@@ -160,7 +160,7 @@ class Component:
     version: str
     target: Path
     build: Callable[[Path, Path], dict]  # (temp dir, log file) -> facts for the marker
-    check: Callable[[Path], None] | None = None  # optional smoke check of the final dir
+    check: Callable[[Path], None] | None = None  # smoke check of the built dir, before rename
 
     @property
     def label(self) -> str:
@@ -195,6 +195,8 @@ def install(component: Component) -> tuple[str, float]:
     say(f"{component.label}: building (log: {log})")
     try:
         facts = component.build(tmp, log)
+        if component.check is not None:  # on the temp dir: a failed check must not look done
+            component.check(tmp)
         elapsed = time.monotonic() - start
         marker = {
             "tool": component.name,
@@ -210,8 +212,6 @@ def install(component: Component) -> tuple[str, float]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    if component.check is not None:
-        component.check(final)
     return "built", time.monotonic() - start
 
 
@@ -701,6 +701,7 @@ def components(tc: Toolchain) -> list[Component]:
                 "kubeconform",
                 "github.com/yannh/kubeconform/cmd/kubeconform",
                 tc.kubeconform_version,
+                ldflags(("main.version", f"v{tc.kubeconform_version}")),
             ),
             check_binary_version(kube_bin("kubeconform"), ["-v"], tc.kubeconform_version),
         ),
