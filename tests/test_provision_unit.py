@@ -215,3 +215,30 @@ def test_install_leaves_nothing_behind_when_the_smoke_check_fails(tmp_path):
     with pytest.raises(provision.ProvisionError, match="did not report"):
         provision.install(component)
     assert not (tmp_path / "demo" / "1.0").exists()
+
+
+def test_inline_schema_refs_makes_a_standalone_schema_and_cuts_recursion():
+    defs = {
+        "Meta": {"type": "object", "properties": {"name": {"type": "string"}}},
+        "Props": {
+            "type": "object",
+            "properties": {"items": {"$ref": "#/$defs/Props"}, "meta": {"$ref": "#/$defs/Meta"}},
+        },
+    }
+    schema = {
+        "properties": {
+            "metadata": {"$ref": "/api/_definitions.json#/$defs/Meta", "description": "kept"},
+            "spec": {"$ref": "/api/_definitions.json#/$defs/Props"},
+            "other": {"$ref": "https://example.invalid/x.json"},
+        }
+    }
+    out = provision.inline_schema_refs(schema, defs)
+    props = out["properties"]
+    assert props["metadata"] == {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "description": "kept",
+    }
+    assert props["spec"]["properties"]["meta"]["properties"]["name"] == {"type": "string"}
+    assert props["spec"]["properties"]["items"] == {}  # Props inside Props: cut
+    assert props["other"] == {"$ref": "https://example.invalid/x.json"}  # not ours: untouched

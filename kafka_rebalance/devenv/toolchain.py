@@ -95,6 +95,10 @@ class Toolchain:
         return tool_dir(self.root, "kubeconform", self.kubeconform_version)
 
     @property
+    def kube_schemas_dir(self) -> Path:
+        return tool_dir(self.root, "kube-schemas", self.kubernetes_version)
+
+    @property
     def spark_kafka_dir(self) -> Path:
         return tool_dir(self.root, "spark-kafka", self.spark_version)
 
@@ -172,6 +176,14 @@ class Toolchain:
     def kubeconform(self) -> Path:
         return self.kubeconform_dir / "bin" / "kubeconform"
 
+    @property
+    def kubeconform_schema_location(self) -> str:
+        """`kubeconform -schema-location` value: the pinned cluster version's strict schemas.
+
+        Use with `-strict` (the schemas are the strict flavour: unknown fields are errors).
+        """
+        return str(self.kube_schemas_dir / "{{ .ResourceKind }}{{ .KindSuffix }}.json")
+
     # ---- Spark ---------------------------------------------------------------------------------
     @property
     def spark_jars(self) -> list[Path]:
@@ -201,6 +213,10 @@ class Toolchain:
             f"kwok {self.kwok_version}": (self.kwok_dir, (self.kwok, self.kwok_dir / "stages")),
             f"helm {self.helm_version}": (self.helm_dir, (self.helm,)),
             f"kubeconform {self.kubeconform_version}": (self.kubeconform_dir, (self.kubeconform,)),
+            f"kube-schemas {self.kubernetes_version}": (
+                self.kube_schemas_dir,
+                (self.kube_schemas_dir / "deployment-apps-v1.json",),
+            ),
             f"spark-kafka {self.spark_version}": (
                 self.spark_kafka_dir,
                 (self.spark_kafka_dir / "jars",),
