@@ -242,3 +242,15 @@ def test_inline_schema_refs_makes_a_standalone_schema_and_cuts_recursion():
     assert props["spec"]["properties"]["meta"]["properties"]["name"] == {"type": "string"}
     assert props["spec"]["properties"]["items"] == {}  # Props inside Props: cut
     assert props["other"] == {"$ref": "https://example.invalid/x.json"}  # not ours: untouched
+
+
+def test_install_clears_temp_dirs_left_by_an_interrupted_run(tmp_path):
+    stale = tmp_path / "demo" / ".tmp-1.0-999999"
+    (stale / "bin").mkdir(parents=True)
+
+    def build(tmp: Path, log: Path) -> dict:
+        return {}
+
+    provision.install(_component(tmp_path, build))
+    assert not stale.exists()
+    assert (tmp_path / "demo" / "1.0" / MARKER).is_file()

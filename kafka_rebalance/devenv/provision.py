@@ -22,6 +22,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -99,27 +100,52 @@ def run(
         fh.write(f"\n$ {shlex.join(cmd)}\n")
         fh.flush()
         try:
-            proc = subprocess.run(
+            # Own process group, so an interrupted provision (Ctrl-C, SIGTERM from CI) can take
+            # the whole build down with it (go build forks compilers) instead of leaving it
+            # writing into a temp dir the next run is about to delete.
+            proc = subprocess.Popen(
                 list(cmd),
                 cwd=cwd,
                 env=merged,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
-                check=False,
+                start_new_session=True,
             )
         except FileNotFoundError as exc:
             raise ProvisionError(
                 f"{tool}: `{cmd[0]}` is not installed (needed for {tool})"
             ) from exc
-        fh.write(proc.stdout)
+        try:
+            output, _ = proc.communicate()
+        except BaseException:
+            stop_group(proc)
+            raise
+        fh.write(output)
     if proc.returncode != 0:
-        tail = failure_tail(proc.stdout)
+        tail = failure_tail(output)
         raise ProvisionError(
             f"{tool}: command failed with exit code {proc.returncode}: {shlex.join(cmd)}\n"
             f"(in {cwd}; full output in {log})\n{tail}"
         )
-    return proc.stdout
+    return output
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Terminate a build command's process group (by its own pgid), then kill what remains."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _raise_on_signal(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGHUP become SystemExit so cleanup (child groups, temp dirs) runs."""
+    raise SystemExit(128 + signum)
 
 
 def go_env() -> dict[str, str]:
@@ -187,9 +213,11 @@ def install(component: Component) -> tuple[str, float]:
     if is_provisioned(final):
         return "reused", time.monotonic() - start
     final.parent.mkdir(parents=True, exist_ok=True)
+    # Callers hold the cache lock, so any temp dir of this tool is a leftover of an interrupted
+    # run (killed CI job, Ctrl-C) and can go.
+    for stale in final.parent.glob(f".tmp-{final.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
     tmp.mkdir()
     log = final.parent / f"{final.name}.build.log"
     log.write_text(f"# provisioning {component.label} into {final}\n")
@@ -889,6 +917,8 @@ def provision(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_on_signal)
     parser = argparse.ArgumentParser(
         prog="kafka-rebalance dev provision",
         description="Build or fetch the pinned toolchain (versions.toml) into the cache.",
