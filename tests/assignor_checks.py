@@ -23,11 +23,13 @@ from the assignment count as holding nothing, partition lists may be in any orde
 
 from __future__ import annotations
 
+from itertools import chain
+
 from assignors.model import Assignment, Group, resolve_ownership
 
 
 def check_valid(group: Group, assignment: Assignment) -> None:
-    owners: dict[str, list[str | None]] = {t: [None] * n for t, n in group.topics.items()}
+    per_topic: dict[str, list[list[int]]] = {}
     for member_id, owned in assignment.items():
         member = group.members.get(member_id)
         assert member is not None, f"assignment names unknown member {member_id!r}"
@@ -36,15 +38,22 @@ def check_valid(group: Group, assignment: Assignment) -> None:
             if not partitions:
                 continue
             assert topic in subscribed, f"{member_id} got {topic}, which it does not subscribe to"
-            table = owners[topic]
-            for p in partitions:
-                assert 0 <= p < len(table), f"{topic}-{p} does not exist"
-                assert table[p] is None, f"{topic}-{p} assigned to {table[p]} and {member_id}"
-                table[p] = member_id
+            per_topic.setdefault(topic, []).append(partitions)
+    for topic, lists in per_topic.items():  # set arithmetic per topic; details only on failure
+        every = list(chain.from_iterable(lists))
+        count = group.topics[topic]
+        assert min(every) >= 0 and max(every) < count, f"a partition of {topic} does not exist"
+        if len(set(every)) != len(every):
+            seen: set[int] = set()
+            for p in every:
+                assert p not in seen, f"{topic}-{p} assigned twice"
+                seen.add(p)
     wanted = {t for member in group.members.values() for t in member.topics}
     for topic in wanted:
-        table = owners[topic]
-        assert None not in table, f"{topic}-{table.index(None)} left unassigned"
+        assigned = set(chain.from_iterable(per_topic.get(topic, [])))
+        if len(assigned) != group.topics[topic]:
+            missing = min(set(range(group.topics[topic])) - assigned)
+            raise AssertionError(f"{topic}-{missing} left unassigned")
 
 
 def sizes(group: Group, assignment: Assignment) -> dict[str, int]:

@@ -533,3 +533,36 @@ def test_reassignment_with_random_subscription_changes() -> None:
         second = run("cooperative-sticky", follow)
         assert is_balanced(follow, second)
         assert two_cycles(follow, second) == []
+
+
+# ------------------------------------------------------------------ the checkers themselves
+
+
+def test_checkers_reject_what_kafka_rejects() -> None:
+    group = group_of({"t": 3, "u": 1}, {"a": ["t"], "b": ["t", "u"]})
+    check_valid(group, {"a": {"t": [0, 1]}, "b": {"t": [2], "u": [0]}})
+    bad = [
+        ({"a": {"t": [0, 1], "u": [0]}, "b": {"t": [2]}}, "does not subscribe"),
+        ({"a": {"t": [0, 1]}, "b": {"t": [1, 2], "u": [0]}}, "assigned twice"),
+        ({"a": {"t": [0]}, "b": {"t": [2], "u": [0]}}, "t-1 left unassigned"),
+        ({"a": {"t": [0, 1, 3]}, "b": {"t": [2], "u": [0]}}, "does not exist"),
+        ({"x": {"t": [0, 1, 2]}, "b": {"u": [0]}}, "unknown member"),
+    ]
+    for assignment, message in bad:
+        with pytest.raises(AssertionError, match=message):
+            check_valid(group, assignment)
+
+
+def test_balance_checker_follows_kafkas_definition() -> None:
+    # c has 2 fewer than a and reads a's topic: unbalanced. d has 3 fewer than a but cannot read
+    # t: that alone is fine (testMoveExistingAssignments' situation).
+    group = group_of({"t": 5, "v": 1}, {"a": ["t"], "c": ["t"], "d": ["v"]})
+    assert not is_balanced(group, {"a": {"t": [0, 1, 2, 3]}, "c": {"t": [4]}, "d": {"v": [0]}})
+    assert is_balanced(group, {"a": {"t": [0, 1, 2]}, "c": {"t": [3, 4]}, "d": {"v": [0]}})
+    assert not is_fully_balanced(group, {"a": {"t": [0, 1, 2]}, "c": {"t": [3, 4]}, "d": {}})
+    trades = {"a": {"t": [1, 2]}, "c": {"t": [0, 3, 4]}}
+    claims = {
+        "a": {"topics": ["t"], "owned": {"t": [0, 1]}, "generation": 1},
+        "c": {"topics": ["t"], "owned": {"t": [2, 3, 4]}, "generation": 1},
+    }
+    assert two_cycles(group_of({"t": 5}, claims), trades) == [("t", "a", "c")]
