@@ -482,3 +482,45 @@ def test_the_operator_listens_where_the_probe_and_service_point(helm: Path) -> N
     container = quiet["spec"]["template"]["spec"]["containers"][0]
     assert container["args"][container["args"].index("--metrics-port") + 1] == "0"
     assert [p["name"] for p in container["ports"]] == ["health"]
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        [],
+        ["watchAllNamespaces=true"],
+        ["watchNamespaces={team-a,team-b}", "rbac.secretNames={kafka-client}"],
+        ["metrics.enabled=false"],
+    ],
+    ids=["default", "all-namespaces", "watch-list", "no-metrics"],
+)
+def test_rendered_chart_is_kubeconform_strict_clean(helm: Path, sets: list[str]) -> None:
+    """Every rendered object, the CRD included, against the pinned Kubernetes version's strict
+    schemas (unknown fields are errors). The API server's own check is in test_chart.py."""
+    tools = toolchain()
+    missing = [m for m in tools.missing() if m.split(" ", 1)[0] in ("kubeconform", "kube-schemas")]
+    if missing:
+        pytest.fail(
+            f"not provisioned: {', '.join(missing)}; run `scripts/bootstrap`", pytrace=False
+        )
+    args = ["template", "kro", str(CHART), "--namespace", "ops", "--include-crds"]
+    for value in sets:
+        args += ["--set", value]
+    rendered = _helm(helm, *args).stdout
+    count = len([d for d in yaml.safe_load_all(rendered) if d])
+    result = subprocess.run(
+        [
+            str(tools.kubeconform),
+            "-strict",
+            "-summary",
+            "-schema-location",
+            tools.kubeconform_schema_location,
+            "-",
+        ],
+        input=rendered,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Valid: {count}, Invalid: 0, Errors: 0, Skipped: 0" in result.stdout, result.stdout

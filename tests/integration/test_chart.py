@@ -85,7 +85,7 @@ class Helm:
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=240,
+            timeout=300,
         )
         if check:
             assert result.returncode == 0, result.stdout + result.stderr
@@ -113,11 +113,16 @@ def release(helm: Helm, k8s: Any) -> Iterator[list[tuple[str, str]]]:
 
 
 def _install(helm: Helm, release: list, namespace: str, *sets: str, name: str = "kro") -> None:
-    args = ["install", name, str(CHART), "--namespace", namespace, "--wait", "--timeout=2m"]
+    args = ["install", name, str(CHART), "--namespace", namespace, "--wait", "--timeout=4m"]
     for value in sets:
         args += ["--set", value]
-    helm(*args)
     release.append((name, namespace))
+    result = helm(*args, check=False)
+    if result.returncode != 0:
+        state = helm.k8s.kubectl(
+            "-n", namespace, "get", "deploy,rs,pods,events", "-o", "wide", check=False
+        )
+        pytest.fail(f"helm install failed: {result.stderr}\n{state.stdout}{state.stderr}")
 
 
 def _get(k8s: Any, *args: str) -> dict[str, Any]:
