@@ -282,6 +282,9 @@ def start(
             f"--kubeconfig={component_configs['kwok']}",
             *(f"--config={stage}" for stage in stages),
             f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+            # Renew the node's Lease: without it the node-lifecycle controller marks the node
+            # unreachable after its 50s grace period and sets every pod's Ready to False.
+            "--node-lease-duration-seconds=40",
             f"--node-ip={LOOPBACK}",
             f"--cidr={POD_CIDR}",
             f"--server-address={LOOPBACK}:{kwok_port}",
