@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class _QuietTimerSuccess(logging.Filter):
-    """kopf logs "Timer ... succeeded." at INFO on every tick; that is noise, not news."""
+    """kopf logs "... succeeded." at INFO for every timer tick and every watch event; that is
+    noise, not news (the poll logs what it does itself)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -35,7 +36,7 @@ class _QuietTimerSuccess(logging.Filter):
             return True
         return not (
             record.levelno == logging.INFO
-            and "poll_policy" in message
+            and ("'poll_policy'" in message or "'forget_deleted'" in message)
             and message.endswith("succeeded.")
         )
 
@@ -47,6 +48,9 @@ def _registry() -> kopf.OperatorRegistry:
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Standalone unless `--peering` was given (chart: one replica, Recreate).
+    # The CRD is installed before the operator, and namespaces are named: no need to list CRDs
+    # or namespaces (the chart's least-privilege Role does not allow either).
+    settings.scanning.disabled = True
     settings.posting.level = logging.INFO  # only explicit kopf.event() calls are posted
     settings.persistence.finalizer = names.FINALIZER
     settings.watching.server_timeout = 300
@@ -129,6 +133,7 @@ async def poll_policy(
         conflict=_conflict(namespace, name, spec, policies_by_namespace),
     )
     pods = list(pods_by_namespace.get(namespace, []))
+    log.debug("%s: polling with %d pods of the namespace in the index: %s", key, len(pods), pods)
     try:
         outcome = await asyncio.to_thread(poll, context, pods, runtime, SETTINGS)
     except Exception:
