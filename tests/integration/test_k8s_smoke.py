@@ -194,3 +194,24 @@ def test_service_account_tokens_authenticate_as_their_account(k8s) -> None:
     user = json.loads(result.stdout)["status"]["userInfo"]
     assert user["username"] == f"system:serviceaccount:{namespace}:who"
     assert f"system:serviceaccounts:{namespace}" in user["groups"]
+
+
+def test_fake_node_lease_is_renewed(k8s) -> None:
+    """KWOK must heartbeat like a kubelet, or the node-lifecycle controller marks the node
+    unreachable after its grace period and every pod turns NotReady."""
+
+    def renew_time() -> str:
+        lease = _get(k8s, "-n", "kube-node-lease", "lease", "kwok-node-0")
+        return lease["spec"]["renewTime"]
+
+    first = renew_time()
+    deadline = time.monotonic() + 40
+    while renew_time() == first and time.monotonic() < deadline:
+        time.sleep(1)
+    assert renew_time() != first, "the node Lease was not renewed within 40s"
+    node = _get(k8s, "node", "kwok-node-0")
+    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+    assert ready["Ready"] == "True"
+    assert not any(
+        t["key"].startswith("node.kubernetes.io/") for t in node["spec"].get("taints", [])
+    )
