@@ -98,10 +98,18 @@ class KafkaObserver:
     # -- offsets --------------------------------------------------------------------------------
 
     def _list_offsets(
-        self, partitions: list[TopicPartition], spec: int, errors: list[str]
+        self, partitions: list[TopicPartition], spec: int, errors: list[str], deadline: float
     ) -> dict[TopicPartition, int]:
-        """Offsets for `partitions`, bisecting on failure so only failing partitions are lost."""
+        """Offsets for `partitions`, bisecting on failure so only failing partitions are lost.
+
+        Past `deadline` no more requests are made (the rest is unknown this poll): a topic
+        whose every read times out must not cost one timeout per partition."""
         if not partitions:
+            return {}
+        if time.monotonic() > deadline:
+            errors.extend(
+                f"{tp.topic}-{tp.partition}: not read (poll deadline)" for tp in partitions
+            )
             return {}
         try:
             result = self.admin.list_partition_offsets(
@@ -114,8 +122,8 @@ class KafkaObserver:
                 errors.append(f"{tp.topic}-{tp.partition}: {_short(error)}")
                 return {}
             middle = len(partitions) // 2
-            found = self._list_offsets(partitions[:middle], spec, errors)
-            found.update(self._list_offsets(partitions[middle:], spec, errors))
+            found = self._list_offsets(partitions[:middle], spec, errors, deadline)
+            found.update(self._list_offsets(partitions[middle:], spec, errors, deadline))
             return found
 
     def committed(
@@ -152,10 +160,11 @@ class KafkaObserver:
         errors: list[str] = []
         committed = self.committed(group_id, errors)
         offsets: dict[PartitionKey, PartitionOffsets] = {}
+        deadline = started + 3 * self.timeout_ms / 1000.0
         for topic, count in counts.items():
             partitions = [TopicPartition(topic, p) for p in range(count)]
-            starts = self._list_offsets(partitions, OffsetSpec.EARLIEST, errors)
-            ends = self._list_offsets(partitions, OffsetSpec.LATEST, errors)
+            starts = self._list_offsets(partitions, OffsetSpec.EARLIEST, errors, deadline)
+            ends = self._list_offsets(partitions, OffsetSpec.LATEST, errors, deadline)
             for tp in partitions:
                 key = (topic, tp.partition)
                 commit = committed.get(key) if committed is not None else None
