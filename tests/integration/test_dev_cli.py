@@ -105,3 +105,31 @@ def test_dev_up_then_down_twice_leaves_no_listening_ports(state_dir: Path, tools
         assert "not up" in status.stdout
     leaked = set(_listening()) - set(before)
     assert not leaked & ports
+
+
+def test_failed_up_names_the_part_and_stops_what_it_started(state_dir: Path) -> None:
+    # A readiness timeout far too short for the API server: `up` must fail on it, say so with
+    # its log, and stop etcd and the broker it had already started.
+    up = _dev(state_dir, "up", "--timeout", "0.2")
+    assert up.returncode == 1
+    assert "kube-apiserver: not ready (/readyz)" in up.stderr
+    assert "kube-apiserver.log" in up.stderr
+    assert "stopped everything it had started" in up.stderr
+    assert not (state_dir / "state.json").exists()
+    # It did start them (their logs say so), and none of them is left.
+    assert "starting:" in (state_dir / "kubernetes" / "logs" / "etcd.log").read_text()
+    assert "starting:" in (state_dir / "kafka" / "node-1" / "broker.log").read_text()
+    assert _our_pids(state_dir) == []
+
+
+def _our_pids(state_dir: Path) -> list[str]:
+    """Live processes whose command line mentions the state directory."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(state_dir) in (entry / "cmdline").read_text(errors="replace"):
+                    found.append(entry.name)
+            except OSError:
+                continue
+    return found
