@@ -111,7 +111,7 @@ class Supervisor:
             if time.monotonic() - started > timeout:
                 hint = f" (last error: {last_error})" if last_error else ""
                 raise StartupError(
-                    name, f"not {what} after {timeout:.0f}s{hint}", self.record(name).log
+                    name, f"not {what} after {timeout:g}s{hint}", self.record(name).log
                 )
             time.sleep(interval)
 
