@@ -132,23 +132,39 @@ def main() -> None:
     observer.close()
 
     if args.kubeconfig:
-        from kubernetes import config
+        from kubernetes import client, config
 
-        kube_io.set_api(config.new_client_from_config(config_file=args.kubeconfig))
+        api = config.new_client_from_config(config_file=args.kubeconfig)
+        kube_io.set_api(api)
         namespace = args.namespace
         where = f"real API server, namespace {namespace}"
+        # A real owner: ConfigMaps owned by a uid that does not exist are garbage-collected.
+        custom = client.CustomObjectsApi(api)
+        created = custom.create_namespaced_custom_object(
+            "kafka-rebalance.io",
+            "v1alpha1",
+            namespace,
+            "consumergrouppolicies",
+            {
+                "apiVersion": "kafka-rebalance.io/v1alpha1",
+                "kind": "ConsumerGroupPolicy",
+                "metadata": {"name": f"bench-{uuid.uuid4().hex[:6]}"},
+                "spec": spec_body,
+            },
+        )
+        policy_name, uid = created["metadata"]["name"], created["metadata"]["uid"]
     else:
         in_memory_configmaps()
         namespace = "bench"
         where = "in-memory ConfigMaps"
+        policy_name, uid, custom = "bench", str(uuid.uuid4()), None
     pods = [PodSummary(name, {"app": "bench"}, "Running", True) for name in weights]
     runtime, settings = reconcile.PolicyRuntime(), OperatorSettings()
     status: dict[str, Any] = {}
-    uid = str(uuid.uuid4())
 
     def one_poll() -> reconcile.PollOutcome:
         nonlocal status
-        ctx = reconcile.PolicyContext(namespace, "bench", uid, 1, spec_body, status)
+        ctx = reconcile.PolicyContext(namespace, policy_name, uid, 1, spec_body, status)
         outcome = reconcile.poll(ctx, pods, runtime, settings)
         status = {**status, **{k: v for k, v in outcome.status.items() if v is not None}}
         return outcome
@@ -162,6 +178,10 @@ def main() -> None:
         f"maxLoadRatio {status.get('maxLoadRatio')}"
     )
     runtime.close()
+    if custom is not None:  # its ConfigMaps go with it
+        custom.delete_namespaced_custom_object(
+            "kafka-rebalance.io", "v1alpha1", namespace, "consumergrouppolicies", policy_name
+        )
 
 
 if __name__ == "__main__":
