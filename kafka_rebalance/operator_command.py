@@ -69,7 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="how often each policy's timer checks whether a poll is due",
     )
     parser.add_argument(
-        "--peering", metavar="NAME",
+        "--peering",
+        metavar="NAME",
         help="join kopf peering NAME (a KopfPeering object must exist); default: standalone",
     )
     parser.add_argument("--priority", type=int, default=0, help="kopf peering priority")
