@@ -134,6 +134,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     large.add_argument("--large-partitions", type=int, default=2000, help="per topic")
     large.add_argument("--large-members", type=int, default=2000)
     large.add_argument(
+        "--large-cases",
+        type=_words,
+        default=["identical", "general"],
+        help="subscription shapes to run: identical, general",
+    )
+    large.add_argument(
         "--large-strategies",
         type=_words,
         default=["cooperative-sticky", "sticky", "lag-aware"],
@@ -682,7 +688,7 @@ class Runner:
         total = a.large_topics * a.large_partitions
         self.say(f"\n## large: {total:,} partitions x {a.large_members:,} members")
         records = []
-        for general in (False, True):
+        for general in [kind == "general" for kind in a.large_cases]:
             for owned in (False, True):
                 case = casegen.large_case(
                     general, owned, a.large_topics, a.large_partitions, a.large_members
