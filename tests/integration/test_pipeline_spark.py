@@ -33,6 +33,11 @@ from pipeline.spark_io import read_telemetry
 
 pytestmark = pytest.mark.integration
 
+# Python workers must run this interpreter (the one with pyarrow, pandas and this project), even
+# when the session comes from the harness's `spark` fixture. Set at collection, before any
+# SparkContext exists, because the context reads it once when it starts.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
 UNIFORM = FleetSpec(
     groups=1,
     polls=48,
