@@ -98,6 +98,7 @@ def run_backtest(
         default_strategy,
         handoff_s,
         slo_s,
+        grid,
     )
     results = frame.groupBy(*KEY).applyInPandas(function, schema=OUTPUT_SCHEMA)
     results.write.mode("overwrite").parquet(str(out / "backtest"))

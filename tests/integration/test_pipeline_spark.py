@@ -27,6 +27,7 @@ from pipeline.generate import FleetSpec, GroupTruth, generate_group
 from pipeline.rates_job import run_rates
 from pipeline.recommend import POD_NAME_LABEL
 from pipeline.recommend_job import run_recommend
+from pipeline.replay import default_grid, strategies_grid
 from pipeline.schema import row_errors
 from pipeline.sinks import encode, write_files, write_kafka
 from pipeline.spark_io import read_telemetry
@@ -153,6 +154,7 @@ def test_files_to_rates_backtest_and_recommendations(pipeline_spark: Any, tmp_pa
 
     backtest = run_backtest(pipeline_spark, [str(telemetry)], tmp_path / "rates", tmp_path / "bt")
     assert backtest["groups"] == 2 and backtest["replay_errors"] == 0
+    assert backtest["candidates_replayed"] == 2 * len(default_grid("range"))
 
     summary = run_recommend(tmp_path / "bt", tmp_path / "rec")
     assert summary["groups"] == 2
@@ -346,6 +348,11 @@ def test_backtest_on_a_standalone_cluster_matches_local(
     assert done.returncode == 0, done.stderr[-3000:]
     cluster = json.loads(done.stdout)
     assert cluster["groups"] == local["groups"] == 2
+    assert (
+        cluster["candidates_replayed"]
+        == local["candidates_replayed"]
+        == 2 * len(strategies_grid("range"))
+    )
 
     def rows_of(path: Path) -> list[tuple[Any, ...]]:
         frame = pipeline_spark.read.parquet(str(path / "backtest"))
