@@ -76,6 +76,11 @@ class Group:
     _subscribers: dict[str, list[str]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    # The KIP-341 resolution of previous ownership, needed by the strategy and by the plan's
+    # moves and stats alike; see `resolve_ownership`.
+    _ownership: tuple[Assignment, int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def subscribers(self) -> dict[str, list[str]]:
         """Topic -> member ids subscribed to it, in member order (topics nobody wants omitted).
@@ -114,7 +119,17 @@ def resolve_ownership(group: Group) -> tuple[Assignment, int]:
     assignment (every member present, partition lists sorted) and the number of partitions that
     had conflicting claims. Topics nobody else claims (the usual case) take whole lists at once;
     only a topic with overlapping claims is resolved partition by partition.
+
+    Computed once per group and shared by every caller (the strategy, then the plan's moves and
+    stats): treat the result as read-only.
     """
+    if group._ownership is None:
+        object.__setattr__(group, "_ownership", _resolve_ownership(group))  # a cache, not state
+    assert group._ownership is not None
+    return group._ownership
+
+
+def _resolve_ownership(group: Group) -> tuple[Assignment, int]:
     claims: dict[str, list[tuple[int, str, tuple[int, ...]]]] = {}
     for member in group.members.values():
         generation = -1 if member.generation is None else member.generation

@@ -12,6 +12,7 @@ from collections import deque
 from itertools import repeat
 from typing import Any
 
+from assignors.collector import collector_paused
 from assignors.load import Loads, lower_bound, partition_loads
 from assignors.model import (
     Assignment,
@@ -133,6 +134,13 @@ def compute_moves(previous: OwnerTable, target: OwnerTable) -> list[dict[str, An
 
 
 def plan_group(request: PlanRequest) -> dict[str, Any]:
+    """Run the request's strategy and return the plan document (collector paused: see
+    `assignors.collector`)."""
+    with collector_paused():
+        return _plan_group(request)
+
+
+def _plan_group(request: PlanRequest) -> dict[str, Any]:
     """Run the request's strategy and return the plan document."""
     group, options = request.group, request.options
     assign = strategy_function(request.strategy)
@@ -197,10 +205,11 @@ def plan_group(request: PlanRequest) -> dict[str, Any]:
 
 def plan(document: Any, strategy: str | None = None) -> dict[str, Any]:
     """Parse, validate and plan one plan-contract document. Raises PlanInputError on bad input."""
-    request = parse_request(document, strategy)
-    if request.strategy not in STRATEGY_MODULES:
-        raise PlanInputError(
-            "strategy",
-            f"unknown strategy {request.strategy!r} (one of {', '.join(STRATEGY_MODULES)})",
-        )
-    return plan_group(request)
+    with collector_paused():
+        request = parse_request(document, strategy)
+        if request.strategy not in STRATEGY_MODULES:
+            raise PlanInputError(
+                "strategy",
+                f"unknown strategy {request.strategy!r} (one of {', '.join(STRATEGY_MODULES)})",
+            )
+        return plan_group(request)

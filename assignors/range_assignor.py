@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections import deque
 from itertools import accumulate, chain, repeat
 
+from assignors.collector import collector_paused
 from assignors.model import Assignment, Group, Options
-from assignors.sticky_core import collector_paused, subscribers_by_topic
+from assignors.sticky_core import subscribers_by_topic
 
 
 def assign(group: Group, options: Options) -> Assignment:

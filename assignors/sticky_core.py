@@ -83,14 +83,13 @@ get nothing may be absent. Everything is deterministic for the same input.
 
 from __future__ import annotations
 
-import gc
 import heapq
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from itertools import accumulate, chain, compress, filterfalse, repeat
 from operator import add, floordiv, mod, mul, sub
 
+from assignors.collector import collector_paused
 from assignors.model import Assignment, Group
 
 # Per member (by index in id order): topic -> partitions it still owns after KIP-341 resolution.
@@ -212,23 +211,6 @@ def sticky_assignment(group: Group) -> Assignment:
         if group.subscriptions_identical():
             return _constrained(group, owned, previous, claimed)
         return _general(group, owned, previous, claimed)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while the assignment is built.
-
-    A million-partition plan allocates about a million small lists, none of them in a reference
-    cycle; left running, the collector re-scans the growing heap many times over and adds about
-    a third to the run time. Reference counting still frees everything; the collector is
-    restored (if it was on) even when planning fails."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 # --------------------------------------------------------------------------- constrained path

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from assignors import PlanInputError, plan
+from assignors.collector import collector_paused
 from assignors.registry import STRATEGY_NAMES
 
 EXIT_BAD_INPUT = 2
@@ -59,6 +60,13 @@ def _read_document(source: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Reading, planning and writing a large group allocate millions of acyclic objects: pausing
+    # the cyclic collector for the whole short-lived command roughly halves its time.
+    with collector_paused():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         result = plan(_read_document(args.input), args.strategy)
     except PlanInputError as error:
