@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -304,6 +305,8 @@ def spark(tools: Toolchain, devenv_root: Path) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers must run this interpreter (the venv with pyarrow), not the system python3.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[1]")
         .appName("kafka-rebalance-tests")
