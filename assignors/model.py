@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Literal
 
 # member id -> topic -> sorted partition numbers. The one assignment shape used everywhere.
@@ -185,6 +186,7 @@ def _resolve_topic(
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _TOP_LEVEL_FIELDS = {"strategy", "topics", "members", "lag", "rate", "options"}
+_INT_ONLY = {int}
 _MEMBER_FIELDS = {"topics", "weight", "owned", "generation"}
 _OPTION_FIELDS = {
     "count_balance",
@@ -239,10 +241,11 @@ def _parse_member(member_id: str, raw: Any, topics: Mapping[str, int]) -> tuple[
     spec = _require_object(raw, path)
     _refuse_unknown(spec, _MEMBER_FIELDS, path)
     subscription = spec.get("topics")
-    if not isinstance(subscription, list) or not all(isinstance(t, str) for t in subscription):
+    if not isinstance(subscription, list) or not all(map(isinstance, subscription, repeat(str))):
         raise PlanInputError(f"{path}.topics", "must be a list of topic names")
-    known = tuple(sorted({t for t in subscription if t in topics}))
-    unknown_subscriptions = len({t for t in subscription if t not in topics})
+    subscribed = set(subscription)  # set operations: C speed for 1,000 members x 100 topics
+    known = tuple(sorted(subscribed.intersection(topics)))
+    unknown_subscriptions = len(subscribed.difference(topics))
 
     weight = spec.get("weight", 1.0)
     if not _is_number(weight) or not math.isfinite(weight) or weight <= 0:
@@ -257,12 +260,20 @@ def _parse_member(member_id: str, raw: Any, topics: Mapping[str, int]) -> tuple[
     stale = 0
     for topic in sorted(owned_raw):
         partitions = owned_raw[topic]
-        if type(partitions) is list and len(partitions) == 1 and type(partitions[0]) is int:
-            # The usual shape at scale (a member owns one partition of each of many topics).
+        if type(partitions) is list and partitions:
+            # The usual shape at scale (a member owns a few partitions of each of many topics):
+            # whole-list checks, the per-partition path below only for stale or odd claims.
             count = topics.get(topic)
-            if count is not None and 0 <= partitions[0] < count:
-                claimed[topic] = (partitions[0],)
-                continue
+            if count is not None:
+                if len(partitions) == 1:
+                    if type(partitions[0]) is int and 0 <= partitions[0] < count:
+                        claimed[topic] = (partitions[0],)
+                        continue
+                elif set(map(type, partitions)) == _INT_ONLY:
+                    valid = sorted(set(partitions))
+                    if valid[0] >= 0 and valid[-1] < count:
+                        claimed[topic] = tuple(valid)
+                        continue
         if not isinstance(partitions, list) or not set(map(type, partitions)) <= {int}:
             raise PlanInputError(f"{path}.owned.{topic}", "must be a list of partition numbers")
         count = topics.get(topic)

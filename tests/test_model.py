@@ -124,6 +124,29 @@ def test_stale_facts_are_dropped_and_counted():
     assert result["moves"] == []
 
 
+def test_owned_lists_are_sorted_deduplicated_and_trimmed_to_existing_partitions():
+    # Each shape the parser meets: one partition, several unsorted with a repeat, one out of
+    # range on either side, a boolean (refused) and a repeated subscription (counted once).
+    document = {
+        "topics": {"orders": 4, "payments": 2},
+        "members": {
+            "a": {
+                "topics": ["orders", "payments", "orders", "gone", "gone"],
+                "owned": {"orders": [3, 1, 3], "payments": [1]},
+            },
+            "b": {"topics": ["orders"], "owned": {"orders": [2, -1, 0, 4], "payments": [7]}},
+        },
+    }
+    group = parse_request(document).group
+    assert group.members["a"].topics == ("orders", "payments")
+    assert dict(group.members["a"].claimed) == {"orders": (1, 3), "payments": (1,)}
+    assert dict(group.members["b"].claimed) == {"orders": (0, 2)}
+    assert group.stale_ownership_dropped == 3
+    assert group.unknown_subscriptions_ignored == 1
+    document["members"]["b"]["owned"] = {"orders": [0, True]}
+    assert _field_of(document) == "members.b.owned.orders"
+
+
 def test_members_without_subscriptions_appear_empty():
     document = {"topics": {"t": 2}, "members": {"idle": {"topics": []}, "x": {"topics": ["t"]}}}
     for strategy in ("kip169", "weighted-sticky", "lag-aware"):
