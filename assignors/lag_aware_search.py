@@ -19,7 +19,7 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from fractions import Fraction
-from itertools import groupby, repeat
+from itertools import compress, groupby, repeat
 
 from assignors.load import Loads
 from assignors.model import Assignment, Group, Options, resolve_ownership
@@ -100,9 +100,10 @@ class Search:
         self.maxheap: list[tuple[float, int, int]] | None = None
         self.budget_left = math.inf if self.max_moves is None else float(self.max_moves)
 
-        loads_subscribed = [
-            self.load[g] for t in range(len(self.sizes)) if self.subs[t] for g in self._range(t)
-        ]
+        loads_subscribed: list[float] = []
+        for t, subs in enumerate(self.subs):
+            if subs:
+                loads_subscribed += self.load[self.offsets[t] : self.offsets[t] + self.sizes[t]]
         weights = [self.w[i] for i in range(len(self.ids)) if group.members[self.ids[i]].topics]
         if loads_subscribed and weights:
             self.lower_bound = max(
@@ -253,7 +254,9 @@ class Search:
         """LPT: unowned partitions, heaviest first, each to the eligible member whose normalised
         load after taking it is lowest (ties: lower weighted count, then member order)."""
         owner, topic_of, topic_class, load = self.owner, self.topic_of, self.topic_class, self.load
-        free = [g for g in range(len(owner)) if owner[g] < 0 and topic_class[topic_of[g]] >= 0]
+        # Unowned partitions found at C speed (few of them in a steady round), then filtered.
+        unowned = compress(range(len(owner)), map((0).__gt__, owner))
+        free = [g for g in unowned if topic_class[topic_of[g]] >= 0]
         free.sort(key=load.__getitem__, reverse=True)  # stable: equal loads keep partition order
         if self.strict:
             # Topic by topic, hottest topic first, with heaps built fresh for each topic: a

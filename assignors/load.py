@@ -8,6 +8,7 @@ known at all every partition weighs 1 and planning degrades to weighted count ba
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import chain
 
 from assignors.model import Assignment, Group, LoadModel, Options
 
@@ -86,11 +87,11 @@ def member_loads(assignment: Assignment, loads: Loads) -> dict[str, float]:
 def lower_bound(group: Group, loads: Loads) -> float:
     """LB = max(sum l / sum w, max_p l_p / max_i w_i) over subscribed partitions and subscribing
     members: no assignment can place its most loaded member below it."""
-    subscribed = group.subscribers()
+    subscribed = group.subscribed_topics()
     weights = [m.weight for m in group.members.values() if m.topics]
     if not weights or not subscribed:
         return 0.0
-    partition_loads_ = [value for topic in subscribed for value in loads[topic]]
+    partition_loads_ = list(chain.from_iterable(map(loads.__getitem__, subscribed)))
     if not partition_loads_:
         return 0.0
     return max(sum(partition_loads_) / sum(weights), max(partition_loads_) / max(weights))

@@ -109,7 +109,7 @@ def _check_and_measure(
             normalised[topic] = partitions
         assignment[member_id] = normalised
         member_load[member_id] = total
-    subscribed_topics = group.subscribers()
+    subscribed_topics = group.subscribed_topics()
     for topic, table in owners.items():
         missing = table.count(None)
         if listed[topic] != len(table) - missing:
@@ -171,7 +171,7 @@ def _plan_group(request: PlanRequest) -> dict[str, Any]:
     budgeted = sum(1 for move in moves if move["topic"] in subscriptions[move["from"]])
     # Every subscribed partition is assigned (checked above): the grants are exactly the
     # subscribed partitions that had no previous owner.
-    granted = sum(previous[topic].count(None) for topic in group.subscribers())
+    granted = sum(previous[topic].count(None) for topic in group.subscribed_topics())
 
     bound = lower_bound(group, loads)
     summary = {
@@ -193,7 +193,7 @@ def _plan_group(request: PlanRequest) -> dict[str, Any]:
         ),
         default=0.0,
     )
-    subscribed = group.subscribers()
+    subscribed = group.subscribed_topics()
     counts = [entry["partitions"] for entry in summary.values()]
     stats = {
         "strategy": request.strategy,
