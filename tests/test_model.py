@@ -145,6 +145,13 @@ def test_owned_lists_are_sorted_deduplicated_and_trimmed_to_existing_partitions(
     assert group.unknown_subscriptions_ignored == 1
     document["members"]["b"]["owned"] = {"orders": [0, True]}
     assert _field_of(document) == "members.b.owned.orders"
+    # All claims clean (the path taken at scale): still sorted and deduplicated, nothing stale.
+    document["members"]["b"]["owned"] = {"payments": [1, 0, 1], "orders": [2, 0]}
+    group = parse_request(document).group
+    assert dict(group.members["b"].claimed) == {"orders": (0, 2), "payments": (0, 1)}
+    assert list(group.members["b"].claimed) == ["orders", "payments"]
+    assert group.stale_ownership_dropped == 0
+    assert group.subscribers() == {"orders": ["a", "b"], "payments": ["a"]}
 
 
 def test_members_without_subscriptions_appear_empty():
