@@ -228,4 +228,8 @@ def plan(document: Any, strategy: str | None = None) -> dict[str, Any]:
                 "strategy",
                 f"unknown strategy {request.strategy!r} (one of {', '.join(STRATEGY_MODULES)})",
             )
-        return plan_group(request)
+        result = plan_group(request)
+        # Freed by reference counting while the collector is still paused: the collection that
+        # follows re-enabling it then scans only the plan, not the parsed group as well.
+        del request
+    return result
