@@ -9,6 +9,7 @@ partitions.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
 
@@ -39,18 +40,6 @@ def _fill(table: list[str | None], partitions: list[int], member_id: str) -> Non
             table[partition] = member_id
     else:
         deque(map(table.__setitem__, partitions, repeat(member_id, len(partitions))), maxlen=0)
-
-
-def _owned_load(owned: dict[str, list[int]], loads: Loads) -> float:
-    """One member's load over what it owns, summed topic by topic in the owned order (the same
-    float additions as a per-topic sum, without a call per topic)."""
-    total = 0
-    for topic, partitions in owned.items():
-        if len(partitions) == 1:
-            total += loads[topic][partitions[0]]
-        else:
-            total += sum(map(loads[topic].__getitem__, partitions))
-    return total
 
 
 def _check_and_measure(
@@ -119,19 +108,31 @@ def _check_and_measure(
     return assignment, owners, member_load
 
 
-def _previous_owner_table(group: Group, assignment: Assignment) -> OwnerTable:
-    """Previous owners: may include topics the owner no longer subscribes to (those still
-    move)."""
-    owners: OwnerTable = {topic: [None] * n for topic, n in group.topics.items()}
+def _previous_owners_and_loads(
+    assignment: Assignment, topics: Mapping[str, int], loads: Loads
+) -> tuple[OwnerTable, dict[str, float]]:
+    """Previous owners (may include topics the owner no longer subscribes to: those still move)
+    and each member's load over what it owned, in one pass over the ~60k (member, topic) lists
+    of a large group. Loads are summed topic by topic in the owned order."""
+    owners: OwnerTable = {topic: [None] * n for topic, n in topics.items()}
+    member_load: dict[str, float] = {}
     for member_id, owned in assignment.items():
+        total = 0
         for topic, partitions in owned.items():
+            table, topic_loads = owners[topic], loads[topic]
+            if len(partitions) == 1:
+                (partition,) = partitions
+                table[partition] = member_id
+                total += topic_loads[partition]
+                continue
             if len(partitions) < 16:  # _fill, inlined for the short lists that dominate
-                table = owners[topic]
                 for partition in partitions:
                     table[partition] = member_id
             else:
-                _fill(owners[topic], partitions, member_id)
-    return owners
+                _fill(table, partitions, member_id)
+            total += sum(map(topic_loads.__getitem__, partitions))
+        member_load[member_id] = total
+    return owners, member_load
 
 
 def compute_moves(previous: OwnerTable, target: OwnerTable) -> list[dict[str, Any]]:
@@ -165,7 +166,7 @@ def _plan_group(request: PlanRequest) -> dict[str, Any]:
     model, loads = partition_loads(group, options)
     assignment, target, per_member = _check_and_measure(group, raw, loads)
     previous_assignment, conflicts = resolve_ownership(group)
-    previous = _previous_owner_table(group, previous_assignment)
+    previous, owned_load = _previous_owners_and_loads(previous_assignment, group.topics, loads)
     moves = compute_moves(previous, target)
     subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
     budgeted = sum(1 for move in moves if move["topic"] in subscriptions[move["from"]])
@@ -187,11 +188,7 @@ def _plan_group(request: PlanRequest) -> dict[str, Any]:
         (per_member[m] / member.weight for m, member in group.members.items()), default=0.0
     )
     before = max(
-        (
-            _owned_load(previous_assignment[m], loads) / member.weight
-            for m, member in group.members.items()
-        ),
-        default=0.0,
+        (owned_load[m] / member.weight for m, member in group.members.items()), default=0.0
     )
     subscribed = group.subscribed_topics()
     counts = [entry["partitions"] for entry in summary.values()]
