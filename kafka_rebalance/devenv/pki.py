@@ -46,6 +46,38 @@ def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
     return x509.Name(attrs)
 
 
+def _certificate_builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, *, ca: bool
+) -> x509.CertificateBuilder:
+    """What the CA and every leaf share: validity (back-dated five minutes against clock skew),
+    basic constraints, and key usage (signing only; a CA also signs certificates and CRLs)."""
+    now = dt.datetime.now(dt.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
+
+
 class CertificateAuthority:
     """A self-signed CA that issues the serving and client certificates."""
 
@@ -53,31 +85,9 @@ class CertificateAuthority:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.UTC)
         name = _name("kafka-rebalance-dev-ca")
         self.cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            _certificate_builder(name, name, self.key.public_key(), ca=True)
             .add_extension(
                 x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False
             )
@@ -100,34 +110,14 @@ class CertificateAuthority:
     ) -> KeyPair:
         """Issue a leaf certificate; files `<stem>.crt` / `<stem>.key` in the CA's directory."""
         key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.UTC)
         usages = []
         if server:
             usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
         if client:
             usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(common_name, organizations))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
+            _certificate_builder(
+                _name(common_name, organizations), self.cert.subject, key.public_key(), ca=False
             )
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(
