@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import textwrap
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.integration.manifests import pause_statefulset
 
 pytestmark = pytest.mark.integration
 
@@ -21,33 +22,6 @@ def _namespace(k8s, prefix: str) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     k8s.kubectl("create", "namespace", name)
     return name
-
-
-def _statefulset(name: str, replicas: int) -> str:
-    return textwrap.dedent(
-        f"""\
-        apiVersion: v1
-        kind: Service
-        metadata: {{name: {name}}}
-        spec:
-          clusterIP: None
-          selector: {{app: {name}}}
-          ports: [{{port: 80}}]
-        ---
-        apiVersion: apps/v1
-        kind: StatefulSet
-        metadata: {{name: {name}}}
-        spec:
-          serviceName: {name}
-          replicas: {replicas}
-          selector: {{matchLabels: {{app: {name}}}}}
-          template:
-            metadata: {{labels: {{app: {name}}}}}
-            spec:
-              containers:
-                - {{name: app, image: registry.k8s.io/pause:3.10}}
-        """
-    )
 
 
 def _apply(k8s, namespace: str, manifest: str) -> None:
@@ -75,7 +49,7 @@ def _get(k8s, *args: str) -> dict:
 
 def test_statefulset_reaches_three_ready_pods(k8s) -> None:
     namespace = _namespace(k8s, "sts")
-    _apply(k8s, namespace, _statefulset("web", 3))
+    _apply(k8s, namespace, pause_statefulset("web", 3))
     k8s.kubectl(
         "-n", namespace, "rollout", "status", "statefulset/web", "--timeout=120s", timeout=150
     )
@@ -93,7 +67,7 @@ def test_statefulset_reaches_three_ready_pods(k8s) -> None:
 def test_namespace_deletion_completes(k8s) -> None:
     namespace = _namespace(k8s, "gone")
     k8s.kubectl("-n", namespace, "create", "configmap", "leftover", "--from-literal=a=b")
-    _apply(k8s, namespace, _statefulset("db", 1))
+    _apply(k8s, namespace, pause_statefulset("db", 1))
     k8s.kubectl(
         "-n", namespace, "rollout", "status", "statefulset/db", "--timeout=120s", timeout=150
     )

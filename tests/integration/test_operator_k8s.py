@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +27,8 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
+
+from tests.integration.manifests import pause_statefulset
 
 pytestmark = pytest.mark.integration
 
@@ -250,27 +251,6 @@ def condition(policy: dict[str, Any], kind: str) -> dict[str, Any]:
     return {}
 
 
-def statefulset(name: str, replicas: int) -> str:
-    return textwrap.dedent(
-        f"""\
-        apiVersion: apps/v1
-        kind: StatefulSet
-        metadata: {{name: {name}}}
-        spec:
-          serviceName: {name}
-          replicas: {replicas}
-          selector: {{matchLabels: {{app: {name}}}}}
-          template:
-            metadata: {{labels: {{app: {name}}}}}
-            spec:
-              containers:
-                - name: app
-                  image: registry.k8s.io/pause:3.10
-                  resources: {{requests: {{cpu: 100m}}}}
-        """
-    )
-
-
 def policy_manifest(
     name: str, group: str, bootstrap: str, topic: str, app: str, **rebalance: Any
 ) -> str:
@@ -351,7 +331,7 @@ def make_env(
     )
     cluster = Cluster(k8s, namespace)
     app = "consumer"
-    cluster.apply(statefulset(app, replicas))
+    cluster.apply(pause_statefulset(app, replicas, cpu_request="100m"))
     k8s.kubectl(
         "-n", namespace, "rollout", "status", f"statefulset/{app}", "--timeout=120s", timeout=150
     )
