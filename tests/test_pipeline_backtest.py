@@ -32,24 +32,12 @@ from pipeline.replay import (
     history_from_rows,
     replay,
 )
+from tests.pipeline_fleets import slow_member_fleet, uniform_fleet
 
 CRD = Path(__file__).resolve().parents[1] / "crds" / "consumergrouppolicies.yaml"
 
-# Uniform rates, equal capacities, partitions divisible by members: range is already perfect.
-UNIFORM = FleetSpec(
-    groups=1,
-    polls=60,
-    partitions=(12, 12),
-    members=(4, 4),
-    topics=1,
-    pareto_shape=1000.0,
-    diurnal_amplitude=0.0,
-    bursts_per_group=0,
-    slow_fraction=0.0,
-    capacity_jitter=0.0,
-    initial_backlog_s=90.0,
-)
-SLOW = FleetSpec(**{**UNIFORM.__dict__, "slow_fraction": 1.0, "slow_factor": 0.25})
+UNIFORM = uniform_fleet(polls=60)
+SLOW = slow_member_fleet(polls=60)
 
 
 def group_history(spec: FleetSpec, index: int = 0) -> tuple[GroupHistory, GroupTruth]:

@@ -31,6 +31,7 @@ from pipeline.replay import default_grid, strategies_grid
 from pipeline.schema import row_errors
 from pipeline.sinks import encode, write_files, write_kafka
 from pipeline.spark_io import read_telemetry
+from tests.pipeline_fleets import slow_member_fleet, uniform_fleet
 
 pytestmark = pytest.mark.integration
 
@@ -39,20 +40,8 @@ pytestmark = pytest.mark.integration
 # SparkContext exists, because the context reads it once when it starts.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-UNIFORM = FleetSpec(
-    groups=1,
-    polls=48,
-    partitions=(12, 12),
-    members=(4, 4),
-    topics=1,
-    pareto_shape=1000.0,
-    diurnal_amplitude=0.0,
-    bursts_per_group=0,
-    slow_fraction=0.0,
-    capacity_jitter=0.0,
-    initial_backlog_s=90.0,
-)
-SLOW = FleetSpec(**{**UNIFORM.__dict__, "slow_fraction": 1.0, "slow_factor": 0.25})
+UNIFORM = uniform_fleet(polls=48)
+SLOW = slow_member_fleet(polls=48)
 
 GOOD_ROW: dict[str, Any] = {
     "ts_ms": 1_767_225_600_000, "cluster": "local", "namespace": "team-9", "policy": "bad",
