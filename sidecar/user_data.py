@@ -1,0 +1,108 @@
+"""What the plan-following assignor puts in the group protocol's user_data fields.
+
+Text, not a binary encoding, because the operator reads both fields back with describe_groups,
+which kafka-python returns as `str` decoded with errors="backslashreplace": plain ASCII JSON
+survives that unchanged. Decoding never raises: user_data comes from other members (other
+versions, other assignors), and one odd member must not break the leader's assignment.
+
+- subscription user_data: the member's claim `{"epoch":E,"partitions":{"t":[0,2]}}` (its own
+  document's plan), or empty when it has no document yet;
+- assignment user_data: `{"composedEpoch":E}`, the highest claim epoch the leader composed from
+  (-1 when no member claimed anything).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sidecar.document import AssignmentDocument
+
+NO_EPOCH = -1  # composed from no claim at all (no member had a document)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A member's statement of what its own assignment document gives it."""
+
+    epoch: int
+    partitions: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+def _compact(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode("ascii")
+
+
+def encode_claim(doc: AssignmentDocument | None) -> bytes:
+    """The subscription user_data for a member holding `doc` (b"" when it has none)."""
+    if doc is None:
+        return b""
+    return _compact(
+        {"epoch": doc.epoch, "partitions": {t: list(p) for t, p in doc.partitions.items()}}
+    )
+
+
+def _text(raw: bytes | str | None) -> str | None:
+    if raw is None:
+        return None
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(raw, str):
+        return raw
+    return None
+
+
+def _object(raw: bytes | str | None) -> dict[str, Any] | None:
+    text = _text(raw)
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _epoch(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def decode_claim(raw: bytes | str | None) -> Claim | None:
+    """A member's claim from its subscription user_data; None for anything that is not one."""
+    value = _object(raw)
+    if value is None:
+        return None
+    epoch = _epoch(value.get("epoch"))
+    partitions = value.get("partitions")
+    if epoch is None or not isinstance(partitions, dict):
+        return None
+    result: dict[str, tuple[int, ...]] = {}
+    for topic, parts in partitions.items():
+        if not isinstance(parts, list) or not all(_epoch(p) is not None for p in parts):
+            return None
+        if parts:
+            result[topic] = tuple(sorted(set(parts)))
+    return Claim(epoch, dict(sorted(result.items())))
+
+
+def encode_composed(epoch: int) -> bytes:
+    """The assignment user_data: the claim epoch the leader composed this assignment from."""
+    return _compact({"composedEpoch": epoch})
+
+
+def decode_composed(raw: bytes | str | None) -> int | None:
+    """The composed epoch from an assignment's user_data (-1: composed from no claim); None
+    when the user_data is not ours (another assignor, garbage)."""
+    value = _object(raw)
+    if value is None:
+        return None
+    epoch = value.get("composedEpoch")
+    if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= NO_EPOCH:
+        return epoch
+    return None
