@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, str] = {
     "dev": "kafka_rebalance.devenv.command",
     "pipeline": "kafka_rebalance.pipeline_command",
     "operator": "kafka_rebalance.operator_command",
+    "sidecar": "kafka_rebalance.sidecar_command",
 }
 
 

@@ -1,0 +1,161 @@
+"""`kafka-rebalance sidecar`: the consumer sidecar that follows its pod's assignment document.
+
+Flags are a contract (docs/sidecar.md, the demo and the example StatefulSet use them). A usage
+mistake - a bad flag value, a missing member name, a handler that does not import - exits 2 with
+one line on stderr, so a crash-looping pod shows the reason in `kubectl logs` at a glance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import types
+from typing import NoReturn
+
+PROG = "kafka-rebalance sidecar"
+
+
+def _one_line_error(self: argparse.ArgumentParser, message: str) -> NoReturn:
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    raise SystemExit(2)
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port (0 disables)")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sidecar",
+        help="consume a group's partitions as the operator's plan says, deliver to the app",
+        description="Read this pod's assignment document, consume its partitions (group mode: "
+        "static membership with the plan-following assignor; assign mode: assign() and two-step "
+        "hand-over), deliver records to the application and commit after delivery.",
+    )
+    parser.error = types.MethodType(_one_line_error, parser)  # type: ignore[method-assign]
+    parser.add_argument("--bootstrap-servers", required=True, metavar="B")
+    parser.add_argument("--group", required=True, metavar="G", help="consumer group id")
+    parser.add_argument("--topics", required=True, metavar="T1,T2", help="comma-separated")
+    parser.add_argument(
+        "--member",
+        default=os.environ.get("POD_NAME"),
+        metavar="NAME",
+        help="member name: group.instance.id and the document's `member` (default $POD_NAME)",
+    )
+    parser.add_argument("--apply-mode", choices=("group", "assign"), default="group")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--assignment", metavar="FILE", help="the mounted assignment.json")
+    source.add_argument(
+        "--assignment-configmap", metavar="NAME", help="watch this ConfigMap through the API"
+    )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE"),
+        metavar="NS",
+        help="the ConfigMap's namespace (default $POD_NAMESPACE)",
+    )
+    parser.add_argument(
+        "--kubeconfig", metavar="PATH", help="default: the pod's in-cluster service account"
+    )
+    sink = parser.add_mutually_exclusive_group(required=True)
+    sink.add_argument("--deliver-to", metavar="URL", help="POST JSON batches to this URL")
+    # dest differs from the flag: `args.handler` is the subcommand dispatch (kafka_rebalance.cli).
+    sink.add_argument(
+        "--handler",
+        dest="handler_spec",
+        metavar="MODULE:FUNCTION",
+        help="call this with each sidecar.records.Batch",
+    )
+    parser.add_argument("--max-attempts", type=_positive, default=5, metavar="N")
+    parser.add_argument("--on-poison", choices=("dead-letter", "skip"), default="dead-letter")
+    parser.add_argument(
+        "--dead-letter-topic", metavar="T", help="default: <group>.dead-letter (must exist)"
+    )
+    parser.add_argument("--health-port", type=_port, default=0, metavar="P", help="0 disables")
+    parser.add_argument("--metrics-port", type=_port, default=0, metavar="P", help="0 disables")
+    parser.add_argument(
+        "--bind", default="127.0.0.1", help="address of the health and metrics ports"
+    )
+    parser.add_argument("--session-timeout-ms", type=_positive, default=10_000, metavar="MS")
+    parser.add_argument("--auto-offset-reset", choices=("earliest", "latest"), default="earliest")
+    parser.add_argument("--max-poll-records", type=_positive, default=500, metavar="N")
+    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.set_defaults(handler=run)
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not args.verbose:
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+        logging.getLogger("kubernetes").setLevel(logging.WARNING)
+
+    from sidecar.consumer import DocumentSource, PlanFollowingConsumer
+    from sidecar.delivery import HandlerSpecError, HttpDelivery, InProcessDelivery
+    from sidecar.runner import SidecarConfig
+
+    if not args.member:
+        return _fail("--member is required (or set $POD_NAME)")
+    topics = tuple(t.strip() for t in args.topics.split(",") if t.strip())
+    if not topics:
+        return _fail("--topics lists no topic")
+    try:
+        sink = (
+            HttpDelivery(args.deliver_to)
+            if args.deliver_to
+            else InProcessDelivery(args.handler_spec)
+        )
+        config = SidecarConfig(
+            bootstrap_servers=args.bootstrap_servers,
+            group=args.group,
+            topics=topics,
+            member=args.member,
+            apply_mode=args.apply_mode,
+            session_timeout_ms=args.session_timeout_ms,
+            auto_offset_reset=args.auto_offset_reset,
+            max_poll_records=args.max_poll_records,
+        )
+        source = DocumentSource(
+            file=args.assignment,
+            configmap=args.assignment_configmap,
+            namespace=args.namespace,
+            kubeconfig=args.kubeconfig,
+        )
+    except (HandlerSpecError, ValueError) as error:
+        return _fail(str(error))
+    consumer = PlanFollowingConsumer(
+        config,
+        source,
+        max_attempts=args.max_attempts,
+        on_poison=args.on_poison,
+        dead_letter_topic=args.dead_letter_topic,
+        health_port=args.health_port,
+        metrics_port=args.metrics_port,
+        bind=args.bind,
+        install_signal_handlers=True,
+    )
+    try:
+        consumer.run(sink)
+    except Exception as error:
+        logging.getLogger("sidecar").error("sidecar failed: %s", error, exc_info=True)
+        return 1
+    return 0
