@@ -1,0 +1,203 @@
+"""One consumer group end to end: the pieces the demo and the end-to-end tests both drive.
+
+A harness owns a fresh namespace, topic, group and policy (unique names, so several harnesses
+can share one broker and API server, as the tests do), the operator subprocess, the sidecar
+fleet, the producer and the sampler. It knows nothing about phases: `run` (the demo) and the
+tests decide what happens when.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kafka_rebalance.demo.cluster import Cluster, install_crd, policy_body, wait_for
+from kafka_rebalance.demo.environment import Endpoints
+from kafka_rebalance.demo.fleet import Fleet, SidecarSettings
+from kafka_rebalance.demo.observe import Sample, Sampler
+from kafka_rebalance.demo.operator_process import OperatorProcess
+from kafka_rebalance.demo.summary import Point
+from kafka_rebalance.demo.workload import Workload, create_topic
+
+APP = "consumer"
+POLICY = "demo"
+
+
+class GroupHarness:
+    def __init__(
+        self,
+        endpoints: Endpoints,
+        workdir: Path,
+        *,
+        prefix: str = "demo",
+        partitions: int = 6,
+        replicas: int = 3,
+        interval_scale: float = 0.4,
+        max_poll_records: int = 20,
+        log: Callable[[str], None] = lambda message: None,
+    ) -> None:
+        suffix = uuid.uuid4().hex[:6]
+        self.endpoints = endpoints
+        self.workdir = workdir
+        self.log = log
+        self.partitions = partitions
+        self.replicas = replicas
+        self.namespace = f"{prefix}-{suffix}"
+        self.topic = f"{prefix}-{suffix}"
+        self.group = f"{prefix}-group-{suffix}"
+        self.app, self.policy = APP, POLICY
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.ledger_dir = workdir / "ledger"
+        self.cluster = Cluster(endpoints.kubeconfig, self.namespace)
+        self.operator = OperatorProcess(
+            endpoints.kubeconfig, self.namespace, workdir, interval_scale=interval_scale
+        )
+        self.fleet = Fleet(
+            SidecarSettings(
+                bootstrap=endpoints.bootstrap_servers,
+                group=self.group,
+                topic=self.topic,
+                policy=self.policy,
+                namespace=self.namespace,
+                kubeconfig=endpoints.kubeconfig,
+                ledger_dir=self.ledger_dir,
+                log_dir=workdir / "logs",
+                max_poll_records=max_poll_records,
+            )
+        )
+        self.workload: Workload | None = None
+        self.sampler: Sampler | None = None
+        self.samples: list[Sample] = []
+
+    # -- set-up ----------------------------------------------------------------------------------
+    def setup(self, *, crd: bool = True) -> None:
+        """CRD (idempotent), namespace, StatefulSet under KWOK, topic, producer, sampler."""
+        if crd:
+            install_crd(self.endpoints.kubectl, self.endpoints.kubeconfig)
+        self.cluster.create_namespace()
+        wait_for(
+            "the default ServiceAccount",
+            lambda: self.cluster.core.read_namespaced_service_account("default", self.namespace),
+            timeout=60,
+        )
+        self.cluster.create_statefulset(self.app, self.replicas)
+        create_topic(self.endpoints.bootstrap_servers, self.topic, self.partitions)
+        self.cluster.wait_pods(self.app, self.pods(self.replicas))
+        self.workload = Workload(self.endpoints.bootstrap_servers, self.topic, self.partitions)
+        self.sampler = Sampler(
+            self.endpoints.bootstrap_servers,
+            self.group,
+            self.topic,
+            self.partitions,
+            self.ledger_dir,
+        )
+
+    def pods(self, count: int) -> list[str]:
+        return [f"{self.app}-{i}" for i in range(count)]
+
+    def scale(self, replicas: int) -> None:
+        """Scale the StatefulSet and wait until exactly that many pods are Ready."""
+        self.cluster.scale(self.app, replicas)
+        self.cluster.wait_pods(self.app, self.pods(replicas))
+        self.replicas = replicas
+
+    # -- the policy ------------------------------------------------------------------------------
+    def apply_policy(self, strategy: str, mode: str, **options: Any) -> None:
+        self.cluster.apply_policy(
+            policy_body(
+                self.policy,
+                group=self.group,
+                bootstrap=self.endpoints.bootstrap_servers,
+                topic=self.topic,
+                app=self.app,
+                strategy=strategy,
+                mode=mode,
+                **options,
+            )
+        )
+
+    def set_mode(self, mode: str) -> None:
+        self.cluster.patch_policy(self.policy, {"spec": {"rebalance": {"mode": mode}}})
+
+    def epoch(self) -> int:
+        return int(self.cluster.policy_status(self.policy).get("epoch") or 0)
+
+    def assignments(self) -> dict[str, dict[str, Any]]:
+        return self.cluster.assignments(self.policy)
+
+    # -- sidecars --------------------------------------------------------------------------------
+    def start_sidecars(self, members: list[str], slow: Mapping[str, int] | None = None) -> None:
+        for member in members:
+            self.fleet.start(member, slow_ms=(slow or {}).get(member, 0))
+
+    # -- observation -----------------------------------------------------------------------------
+    def sample(self) -> Sample:
+        assert self.sampler is not None, "setup() first"
+        sample = self.sampler.sample()
+        self.samples.append(sample)
+        return sample
+
+    def points(self) -> list[Point]:
+        return [Point(s.t, s.total_lag, s.processed_total) for s in self.samples]
+
+    def wait_assigned(self, members: list[str], timeout: float = 90) -> Sample:
+        """Wait until the group is Stable and every partition is owned by one of `members`."""
+
+        def check() -> Sample | None:
+            sample = self.sample()
+            owners = set(sample.owners.values())
+            if (
+                sample.group_state == "Stable"
+                and len(sample.owners) == self.partitions
+                and owners <= set(members)
+            ):
+                return sample
+            return None
+
+        return wait_for(f"{members} to own all partitions", check, timeout, every=0.5)
+
+    def drain(self, timeout: float = 90) -> Sample:
+        """After production stopped: wait until every produced record is committed."""
+        assert self.workload is not None
+        self.workload.stop()
+        return wait_for(
+            "the group to drain", lambda: (s := self.sample()).total_lag == 0 and s, timeout, 0.5
+        )
+
+    def reconcile(self) -> Any:
+        """The ledger's verdict: produced offsets against processed records."""
+        from kafka_rebalance.ledger import reconcile
+
+        assert self.workload is not None
+        return reconcile(self.workload.produced(), self.ledger_dir)
+
+    # -- tear-down -------------------------------------------------------------------------------
+    def close(self, *, delete: bool = True) -> None:
+        """Stop everything this harness started; with `delete`, remove its namespace too
+        (the policy first, while the operator still runs to drop its finalizer)."""
+        with contextlib.suppress(Exception):
+            self.fleet.stop_all()
+        if self.workload is not None:
+            with contextlib.suppress(Exception):
+                self.workload.close()
+        if delete:
+            with contextlib.suppress(Exception):
+                self.cluster.delete_policy(self.policy)
+                if self.operator.running:
+                    deadline = time.monotonic() + 15
+                    while self.cluster.policy_status(self.policy) and time.monotonic() < deadline:
+                        time.sleep(0.3)
+        with contextlib.suppress(Exception):
+            self.operator.stop()
+        if self.sampler is not None:
+            with contextlib.suppress(Exception):
+                self.sampler.close()
+        if delete:
+            with contextlib.suppress(Exception):
+                self.cluster.delete_namespace()
+        with contextlib.suppress(Exception):
+            self.cluster.close()

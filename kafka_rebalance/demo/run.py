@@ -1,0 +1,242 @@
+"""The demo's phases, from an empty machine to the summary.
+
+1. **Set-up**: the local environment, the CRD, the operator (polls sped up by
+   `--interval-scale`), a StatefulSet of N pods under KWOK, one sidecar process per pod; the
+   last pod's sidecar is slow (a fixed delay per record). The policy exists in `observe` mode,
+   so no ConfigMap is written and the sidecars split the partitions by their fallback
+   (cooperative-sticky).
+2. **Before** (observe): the partitions the slow member happens to own become the hot ones (the
+   worst case the product exists for: a skew the count-based fallback cannot see), and lag
+   builds on them. `max_lag_before` is the worst total lag of this phase.
+3. **After** (enforce, the chosen strategy): the operator plans and applies; the sidecars rejoin
+   on each new epoch. `max_lag_after` is the worst total lag over the final window of this phase
+   (by then a good plan has acted; a count-based plan still leaves the hot partitions on the
+   slow member).
+4. **Drain and prove**: production stops, the group drains, the ledger of processed records is
+   reconciled against every offset Kafka acknowledged: `lost` and `duplicates`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from kafka_rebalance.demo import table
+from kafka_rebalance.demo.environment import DemoEnvironment, Endpoints
+from kafka_rebalance.demo.harness import GroupHarness
+from kafka_rebalance.demo.summary import Phases, build_summary
+
+
+@dataclass
+class DemoOptions:
+    strategy: str = "lag-aware"
+    duration: float = 90.0  # seconds of production (observe + enforce)
+    members: int = 3
+    partitions: int = 6
+    slow_ms: int = 100  # per record on the slow member: about 10 records/s
+    hot_rate: float = 30.0  # records/s on each hot partition
+    cold_rate: float = 4.0  # records/s on every other partition
+    observe_fraction: float = 0.35
+    window_s: float = 25.0  # the final window max_lag_after is taken over
+    interval_scale: float = 0.4  # pollInterval 5s -> a poll every 2s
+    weight_from: str | None = "adaptive"
+    table_every: float = 5.0
+    json: bool = False
+    keep: bool = False
+    state_dir: str | None = None
+    reuse: str | None = None
+    workdir: Path | None = None
+    extra_policy: dict[str, Any] = field(default_factory=dict)
+
+
+class Printer:
+    """Progress to stderr; the table to stdout unless --json (then stdout has one object)."""
+
+    def __init__(self, json_mode: bool) -> None:
+        self.out: TextIO = sys.stderr if json_mode else sys.stdout
+
+    def progress(self, message: str) -> None:
+        print(f"demo: {message}", file=sys.stderr, flush=True)
+
+    def block(self, text: str) -> None:
+        print(text + "\n", file=self.out, flush=True)
+
+
+def run_demo(options: DemoOptions) -> dict[str, Any]:
+    """Run the whole demo and return its summary (the caller prints it)."""
+    printer = Printer(options.json)
+    environment = DemoEnvironment.choose(options.state_dir, options.reuse)
+    started = time.monotonic()
+    harness: GroupHarness | None = None
+    try:
+        endpoints, seconds = environment.up(log=printer.progress)
+        printer.progress(
+            f"environment ready in {seconds:.0f}s ({environment.env.state_dir}); "
+            f"Kafka {endpoints.bootstrap_servers}"
+        )
+        workdir = options.workdir or environment.env.state_dir / "demo-runs" / time.strftime(
+            "%Y%m%d-%H%M%S"
+        )
+        harness = GroupHarness(
+            endpoints,
+            workdir,
+            partitions=options.partitions,
+            replicas=options.members,
+            interval_scale=options.interval_scale,
+            log=printer.progress,
+        )
+        return _phases(harness, options, printer, endpoints, started)
+    finally:
+        if harness is not None:
+            harness.close(delete=not options.keep)
+        if options.keep:
+            printer.progress(
+                f"--keep: the environment stays up; stop it with `kafka-rebalance dev down "
+                f"--state-dir {environment.env.state_dir}`"
+            )
+        else:
+            environment.down()
+
+
+def _phases(
+    harness: GroupHarness,
+    options: DemoOptions,
+    printer: Printer,
+    endpoints: Endpoints,
+    started: float,
+) -> dict[str, Any]:
+    say = printer.progress
+    harness.setup()
+    members = harness.pods(options.members)
+    slow_member = members[-1]
+    say(
+        f"namespace {harness.namespace}: StatefulSet {harness.app} with {options.members} pods "
+        f"under KWOK, topic {harness.topic} ({options.partitions} partitions), "
+        f"group {harness.group}"
+    )
+    harness.operator.start()
+    say(
+        f"operator running (pollInterval 5s x --interval-scale {options.interval_scale} = a poll "
+        f"every {5 * options.interval_scale:g}s; log {harness.operator.log})"
+    )
+    policy_options: dict[str, Any] = {"weight_from": options.weight_from, **options.extra_policy}
+    harness.apply_policy(options.strategy, "observe", **policy_options)
+    harness.start_sidecars(members, slow={slow_member: options.slow_ms})
+    say(
+        f"{len(members)} sidecars started ({slow_member} sleeps {options.slow_ms} ms per record); "
+        "policy in observe mode: they split the partitions by their fallback"
+    )
+    first = harness.wait_assigned(members)
+    hot = sorted(p for p, owner in first.owners.items() if owner == slow_member)
+    if not hot:  # the fallback gave the slow member nothing: make its neighbours' hot instead
+        hot = [min(first.owners)]
+    rates = {
+        p: (options.hot_rate if p in hot else options.cold_rate) for p in range(options.partitions)
+    }
+    assert harness.workload is not None
+    harness.workload.set_rates(rates)
+    harness.workload.start()
+    say(
+        f"producing {sum(rates.values()):g} records/s: hot partitions {hot} at "
+        f"{options.hot_rate:g}/s (owned by the slow member), the others at {options.cold_rate:g}/s"
+    )
+
+    t0 = harness.samples[-1].t
+    enforce_at = t0 + options.duration * options.observe_fraction
+    stop_at = t0 + options.duration
+    phase = "observe"
+    last_table = -1e9
+    previous = harness.samples[-1]
+    while True:
+        sample = harness.sample()
+        if phase == "observe" and sample.t >= enforce_at:
+            harness.set_mode("enforce")
+            phase = "enforce"
+            say(f"phase 2: policy set to enforce with strategy {options.strategy}")
+        if sample.t - last_table >= options.table_every:
+            rows = table.member_rows(
+                harness.fleet.members(),
+                sample.owners,
+                sample.lag,
+                sample.processed,
+                previous.processed,
+                sample.t - previous.t,
+                {slow_member},
+            )
+            printer.block(
+                table.render(
+                    rows,
+                    t=sample.t - t0,
+                    phase=phase,
+                    epoch=harness.epoch(),
+                    group_state=sample.group_state,
+                    hot=hot,
+                )
+            )
+            last_table, previous = sample.t, sample
+        crashed = harness.fleet.exited()
+        if crashed:
+            raise RuntimeError(
+                f"sidecar(s) exited: {crashed}; last log lines:\n"
+                + "\n".join(harness.fleet.log_tail(m) for m in crashed)
+            )
+        if sample.t >= stop_at:
+            break
+        time.sleep(max(0.0, 1.0 - (harness.samples[-1].t - sample.t)))
+
+    epochs = harness.epoch()
+    say("production stopped; draining the group and reconciling the ledger")
+    drained = harness.drain(timeout=max(60.0, options.duration))
+    report = harness.reconcile()
+    phases = Phases(enforce_at=enforce_at, stop_at=stop_at, window_s=options.window_s)
+    summary = build_summary(
+        strategy=options.strategy,
+        duration_s=time.monotonic() - started,
+        points=harness.points(),
+        phases=phases,
+        produced=report.produced,
+        processed=report.processed,
+        lost=report.lost,
+        duplicates=report.duplicates,
+        epochs=epochs,
+        extra={
+            "members": options.members,
+            "partitions": options.partitions,
+            "slow_member": slow_member,
+            "slow_ms": options.slow_ms,
+            "hot_partitions": hot,
+            "production_rate": sum(rates.values()),
+            "weight_from": options.weight_from,
+            "interval_scale": options.interval_scale,
+            "window_s": options.window_s,
+            "drain_s": round(drained.t - stop_at, 1),
+            "per_member": dict(sorted(report.per_member.items())),
+            "workdir": str(harness.workdir),
+        },
+    )
+    if not options.json:
+        printer.block(render_summary(summary))
+    return summary
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    lines = [
+        f"summary ({summary['strategy']}, {summary['duration_s']}s):",
+        f"  max lag before (observe, fallback assignment): {summary['max_lag_before']}",
+        f"  max lag after (final {summary['window_s']:g}s of enforce): {summary['max_lag_after']}",
+        f"  throughput over that window: {summary['throughput_after']} records/s "
+        f"(production {summary['production_rate']:g}/s)",
+        f"  plans applied (epochs): {summary['epochs']}",
+        f"  produced {summary['produced']}, processed {summary['processed']}, "
+        f"lost {summary['lost']}, duplicates {summary['duplicates']}",
+    ]
+    return "\n".join(lines)
+
+
+def print_json(summary: dict[str, Any], out: Callable[[str], None] = print) -> None:
+    out(json.dumps(summary, sort_keys=False))
