@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "pipeline": "kafka_rebalance.pipeline_command",
     "operator": "kafka_rebalance.operator_command",
     "sidecar": "kafka_rebalance.sidecar_command",
+    "demo": "kafka_rebalance.demo_command",
 }
 
 
