@@ -1,7 +1,11 @@
-"""Telemetry writers: JSON-lines files and the telemetry Kafka topic (kafka-python).
+"""Telemetry writers for synthetic fleets: JSON-lines files and the telemetry Kafka topic.
 
-The row format is the one the operator emits (ARCHITECTURE.md "Telemetry"): one JSON object per
-line or per Kafka record, keyed by group so one group's rows stay ordered in one partition.
+The wire format is the one the operator emits (ARCHITECTURE.md "Telemetry"): one JSON object per
+line or per Kafka record (keys sorted, no spaces), keyed by group so one group's rows stay ordered
+in one partition. The operator has its own writer (`kafka_rebalance_operator.telemetry`): the
+pipeline may not import the operator, and the operator's image does not ship `pipeline/`, so the
+few lines of format are written twice and `tests/test_pipeline_schema.py` holds the two to the
+same bytes; the Spark integration test reads what the operator's writer wrote.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ TELEMETRY_TOPIC = "kafka-rebalance.telemetry"  # docs/naming.md
 
 
 def encode(row: dict[str, Any]) -> bytes:
-    return json.dumps(row, separators=(",", ":")).encode()
+    return json.dumps(row, sort_keys=True, separators=(",", ":")).encode()
 
 
 def write_files(

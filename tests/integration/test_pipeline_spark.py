@@ -28,8 +28,8 @@ from pipeline.rates_job import run_rates
 from pipeline.recommend import POD_NAME_LABEL
 from pipeline.recommend_job import run_recommend
 from pipeline.replay import default_grid, strategies_grid
-from pipeline.schema import row_errors
-from pipeline.sinks import encode, write_files, write_kafka
+from pipeline.schema import FIELDS, row_errors
+from pipeline.sinks import encode, ensure_topic, write_files, write_kafka
 from pipeline.spark_io import read_telemetry
 from tests.pipeline_fleets import slow_member_fleet, uniform_fleet
 
@@ -198,15 +198,114 @@ def test_the_telemetry_writer_produces_valid_rows_keyed_by_group(kafka: str) -> 
     assert all(len(p) == 1 for p in partition_of.values())
 
 
-def test_the_kafka_source_reads_what_the_telemetry_writer_writes(
+class Recorder:
+    """A telemetry sink that keeps what the operator emitted: the expected side."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def write(self, rows: Any) -> None:
+        self.rows.extend(dict(r) for r in rows)
+
+    def close(self) -> None:
+        pass
+
+
+UNREAD_POLL, FAILED_COMMIT_POLL = 17, 31  # polls where the operator's reads partly fail
+
+
+def operator_emits(spec: FleetSpec, index: int, truth: list[GroupTruth], sinks: list[Any]) -> None:
+    """Drive the operator's telemetry writer as `reconcile.poll` does, one poll at a time.
+
+    The group's offsets come from the fluid fleet model (so the truth about capacities is
+    known), shaped as `KafkaObserver.observe` returns them (`PartitionOffsets`); lag states come
+    from `lag.classify`, time lags from `history.PartitionMemory` (as `reconcile._lags`), and the
+    rows from `telemetry.partition_row` / `plan_row` through `Telemetry.emit`. Two polls carry
+    the failures a real cluster produces: one partition's offsets unread, and a failed
+    committed-offset read for the whole group (lag carried, state `unknown`).
+    """
+    from kafka_rebalance_operator import telemetry as operator_telemetry
+    from kafka_rebalance_operator.history import PartitionMemory
+    from kafka_rebalance_operator.lag import LagState, PartitionLag, PartitionOffsets, classify
+
+    writer = operator_telemetry.Telemetry(sinks)
+    generated = list(generate_group(spec, index, truth))
+    plan = next(r for r in generated if r.get("kind") == "plan")
+    writer.emit(
+        [
+            operator_telemetry.plan_row(
+                ts_ms=plan["ts_ms"], group=plan["group"], epoch=plan["epoch"],
+                strategy=plan["strategy"], moves=plan["moves"],
+                before=plan["max_load_ratio_before"], after=plan["max_load_ratio_after"],
+                namespace=plan["namespace"], policy=plan["policy"],
+            )
+        ]
+    )  # fmt: skip
+    polls: dict[int, list[dict[str, Any]]] = {}
+    for row in generated:
+        if row.get("kind") != "plan":
+            polls.setdefault(row["ts_ms"], []).append(row)
+    memory: dict[tuple[str, int], PartitionMemory] = {}
+    previous: dict[tuple[str, int], PartitionLag] = {}
+    for number, (ts_ms, rows) in enumerate(sorted(polls.items())):
+        now = ts_ms / 1000.0
+        emitted = []
+        for row in sorted(rows, key=lambda r: (r["topic"], r["partition"])):
+            key = (row["topic"], row["partition"])
+            unread = number == UNREAD_POLL and row["partition"] == 0
+            known = number != FAILED_COMMIT_POLL
+            offsets = PartitionOffsets(
+                log_start=None if unread else row["log_start"],
+                log_end=None if unread else row["log_end"],
+                committed=row["committed"] if known else None,
+                committed_known=known,
+                error="offsets unread" if unread else None,
+            )
+            partition = memory.setdefault(key, PartitionMemory())
+            age = now - partition.last_lag_t if partition.last_lag_t is not None else 0.0
+            state = classify(offsets, "earliest", previous.get(key), age)
+            ok = state.state is not LagState.UNKNOWN
+            partition.observe(
+                now,
+                offsets.log_end,
+                offsets.committed if ok else None,
+                state.lag if ok else None,
+            )
+            previous[key] = state
+            emitted.append(
+                operator_telemetry.partition_row(
+                    ts_ms=int(now * 1000), cluster=row["cluster"], namespace=row["namespace"],
+                    policy=row["policy"], group=row["group"], topic=key[0], partition=key[1],
+                    log_start=offsets.log_start, log_end=offsets.log_end,
+                    committed=offsets.committed, lag=state.lag, lag_state=state.state.value,
+                    time_lag_s=(
+                        partition.ends.time_lag(offsets.committed, now)
+                        if state.state is LagState.OK and offsets.committed is not None
+                        else None
+                    ),
+                    owner=row["owner"], epoch=row["epoch"],
+                )
+            )  # fmt: skip
+        writer.emit(emitted)
+    writer.close()
+
+
+def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
     kafka: str, spark: Any, tmp_path: Path
 ) -> None:
     from kafka import KafkaProducer
+    from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink
 
-    truth: list[GroupTruth] = []
-    rows = list(generate_group(UNIFORM, 3, truth))
     topic = f"kafka-rebalance.telemetry-{uuid.uuid4().hex[:8]}"
-    assert write_kafka(rows, kafka, topic) == len(rows)
+    ensure_topic(kafka, topic)
+    recorder = Recorder()
+    truth: list[GroupTruth] = []
+    lines = tmp_path / "operator" / "telemetry.jsonl"
+    sinks = [KafkaSink(kafka, topic), JsonLinesSink(str(lines)), recorder]
+    operator_emits(SLOW, 3, truth, sinks)
+    emitted = recorder.rows
+    states = Counter(r.get("lag_state") for r in emitted)
+    assert states["unknown"] == 12 + 1 and states["ok"] == len(emitted) - 1 - 13
     producer = KafkaProducer(bootstrap_servers=kafka)
     for line in MALFORMED_LINES:
         producer.send(topic, value=line)
@@ -215,33 +314,40 @@ def test_the_kafka_source_reads_what_the_telemetry_writer_writes(
 
     telemetry = read_telemetry(spark, [f"kafka://{kafka}/{topic}"])
     try:
-        got = sorted(
-            (r["ts_ms"], r["topic"], r["partition"], r["lag"], r["owner"], r["epoch"])
-            for r in telemetry.partitions.collect()
-        )
-        want = sorted(
-            (r["ts_ms"], r["topic"], r["partition"], r["lag"], r["owner"], r["epoch"])
-            for r in rows
-            if r.get("kind") != "plan"
-        )
-        assert got == want
+
+        def canonical(rows: Any) -> list[str]:
+            return sorted(json.dumps({f: r.get(f) for f in FIELDS}, sort_keys=True) for r in rows)
+
+        read = [r.asDict() for r in telemetry.checked.collect()]
+        # Every field of the schema, row for row, as the operator wrote it.
+        assert canonical(r for r in read if r["_error"] is None) == canonical(emitted)
+        assert telemetry.partitions.count() == len(emitted) - 1
         assert [r["strategy"] for r in telemetry.plans.collect()] == ["range"]
         report = telemetry.error_report()
         assert report["errors"] == {"malformed-json": len(MALFORMED_LINES)}
     finally:
         telemetry.checked.unpersist()
 
-    # The same rows through files give the same rates as through Kafka.
-    write_files(rows, tmp_path / "files")
+    # The operator's two sinks feed the pipeline's two sources: the same rates either way, and
+    # the capacities the fleet model really had.
     from_kafka = run_rates(spark, [f"kafka://{kafka}/{topic}"], tmp_path / "rk")
-    from_files = run_rates(spark, [str(tmp_path / "files")], tmp_path / "rf")
-    assert from_kafka["rows_valid"] == from_files["rows_valid"] == len(rows)
+    from_files = run_rates(spark, [str(lines)], tmp_path / "rf")
+    assert from_kafka["rows_valid"] == from_files["rows_valid"] == len(emitted)
+    assert from_files["rows_dropped"] == 0
 
-    def capacities(path: Path) -> dict[str, float]:
+    def capacities(path: Path) -> dict[str, tuple[str, float]]:
         frame = spark.read.parquet(str(path / "member_capacity"))
-        return {r["member"]: round(r["capacity"], 6) for r in frame.collect()}
+        return {
+            r["member"]: (r["capacity_source"], round(r["capacity"], 6)) for r in frame.collect()
+        }
 
-    assert capacities(tmp_path / "rk") == capacities(tmp_path / "rf")
+    measured = capacities(tmp_path / "rk")
+    assert measured == capacities(tmp_path / "rf")
+    (record,) = truth
+    assert set(measured) == set(record.capacity)
+    for member, true_capacity in record.capacity.items():
+        assert measured[member][0] == "measured", member
+        assert measured[member][1] == pytest.approx(true_capacity, rel=0.03), member
 
 
 # ---- a Spark standalone cluster (master + two workers) from the scripts in the pyspark package --
