@@ -1,0 +1,460 @@
+"""Delivery to the application: retries, bisection to the poison record, dead-letter/skip, HTTP.
+
+Also the parts of the sidecar a user meets before any broker: the handler spec, the one-line usage
+errors of `kafka-rebalance sidecar`, and the probe/metrics endpoints.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from sidecar.delivery import (
+    HEADER_ERROR,
+    HEADER_OFFSET,
+    HEADER_PARTITION,
+    HEADER_TOPIC,
+    AppUnavailable,
+    Deliverer,
+    DeliveryRefused,
+    HandlerSpecError,
+    HttpDelivery,
+    InProcessDelivery,
+    RetryPolicy,
+    Stopped,
+    load_handler,
+)
+from sidecar.health import Health, SidecarMetrics, serve
+from sidecar.records import Batch, Record
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def records(n: int, poison: set[int] = frozenset(), topic: str = "t") -> tuple[Record, ...]:
+    return tuple(
+        Record(
+            topic,
+            i % 3,
+            100 + i,
+            f"k{i}".encode(),
+            b"poison" if i in poison else f"v{i}".encode(),
+            1_700_000_000_000 + i,
+            (("h", b"x"),),
+        )
+        for i in range(n)
+    )
+
+
+class Recorder:
+    """A handler that refuses any batch containing a poison value; remembers what it accepted."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.accepted: list[tuple[Record, ...]] = []
+        self.calls = 0
+        self.fail_first = fail_first
+
+    def __call__(self, batch: Batch) -> None:
+        self.calls += 1
+        if self.calls <= self.fail_first:
+            raise RuntimeError("not yet")
+        if any(r.value == b"poison" for r in batch.records):
+            raise ValueError("cannot parse")
+        self.accepted.append(batch.records)
+
+
+class DeadLetters:
+    def __init__(self, fail_first: int = 0) -> None:
+        self.sent: list[tuple[Record, str, str, list[tuple[str, bytes]]]] = []
+        self.fail_first = fail_first
+        self.calls = 0
+
+    def __call__(self, record: Record, topic: str, error: str, headers) -> None:
+        self.calls += 1
+        if self.calls <= self.fail_first:
+            raise OSError("broker away")
+        self.sent.append((record, topic, error, headers))
+
+
+def deliverer(sink, *, max_attempts=3, on_poison="dead-letter", dead=None, sleeps=None, stop=None):
+    return Deliverer(
+        sink,
+        retry=RetryPolicy(max_attempts=max_attempts, initial_backoff_s=0.1, max_backoff_s=0.4),
+        on_poison=on_poison,
+        dead_letter_topic="dlq" if on_poison == "dead-letter" else None,
+        dead_letter_send=(dead or DeadLetters()) if on_poison == "dead-letter" else None,
+        sleep=(sleeps.append if sleeps is not None else (lambda s: None)),
+        stop=stop,
+    )
+
+
+# ---- handler spec --------------------------------------------------------------------------------
+
+
+def test_load_handler_resolves_a_module_function():
+    assert load_handler("kafka_rebalance.ledger:record").__name__ == "record"
+    assert load_handler("json:JSONDecoder.decode") is json.JSONDecoder.decode
+
+
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("kafka_rebalance.ledger", "expected module:function"),
+        (":record", "expected module:function"),
+        ("no_such_module_xyz:f", "cannot import"),
+        ("kafka_rebalance.ledger:nope", "has no nope"),
+        ("kafka_rebalance.ledger:LEDGER_DIR_ENV", "not callable"),
+    ],
+)
+def test_bad_handler_specs_are_refused_with_the_reason(spec, fragment):
+    with pytest.raises(HandlerSpecError, match=fragment):
+        load_handler(spec)
+
+
+# ---- retries and poison --------------------------------------------------------------------------
+
+
+def test_a_good_batch_is_delivered_once():
+    sink = Recorder()
+    outcome = deliverer(sink).deliver(Batch("m", 3, records(5)))
+    assert outcome.delivered == 5 and not outcome.dead_lettered and not outcome.skipped
+    assert sink.accepted == [records(5)]
+
+
+def test_transient_refusals_are_retried_with_exponential_backoff():
+    sink = Recorder(fail_first=3)
+    sleeps: list[float] = []
+    outcome = deliverer(InProcessDelivery(sink), max_attempts=5, sleeps=sleeps).deliver(
+        Batch("m", 1, records(4))
+    )
+    assert outcome.delivered == 4
+    assert sleeps == [0.1, 0.2, 0.4]  # doubling, capped at max_backoff_s
+    assert sink.accepted == [records(4)]
+
+
+def test_bisection_dead_letters_only_the_poison_record_and_keeps_order():
+    batch = records(13, poison={6})
+    sink = Recorder()
+    dead = DeadLetters()
+    outcome = deliverer(InProcessDelivery(sink), dead=dead).deliver(Batch("m-0", 7, batch))
+    assert [r.offset for r in outcome.dead_lettered] == [106]
+    assert outcome.delivered == 12
+    delivered = [r for part in sink.accepted for r in part]
+    assert delivered == [r for r in batch if r.offset != 106]  # each once, in order
+    record, topic, error, headers = dead.sent[0]
+    assert record.offset == 106 and topic == "dlq"
+    assert "ValueError: cannot parse" in error
+    names = dict(headers)
+    assert names[HEADER_TOPIC] == b"t"
+    assert names[HEADER_PARTITION] == str(record.partition).encode()
+    assert names[HEADER_OFFSET] == b"106"
+    assert b"cannot parse" in names[HEADER_ERROR]
+    assert ("h", b"x") in headers  # the record's own headers are kept
+
+
+def test_two_poison_records_in_one_batch():
+    sink = Recorder()
+    dead = DeadLetters()
+    outcome = deliverer(InProcessDelivery(sink), dead=dead).deliver(
+        Batch("m", 1, records(20, poison={0, 19}))
+    )
+    assert sorted(r.offset for r in outcome.dead_lettered) == [100, 119]
+    assert outcome.delivered == 18
+    assert len([r for part in sink.accepted for r in part]) == 18
+
+
+def test_poison_refused_exactly_max_attempts_times_when_alone():
+    sink = Recorder()
+    dead = DeadLetters()
+    outcome = deliverer(InProcessDelivery(sink), max_attempts=4, dead=dead).deliver(
+        Batch("m", 1, records(1, poison={0}))
+    )
+    assert sink.calls == 4
+    assert len(outcome.dead_lettered) == 1
+
+
+def test_skip_mode_skips_and_sends_nothing():
+    sink = Recorder()
+    outcome = deliverer(InProcessDelivery(sink), on_poison="skip").deliver(
+        Batch("m", 1, records(6, poison={2}))
+    )
+    assert [r.offset for r in outcome.skipped] == [102]
+    assert outcome.delivered == 5 and not outcome.dead_lettered
+
+
+def test_a_failing_dead_letter_send_is_retried_until_it_lands():
+    dead = DeadLetters(fail_first=2)
+    outcome = deliverer(InProcessDelivery(Recorder()), dead=dead).deliver(
+        Batch("m", 1, records(1, poison={0}))
+    )
+    assert dead.calls == 3 and len(dead.sent) == 1 and len(outcome.dead_lettered) == 1
+
+
+def test_an_unreachable_app_is_waited_for_without_counting_attempts():
+    calls = {"n": 0}
+
+    def sink(batch: Batch) -> None:
+        calls["n"] += 1
+        if calls["n"] <= 7:
+            raise AppUnavailable("connection refused")
+
+    dead = DeadLetters()
+    outcome = deliverer(sink, max_attempts=2, dead=dead).deliver(Batch("m", 1, records(3)))
+    assert outcome.delivered == 3 and not dead.sent  # 7 failures > max_attempts, no poison
+
+
+def test_shutdown_while_the_app_is_unreachable_raises_stopped():
+    stop = threading.Event()
+
+    def sink(batch: Batch) -> None:
+        stop.set()
+        raise AppUnavailable("gone")
+
+    with pytest.raises(Stopped):
+        deliverer(sink, stop=stop).deliver(Batch("m", 1, records(2)))
+
+
+def test_configuration_errors():
+    with pytest.raises(ValueError, match="on-poison"):
+        Deliverer(Recorder(), on_poison="ignore")
+    with pytest.raises(ValueError, match="dead-letter needs"):
+        Deliverer(Recorder(), on_poison="dead-letter")
+    with pytest.raises(ValueError, match="max-attempts"):
+        Deliverer(Recorder(), on_poison="skip", retry=RetryPolicy(max_attempts=0))
+
+
+# ---- HTTP delivery against a real local server ---------------------------------------------------
+
+
+class _App:
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.headers: list[dict] = []
+        self.status = 200
+
+        app = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["Content-Length"])
+                app.bodies.append(json.loads(self.rfile.read(length)))
+                app.headers.append(dict(self.headers))
+                self.send_response(app.status)
+                self.end_headers()
+                self.wfile.write(b"nope" if app.status >= 300 else b"ok")
+
+            def log_message(self, format, *args):
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/records"
+
+
+@pytest.fixture
+def app() -> Iterator[_App]:
+    server = _App()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def test_http_delivery_posts_the_batch_as_json(app):
+    HttpDelivery(app.url)(Batch("orders-0", 12, records(2)))
+    body = app.bodies[0]
+    assert body["member"] == "orders-0" and body["epoch"] == 12
+    first = body["records"][0]
+    assert (first["topic"], first["partition"], first["offset"]) == ("t", 0, 100)
+    assert base64.b64decode(first["value"]) == b"v0"
+    assert base64.b64decode(first["key"]) == b"k0"
+    assert first["headers"] == [["h", base64.b64encode(b"x").decode()]]
+    assert app.headers[0]["X-Kafka-Rebalance-Epoch"] == "12"
+
+
+def test_http_non_2xx_is_a_refusal_and_a_closed_port_is_unavailable(app):
+    app.status = 500
+    with pytest.raises(DeliveryRefused, match="HTTP 500"):
+        HttpDelivery(app.url)(Batch("m", 1, records(1)))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(AppUnavailable):
+        HttpDelivery(f"http://127.0.0.1:{port}/records", timeout_s=2)(Batch("m", 1, records(1)))
+
+
+def test_http_poison_is_bisected_like_in_process(app):
+    # The app refuses (422) any batch that holds offset 104.
+    refusing = HttpDelivery(app.url)
+    seen: list[list[int]] = []
+
+    def sink(batch: Batch) -> None:
+        offsets = [r.offset for r in batch.records]
+        app.status = 422 if 104 in offsets else 200
+        refusing(batch)
+        seen.append(offsets)
+
+    dead = DeadLetters()
+    outcome = deliverer(sink, dead=dead).deliver(Batch("m", 1, records(9)))
+    assert [r.offset for r in outcome.dead_lettered] == [104]
+    assert sorted(o for part in seen for o in part) == [100, 101, 102, 103, 105, 106, 107, 108]
+
+
+# ---- the command line ----------------------------------------------------------------------------
+
+BASE = ["--bootstrap-servers", "127.0.0.1:1", "--group", "g", "--topics", "t"]
+
+
+def sidecar(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kafka_rebalance.cli", "sidecar", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ([*BASE, "--member", "m", "--assignment", "x", "--handler", "nope_mod:f"], "cannot import"),
+        ([*BASE, "--member", "m", "--assignment", "x", "--handler", "json"], "module:function"),
+        ([*BASE, "--member", "m", "--handler", "json:dumps"], "--assignment"),
+        (
+            [
+                *BASE,
+                "--member",
+                "m",
+                "--assignment",
+                "x",
+                "--handler",
+                "json:dumps",
+                "--deliver-to",
+                "http://127.0.0.1:1/",
+            ],
+            "not allowed with",
+        ),
+        ([*BASE, "--member", "m", "--assignment", "x", "--deliver-to", "ftp://x"], "http://"),
+        (
+            [
+                *BASE,
+                "--member",
+                "m",
+                "--assignment",
+                "x",
+                "--handler",
+                "json:dumps",
+                "--apply-mode",
+                "manual",
+            ],
+            "invalid choice",
+        ),
+        (
+            [
+                *BASE,
+                "--member",
+                "m",
+                "--assignment",
+                "x",
+                "--handler",
+                "json:dumps",
+                "--max-attempts",
+                "0",
+            ],
+            "at least 1",
+        ),
+        (
+            [*BASE, "--member", "m", "--assignment-configmap", "cm", "--handler", "json:dumps"],
+            "namespace",
+        ),
+        ([*BASE, "--assignment", "x", "--handler", "json:dumps"], "--member is required"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(args, fragment):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("POD_NAME", "POD_NAMESPACE")}
+    result = sidecar(*args, env=env)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("kafka-rebalance sidecar: error: ")
+    assert fragment in lines[0]
+
+
+# ---- probes and metrics --------------------------------------------------------------------------
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_probes_and_metrics_endpoints():
+    health = Health(max_age_s=60)
+    metrics = SidecarMetrics("g", "m-0")
+    servers = serve(health, metrics, health_port=_free_port(), metrics_port=_free_port())
+    try:
+        probe_port = servers.servers[0].server_address[1]
+        metrics_port = servers.servers[1].server_address[1]
+        base = f"http://127.0.0.1:{probe_port}"
+        assert _get(base + "/healthz")[0] == 200
+        assert _get(base + "/readyz")[0] == 503  # the loop has not reported yet
+        health.update(running=True, planned=[("t", 0), ("t", 1)], owned=[("t", 0)], epoch=4)
+        status, body = _get(base + "/readyz")
+        assert status == 503 and json.loads(body)["missing"] == ["t-1"]
+        health.update(running=True, planned=[("t", 0)], owned=[("t", 0), ("t", 5)], epoch=4)
+        assert _get(base + "/readyz")[0] == 200
+        health.update(running=True, planned=None, owned=[], epoch=None)
+        assert _get(base + "/readyz")[0] == 200  # no document yet: ready to be given one
+        health.stopping()
+        assert _get(base + "/readyz")[0] == 503
+        metrics.delivered(7)
+        metrics.dead_lettered(1)
+        metrics.document_epoch.set(4)
+        status, text = _get(f"http://127.0.0.1:{metrics_port}/metrics")
+        assert status == 200
+        assert (
+            b'kafka_rebalance_sidecar_records_delivered_total{group="g",member="m-0"} 7.0' in text
+        )
+        assert (
+            b'kafka_rebalance_sidecar_records_dead_lettered_total{group="g",member="m-0"} 1.0'
+            in text
+        )
+        assert b'kafka_rebalance_sidecar_document_epoch{group="g",member="m-0"} 4.0' in text
+        assert _get(f"http://127.0.0.1:{metrics_port}/healthz")[0] == 404
+    finally:
+        servers.close()
+
+
+def test_liveness_fails_when_the_loop_stops_beating():
+    health = Health(max_age_s=0.0)
+    assert health.live()[0] is False
+    health = Health(max_age_s=30)
+    health.beat()
+    assert health.live()[0] is True
+
+
+def test_port_zero_disables_an_endpoint():
+    servers = serve(Health(), SidecarMetrics("g", "m"), health_port=0, metrics_port=0)
+    assert servers.servers == []
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
