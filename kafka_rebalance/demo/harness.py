@@ -145,7 +145,10 @@ class GroupHarness:
         return [Point(s.t, s.total_lag, s.processed_total) for s in self.samples]
 
     def wait_assigned(self, members: list[str], timeout: float = 90) -> Sample:
-        """Wait until the group is Stable and every partition is owned by one of `members`."""
+        """Wait until the group is Stable, every partition is owned by one of `members`, and
+        (when there are enough partitions) every member owns some: a group that is Stable
+        before the last member joined is not the assignment the demo means."""
+        everyone = len(members) <= self.partitions
 
         def check() -> Sample | None:
             sample = self.sample()
@@ -154,6 +157,7 @@ class GroupHarness:
                 sample.group_state == "Stable"
                 and len(sample.owners) == self.partitions
                 and owners <= set(members)
+                and (owners == set(members) or not everyone)
             ):
                 return sample
             return None
