@@ -1,0 +1,221 @@
+"""The plan-following assignor in a real consumer group on a real Kafka 4.x broker.
+
+Three kafka-python consumers (static members, each on its own thread, as the sidecar runs them)
+join with `PlanFollowingAssignor`. Their assignment documents are offered to their trackers;
+the group must end up exactly as the documents say. Then a new epoch moves a partition: a rejoin
+(the sidecar's only hook, `request_rejoin`) must move it, in two cooperative rounds, with no
+moment at which two members hold it. Finally describe_groups must show the assignor by name and
+the claims as readable JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from kafka import KafkaConsumer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from sidecar.assignor import ASSIGNOR_NAME, PlanFollowingAssignor
+from sidecar.document import AssignmentTracker
+from sidecar.plan_following import Composition
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+PODS = ("pod-0", "pod-1", "pod-2")
+EPOCH_1 = {"pod-0": [0, 1], "pod-1": [2], "pod-2": [3]}
+EPOCH_2 = {"pod-0": [0], "pod-1": [2], "pod-2": [1, 3]}  # partition 1 moves pod-0 -> pod-2
+
+
+@dataclass
+class Member:
+    """One consumer on its own thread; the test only talks to it through thread-safe fields."""
+
+    pod: str
+    tracker: AssignmentTracker
+    assignor: PlanFollowingAssignor
+    rejoin: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    assigned: frozenset[int] = frozenset()
+    history: list[frozenset[int]] = field(default_factory=list)  # every distinct assignment
+    # made as the leader: (what each member said it owned, by instance id; the composition)
+    compositions: list[tuple[dict[str, set[int]], Composition]] = field(default_factory=list)
+    error: BaseException | None = None
+
+    def snapshot(self) -> frozenset[int]:
+        with self.lock:
+            return self.assigned
+
+
+def document(group: str, pod: str, epoch: int, partitions: list[int], topic: str) -> str:
+    return json.dumps(
+        {
+            "group": group,
+            "member": pod,
+            "epoch": epoch,
+            "partitions": {topic: partitions},
+            "revoking": {},
+            "planHash": f"hash-{epoch}",
+        }
+    )
+
+
+def record_compositions(member: Member) -> None:
+    """Keep every composition this member makes as leader (the assignor keeps only the last)."""
+    assign = member.assignor.assign
+
+    def recording(cluster, members):  # type: ignore[no-untyped-def]
+        result = assign(cluster, members)
+        composition = member.assignor.last_composition
+        assert composition is not None
+        owned = {
+            m.member_id: {p for tp in m.metadata.owned_partitions for p in tp.partitions}
+            for m in members
+        }
+        with member.lock:
+            member.compositions.append((owned, composition))
+        return result
+
+    member.assignor.assign = recording  # type: ignore[method-assign]
+
+
+def run_consumer(member: Member, bootstrap: str, group: str, topic: str, stop: threading.Event):
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        group_instance_id=member.pod,
+        client_id=member.pod,
+        partition_assignment_strategy=[member.assignor],
+        enable_auto_commit=False,
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=500,
+    )
+    member.assignor.owned_source = consumer.assignment
+    try:
+        while not stop.is_set():
+            if member.rejoin.is_set():
+                member.rejoin.clear()
+                consumer._coordinator.request_rejoin()
+            consumer.poll(timeout_ms=100)
+            now = frozenset(tp.partition for tp in consumer.assignment())
+            with member.lock:
+                if now != member.assigned or not member.history:
+                    member.history.append(now)
+                member.assigned = now
+    except BaseException as error:  # surfaced by the test, not lost in the thread
+        member.error = error
+    finally:
+        consumer.close(autocommit=False)
+
+
+def wait_until(condition: Callable[[], bool], members: list[Member], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for member in members:
+            if member.error is not None:
+                raise AssertionError(f"{member.pod} failed") from member.error
+        if condition():
+            return
+        time.sleep(0.1)
+    states = {m.pod: sorted(m.snapshot()) for m in members}
+    raise AssertionError(f"timed out; assignments now {states}")
+
+
+def assignments(members: list[Member]) -> dict[str, list[int]]:
+    return {m.pod: sorted(m.snapshot()) for m in members}
+
+
+@pytest.fixture
+def group_of_three(kafka: str) -> Iterator[tuple[str, str, list[Member]]]:
+    topic = f"plan-following-{uuid.uuid4().hex[:8]}"
+    group = f"plan-following-group-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka, client_id="plan-following-admin")
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    admin.close()
+    members = []
+    for pod in PODS:
+        tracker = AssignmentTracker(group=group, member=pod)
+        assert tracker.offer(document(group, pod, 1, EPOCH_1[pod], topic), "test").accepted
+        member = Member(pod, tracker, PlanFollowingAssignor(tracker))
+        record_compositions(member)
+        members.append(member)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(
+            target=run_consumer, args=(m, kafka, group, topic, stop), name=m.pod, daemon=True
+        )
+        for m in members
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        yield group, topic, members
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+
+
+def test_group_follows_the_documents_and_moves_in_two_cooperative_rounds(
+    kafka: str, group_of_three: tuple[str, str, list[Member]]
+) -> None:
+    group, topic, members = group_of_three
+
+    wait_until(lambda: assignments(members) == EPOCH_1, members, timeout=30)
+    for member in members:
+        assert member.assignor.last_assignment == frozenset((topic, p) for p in EPOCH_1[member.pod])
+        assert member.assignor.last_composed_epoch == 1
+    for member in members:
+        with member.lock:
+            member.history = [member.assigned]
+            member.compositions.clear()
+
+    # epoch 2: partition 1 moves from pod-0 to pod-2; every sidecar rejoins on its new epoch
+    for member in members:
+        text = document(group, member.pod, 2, EPOCH_2[member.pod], topic)
+        assert member.tracker.offer(text, "test").accepted
+        member.rejoin.set()
+    wait_until(lambda: assignments(members) == EPOCH_2, members, timeout=30)
+    for member in members:
+        assert member.assignor.last_composed_epoch == 2
+
+    # round 1 withheld partition 1 (pod-0 still owned it), a later round granted it to pod-2;
+    # no composition ever granted a partition that another member still owned
+    compositions = [entry for m in members for entry in m.compositions]
+    assert compositions
+    for owned, composition in compositions:
+        for member_id, topics in composition.assignment.items():
+            for partition in topics.get(topic, []):
+                others = [o for o, parts in owned.items() if o != member_id and partition in parts]
+                assert not others, f"{partition} granted to {member_id} while {others} own it"
+    withheld = [c for _, c in compositions if c.withheld]
+    assert withheld, "the move should have taken a cooperative round with the partition withheld"
+    assert all(c.withheld == ((topic, 1),) for c in withheld)
+    by_pod = {m.pod: m for m in members}
+    assert all(1 not in a for a in by_pod["pod-1"].history)
+    assert by_pod["pod-0"].history[-1] == frozenset({0})
+    assert by_pod["pod-2"].history[-1] == frozenset({1, 3})
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka, client_id="plan-following-describe")
+    try:
+        described = admin.describe_groups([group])[group]
+    finally:
+        admin.close()
+    assert described["protocol_data"] == ASSIGNOR_NAME
+    assert described["group_state"] == "Stable"
+    seen = {}
+    for entry in described["members"]:
+        claim = json.loads(entry["member_metadata"]["user_data"])
+        composed = json.loads(entry["member_assignment"]["user_data"])
+        seen[entry["group_instance_id"]] = (claim, composed)
+    assert seen == {
+        pod: ({"epoch": 2, "partitions": {topic: EPOCH_2[pod]}}, {"composedEpoch": 2})
+        for pod in PODS
+    }
