@@ -1,0 +1,546 @@
+"""The sidecar against a real broker: `kafka-rebalance sidecar` subprocesses, documents written by
+hand (no operator), S1's ledger as the handler, and the ledger's reconciliation as the proof that
+nothing was lost.
+
+Each test has its own topic and group. Sessions time out after 10 s, so a restart "within the
+session timeout" is a real race against the broker, not a mock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka_rebalance_operator.handoff import acknowledged
+from kafka_rebalance_operator.verify import actual_assignment
+
+from kafka_rebalance import ledger
+from sidecar.records import Batch
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SESSION_MS = 10_000
+
+
+# ---- a handler for the poison test (imported by the sidecar subprocess) --------------------------
+
+
+def refuse_poison(batch: Batch) -> None:
+    """Refuse any batch holding a record whose value starts with b"poison"; ledger the rest."""
+    for record in batch.records:
+        if record.value is not None and record.value.startswith(b"poison"):
+            raise ValueError(f"cannot process offset {record.offset}")
+    ledger.record(batch)
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as error:
+            last = error
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def write_document(
+    path: Path,
+    group: str,
+    member: str,
+    epoch: int,
+    partitions: dict[str, list[int]],
+    revoking: dict[str, list[int]] | None = None,
+) -> None:
+    """Replace the file atomically, as the kubelet's symlink swap does."""
+    text = json.dumps(
+        {
+            "group": group,
+            "member": member,
+            "epoch": epoch,
+            "partitions": partitions,
+            "revoking": revoking or {},
+            "planHash": f"test-{epoch}",
+            "generatedAt": "2026-11-21T00:00:00Z",
+        }
+    )
+    replace_text(path, text)
+
+
+def replace_text(path: Path, text: str) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+class Sidecar:
+    """One `kafka-rebalance sidecar` subprocess with its probes and metrics on one port."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topics: str,
+        member: str,
+        document: Path,
+        ledger_dir: Path,
+        logs: Path,
+        *,
+        mode: str = "group",
+        handler: str = "kafka_rebalance.ledger:record",
+        extra: tuple[str, ...] = (),
+        slow_ms: int = 0,
+    ) -> None:
+        self.member = member
+        self.args = [
+            sys.executable,
+            "-m",
+            "kafka_rebalance.cli",
+            "sidecar",
+            "--bootstrap-servers",
+            bootstrap,
+            "--group",
+            group,
+            "--topics",
+            topics,
+            "--member",
+            member,
+            "--apply-mode",
+            mode,
+            "--assignment",
+            str(document),
+            "--handler",
+            handler,
+            "--session-timeout-ms",
+            str(SESSION_MS),
+            "--max-poll-records",
+            "50",
+            *extra,
+        ]
+        self.env = {
+            **os.environ,
+            ledger.LEDGER_DIR_ENV: str(ledger_dir),
+            ledger.SLOW_MS_ENV: str(slow_ms),
+        }
+        self.logs = logs
+        self.starts = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def start(self) -> Sidecar:
+        self.starts += 1
+        self.port = free_port()
+        log = open(self.logs / f"{self.member}.{self.starts}.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [*self.args, "--health-port", str(self.port), "--metrics-port", str(self.port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=self.env,
+            start_new_session=True,
+        )
+        log.close()
+        return self
+
+    def log_text(self) -> str:
+        return "\n".join(
+            p.read_text(errors="replace") for p in sorted(self.logs.glob(f"{self.member}.*.log"))
+        )
+
+    def metrics(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        values: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("kafka_rebalance_sidecar_") and "{" in line:
+                name = line.split("{", 1)[0].removeprefix("kafka_rebalance_sidecar_")
+                values[name] = float(line.rsplit(" ", 1)[1])
+        return values
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=5) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def signal(self, sig: int) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+
+    def stop(self, timeout: float = 30) -> int | None:
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.process.wait(10)
+            return None
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.signal(signal.SIGKILL)
+        self.process.wait(10)
+
+
+class Bench:
+    """Topic, group, document files, ledger and sidecars of one test."""
+
+    def __init__(self, bootstrap: str, root: Path, partitions: int, prefix: str) -> None:
+        suffix = uuid.uuid4().hex[:8]
+        self.bootstrap = bootstrap
+        self.topic = f"{prefix}-{suffix}"
+        self.group = f"{prefix}-group-{suffix}"
+        self.partitions = partitions
+        self.root = root
+        root.mkdir(parents=True)
+        self.ledger = root / "ledger"
+        self.ledger.mkdir()
+        self.logs = root / "logs"
+        self.logs.mkdir()
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+        self.admin.create_topics([NewTopic(self.topic, partitions, 1)])
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        self.produced: dict[tuple[str, int], int] = {}
+        self.sidecars: list[Sidecar] = []
+
+    def document_path(self, member: str) -> Path:
+        return self.root / f"{member}.json"
+
+    def write(self, member: str, epoch: int, parts: list[int], revoking: list[int] = ()) -> None:
+        write_document(
+            self.document_path(member),
+            self.group,
+            member,
+            epoch,
+            {self.topic: parts} if parts else {},
+            {self.topic: list(revoking)} if revoking else {},
+        )
+
+    def sidecar(self, member: str, **kwargs: Any) -> Sidecar:
+        car = Sidecar(
+            self.bootstrap,
+            self.group,
+            self.topic,
+            member,
+            self.document_path(member),
+            self.ledger,
+            self.logs,
+            **kwargs,
+        )
+        self.sidecars.append(car)
+        return car.start()
+
+    def produce(self, per_partition: int, partitions: list[int] | None = None) -> None:
+        for p in partitions if partitions is not None else range(self.partitions):
+            for _ in range(per_partition):
+                self.producer.send(self.topic, value=b"r", partition=p)
+            self.produced[(self.topic, p)] = self.produced.get((self.topic, p), 0) + per_partition
+        self.producer.flush()
+
+    def report(self) -> ledger.LedgerReport:
+        return ledger.reconcile(self.produced, self.ledger)
+
+    def all_processed(self) -> ledger.LedgerReport | None:
+        report = self.report()
+        return report if report.lost == 0 else None
+
+    def actual(self) -> dict[str, list[int]]:
+        group = self.admin.describe_groups([self.group])[self.group]
+        if group.get("group_state") != "Stable":
+            return {}
+        return {m: ts.get(self.topic, []) for m, ts in actual_assignment(group).items()}
+
+    def committed(self) -> dict[int, Any]:
+        offsets = self.admin.list_group_offsets({self.group: None})[self.group]
+        return {tp.partition: om for tp, om in offsets.items() if tp.topic == self.topic}
+
+    def close(self) -> None:
+        for car in self.sidecars:
+            car.stop()
+        self.producer.close(timeout=5)
+        self.admin.close()
+
+
+@pytest.fixture
+def bench(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Bench]]:
+    bootstrap = os.environ.get("SIDECAR_DEV_BOOTSTRAP") or request.getfixturevalue("kafka")
+    made: list[Bench] = []
+
+    def make(partitions: int = 6, prefix: str = "sidecar") -> Bench:
+        b = Bench(bootstrap, tmp_path / prefix, partitions, prefix)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.close()
+        for car in b.sidecars:  # shown by pytest only when the test failed
+            print(f"---- {car.member} ----\n{car.log_text()[-6000:]}")
+
+
+def converged(bench: Bench, plan: dict[str, list[int]]) -> Callable[[], bool]:
+    return lambda: bench.actual() == plan
+
+
+# ---- (a) group mode: documents are followed, a new epoch moves partitions ------------------------
+
+
+def test_group_mode_follows_the_documents_and_a_new_epoch(bench):
+    b: Bench = bench(6, "follow")
+    plan1 = {"s-0": [0, 1], "s-1": [2, 3], "s-2": [4, 5]}
+    for member, parts in plan1.items():
+        b.write(member, 1, parts)
+    cars = [b.sidecar(member) for member in plan1]
+    wait_for("the group to take epoch 1", converged(b, plan1), timeout=45)
+    wait_for("every sidecar ready", lambda: all(c.ready() for c in cars))
+    b.produce(50)
+    wait_for("epoch 1 records processed", b.all_processed)
+
+    plan2 = {"s-0": [0, 5], "s-1": [1, 2, 3], "s-2": [4]}
+    for member, parts in plan2.items():
+        b.write(member, 2, parts)
+    b.produce(50)
+    wait_for("the group to take epoch 2", converged(b, plan2), timeout=45)
+    b.produce(50)
+    report = wait_for("everything processed", b.all_processed)
+    assert report.produced == 900 and report.lost == 0, report.summary()
+    assert report.conflicts == (), report.conflicts  # one owner per partition per epoch
+    entries, _ = ledger.read_ledger(b.ledger)
+    epoch2 = {(e.partition, e.member) for e in entries if e.epoch == 2}
+    assert epoch2 <= {(p, m) for m, ps in plan2.items() for p in ps}
+    assert {(5, "s-0"), (1, "s-1")} <= epoch2  # the moved partitions went on at their new owner
+    for car in cars:
+        m = car.metrics()
+        assert m["document_epoch"] == 2 and m["composed_epoch"] == 2
+        assert m["owned_partitions"] == len(plan2[car.member])
+        assert m["rejoins_total"] >= 1
+    committed = b.committed()
+    for p in range(6):
+        assert committed[p].offset == 150
+        owner = next(m for m, ps in plan2.items() if p in ps)
+        assert json.loads(committed[p].metadata) == {"member": owner, "epoch": 2}
+
+
+# ---- (b) SIGKILL and restart within the session timeout: no rebalance ----------------------------
+
+
+def test_restart_within_the_session_timeout_does_not_rebalance(bench):
+    b: Bench = bench(6, "restart")
+    plan = {"r-0": [0, 1, 2], "r-1": [3, 4, 5]}
+    for member, parts in plan.items():
+        b.write(member, 1, parts)
+    victim, other = (b.sidecar(m, slow_ms=4) for m in plan)
+    wait_for("the group to take epoch 1", converged(b, plan), timeout=45)
+    wait_for("generations reported", lambda: victim.metrics()["generation"] > 0)
+    generation = other.metrics()["generation"]
+    rebalances = other.metrics()["rebalances_total"]
+    b.produce(200)  # 600 records at 4 ms each: about 1.2 s of work per member
+    wait_for("the victim to be mid-way", lambda: b.report().per_member.get("r-0", 0) > 100)
+
+    victim.kill()
+    victim.start()  # same instance id, well within the 10 s session timeout
+    wait_for("the restarted sidecar to be ready", victim.ready, timeout=30)
+    report = wait_for("everything processed", b.all_processed)
+    assert report.lost == 0, report.summary()
+    print("restart:", report.summary())
+
+    assert other.metrics()["generation"] == generation  # nobody rebalanced
+    assert other.metrics()["rebalances_total"] == rebalances
+    assert victim.metrics()["generation"] == generation  # it got its old assignment back
+    assert b.actual() == plan
+    assert "requesting a rejoin" not in victim.log_text().split("group mode:")[-1]
+
+
+# ---- (c) a corrupt and a lower-epoch document leave the last good assignment ---------------------
+
+
+def test_corrupt_and_lower_epoch_documents_are_rejected(bench):
+    b: Bench = bench(6, "reject")
+    b.write("c-0", 1, [0, 1, 2])
+    b.write("c-1", 1, [3, 4, 5])
+    cars = [b.sidecar("c-0"), b.sidecar("c-1")]
+    plan = {"c-0": [0, 1, 2], "c-1": [3, 4, 5]}
+    wait_for("epoch 1", converged(b, plan), timeout=45)
+    b.write("c-0", 3, [0, 1])
+    b.write("c-1", 3, [2, 3, 4, 5])
+    plan3 = {"c-0": [0, 1], "c-1": [2, 3, 4, 5]}
+    wait_for("epoch 3", converged(b, plan3), timeout=45)
+
+    def settled() -> float | None:
+        # both members report the generation the group is at (cooperative takes two rounds)
+        first, second = (c.metrics()["generation"] for c in cars)
+        return first if first == second and b.actual() == plan3 else None
+
+    generation = wait_for("both members on the last generation", settled)
+
+    replace_text(b.document_path("c-0"), '{"group": "' + b.group + '", "member": "c-0", "epo')
+    wait_for(
+        "the corrupt document rejected", lambda: cars[0].metrics()["rejected_documents_total"] == 1
+    )
+    b.write("c-0", 2, [0, 1, 2, 3, 4, 5])  # lower epoch, a plan that would take everything
+    wait_for(
+        "the stale document rejected", lambda: cars[0].metrics()["rejected_documents_total"] == 2
+    )
+    b.produce(20)
+    wait_for("records processed on the last good plan", b.all_processed)
+    metrics = cars[0].metrics()
+    assert metrics["document_epoch"] == 3 and metrics["generation"] == generation
+    assert b.actual() == plan3
+    log = cars[0].log_text()
+    assert "not JSON" in log and "lower than the current 3" in log
+
+
+# ---- (d) assign mode: the two-step hand-over by hand ---------------------------------------------
+
+
+def test_assign_mode_two_step_handover(bench):
+    b: Bench = bench(6, "handover")
+    b.write("a-0", 1, [0, 1, 2])
+    b.write("a-1", 1, [3, 4, 5])
+    a0 = b.sidecar("a-0", mode="assign", slow_ms=2)
+    a1 = b.sidecar("a-1", mode="assign", slow_ms=2)
+    wait_for("both ready", lambda: a0.ready() and a1.ready(), timeout=30)
+    b.produce(100, [0, 2, 3, 4, 5])  # partition 1 stays empty: its acknowledgement is position 0
+    wait_for("a-0 mid-way through partition 2", lambda: _processed(b, "a-0", 2) > 10)
+
+    # Step 1 (epoch 2): a-0 gives up 1 and 2; nobody holds them.
+    b.write("a-0", 2, [0], revoking=[1, 2])
+    b.write("a-1", 2, [3, 4, 5])
+
+    def acked() -> dict[int, Any] | None:
+        committed = b.committed()
+        ok = all(p in committed and acknowledged(committed[p].metadata, "a-0", 2) for p in (1, 2))
+        return committed if ok else None
+
+    committed = wait_for("a-0's acknowledgement", acked, timeout=30)
+    assert committed[1].offset == 0  # nothing was consumed, still acknowledged
+    handed_over = committed[2].offset
+    entries, _ = ledger.read_ledger(b.ledger)
+    a0_p2 = [e.offset for e in entries if e.member == "a-0" and e.partition == 2]
+    assert max(a0_p2) + 1 == handed_over  # everything delivered was committed, nothing more
+    assert "acknowledged hand-over at epoch 2" in a0.log_text()
+    b.produce(20, [2])
+    time.sleep(2)  # between the steps, nobody consumes partition 2
+    entries, _ = ledger.read_ledger(b.ledger)
+    assert not [e for e in entries if e.partition == 2 and e.offset >= handed_over]
+
+    # Step 2 (epoch 3): grant them to a-1.
+    b.write("a-0", 3, [0])
+    b.write("a-1", 3, [1, 2, 3, 4, 5])
+    b.produce(20)
+    report = wait_for("everything processed", b.all_processed, timeout=60)
+    assert report.lost == 0, report.summary()
+    assert report.conflicts == (), report.conflicts
+    entries, _ = ledger.read_ledger(b.ledger)
+    a1_p2 = sorted(e.offset for e in entries if e.member == "a-1" and e.partition == 2)
+    assert a1_p2[0] == handed_over  # the new owner starts where the old one stopped
+    assert all(e.epoch == 3 for e in entries if e.member == "a-1" and e.partition == 2)
+    assert not [e for e in entries if e.member == "a-0" and e.partition == 2 and e.epoch >= 2]
+    assert a0.metrics()["acknowledgements_total"] == 2
+    final = b.committed()
+    assert json.loads(final[2].metadata) == {"member": "a-1", "epoch": 3}
+
+
+def _processed(b: Bench, member: str, partition: int) -> int:
+    entries, _ = ledger.read_ledger(b.ledger)
+    return sum(1 for e in entries if e.member == member and e.partition == partition)
+
+
+# ---- (e) a poison record is dead-lettered and the partition moves on -----------------------------
+
+
+def test_poison_record_is_dead_lettered_and_the_partition_moves_on(bench):
+    b: Bench = bench(3, "poison")
+    dead_letter = f"{b.topic}.dlq"
+    b.admin.create_topics([NewTopic(dead_letter, 1, 1)])
+    b.write("p-0", 1, [0, 1, 2])
+    car = b.sidecar(
+        "p-0",
+        mode="assign",
+        handler="tests.integration.test_sidecar_kafka:refuse_poison",
+        extra=("--max-attempts", "2", "--dead-letter-topic", dead_letter),
+    )
+    for p in range(3):
+        for i in range(10):
+            value = b"poison!" if (p, i) == (1, 4) else b"ok"
+            b.producer.send(b.topic, value=value, partition=p, key=f"k{p}-{i}".encode())
+    b.producer.flush()
+    b.produced = {(b.topic, 0): 10, (b.topic, 1): 10, (b.topic, 2): 10}
+    wait_for(
+        "the partition moved past the poison",
+        lambda: b.committed().get(1) and b.committed()[1].offset == 10,
+    )
+    report = b.report()
+    assert report.lost == 1 and report.lost_examples == ((b.topic, 1, 4),)  # only the poison
+
+    consumer = KafkaConsumer(
+        dead_letter,
+        bootstrap_servers=b.bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10000,
+    )
+    try:
+        dead = [next(consumer)]
+    finally:
+        consumer.close()
+    headers = dict(dead[0].headers)
+    assert dead[0].value == b"poison!" and dead[0].key == b"k1-4"
+    assert headers["kafka-rebalance.original.topic"] == b.topic.encode()
+    assert headers["kafka-rebalance.original.partition"] == b"1"
+    assert headers["kafka-rebalance.original.offset"] == b"4"
+    assert b"cannot process offset 4" in headers["kafka-rebalance.error"]
+    m = car.metrics()
+    assert m["records_dead_lettered_total"] == 1 and m["records_delivered_total"] == 29
+    assert car.stop() == 0
+
+
+def test_sigterm_finishes_the_batch_commits_and_exits_zero(bench):
+    b: Bench = bench(3, "sigterm")
+    b.write("t-0", 1, [0, 1, 2])
+    car = b.sidecar("t-0", slow_ms=20)
+    wait_for("joined", lambda: b.actual() == {"t-0": [0, 1, 2]}, timeout=45)
+    b.produce(100)
+    wait_for("consumption under way", lambda: b.report().processed > 60)
+    assert car.stop() == 0
+    report = b.report()
+    committed = b.committed()
+    entries, _ = ledger.read_ledger(b.ledger)
+    for p in range(3):
+        done = [e.offset for e in entries if e.partition == p]
+        # what was delivered is committed, so a restart does not repeat it
+        assert (committed[p].offset if p in committed else 0) == (max(done) + 1 if done else 0)
+    assert report.duplicates == 0
+    assert "closed" in car.log_text()
