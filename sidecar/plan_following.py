@@ -27,7 +27,8 @@ from assignors import plan
 from sidecar.user_data import NO_EPOCH, Claim
 
 FALLBACK_STRATEGY = "cooperative-sticky"
-_MANY = object()  # a partition two present members say they own
+# Placed in the owner table for a partition held back this round (never equal to a member id).
+_WITHHELD: str = "\x00withheld"
 _PINNED_PREFIX = "claimed by "  # the fallback's private topic per member (see _fallback)
 
 
@@ -80,13 +81,15 @@ def _place_claims(
             if owners is None or topic not in subscribed:
                 ignored += len(parts)
                 continue
-            count = len(owners)
+            count, member_id, placed = len(owners), view.member_id, False
             for partition in parts:
                 if not 0 <= partition < count:
                     ignored += 1
                 elif owners[partition] is None:
-                    owners[partition] = view.member_id
-                    epoch = max(epoch, claim.epoch)
+                    owners[partition] = member_id
+                    placed = True
+            if placed and claim.epoch > epoch:
+                epoch = claim.epoch
     return table, epoch, ignored
 
 
@@ -152,22 +155,25 @@ def _fallback(
     return placed
 
 
-def _current_owners(
-    members: Sequence[MemberView], partitions_per_topic: Mapping[str, int]
-) -> dict[tuple[str, int], object]:
-    """(topic, partition) -> the present member that says it owns it now (_MANY: several do)."""
-    owners: dict[tuple[str, int], object] = {}
+def _withhold(members: Sequence[MemberView], table: dict[str, list[str | None]]) -> set[str]:
+    """KIP-429: take out of `table` every partition that a present member other than its new
+    owner says it owns now (that member revokes it first; the next round grants it). One pass
+    over the members' owned partitions. Returns the topics that lost a partition."""
+    touched: set[str] = set()
     for view in members:
+        member_id = view.member_id
         for topic, parts in view.owned.items():
-            count = partitions_per_topic.get(topic)
-            if count is None:
+            owners = table.get(topic)
+            if owners is None:
                 continue
+            count = len(owners)
             for partition in parts:
                 if 0 <= partition < count:
-                    key = (topic, partition)
-                    previous = owners.get(key)
-                    owners[key] = view.member_id if previous in (None, view.member_id) else _MANY
-    return owners
+                    target = owners[partition]
+                    if target is not None and target is not _WITHHELD and target != member_id:
+                        owners[partition] = _WITHHELD
+                        touched.add(topic)
+    return touched
 
 
 def compose(
@@ -181,26 +187,26 @@ def compose(
     `partitions_per_topic`: topic -> partition count for the topics the leader has metadata for;
     a subscription to a topic missing here gets nothing from it.
     """
-    subscriptions = {
-        m.member_id: frozenset(t for t in m.topics if t in partitions_per_topic) for m in members
-    }
+    known = partitions_per_topic.keys()
+    subscriptions = {m.member_id: frozenset(m.topics).intersection(known) for m in members}
     table, epoch, ignored = _place_claims(members, partitions_per_topic, subscriptions)
     claimed = sum(len(owners) - owners.count(None) for owners in table.values())
     fallback = _fallback(members, table, subscriptions)
+    touched = _withhold(members, table) if cooperative else set()
 
-    current = _current_owners(members, partitions_per_topic) if cooperative else {}
     assignment: dict[str, dict[str, list[int]]] = {m.member_id: {} for m in members}
     withheld: list[tuple[str, int]] = []
     for topic in sorted(table):
-        for partition, member_id in enumerate(table[topic]):
-            if member_id is None:
-                continue
-            if cooperative:
-                owner = current.get((topic, partition))
-                if owner is not None and owner != member_id:
-                    withheld.append((topic, partition))
-                    continue
-            assignment[member_id].setdefault(topic, []).append(partition)
+        owners = table[topic]
+        if topic in touched:
+            withheld.extend((topic, p) for p, owner in enumerate(owners) if owner is _WITHHELD)
+        for partition, member_id in enumerate(owners):
+            if member_id is not None and member_id is not _WITHHELD:
+                topics = assignment[member_id]
+                if topic in topics:
+                    topics[topic].append(partition)
+                else:
+                    topics[topic] = [partition]
     return Composition(
         assignment=assignment,
         epoch=epoch,
