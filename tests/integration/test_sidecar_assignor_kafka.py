@@ -3,8 +3,8 @@
 Three kafka-python consumers (static members, each on its own thread, as the sidecar runs them)
 join with `PlanFollowingAssignor`. Their assignment documents are offered to their trackers;
 the group must end up exactly as the documents say. Then a new epoch moves a partition: a rejoin
-(the sidecar's only hook, `request_rejoin`) must move it, in two cooperative rounds, with no
-moment at which two members hold it. Finally describe_groups must show the assignor by name and
+(the sidecar's only hook, `request_rejoin`) must move it; cooperatively in two rounds, never
+granted while another member still owns it, or eagerly in one. Finally describe_groups must show the assignor by name and
 the claims as readable JSON text.
 """
 
@@ -132,8 +132,11 @@ def assignments(members: list[Member]) -> dict[str, list[int]]:
     return {m.pod: sorted(m.snapshot()) for m in members}
 
 
-@pytest.fixture
-def group_of_three(kafka: str) -> Iterator[tuple[str, str, list[Member]]]:
+@pytest.fixture(params=[True, False], ids=["cooperative", "eager"])
+def group_of_three(
+    kafka: str, request: pytest.FixtureRequest
+) -> Iterator[tuple[str, str, list[Member]]]:
+    cooperative: bool = request.param
     topic = f"plan-following-{uuid.uuid4().hex[:8]}"
     group = f"plan-following-group-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=kafka, client_id="plan-following-admin")
@@ -143,7 +146,7 @@ def group_of_three(kafka: str) -> Iterator[tuple[str, str, list[Member]]]:
     for pod in PODS:
         tracker = AssignmentTracker(group=group, member=pod)
         assert tracker.offer(document(group, pod, 1, EPOCH_1[pod], topic), "test").accepted
-        member = Member(pod, tracker, PlanFollowingAssignor(tracker))
+        member = Member(pod, tracker, PlanFollowingAssignor(tracker, cooperative=cooperative))
         record_compositions(member)
         members.append(member)
     stop = threading.Event()
@@ -163,10 +166,11 @@ def group_of_three(kafka: str) -> Iterator[tuple[str, str, list[Member]]]:
             thread.join(15)
 
 
-def test_group_follows_the_documents_and_moves_in_two_cooperative_rounds(
+def test_group_follows_the_documents_and_moves_the_partition(
     kafka: str, group_of_three: tuple[str, str, list[Member]]
 ) -> None:
     group, topic, members = group_of_three
+    cooperative = members[0].assignor.cooperative
 
     wait_until(lambda: assignments(members) == EPOCH_1, members, timeout=30)
     for member in members:
@@ -186,18 +190,22 @@ def test_group_follows_the_documents_and_moves_in_two_cooperative_rounds(
     for member in members:
         assert member.assignor.last_composed_epoch == 2
 
-    # round 1 withheld partition 1 (pod-0 still owned it), a later round granted it to pod-2;
-    # no composition ever granted a partition that another member still owned
     compositions = [entry for m in members for entry in m.compositions]
     assert compositions
-    for owned, composition in compositions:
-        for member_id, topics in composition.assignment.items():
-            for partition in topics.get(topic, []):
-                others = [o for o, parts in owned.items() if o != member_id and partition in parts]
-                assert not others, f"{partition} granted to {member_id} while {others} own it"
     withheld = [c for _, c in compositions if c.withheld]
-    assert withheld, "the move should have taken a cooperative round with the partition withheld"
-    assert all(c.withheld == ((topic, 1),) for c in withheld)
+    if cooperative:
+        # round 1 withheld partition 1 (pod-0 still owned it), a later round granted it to
+        # pod-2; no composition ever granted a partition that another member still owned
+        for owned, composition in compositions:
+            for member_id, topics in composition.assignment.items():
+                for partition in topics.get(topic, []):
+                    others = [o for o, ps in owned.items() if o != member_id and partition in ps]
+                    assert not others, f"{partition} granted to {member_id} while {others} own it"
+        assert withheld, "the move should take a cooperative round with the partition withheld"
+        assert all(c.withheld == ((topic, 1),) for c in withheld)
+    else:
+        # eager: every member revoked everything before joining, so one round moves it
+        assert not withheld
     by_pod = {m.pod: m for m in members}
     assert all(1 not in a for a in by_pod["pod-1"].history)
     assert by_pod["pod-0"].history[-1] == frozenset({0})
