@@ -23,6 +23,8 @@ from pipeline.simulate import Score, drain_step, score, time_lag
 # membership gives the same assignment; the replay skips those calls.
 LOAD_DRIVEN = frozenset({"kip169", "lag-aware"})
 DEFAULT_COOLDOWN_S = 300.0
+# (poll, candidate's document key, owners, integer lags) -> the planner's answer; per group.
+PlanCache = dict[tuple[Any, ...], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,12 @@ class Candidate:
         if self.strategy in LOAD_DRIVEN:
             parts.append(f"cooldown={self.cooldown_s:g}s")
         return " ".join(parts)
+
+    @property
+    def document_key(self) -> tuple[Any, ...]:
+        """What of the candidate reaches the planner's document (not the cooldown, which only
+        decides whether the planner is called)."""
+        return (self.strategy, self.weights, self.min_improvement, self.max_moves)
 
     def plan_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {}
@@ -270,8 +278,14 @@ def replay(
     handoff_s: float = 10.0,
     slo_s: float = 60.0,
     series_points: int = 120,
+    plans_cache: PlanCache | None = None,
 ) -> ReplayResult:
-    """Replay the history under `candidate`; see the module docstring for the rules."""
+    """Replay the history under `candidate`; see the module docstring for the rules.
+
+    `plans_cache` (one per group, shared by its candidates) answers a planner call whose
+    document this group's replays already produced, which is common: candidates that differ only
+    in cooldown, or whose options have not yet changed a decision, reach a poll in the same state.
+    The planner is a pure function of the document, so the answer is the one it would give."""
     count, polls = len(history.partitions), history.polls
     owners: list[str | None] = list(history.initial_owner)
     lag = list(history.initial_lag)
@@ -316,11 +330,17 @@ def replay(
             previous_members = present
             continue
         previous_members = present
-        document = _plan_document(
-            history, candidate, owners, present, lag, history.rates[t], weights
-        )
+        # Everything else in the document (members, weights, rates) is fixed by the poll.
+        key = (t, *candidate.document_key, tuple(owners), tuple(max(0, int(v)) for v in lag))
         try:
-            result = assignors.plan(document)
+            result = plans_cache.get(key) if plans_cache is not None else None
+            if result is None:
+                document = _plan_document(
+                    history, candidate, owners, present, lag, history.rates[t], weights
+                )
+                result = assignors.plan(document)
+                if plans_cache is not None:
+                    plans_cache[key] = result
         except Exception as exc:  # a planner bug must not kill the other groups' backtests
             return ReplayResult(
                 candidate,
@@ -397,13 +417,19 @@ def backtest_group(
     *,
     handoff_s: float = 10.0,
     slo_s: float = 60.0,
+    share_plans: bool = True,
 ) -> list[dict[str, Any]]:
-    """All candidates of the grid (a list, or a name in GRIDS) for one group, as output rows."""
+    """All candidates of the grid (a list, or a name in GRIDS) for one group, as output rows.
+    `share_plans`: one planner answer per distinct document across the candidates (the output
+    is the same either way; False is for the test that proves it)."""
     candidates = GRIDS[grid](history.current_strategy) if isinstance(grid, str) else list(grid)
     current_id = Candidate(history.current_strategy).id
+    cache: PlanCache | None = {} if share_plans else None
     return [
         result_row(
-            history, replay(history, c, handoff_s=handoff_s, slo_s=slo_s), c.id == current_id
+            history,
+            replay(history, c, handoff_s=handoff_s, slo_s=slo_s, plans_cache=cache),
+            c.id == current_id,
         )
         for c in candidates
     ]

@@ -128,6 +128,35 @@ def test_a_member_that_leaves_has_its_partitions_reassigned() -> None:
     assert result.utilisation["a"] > result.utilisation["b"]
 
 
+SKEWED = FleetSpec(groups=1, polls=60, partitions=(10, 16), slow_fraction=1.0, seed=11)
+
+
+@pytest.mark.parametrize("spec", [SLOW, SKEWED, UNIFORM], ids=["slow", "skewed", "uniform"])
+def test_sharing_planner_answers_between_candidates_changes_no_result(
+    spec: FleetSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-group plan cache is a speed-up only: every output row is the same without it,
+    and it does spare planner calls (candidates that differ only in cooldown, at least)."""
+    import assignors
+
+    history, _ = group_history(spec)
+    real_plan = assignors.plan
+    calls = {False: 0, True: 0}
+    rows = {}
+    for share in (False, True):
+
+        def counting(document: dict[str, Any], share: bool = share) -> dict[str, Any]:
+            calls[share] += 1
+            return real_plan(document)
+
+        monkeypatch.setattr(assignors, "plan", counting)
+        rows[share] = backtest_group(history, "full", share_plans=share)
+        monkeypatch.setattr(assignors, "plan", real_plan)
+    assert rows[True] == rows[False]
+    assert sum(r["plans"] for r in rows[False]) == calls[False]  # every decision, one call
+    assert 0 < calls[True] < calls[False]
+
+
 def test_slow_member_lags_under_range_and_the_recommendation_weights_it_down() -> None:
     history, truth = group_history(SLOW)
     assert truth.slow_member is not None
