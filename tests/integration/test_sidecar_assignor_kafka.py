@@ -4,8 +4,8 @@ Three kafka-python consumers (static members, each on its own thread, as the sid
 join with `PlanFollowingAssignor`. Their assignment documents are offered to their trackers;
 the group must end up exactly as the documents say. Then a new epoch moves a partition: a rejoin
 (the sidecar's only hook, `request_rejoin`) must move it; cooperatively in two rounds, never
-granted while another member still owns it, or eagerly in one. Finally describe_groups must show the assignor by name and
-the claims as readable JSON text.
+granted while another member still owns it, or eagerly in one. Finally describe_groups must show
+the assignor by name and the claims as readable JSON text.
 """
 
 from __future__ import annotations
