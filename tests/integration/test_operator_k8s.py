@@ -1,9 +1,13 @@
 """The operator end to end: real kube-apiserver (KWOK pods), real Kafka, the chart's RBAC.
 
-The operator runs as a subprocess (`kafka-rebalance operator`, the container's entrypoint) with
-a ServiceAccount kubeconfig bound to the same rules the Helm chart grants. Poll intervals are
-the CRD's 5s floor scaled by `--interval-scale 0.2` (a documented test/dev setting), so a poll
-runs about every second.
+Each test installs the Helm chart (`helm install` from `charts/`, the CRD from the chart's
+`crds/`) into its own namespace with `watchNamespaces` = that namespace, then runs the
+operator as a subprocess with the command line of the chart's Deployment and a TokenRequest
+token of the chart's ServiceAccount: exactly what the operator's pod would run, with exactly the
+permissions the chart grants. The Deployment is installed with `replicaCount=0`: KWOK runs no
+containers, so a replica would be a pod that reports Running while nothing runs in it; the
+subprocess is that pod's process. Poll intervals are the CRD's 5s floor scaled by
+`--interval-scale 0.2` (a documented test/dev setting), so a poll runs about every second.
 """
 
 from __future__ import annotations
@@ -28,70 +32,99 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from kafka_rebalance.devenv.kube_api import write_kubeconfig
 from tests.integration.manifests import pause_statefulset
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-CRD = ROOT / "crds" / "consumergrouppolicies.yaml"
 SCALE = 0.2  # pollInterval 5s -> a poll every second
-
 CHART = ROOT / "charts" / "kafka-rebalance-operator"
-
-# The chart's namespaced rules as of this writing (kro.namespacedRules); the tests use the rules
-# `helm template` renders from the chart itself, and check that they still grant these.
-EXPECTED_RULES = [
-    {
-        "apiGroups": ["kafka-rebalance.io"],
-        "resources": ["consumergrouppolicies"],
-        "verbs": ["get", "list", "watch", "patch"],
-    },
-    {
-        "apiGroups": ["kafka-rebalance.io"],
-        "resources": ["consumergrouppolicies/status"],
-        "verbs": ["patch"],
-    },
-    {
-        "apiGroups": [""],
-        "resources": ["configmaps"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-    },
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
-    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-]
+RELEASE = "kro"
+SERVICE_ACCOUNT = f"{RELEASE}-kafka-rebalance-operator"  # the chart's fullname for release kro
+CRD_NAME = "consumergrouppolicies.kafka-rebalance.io"
 
 
-def chart_rules(k8s: Any, namespace: str) -> list[dict[str, Any]]:
-    """The Role rules the Helm chart grants in `namespace` (helm template, as installed)."""
-    import yaml
+@dataclass
+class Installed:
+    """The chart installed for one namespace: the operator's identity and command line."""
 
-    rendered = subprocess.run(
+    kubeconfig: Path
+    args: list[str]  # the Deployment container's args (`operator --namespace NS ...`)
+
+
+def helm_install(k8s: Any, namespace: str, home: Path) -> Installed:
+    """`helm install` the chart watching `namespace`; a token kubeconfig of its ServiceAccount."""
+    from kubernetes import client
+
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(k8s.kubeconfig),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    k8s.kubectl("create", "namespace", namespace)
+    installed = subprocess.run(
         [
             str(k8s.tools.helm),
-            "template",
-            "kro",
+            "install",
+            RELEASE,
             str(CHART),
             "--namespace",
             namespace,
             "--set",
             f"watchNamespaces={{{namespace}}}",
+            "--set",
+            "replicaCount=0",
+            "--wait",
+            "--timeout=2m",
         ],
+        env=env,
         capture_output=True,
         text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    roles = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "Role"]
-    assert len(roles) == 1, rendered
-    rules = roles[0]["rules"]
-    for expected in EXPECTED_RULES:
-        assert any(
-            set(expected["verbs"]) <= set(r.get("verbs", []))
-            and set(expected["resources"]) <= set(r.get("resources", []))
-            for r in rules
-        ), f"the chart no longer grants {expected}"
-    return rules
+        timeout=180,
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    k8s.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD_NAME}", timeout=90
+    )
+    # discovery must serve the resource before a namespaced operator can watch it
+    wait_for(
+        "the CRD in discovery",
+        lambda: (
+            "consumergrouppolicies"
+            in k8s.kubectl("api-resources", "--api-group=kafka-rebalance.io", check=False).stdout
+        ),
+    )
+    deployment = json.loads(
+        k8s.kubectl("-n", namespace, "get", "deployment", SERVICE_ACCOUNT, "-o", "json").stdout
+    )
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT
+    (container,) = pod["containers"]
+    assert container["command"] == ["kafka-rebalance"]
+    api = k8s.api_client()
+    try:
+        token = (
+            client.CoreV1Api(api)
+            .create_namespaced_service_account_token(
+                SERVICE_ACCOUNT, namespace, {"spec": {"expirationSeconds": 3600}}
+            )
+            .status.token
+        )
+    finally:
+        api.close()
+    kubeconfig = write_kubeconfig(
+        home / f"{namespace}.kubeconfig",
+        k8s.server,
+        k8s.ca,
+        user=f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}",
+        token=token,
+        namespace=namespace,
+    )
+    return Installed(kubeconfig, list(container["args"]))
 
 
 def free_port() -> int:
@@ -140,18 +173,18 @@ class OperatorProcess:
 
 
 @contextlib.contextmanager
-def run_operator(
-    kubeconfig: Path, namespace: str, workdir: Path, *extra: str
-) -> Iterator[OperatorProcess]:
+def run_operator(installed: Installed, workdir: Path, *extra: str) -> Iterator[OperatorProcess]:
+    """The chart Deployment's command line as a subprocess, as the chart's ServiceAccount.
+
+    The test's flags come after the chart's args (argparse keeps the last value): local ports
+    on 127.0.0.1 and the test/dev interval scale."""
     log = workdir / f"operator-{uuid.uuid4().hex[:6]}.log"
     metrics_port, health_port = free_port(), free_port()
     command = [
         sys.executable,
         "-m",
         "kafka_rebalance.cli",
-        "operator",
-        "--namespace",
-        namespace,
+        *installed.args,
         "--bind",
         "127.0.0.1",
         "--metrics-port",
@@ -166,7 +199,7 @@ def run_operator(
         "3",
         *extra,
     ]
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    env = {**os.environ, "KUBECONFIG": str(installed.kubeconfig)}
     with open(log, "wb") as output:
         process = subprocess.Popen(
             command,
@@ -292,30 +325,10 @@ def max_load_ratio(assignment: dict[str, dict[str, Any]], lag: dict[int, int], t
     return max(loads) / bound
 
 
-@pytest.fixture(scope="module")
-def crd(k8s: Any) -> None:
-    k8s.kubectl("apply", "-f", str(CRD))
-    k8s.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/consumergrouppolicies.kafka-rebalance.io",
-        timeout=90,
-    )
-    # discovery must serve the new resource before a namespaced operator can watch it
-    wait_for(
-        "the CRD in discovery",
-        lambda: (
-            "consumergrouppolicies"
-            in k8s.kubectl("api-resources", "--api-group=kafka-rebalance.io", check=False).stdout
-        ),
-    )
-
-
 @dataclass
 class GroupEnv:
     cluster: Cluster
-    kubeconfig: Path
+    installed: Installed
     topic: str
     app: str
     bootstrap: str
@@ -326,9 +339,7 @@ def make_env(
     k8s: Any, kafka: str, tmp_path: Path, prefix: str, replicas: int, partitions: int
 ) -> GroupEnv:
     namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    kubeconfig = k8s.restricted_kubeconfig(
-        namespace, chart_rules(k8s, namespace), name="kafka-rebalance-operator"
-    )
+    installed = helm_install(k8s, namespace, tmp_path / "helm")
     cluster = Cluster(k8s, namespace)
     app = "consumer"
     cluster.apply(pause_statefulset(app, replicas, cpu_request="100m"))
@@ -339,10 +350,10 @@ def make_env(
     admin = KafkaAdminClient(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, partitions, 1)])
     admin.close()
-    return GroupEnv(cluster, kubeconfig, topic, app, kafka, tmp_path)
+    return GroupEnv(cluster, installed, topic, app, kafka, tmp_path)
 
 
-def test_enforce_lifecycle(k8s: Any, kafka: str, crd: None, tmp_path: Path) -> None:
+def test_enforce_lifecycle(k8s: Any, kafka: str, tmp_path: Path) -> None:
     """One group through its life: first plan, quiet polls, restart, skew, scale-down, Kafka
     unreachable, deletion."""
     env = make_env(k8s, kafka, tmp_path, "enforce", replicas=3, partitions=6)
@@ -350,9 +361,7 @@ def test_enforce_lifecycle(k8s: Any, kafka: str, crd: None, tmp_path: Path) -> N
     telemetry = tmp_path / "telemetry.jsonl"
     name = "orders"
     with (
-        run_operator(
-            env.kubeconfig, cluster.namespace, tmp_path, "--telemetry-file", str(telemetry)
-        ) as operator,
+        run_operator(env.installed, tmp_path, "--telemetry-file", str(telemetry)) as operator,
         diagnostics(cluster, name, operator),
     ):
         started = time.monotonic()
@@ -418,9 +427,7 @@ def test_enforce_lifecycle(k8s: Any, kafka: str, crd: None, tmp_path: Path) -> N
 
     # -- a restarted operator keeps the epoch and rewrites nothing
     with (
-        run_operator(
-            env.kubeconfig, cluster.namespace, tmp_path, "--telemetry-file", str(telemetry)
-        ) as operator,
+        run_operator(env.installed, tmp_path, "--telemetry-file", str(telemetry)) as operator,
         diagnostics(cluster, name, operator),
     ):
         wait_for("polls after restart", lambda: _poll_count(operator) >= 5, timeout=60)
@@ -588,13 +595,11 @@ def _poll_count(operator: OperatorProcess) -> int:
     return int(total)
 
 
-def test_propose_mode_applies_only_the_approved_plan(
-    k8s: Any, kafka: str, crd: None, tmp_path: Path
-) -> None:
+def test_propose_mode_applies_only_the_approved_plan(k8s: Any, kafka: str, tmp_path: Path) -> None:
     env = make_env(k8s, kafka, tmp_path, "propose", replicas=2, partitions=4)
     cluster, name = env.cluster, "proposed"
     with (
-        run_operator(env.kubeconfig, cluster.namespace, tmp_path) as operator,
+        run_operator(env.installed, tmp_path) as operator,
         diagnostics(cluster, name, operator),
     ):
         cluster.apply(
@@ -622,14 +627,12 @@ def test_propose_mode_applies_only_the_approved_plan(
         assert cluster.policy(name)["status"]["appliedPlan"] == proposal["hash"]
 
 
-def test_observe_mode_reports_and_never_writes(
-    k8s: Any, kafka: str, crd: None, tmp_path: Path
-) -> None:
+def test_observe_mode_reports_and_never_writes(k8s: Any, kafka: str, tmp_path: Path) -> None:
     env = make_env(k8s, kafka, tmp_path, "observe", replicas=2, partitions=3)
     cluster, name = env.cluster, "watching"
     produce(kafka, env.topic, {0: 5, 1: 7, 2: 9})
     with (
-        run_operator(env.kubeconfig, cluster.namespace, tmp_path) as operator,
+        run_operator(env.installed, tmp_path) as operator,
         diagnostics(cluster, name, operator),
     ):
         cluster.apply(
