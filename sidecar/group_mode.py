@@ -127,6 +127,7 @@ class GroupRunner(Runner):
             return
         self._seen_generation = generation
         self.metrics.rebalances.inc()
+        self.metrics.generation.set(generation)
         assert self.consumer is not None
         log.info(
             "rebalance: generation %s, composed from epoch %s, %d partitions: %s",

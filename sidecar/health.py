@@ -70,6 +70,9 @@ class SidecarMetrics:
         self.composed_epoch = gauge(
             "composed_epoch", "Epoch the current group assignment was composed from (group mode)"
         )
+        self.generation = gauge(
+            "generation", "Group generation of the current assignment (group mode)"
+        )
         self.owned_partitions = gauge("owned_partitions", "Partitions currently assigned")
         self.planned_partitions = gauge("planned_partitions", "Partitions the document plans")
         self.commit_latency = Histogram(
@@ -81,6 +84,7 @@ class SidecarMetrics:
         ).labels(*values)
         self.document_epoch.set(-1)
         self.composed_epoch.set(-1)
+        self.generation.set(-1)
         self._rejected_seen = 0
 
     # DeliveryStats
