@@ -62,3 +62,38 @@ def test_revoking_round_trips_through_the_configmap() -> None:
     docs = render_documents("g", {"a": {"t": [0]}}, 5, "h", "T", revoking={"a": {"t": [3, 1]}})
     assert json.loads(docs["a"].to_json())["revoking"] == {"t": [1, 3]}
     assert parse_document(docs["a"].to_json()).revoking == {"t": [1, 3]}
+
+
+def test_a_timed_out_revoke_goes_back_to_its_owner_and_nobody_else_gets_it() -> None:
+    from kafka_rebalance_operator.handoff import settle_timed_out
+
+    # a revoked t-1 and t-4 (epoch E); a acknowledged t-4 only; c left holding t-5; t-6 is new
+    holdings = {"a": {"t": [0]}, "b": {"t": [2, 3]}}
+    plan = {"a": {"t": [0, 3]}, "b": {"t": [1, 2, 4, 5]}, "d": {"t": [6]}}
+    settled = settle_timed_out(holdings, plan, {"a": [("t", 1)]})
+    # a keeps what it holds and gets back what it did not acknowledge; b keeps t-3 although
+    # the plan wants it on a (no partition moves between present members in this epoch);
+    # the acknowledged t-4, the orphaned t-5 and the new t-6 go where the plan puts them
+    assert settled == {"a": {"t": [0, 1]}, "b": {"t": [2, 3, 4, 5]}, "d": {"t": [6]}}
+    owners = [p for ts in settled.values() for ps in ts.values() for p in ps]
+    assert sorted(owners) == list(range(7)), "every partition exactly once"
+
+
+def test_a_timed_out_revoke_never_reaches_a_member_that_holds_other_partitions() -> None:
+    from kafka_rebalance_operator.handoff import settle_timed_out
+
+    # the plan moves everything of a's to b: only acknowledged partitions may follow it
+    holdings = {"a": {"x": [0]}, "b": {"y": [0]}}
+    plan = {"a": {}, "b": {"x": [0, 1, 2], "y": [0]}}
+    settled = settle_timed_out(holdings, plan, {"a": [("x", 1)]})
+    assert settled == {"a": {"x": [0, 1]}, "b": {"x": [2], "y": [0]}}
+    # partitions of a topic that no longer exists are dropped, not handed back
+    gone = settle_timed_out({"a": {"old": [0]}}, {"a": {"t": [0]}}, {"a": [("old", 1)]})
+    assert gone == {"a": {"t": [0]}}
+
+
+def test_describe_waiting_names_members_and_partitions() -> None:
+    from kafka_rebalance_operator.handoff import describe_waiting
+
+    text = describe_waiting({"b": [("t", 2)], "a": [("t", p) for p in range(12)]}, limit=3)
+    assert text == "a: t-0, t-1, t-2 and 9 more; b: t-2"

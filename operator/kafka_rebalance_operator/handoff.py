@@ -3,9 +3,13 @@
 Kafka does not fence manual `assign()` consumers, so two members must never hold a partition at
 the same epoch. A plan that moves partition P from A to B is applied in two epochs: first P is
 revoked from A (A's document lists it under `revoking`; nobody has it), then, once A has
-acknowledged by committing P with metadata `{"member": "A", "epoch": E}` for that epoch (or the
-handoff timeout passed, or A left the group), P is granted to B by the next plan, as an unowned
-partition. Partitions with no present previous owner are granted at once.
+acknowledged by committing P with metadata `{"member": "A", "epoch": E}` for that epoch (or A
+left the group), P is granted to B by the next plan, as an unowned partition. Partitions with no
+present previous owner are granted at once.
+
+If A is still present and has not acknowledged when the handoff timeout passes, P goes back to
+A in a new epoch (`settle_timed_out`): A may still be consuming it, so giving it to anyone else
+could make two members consume one partition. The move is retried later (after the cooldown).
 
 Pure: the decisions only; reconcile.py does the writes.
 """
@@ -112,3 +116,49 @@ def pending(
                     waiting.setdefault(member, []).append((topic, p))
     timed_out = started_at is not None and now - started_at > timeout_s
     return Pending(waiting, timed_out)
+
+
+def settle_timed_out(
+    holdings: Mapping[str, Mapping[str, list[int]]],
+    plan: Assignment,
+    waiting: Mapping[str, list[PartitionKey]],
+) -> Assignment:
+    """The epoch that ends a timed-out hand-over without ever sharing a partition.
+
+    `holdings`: what each present member holds now (revoked partitions excluded); `plan`: the
+    planner's assignment for the present members (it places every existing partition);
+    `waiting`: the revoked partitions whose present old owner did not acknowledge. Every member
+    keeps what it holds, unacknowledged partitions go back to their old owner, and only the
+    partitions nobody can still be consuming (acknowledged, or their owner left, or new) are
+    granted where the plan puts them. No partition moves between two present members here, so
+    this epoch needs no hand-over of its own."""
+    universe = {(t, p) for topics in plan.values() for t, ps in topics.items() for p in ps}
+    owner: dict[PartitionKey, str] = {}
+    for member in sorted(plan):
+        for topic, parts in (holdings.get(member) or {}).items():
+            for p in parts:
+                if (topic, p) in universe:
+                    owner.setdefault((topic, p), member)
+    for member, keys in waiting.items():
+        if member in plan:
+            for key in keys:
+                if key in universe:
+                    owner.setdefault(key, member)
+    for member, topics in plan.items():
+        for topic, parts in topics.items():
+            for p in parts:
+                owner.setdefault((topic, p), member)
+    result: Assignment = {member: {} for member in plan}
+    for (topic, p), member in owner.items():
+        result[member].setdefault(topic, []).append(p)
+    return {m: {t: sorted(ps) for t, ps in sorted(ts.items())} for m, ts in sorted(result.items())}
+
+
+def describe_waiting(waiting: Mapping[str, list[PartitionKey]], limit: int = 10) -> str:
+    """`member: topic-p, ...; member: ...` (at most `limit` partitions per member)."""
+    parts = []
+    for member, keys in sorted(waiting.items()):
+        shown = ", ".join(f"{t}-{p}" for t, p in sorted(keys)[:limit])
+        more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
+        parts.append(f"{member}: {shown}{more}")
+    return "; ".join(parts)

@@ -294,7 +294,7 @@ def _poll(
         return PollOutcome(_changed(ctx.status, new), action="no-members", succeeded=True)
 
     handoff_done = False
-    handoff_events: list[tuple[str, str, str]] = []
+    timed_out: dict[str, list[PartitionKey]] = {}  # unacknowledged revokes past the timeout
     if spec.apply_mode == "assign":
         top = {m: d for m, d in current.by_member.items() if d.epoch == current.epoch}
         started_at = min((parse_iso(d.generated_at) or now for d in top.values()), default=None)
@@ -307,14 +307,11 @@ def _poll(
             spec.handoff_timeout * settings.interval_scale,
         )
         if in_flight is not None and not in_flight.done:
-            waiting = "; ".join(
-                f"{m}: {', '.join(f'{t}-{p}' for t, p in parts[:10])}"
-                for m, parts in sorted(in_flight.waiting.items())
-            )
             health = Health(
                 False,
                 "HandingOff",
-                f"epoch {epoch}: waiting for old owners to commit revoked partitions ({waiting})",
+                f"epoch {epoch}: waiting for old owners to commit revoked partitions "
+                f"({handoff.describe_waiting(in_flight.waiting)})",
                 reconciling=True,
             )
             new = {
@@ -331,15 +328,8 @@ def _poll(
             return PollOutcome(_changed(ctx.status, new), action="handoff", succeeded=True)
         if in_flight is not None:
             handoff_done = True
-            if in_flight.timed_out and in_flight.waiting:
-                handoff_events.append(
-                    (
-                        "Warning",
-                        "HandoffTimeout",
-                        f"epoch {epoch}: no acknowledgement within apply.handoffTimeout from "
-                        f"{', '.join(sorted(in_flight.waiting))}; granting the partitions anyway",
-                    )
-                )
+            if in_flight.timed_out:
+                timed_out = dict(in_flight.waiting)
 
     # -- plan -----------------------------------------------------------------------------------
     measured: dict[str, float] = {}
@@ -369,6 +359,21 @@ def _poll(
     before, after = _ratio(stats.get("max_load_ratio_before")), _ratio(stats.get("max_load_ratio"))
 
     applied_hash = current.applied_hash()
+    if timed_out:
+        # Never grant a partition its old owner may still consume: back to it, in a new epoch.
+        previous = {
+            m: {
+                t: sorted(set(d.partitions.get(t, [])) | set(d.revoking.get(t, [])))
+                for t in set(d.partitions) | set(d.revoking)
+            }
+            for m, d in live_docs.items()
+        }
+        assignment = handoff.settle_timed_out(
+            {m: d.partitions for m, d in live_docs.items()}, assignment, timed_out
+        )
+        new_hash = planning.plan_hash(assignment)
+        moves = planning.moves_between(previous, assignment)
+        after = before
     proposal: Proposal | None = None
     if spec.needs_approval:
         # The proposal on offer stays the same while it still fits the group and is not applied,
@@ -414,6 +419,16 @@ def _poll(
         moves=moves,
         force=handoff_done and spec.mode != "observe",
     )
+    handoff_message = ""
+    if timed_out and decision.action == "apply":
+        handoff_message = (
+            f"epoch {epoch}: no acknowledgement within apply.handoffTimeout "
+            f"({spec.handoff_timeout:g}s) from {handoff.describe_waiting(timed_out)}; those "
+            f"partitions stay with their owner (epoch {decision.epoch}) and the move is retried "
+            "after rebalance.cooldown. Check that those members' sidecars commit with "
+            '{"member", "epoch"} metadata'
+        )
+        decision = planning.Decision("apply", "HandoffTimedOut", handoff_message, decision.epoch)
 
     # -- apply ----------------------------------------------------------------------------------
     new_status: dict[str, Any] = {
@@ -423,13 +438,15 @@ def _poll(
         "lastPollTime": iso(now),
         "strategy": spec.strategy,
     }
-    events: list[tuple[str, str, str]] = list(handoff_events)
+    events: list[tuple[str, str, str]] = []
+    if handoff_message:
+        events.append(("Warning", "HandoffTimedOut", handoff_message))
     applied_assignment = {m: d.partitions for m, d in live_docs.items()}
     if decision.action in ("apply", "repair"):
         plan_assignment = assignment
         revoking: dict[str, dict[str, list[int]]] = {}
         written_hash = new_hash
-        if spec.apply_mode == "assign" and decision.action == "apply":
+        if spec.apply_mode == "assign" and decision.action == "apply" and not timed_out:
             step = handoff.first_step(live_docs, assignment)
             plan_assignment, revoking = step.assignment, step.revoking
             written_hash = planning.plan_hash(plan_assignment)
@@ -535,6 +552,14 @@ def _poll(
         message = f"{message}; lag unknown for {unknown} partitions"
     if observation.missing_topics:
         message = f"{message}; topics not found: {', '.join(observation.missing_topics)}"
+    previous_ready = next(
+        (c for c in ctx.status.get("conditions") or [] if c.get("type") == "Ready"), {}
+    )
+    if handoff_message:
+        stalled_reason, message = "HandoffTimedOut", handoff_message
+    elif previous_ready.get("reason") == "HandoffTimedOut" and decision.reason == "CoolingDown":
+        # still waiting to retry the move that timed out: keep saying so until it is retried
+        stalled_reason, message = "HandoffTimedOut", str(previous_ready.get("message") or "")
     if stalled_reason is not None:
         health = Health(False, stalled_reason, message, stalled=True)
     elif reconciling:

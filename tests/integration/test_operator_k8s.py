@@ -285,7 +285,14 @@ def condition(policy: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def policy_manifest(
-    name: str, group: str, bootstrap: str, topic: str, app: str, **rebalance: Any
+    name: str,
+    group: str,
+    bootstrap: str,
+    topic: str,
+    app: str,
+    *,
+    apply: dict[str, Any] | None = None,
+    **rebalance: Any,
 ) -> str:
     body = {
         "apiVersion": "kafka-rebalance.io/v1alpha1",
@@ -306,6 +313,8 @@ def policy_manifest(
             },
         },
     }
+    if apply is not None:
+        body["spec"]["apply"] = apply
     return json.dumps(body)
 
 
@@ -650,3 +659,140 @@ def test_observe_mode_reports_and_never_writes(k8s: Any, kafka: str, tmp_path: P
         polls = _poll_count(operator)
         wait_for("five more polls", lambda: _poll_count(operator) >= polls + 5)
         assert cluster.configmaps(name) == {}
+
+
+def _events(cluster: Cluster, name: str, reason: str) -> list[dict[str, Any]]:
+    items = cluster.get("events", "--field-selector", f"involvedObject.name={name}")["items"]
+    return [e for e in items if e.get("reason") == reason]
+
+
+def _revoked(assignments: dict[str, dict[str, Any]], topic: str) -> set[tuple[str, int]]:
+    return {(m, p) for m, d in assignments.items() for p in d["revoking"].get(topic, [])}
+
+
+def _epochs(assignments: dict[str, dict[str, Any]]) -> set[int]:
+    return {d["epoch"] for d in assignments.values()}
+
+
+def _owner(assignments: dict[str, dict[str, Any]], topic: str) -> dict[int, str]:
+    return {p: m for m, d in assignments.items() for p in d["partitions"].get(topic, [])}
+
+
+def acknowledge(kafka: str, group: str, topic: str, revoked: set[tuple[str, int]], epoch: int):
+    """What an assign-mode sidecar does after giving up a partition: a manual commit (assign(),
+    no group membership) with `{member, epoch}` metadata."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    consumer = KafkaConsumer(bootstrap_servers=kafka, group_id=group, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for _, p in sorted(revoked)]
+        consumer.assign(partitions)
+        ends = consumer.end_offsets(partitions)
+        consumer.commit(
+            {
+                TopicPartition(topic, p): OffsetAndMetadata(
+                    ends[TopicPartition(topic, p)],
+                    json.dumps({"member": member, "epoch": epoch}),
+                    -1,
+                )
+                for member, p in revoked
+            }
+        )
+    finally:
+        consumer.close()
+
+
+def test_assign_mode_handoff_times_out_safely_and_grants_on_acknowledgement(
+    k8s: Any, kafka: str, tmp_path: Path
+) -> None:
+    """A revoke nobody acknowledges (no sidecar) goes back to its owner, Stalled/HandoffTimedOut
+    with an Event, and is retried after the cooldown; acknowledged by a real commit, it is
+    granted."""
+    env = make_env(k8s, kafka, tmp_path, "assign", replicas=2, partitions=4)
+    cluster, name, topic = env.cluster, "handover", env.topic
+    group = f"group-{topic}"
+    with (
+        run_operator(env.installed, tmp_path) as operator,
+        diagnostics(cluster, name, operator),
+    ):
+        cluster.apply(
+            policy_manifest(
+                name,
+                group,
+                kafka,
+                topic,
+                env.app,
+                cooldown="30s",  # 6 s at --interval-scale 0.2
+                apply={"mode": "assign", "handoffTimeout": "20s"},  # 4 s
+            )
+        )
+        first = wait_for(
+            "the first plan",
+            lambda: len(cluster.assignments(name)) == 2 and cluster.assignments(name),
+        )
+        original = _owner(first, topic)
+        produce(kafka, topic, dict.fromkeys(first[f"{env.app}-0"]["partitions"][topic], 3000))
+
+        # -- the revoke: nobody holds the partitions; nobody acknowledges
+        revoke = wait_for(
+            "a revoke", lambda: _revoked(a := cluster.assignments(name), topic) and a, timeout=60
+        )
+        revoked, epoch = _revoked(revoke, topic), revoke[f"{env.app}-0"]["epoch"]
+        assert all(original[p] == m for m, p in revoked)
+        held = _owner(revoke, topic)
+        assert not set(held) & {p for _, p in revoked}
+
+        # -- timed out: back to the old owner in a new epoch, Stalled, an Event
+        stalled = wait_for(
+            "Stalled/HandoffTimedOut",
+            lambda: (
+                (c := condition(cluster.policy(name), "Stalled")).get("reason") == "HandoffTimedOut"
+                and c["status"] == "True"
+                and c
+            ),
+            timeout=30,
+        )
+        for member, p in revoked:
+            assert f"{member}: {topic}-{p}" in stalled["message"], stalled["message"]
+        settled = cluster.assignments(name)
+        assert {d["epoch"] for d in settled.values()} == {epoch + 1}
+        assert not _revoked(settled, topic)
+        assert {p: m for p, m in _owner(settled, topic).items() if (m, p) in revoked} == {
+            p: m for m, p in revoked
+        }, "an unacknowledged partition goes back to its old owner and nobody else"
+        assert sorted(_owner(settled, topic)) == list(range(4))
+        wait_for("the HandoffTimedOut event", lambda: _events(cluster, name, "HandoffTimedOut"))
+        assert condition(cluster.policy(name), "Ready")["status"] == "False"
+
+        # -- retried after the cooldown: the same move is revoked again
+        retry = wait_for(
+            "the retry",
+            lambda: (
+                _revoked(a := cluster.assignments(name), topic)
+                and a[f"{env.app}-0"]["epoch"] > epoch + 1
+                and a
+            ),
+            timeout=60,
+        )
+        # give the test time to acknowledge like a sidecar would (a spec change; the
+        # hand-over in flight waits with the new timeout)
+        cluster.patch_policy(name, {"spec": {"apply": {"handoffTimeout": "120s"}}})
+        revoked, epoch = _revoked(retry, topic), retry[f"{env.app}-0"]["epoch"]
+        wait_for(
+            "Reconciling/HandingOff",
+            lambda: condition(cluster.policy(name), "Reconciling").get("reason") == "HandingOff",
+        )
+        acknowledge(kafka, group, topic, revoked, epoch)
+
+        # -- acknowledged: granted to the new owner in the next epoch
+        granted = wait_for(
+            "the grant",
+            lambda: _epochs(a := cluster.assignments(name)) == {epoch + 1} and a,
+            timeout=60,
+        )
+        assert not _revoked(granted, topic)
+        owners = _owner(granted, topic)
+        assert sorted(owners) == list(range(4))
+        assert any(owners[p] != m for m, p in revoked), "the acknowledged move happened"
+        wait_for("Ready", lambda: condition(cluster.policy(name), "Ready")["status"] == "True")

@@ -248,6 +248,46 @@ def test_assign_mode_hands_over_in_two_steps(kafka, monkeypatch) -> None:
     assert policy.status["epoch"] == epoch + 1
 
 
+def test_assign_mode_timed_out_revoke_returns_to_its_owner(kafka, monkeypatch) -> None:
+    """No acknowledgement within handoffTimeout: the revoked partitions go back to their old
+    owner in a new epoch (never to the planned new owner), Stalled says so until the retry."""
+    store = Store()
+    store.install(monkeypatch)
+    topic = topic_with(kafka, 4)
+    spec = spec_for(kafka, topic, apply={"mode": "assign", "handoffTimeout": "1s"})
+    spec["rebalance"] = {**spec["rebalance"], "cooldown": "1h"}
+    policy = Policy(spec, pods(2))
+    policy.poll()
+    first = store.documents()
+    produce(kafka, topic, dict.fromkeys(first["c-0"]["partitions"][topic], 1000))
+    policy.status.pop("lastAppliedTime")  # as if the first plan were older than the cooldown
+    assert policy.poll().action == "apply"
+    revoke = store.documents()
+    revoked = {(m, p) for m, d in revoke.items() for p in d["revoking"].get(topic, [])}
+    assert revoked, "the skew moves at least one partition"
+    time.sleep(1.5)  # nobody acknowledges (no sidecar)
+    outcome = policy.poll()
+    assert outcome.action == "apply"
+    settled = store.documents()
+    assert {d["epoch"] for d in settled.values()} == {revoke["c-0"]["epoch"] + 1}
+    for member, partition in revoked:
+        assert partition in settled[member]["partitions"][topic], "back with its old owner"
+    assert all(not d["revoking"] for d in settled.values())
+    held = sorted(p for d in settled.values() for p in d["partitions"].get(topic, []))
+    assert held == list(range(4))
+    stalled = policy.condition("Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "HandoffTimedOut"
+    for member, partition in revoked:
+        assert f"{member}: {topic}-{partition}" in stalled["message"]
+    assert ("Warning", "HandoffTimedOut") in {e[:2] for e in policy.events}
+    # the better plan now waits for the cooldown; the condition keeps saying why
+    writes = len(store.writes)
+    assert policy.poll().action == "hold"
+    assert policy.condition("Stalled")["reason"] == "HandoffTimedOut"
+    assert policy.condition("Stalled")["message"] == stalled["message"]
+    assert len(store.writes) == writes
+
+
 def test_telemetry_rows_reach_the_kafka_topic(kafka, monkeypatch) -> None:
     from kafka import KafkaConsumer
     from kafka_rebalance_operator.telemetry import KafkaSink
