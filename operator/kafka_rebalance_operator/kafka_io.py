@@ -37,6 +37,9 @@ class Observation:
     offsets: dict[PartitionKey, PartitionOffsets]
     errors: list[str] = field(default_factory=list)
     group: dict[str, Any] | None = None  # describe_groups result for the group, when read
+    # ("consumer", state) when ListGroups says the group is a KIP-848 group (which
+    # describe_groups cannot describe); None otherwise or when unknown
+    group_type: tuple[str, str] | None = None
     duration_s: float = 0.0
 
 
@@ -148,6 +151,19 @@ class KafkaObserver:
             log.debug("describe_groups failed", exc_info=True)
             return None
 
+    def kip848_group(self, group_id: str) -> tuple[str, str] | None:
+        """("consumer", state) if ListGroups (Kafka 4.0+, v5 type filter) lists the group as a
+        KIP-848 group; None if not, or if the broker cannot say (older brokers)."""
+        try:
+            groups = self.admin.list_groups(types_filter=["consumer"])
+        except Exception:
+            log.debug("list_groups with a type filter failed", exc_info=True)
+            return None
+        for entry in groups:
+            if entry.get("group_id") == group_id:
+                return ("consumer", str(entry.get("group_state") or ""))
+        return None
+
     def observe(
         self,
         group_id: str,
@@ -178,6 +194,16 @@ class KafkaObserver:
                     error=None if start is not None and end is not None else "offsets unread",
                 )
         group = self.describe_group(group_id) if describe else None
+        group_type = None
+        if describe and (group is None or group.get("error") or group.get("group_state") == "Dead"):
+            # DescribeGroups does not describe KIP-848 groups (GROUP_ID_NOT_FOUND / Dead)
+            group_type = self.kip848_group(group_id)
         return Observation(
-            counts, missing, offsets, errors, group, duration_s=time.monotonic() - started
+            counts,
+            missing,
+            offsets,
+            errors,
+            group,
+            group_type,
+            duration_s=time.monotonic() - started,
         )

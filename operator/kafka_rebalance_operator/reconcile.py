@@ -24,6 +24,7 @@ from kafka_rebalance_operator import (
     kube_io,
     metrics,
     planning,
+    protocol,
     redaction,
     telemetry,
 )
@@ -246,7 +247,7 @@ def _poll(
             spec.group_id,
             spec.topics,
             spec.topic_pattern,
-            describe=settings.describe_group and spec.apply_mode == "group",
+            describe=settings.describe_group,
         )
     except KafkaUnavailable as error:
         runtime.close()  # a fresh client next poll: the cluster may have moved
@@ -419,6 +420,16 @@ def _poll(
         moves=moves,
         force=handoff_done and spec.mode != "observe",
     )
+    kind, kind_state = observation.group_type or (None, None)
+    mismatch = protocol.mismatch(
+        spec.apply_mode, spec.group_id, observation.group, kind, kind_state
+    )
+    if mismatch and spec.apply_mode == "assign" and decision.action == "apply" and not timed_out:
+        # manual commits are refused while members have joined: a revoke could never be
+        # acknowledged, so no new epoch until the group is left to the sidecars
+        decision = planning.Decision(
+            "hold", "ProtocolMismatch", "a new plan is held", decision.epoch - 1
+        )
     handoff_message = ""
     if timed_out and decision.action == "apply":
         handoff_message = (
@@ -555,7 +566,11 @@ def _poll(
     previous_ready = next(
         (c for c in ctx.status.get("conditions") or [] if c.get("type") == "Ready"), {}
     )
-    if handoff_message:
+    if mismatch:
+        stalled_reason, message = "ProtocolMismatch", f"{mismatch}; {message}"
+        if previous_ready.get("reason") != "ProtocolMismatch":
+            events.append(("Warning", "ProtocolMismatch", mismatch))
+    elif handoff_message:
         stalled_reason, message = "HandoffTimedOut", handoff_message
     elif previous_ready.get("reason") == "HandoffTimedOut" and decision.reason == "CoolingDown":
         # still waiting to retry the move that timed out: keep saying so until it is retried

@@ -796,3 +796,67 @@ def test_assign_mode_handoff_times_out_safely_and_grants_on_acknowledgement(
         assert sorted(owners) == list(range(4))
         assert any(owners[p] != m for m, p in revoked), "the acknowledged move happened"
         wait_for("Ready", lambda: condition(cluster.policy(name), "Ready")["status"] == "True")
+
+
+def test_group_mode_reports_members_on_another_assignor(
+    k8s: Any, kafka: str, tmp_path: Path
+) -> None:
+    """A plain kafka-python consumer (default range assignor) in the policy's group: the plan
+    is written but the policy is Stalled/ProtocolMismatch until that consumer leaves."""
+    import threading
+
+    from kafka import KafkaConsumer
+
+    env = make_env(k8s, kafka, tmp_path, "protocol", replicas=2, partitions=3)
+    cluster, name, group = env.cluster, "mismatch", f"group-{env.topic}"
+    stop = threading.Event()
+    joined = threading.Event()
+
+    def consume() -> None:
+        consumer = KafkaConsumer(
+            env.topic, bootstrap_servers=kafka, group_id=group, client_id="plain-range"
+        )
+        try:
+            while not stop.is_set():
+                consumer.poll(timeout_ms=200)
+                if consumer.assignment():
+                    joined.set()
+        finally:
+            consumer.close()  # LeaveGroup: the group is empty again
+
+    with (
+        run_operator(env.installed, tmp_path) as operator,
+        diagnostics(cluster, name, operator),
+    ):
+        cluster.apply(policy_manifest(name, group, kafka, env.topic, env.app))
+        wait_for("the plan", lambda: len(cluster.assignments(name)) == 2)
+        wait_for("Ready", lambda: condition(cluster.policy(name), "Ready").get("status") == "True")
+        thread = threading.Thread(target=consume, daemon=True)
+        thread.start()
+        try:
+            assert joined.wait(60), "the plain consumer never got an assignment"
+            stalled = wait_for(
+                "Stalled/ProtocolMismatch",
+                lambda: (
+                    (c := condition(cluster.policy(name), "Stalled")).get("reason")
+                    == "ProtocolMismatch"
+                    and c
+                ),
+                timeout=30,
+            )
+            assert stalled["status"] == "True"
+            assert "'range'" in stalled["message"] and "kafka-rebalance-plan" in stalled["message"]
+            assert "not followed" in stalled["message"]
+            assert condition(cluster.policy(name), "Ready")["status"] == "False"
+            assert len(cluster.assignments(name)) == 2, "the plan stays written"
+            wait_for(
+                "the ProtocolMismatch event", lambda: _events(cluster, name, "ProtocolMismatch")
+            )
+        finally:
+            stop.set()
+            thread.join(30)
+        wait_for(
+            "Ready once the consumer left",
+            lambda: condition(cluster.policy(name), "Ready").get("status") == "True",
+            timeout=60,
+        )
