@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
         "--hot-rate", type=float, default=30.0, help="records/s per hot partition (default 30)"
     )
     parser.add_argument(
-        "--cold-rate", type=float, default=4.0, help="records/s per other partition (default 4)"
+        "--cold-rate", type=float, default=8.0, help="records/s per other partition (default 8)"
     )
     parser.add_argument(
         "--weight-from",

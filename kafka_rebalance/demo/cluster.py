@@ -24,11 +24,21 @@ CRD_NAME = f"{PLURAL}.{GROUP}"
 POLICY_LABEL = "kafka-rebalance.io/policy"
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: float = 0.25) -> Any:
-    """Poll `check` until it returns something truthy; fail naming `what` and the last answer."""
+def wait_for(
+    what: str,
+    check: Callable[[], Any],
+    timeout: float = 60,
+    every: float = 0.25,
+    abort: Callable[[], str | None] | None = None,
+) -> Any:
+    """Poll `check` until it returns something truthy; fail naming `what` and the last answer.
+    `abort` is asked first each round: a message from it fails at once (a crashed process
+    will not recover by waiting)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
+        if abort is not None and (reason := abort()):
+            raise RuntimeError(f"while waiting for {what}: {reason}")
         try:
             last = check()
         except Exception as error:  # the object may not exist yet

@@ -82,6 +82,7 @@ class Fleet:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.slow_ms: dict[str, int] = {}
         self.starts: dict[str, int] = {}
+        self.stopped: set[str] = set()  # stopped or killed on purpose (not a crash)
         settings.ledger_dir.mkdir(parents=True, exist_ok=True)
         settings.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -90,6 +91,7 @@ class Fleet:
         if self.alive(member):
             return
         self.starts[member] = self.starts.get(member, 0) + 1
+        self.stopped.discard(member)
         self.slow_ms[member] = slow_ms
         env = {
             **os.environ,
@@ -117,12 +119,17 @@ class Fleet:
         return sorted(m for m in self.processes if self.alive(m))
 
     def exited(self) -> dict[str, int]:
-        """Members whose process ended, with the exit code (the harness reports crashes)."""
-        return {m: code for m, p in self.processes.items() if (code := p.poll()) is not None}
+        """Members whose process ended by itself, with the exit code (crashes to report)."""
+        return {
+            m: code
+            for m, p in self.processes.items()
+            if m not in self.stopped and (code := p.poll()) is not None
+        }
 
     def stop(self, member: str, *, grace: float = 20) -> int | None:
         """SIGTERM (the sidecar finishes its batch, commits, leaves); SIGKILL after `grace`."""
         process = self.processes.get(member)
+        self.stopped.add(member)
         if process is None or process.poll() is not None:
             return None if process is None else process.returncode
         os.killpg(process.pid, signal.SIGTERM)
@@ -135,6 +142,7 @@ class Fleet:
     def kill(self, member: str) -> None:
         """SIGKILL: a crash (the static member stays in the group until its session times out)."""
         process = self.processes.get(member)
+        self.stopped.add(member)
         if process is not None and process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
@@ -142,6 +150,7 @@ class Fleet:
     def stop_all(self, grace: float = 20) -> None:
         for member in list(self.processes):
             process = self.processes[member]
+            self.stopped.add(member)
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
         for member in list(self.processes):

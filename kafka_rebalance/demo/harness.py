@@ -162,14 +162,76 @@ class GroupHarness:
                 return sample
             return None
 
-        return wait_for(f"{members} to own all partitions", check, timeout, every=0.5)
+        return wait_for(f"{members} to own all partitions", check, timeout, 0.5, abort=self.crashed)
+
+    def planned_owners(self) -> tuple[set[int], dict[int, str]]:
+        """(epochs found, partition -> member) from the policy's ConfigMaps."""
+        documents = self.assignments()
+        owners = {
+            p: member
+            for member, doc in documents.items()
+            for p in (doc.get("partitions") or {}).get(self.topic, [])
+        }
+        return {int(doc["epoch"]) for doc in documents.values()}, owners
+
+    def wait_converged(
+        self, min_epoch: int, members: list[str] | None = None, timeout: float = 90
+    ) -> int:
+        """Wait until the applied plan (epoch >= `min_epoch`, over exactly `members` when given)
+        is what the group actually consumes by (describe_groups); return that epoch."""
+
+        def check() -> int | None:
+            epoch = self.epoch()
+            if epoch < min_epoch:
+                return None
+            epochs, planned = self.planned_owners()
+            if epochs != {epoch} or len(planned) != self.partitions:
+                return None
+            if members is not None and set(planned.values()) - set(members):
+                return None
+            if members is not None and set(self.assignments()) != set(members):
+                return None
+            sample = self.sample()
+            if sample.group_state == "Stable" and sample.owners == planned:
+                return epoch
+            return None
+
+        return wait_for(
+            f"the group to converge on epoch >= {min_epoch}", check, timeout, 0.5, self.crashed
+        )
+
+    def crashed(self) -> str | None:
+        """A report of sidecars that exited on their own (with their last log lines), if any."""
+        exited = self.fleet.exited()
+        if not exited:
+            return None
+        tails = "\n".join(f"--- {m} ---\n{self.fleet.log_tail(m)}" for m in sorted(exited))
+        return f"sidecar(s) exited: {exited}\n{tails}"
+
+    def watch(self, seconds: float, every: float = 1.0) -> list[Sample]:
+        """Sample for `seconds`, failing fast if a sidecar process dies."""
+        end = time.monotonic() + seconds
+        taken = []
+        while True:
+            taken.append(self.sample())
+            report = self.crashed()
+            if report:
+                raise RuntimeError(report)
+            left = end - time.monotonic()
+            if left <= 0:
+                return taken
+            time.sleep(min(every, left))
 
     def drain(self, timeout: float = 90) -> Sample:
         """After production stopped: wait until every produced record is committed."""
         assert self.workload is not None
         self.workload.stop()
         return wait_for(
-            "the group to drain", lambda: (s := self.sample()).total_lag == 0 and s, timeout, 0.5
+            "the group to drain",
+            lambda: (s := self.sample()).total_lag == 0 and s,
+            timeout,
+            0.5,
+            self.crashed,
         )
 
     def reconcile(self) -> Any:

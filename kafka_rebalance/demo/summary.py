@@ -116,8 +116,8 @@ def comparison_table(rows: Sequence[Mapping[str, Any]]) -> str:
     columns = [
         ("strategy", "strategy", "{}"),
         ("throughput (rec/s)", "throughput", "{:.1f}"),
-        ("capacity (rec/s)", "capacity", "{:.1f}"),
-        ("produced (rec/s)", "production", "{:.1f}"),
+        ("slow member capacity (rec/s)", "capacity", "{:.1f}"),
+        ("production (rec/s)", "production", "{:.1f}"),
         ("max lag", "max_lag", "{}"),
         ("final lag", "final_lag", "{}"),
         ("lag trend (rec/s)", "lag_trend", "{:+.1f}"),
