@@ -156,3 +156,38 @@ def test_moves_between_counts_owner_changes_only() -> None:
     before = {"a": {"t": [0, 1]}, "b": {"t": [2]}}
     after = {"a": {"t": [0]}, "b": {"t": [1, 2, 3]}}
     assert moves_between(before, after) == 1  # partition 3 was unowned: a grant
+
+
+def test_a_proposal_survives_the_round_trip_through_status() -> None:
+    from kafka_rebalance_operator.planning import encode_assignment, plan_hash, restore_proposal
+
+    assignment = {"b": {"t": [3, 1]}, "a": {"t": [0], "u": [2]}, "idle": {}}
+    digest = plan_hash(assignment)
+    status = {
+        "hash": digest,
+        "moves": 2,
+        "before": 1.5,
+        "after": 1.0,
+        "generatedAt": "2026-11-21T10:00:00Z",
+        "epoch": 4,
+        "assignment": encode_assignment(assignment),
+    }
+    restored = restore_proposal(status)
+    assert restored is not None
+    assert restored.hash == digest and plan_hash(restored.assignment) == digest
+    assert restored.assignment == {"a": {"t": [0], "u": [2]}, "b": {"t": [1, 3]}, "idle": {}}
+    assert (restored.moves, restored.before, restored.after) == (2, 1.5, 1.0)
+    assert restored.generated_at == "2026-11-21T10:00:00Z"
+
+
+def test_a_stored_proposal_that_does_not_match_its_hash_is_not_offered() -> None:
+    from kafka_rebalance_operator.planning import encode_assignment, plan_hash, restore_proposal
+
+    assignment = {"a": {"t": [0, 1]}, "b": {"t": [2]}}
+    good = {"hash": plan_hash(assignment), "assignment": encode_assignment(assignment)}
+    assert restore_proposal(good) is not None
+    edited = {**good, "assignment": encode_assignment({"a": {"t": [0]}, "b": {"t": [1, 2]}})}
+    assert restore_proposal(edited) is None
+    assert restore_proposal({**good, "assignment": "{not json"}) is None
+    assert restore_proposal({"hash": good["hash"]}) is None  # written before it was stored
+    assert restore_proposal(None) is None

@@ -133,6 +133,63 @@ def proposal_fits(
     return seen == {(t, p) for t, n in topics.items() for p in range(n)}
 
 
+@dataclass
+class Proposal:
+    """A plan waiting for approval: what `status.proposal` describes."""
+
+    hash: str
+    assignment: dict[str, dict[str, list[int]]]
+    moves: int
+    before: float | None
+    after: float | None
+    generated_at: str
+
+
+def encode_assignment(assignment: Mapping[str, Mapping[str, list[int]]]) -> str:
+    """Compact JSON text of an assignment, for `status.proposal.assignment`. Members without
+    partitions stay in (they are part of the hash)."""
+    canonical = {
+        member: {t: sorted(p) for t, p in sorted(topics.items()) if p}
+        for member, topics in sorted(assignment.items())
+    }
+    return json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+
+
+def restore_proposal(status_proposal: Any) -> Proposal | None:
+    """The proposal on offer from `status.proposal` (after an operator restart), or None when
+    there is none or its assignment does not match its hash (edited, truncated, or written by
+    an operator that did not store it)."""
+    if not isinstance(status_proposal, Mapping):
+        return None
+    text, wanted = status_proposal.get("assignment"), status_proposal.get("hash")
+    if not isinstance(text, str) or not isinstance(wanted, str):
+        return None
+    try:
+        raw = json.loads(text)
+        assignment = {
+            str(member): {str(t): sorted(int(p) for p in ps) for t, ps in topics.items()}
+            for member, topics in raw.items()
+        }
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if plan_hash(assignment) != wanted:
+        return None
+
+    def number(key: str) -> float | None:
+        value = status_proposal.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    moves = status_proposal.get("moves")
+    return Proposal(
+        hash=wanted,
+        assignment=assignment,
+        moves=moves if isinstance(moves, int) else 0,
+        before=number("before"),
+        after=number("after"),
+        generated_at=str(status_proposal.get("generatedAt") or ""),
+    )
+
+
 @dataclass(frozen=True)
 class Decision:
     """What this poll does with the plan.

@@ -33,6 +33,7 @@ from kafka_rebalance_operator.history import PartitionMemory
 from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable, Observation
 from kafka_rebalance_operator.lag import LagState, PartitionLag, classify
 from kafka_rebalance_operator.members import PodSummary, resolve_weights, select_members
+from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.policy import PolicyError, PolicySpec, parse_spec
 from kafka_rebalance_operator.settings import OperatorSettings
 from kafka_rebalance_operator.verify import verify
@@ -44,20 +45,10 @@ CONVERGENCE_POLLS = 5  # group mode: polls an applied epoch may take before NotC
 
 
 @dataclass
-class Proposal:
-    hash: str
-    assignment: dict[str, dict[str, list[int]]]
-    moves: int
-    before: float | None
-    after: float | None
-    generated_at: str
-
-
-@dataclass
 class PolicyRuntime:
     """What the operator remembers about a policy between polls (in memory; lost on restart,
     which costs only rate history: epochs and assignments are re-read from status and
-    ConfigMaps)."""
+    ConfigMaps, and a proposal on offer from status.proposal)."""
 
     observer: KafkaObserver | None = None
     observer_key: tuple[str, str] | None = None
@@ -378,8 +369,9 @@ def _poll(
     proposal: Proposal | None = None
     if spec.needs_approval:
         # The proposal on offer stays the same while it still fits the group and is not applied,
-        # so the hash a user approves is the plan that gets applied even as lag moves.
-        kept = runtime.proposal
+        # so the hash a user approves is the plan that gets applied even as lag moves. It is kept
+        # in status as well, so an operator restart offers the same plan (and hash) again.
+        kept = runtime.proposal or planning.restore_proposal(ctx.status.get("proposal"))
         if (
             kept is not None
             and kept.hash != applied_hash
@@ -531,6 +523,7 @@ def _poll(
             "after": proposal.after,
             "generatedAt": proposal.generated_at,
             "epoch": epoch + 1,
+            "assignment": planning.encode_assignment(proposal.assignment),
         }
         new_status["proposal"] = {k: v for k, v in new_status["proposal"].items() if v is not None}
         if (ctx.status.get("proposal") or {}).get("hash") != proposal.hash:

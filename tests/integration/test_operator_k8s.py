@@ -605,6 +605,9 @@ def _poll_count(operator: OperatorProcess) -> int:
 
 
 def test_propose_mode_applies_only_the_approved_plan(k8s: Any, kafka: str, tmp_path: Path) -> None:
+    """propose mode: nothing is applied before approval; the proposal on offer (and its hash)
+    survives an operator restart even when lag has changed meanwhile; the approved hash
+    applies."""
     env = make_env(k8s, kafka, tmp_path, "propose", replicas=2, partitions=4)
     cluster, name = env.cluster, "proposed"
     with (
@@ -625,6 +628,21 @@ def test_propose_mode_applies_only_the_approved_plan(k8s: Any, kafka: str, tmp_p
         assert cluster.configmaps(name) == {}, "nothing is applied before approval"
         assert cluster.policy(name)["status"]["proposal"]["hash"] == proposal["hash"]
 
+    # lag piles up on the partitions the proposal gives one member (a plan computed afresh
+    # would split them), while no operator runs
+    offered = json.loads(proposal["assignment"])
+    assert set(offered) == {f"{env.app}-0", f"{env.app}-1"}
+    produce(kafka, env.topic, dict.fromkeys(offered[f"{env.app}-0"][env.topic], 2000))
+    with (
+        run_operator(env.installed, tmp_path) as operator,
+        diagnostics(cluster, name, operator),
+    ):
+        wait_for("polls after the restart", lambda: _poll_count(operator) >= 5)
+        status = cluster.policy(name)["status"]
+        assert status["totalLag"] >= 2000 * len(offered[f"{env.app}-0"][env.topic])
+        assert status["proposal"]["hash"] == proposal["hash"], "the same plan is on offer"
+        assert cluster.configmaps(name) == {}
+
         cluster.patch_policy(name, {"spec": {"approvedPlan": proposal["hash"]}})
         applied = wait_for(
             "the approved plan",
@@ -632,8 +650,16 @@ def test_propose_mode_applies_only_the_approved_plan(k8s: Any, kafka: str, tmp_p
         )
         assert {d["planHash"] for d in applied.values()} == {proposal["hash"]}
         assert {d["epoch"] for d in applied.values()} == {1}
-        wait_for("the proposal cleared", lambda: "proposal" not in cluster.policy(name)["status"])
-        assert cluster.policy(name)["status"]["appliedPlan"] == proposal["hash"]
+        assert {m: d["partitions"] for m, d in applied.items()} == offered
+        status = wait_for(
+            "status of the applied plan",
+            lambda: (
+                (st := cluster.policy(name)["status"]).get("appliedPlan") == proposal["hash"] and st
+            ),
+        )
+        # the skew makes a better plan: it is proposed anew, never applied unapproved
+        assert status.get("proposal", {}).get("hash") != proposal["hash"]
+        assert status["epoch"] == 1
 
 
 def test_observe_mode_reports_and_never_writes(k8s: Any, kafka: str, tmp_path: Path) -> None:
