@@ -5,3 +5,26 @@ consumer group with the plan-following assignor (or assigns partitions itself), 
 hands records to the application. Planning stays in `assignors`; this package never imports the
 operator, so a consumer pod carries no Kubernetes controller code.
 """
+
+from typing import Any
+
+# The consumer API, imported lazily: `import sidecar.records` (the ledger, a handler module) must
+# not pull in the Kafka client and prometheus.
+_EXPORTS = {
+    "PlanFollowingConsumer": "sidecar.consumer",
+    "DocumentSource": "sidecar.consumer",
+    "SidecarConfig": "sidecar.runner",
+    "Batch": "sidecar.records",
+    "Record": "sidecar.records",
+    "RetryPolicy": "sidecar.delivery",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sidecar' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -8,6 +8,7 @@ session timeout" is a real race against the broker, not a mock.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -15,11 +16,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +120,7 @@ class Sidecar:
         *,
         mode: str = "group",
         handler: str = "kafka_rebalance.ledger:record",
+        deliver_to: str | None = None,
         extra: tuple[str, ...] = (),
         slow_ms: int = 0,
     ) -> None:
@@ -138,8 +142,7 @@ class Sidecar:
             mode,
             "--assignment",
             str(document),
-            "--handler",
-            handler,
+            *(("--deliver-to", deliver_to) if deliver_to else ("--handler", handler)),
             "--session-timeout-ms",
             str(SESSION_MS),
             "--max-poll-records",
@@ -315,6 +318,24 @@ def converged(bench: Bench, plan: dict[str, list[int]]) -> Callable[[], bool]:
     return lambda: bench.actual() == plan
 
 
+def settled_generation(bench: Bench, cars: list[Sidecar], plan: dict[str, list[int]]) -> float:
+    """Wait until the group has the plan and every sidecar reports the same generation (a
+    cooperative move takes two rounds; a sidecar notes the generation after its poll)."""
+
+    def check() -> float | None:
+        generations = {c.metrics()["generation"] for c in cars}
+        if len(generations) == 1 and bench.actual() == plan:
+            return generations.pop()
+        return None
+
+    def stable() -> float | None:  # the same answer twice, a second apart
+        first = check()
+        time.sleep(1)
+        return first if first is not None and check() == first else None
+
+    return wait_for("the group settled on one generation", stable, timeout=45)
+
+
 # ---- (a) group mode: documents are followed, a new epoch moves partitions ------------------------
 
 
@@ -363,9 +384,7 @@ def test_restart_within_the_session_timeout_does_not_rebalance(bench):
     for member, parts in plan.items():
         b.write(member, 1, parts)
     victim, other = (b.sidecar(m, slow_ms=4) for m in plan)
-    wait_for("the group to take epoch 1", converged(b, plan), timeout=45)
-    wait_for("generations reported", lambda: victim.metrics()["generation"] > 0)
-    generation = other.metrics()["generation"]
+    generation = settled_generation(b, [victim, other], plan)
     rebalances = other.metrics()["rebalances_total"]
     b.produce(200)  # 600 records at 4 ms each: about 1.2 s of work per member
     wait_for("the victim to be mid-way", lambda: b.report().per_member.get("r-0", 0) > 100)
@@ -397,14 +416,7 @@ def test_corrupt_and_lower_epoch_documents_are_rejected(bench):
     b.write("c-0", 3, [0, 1])
     b.write("c-1", 3, [2, 3, 4, 5])
     plan3 = {"c-0": [0, 1], "c-1": [2, 3, 4, 5]}
-    wait_for("epoch 3", converged(b, plan3), timeout=45)
-
-    def settled() -> float | None:
-        # both members report the generation the group is at (cooperative takes two rounds)
-        first, second = (c.metrics()["generation"] for c in cars)
-        return first if first == second and b.actual() == plan3 else None
-
-    generation = wait_for("both members on the last generation", settled)
+    generation = settled_generation(b, cars, plan3)
 
     replace_text(b.document_path("c-0"), '{"group": "' + b.group + '", "member": "c-0", "epo')
     wait_for(
@@ -544,3 +556,84 @@ def test_sigterm_finishes_the_batch_commits_and_exits_zero(bench):
         assert (committed[p].offset if p in committed else 0) == (max(done) + 1 if done else 0)
     assert report.duplicates == 0
     assert "closed" in car.log_text()
+
+
+# ---- HTTP delivery and the in-process consumer API -----------------------------------------------
+
+
+def test_http_delivery_to_the_app_with_refusals_retried(bench):
+    b: Bench = bench(3, "http")
+    seen: list[tuple[int, int]] = []
+    refusals = {"left": 3}
+
+    class App(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if refusals["left"] > 0:  # the app is not ready for the first few batches
+                refusals["left"] -= 1
+                self.send_response(503)
+                self.end_headers()
+                return
+            seen.extend((r["partition"], r["offset"]) for r in body["records"])
+            assert base64.b64decode(body["records"][0]["value"]) == b"r"
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), App)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        b.write("h-0", 1, [0, 1, 2])
+        car = b.sidecar(
+            "h-0", mode="assign", deliver_to=f"http://127.0.0.1:{server.server_address[1]}/"
+        )
+        b.produce(40)
+        wait_for("all records posted", lambda: len(set(seen)) == 120, timeout=30)
+        wait_for("all committed", lambda: all(o.offset == 40 for o in b.committed().values()))
+        m = car.metrics()
+        assert m["delivery_failures_total"] == 3 and m["records_dead_lettered_total"] == 0
+        assert sorted(set(seen)) == [(p, o) for p in range(3) for o in range(40)]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_in_process_consumer_api(bench):
+    from sidecar import DocumentSource, PlanFollowingConsumer, SidecarConfig
+
+    b: Bench = bench(4, "api")
+    b.write("api-0", 1, [0, 1, 2, 3])
+    got: list[Batch] = []
+    released: list[frozenset] = []
+    consumer = PlanFollowingConsumer(
+        SidecarConfig(
+            bootstrap_servers=b.bootstrap,
+            group=b.group,
+            topics=(b.topic,),
+            member="api-0",
+            session_timeout_ms=SESSION_MS,
+        ),
+        DocumentSource(file=str(b.document_path("api-0")), file_interval_s=0.2),
+        on_poison="skip",
+        on_released=released.append,
+    )
+    thread = threading.Thread(target=consumer.run, args=(got.append,), daemon=True)
+    thread.start()
+    try:
+        b.produce(25)
+        wait_for("100 records", lambda: sum(len(x.records) for x in got) >= 100, timeout=45)
+        b.write("api-0", 2, [0, 1])  # a one-member group: 2 and 3 go out by the fallback
+        wait_for("epoch 2 composed", lambda: consumer.metrics.composed_epoch._value.get() == 2)
+    finally:
+        consumer.stop()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert {(r.partition, r.offset) for x in got for r in x.records} == {
+        (p, o) for p in range(4) for o in range(25)
+    }
+    assert all(x.member == "api-0" for x in got)
+    assert released == []  # the fallback kept 2 and 3 here: nothing was actually lost
+    committed = b.committed()
+    assert all(committed[p].offset == 25 for p in range(4))
