@@ -136,3 +136,95 @@ def test_partitions_without_a_leader_are_unknown_the_rest_are_read(kafka_cluster
     states = {p: classify(observation.offsets[(topic, p)]).state for p in range(6)}
     assert all(states[p] is LagState.UNKNOWN for p in lost)
     assert sum(f"{topic}-" in e for e in observation.errors) >= len(lost)
+
+
+KIP848_CONSUMER = """
+import java.time.Duration;
+import java.util.List;
+import java.util.Properties;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+
+public class Kip848Consumer {
+    public static void main(String[] args) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", args[0]);
+        p.put("group.id", args[1]);
+        p.put("group.protocol", "consumer");
+        p.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+        p.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.subscribe(List.of(args[2]));
+            while (true) {
+                c.poll(Duration.ofMillis(300));
+                System.out.println("assigned " + c.assignment().size());
+            }
+        }
+    }
+}
+"""
+
+
+def test_a_kip848_group_is_recognised_and_refuses_manual_commits(kafka, tools, tmp_path) -> None:
+    """A real KIP-848 member (the Java client with group.protocol=consumer: kafka-python has no
+    KIP-848 support): DescribeGroups cannot describe the group, ListGroups' type tells, and the
+    ProtocolMismatch check names it in both apply modes; a manual commit is really refused."""
+    import json
+    import os
+    import signal
+    import subprocess
+
+    from kafka import KafkaConsumer
+    from kafka.errors import CommitFailedError
+    from kafka_rebalance_operator import protocol
+
+    from kafka_rebalance.devenv.kafka_broker import java_binary
+
+    topic, group = f"kip848-{uuid.uuid4().hex[:6]}", f"kip848-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(topic, 3, 1)])
+    admin.close()
+    source = tmp_path / "Kip848Consumer.java"
+    source.write_text(KIP848_CONSUMER)
+    libs = tools.kafka_libs()
+    classpath = ":".join(
+        str(j) for j in [*libs.glob("kafka-clients-*.jar"), *libs.glob("slf4j-api-*.jar")]
+    )
+    output = tmp_path / "consumer.log"
+    with open(output, "wb") as log:
+        member = subprocess.Popen(
+            [java_binary(), "-Xmx128m", "-cp", classpath, str(source), kafka, group, topic],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while "assigned 3" not in output.read_text():
+            assert member.poll() is None, output.read_text()[-2000:]
+            assert time.monotonic() < deadline, output.read_text()[-2000:]
+            time.sleep(0.5)
+        observer = KafkaObserver(kafka, {}, 5)
+        try:
+            observation = observer.observe(group, [topic], None, describe=True)
+        finally:
+            observer.close()
+        assert observation.group is not None and observation.group.get("members") == []
+        assert observation.group_type == ("consumer", "Stable")
+        kind, state = observation.group_type
+        grouped = protocol.mismatch("group", group, observation.group, kind, state)
+        assert grouped is not None and "KIP-848" in grouped and "not followed" in grouped
+        assigned = protocol.mismatch("assign", group, observation.group, kind, state)
+        assert assigned is not None and "held" in assigned
+
+        # what the assign-mode check protects: a sidecar's manual commit is refused
+        consumer = KafkaConsumer(bootstrap_servers=kafka, group_id=group, enable_auto_commit=False)
+        try:
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            with pytest.raises(CommitFailedError):
+                consumer.commit({tp: OffsetAndMetadata(0, json.dumps({"member": "m"}), -1)})
+        finally:
+            consumer.close()
+    finally:
+        os.killpg(member.pid, signal.SIGKILL)
+        member.wait(30)
