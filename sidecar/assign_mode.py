@@ -22,6 +22,7 @@ that grants, never earlier.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
@@ -31,6 +32,8 @@ from sidecar.document import AssignmentDocument
 from sidecar.runner import Runner, commit_metadata, key
 
 log = logging.getLogger("sidecar.assign")
+
+UNKNOWN_RECHECK_S = 10.0
 
 
 class AssignRunner(Runner):
@@ -43,6 +46,8 @@ class AssignRunner(Runner):
         self._unacked_epoch = -1
         self._known: dict[str, set[int]] = {}
         self._planned: list[tuple[str, int]] | None = None
+        self._unknown: set[tuple[str, int]] = set()
+        self._unknown_checked = 0.0
 
     def _open(self) -> KafkaConsumer:
         options = self.base_consumer_options()
@@ -53,21 +58,31 @@ class AssignRunner(Runner):
         return self.applied.epoch if self.applied is not None else -1
 
     def _existing(self, document: AssignmentDocument) -> list[TopicPartition]:
-        """The document's partitions of subscribed topics that exist (others are logged)."""
+        """The document's partitions that exist. A partition of a topic not in --topics is
+        ignored; one the metadata does not show (yet) is remembered in `_unknown` and looked for
+        again every few seconds, so a topic created after the plan is picked up."""
         assert self.consumer is not None
         wanted = []
+        unknown = set()
         for topic, partition in sorted(document.owned()):
             if topic not in self.config.topics:
                 log.warning(
-                    "document lists %s-%d, a topic not in --topics: ignored", topic, partition
+                    "document lists %s-%d of a topic not in --topics: ignored", topic, partition
                 )
                 continue
-            if topic not in self._known or partition not in self._known[topic]:
+            if partition not in self._known.get(topic, ()):
                 self._known[topic] = set(self.consumer.partitions_for_topic(topic) or ())
             if partition not in self._known[topic]:
-                log.warning("document lists %s-%d, which does not exist: ignored", topic, partition)
+                unknown.add((topic, partition))
                 continue
             wanted.append(TopicPartition(topic, partition))
+        if unknown and unknown != self._unknown:
+            log.warning(
+                "document lists partitions the cluster does not have (yet): %s",
+                ",".join(f"{t}-{p}" for t, p in sorted(unknown)),
+            )
+        self._unknown = unknown
+        self._unknown_checked = time.monotonic()
         return wanted
 
     def _start_offset(self, tp: TopicPartition) -> int:
@@ -112,6 +127,17 @@ class AssignRunner(Runner):
         self.acknowledge()
         self.released(frozenset(key(tp) for tp in giving_up))
 
+    def _grow(self) -> None:
+        """Start partitions of the applied document that did not exist when it was applied."""
+        assert self.consumer is not None and self.applied is not None
+        self.consumer._cluster.request_update()  # partitions added since: seen next time
+        target = self._existing(self.applied)
+        held = set(self.consumer.assignment())
+        if set(target) - held:
+            self.consumer.assign(sorted(held | set(target)))
+            self._planned = [key(tp) for tp in target]
+            log.info("started %d partitions that now exist", len(set(target) - held))
+
     def acknowledge(self) -> None:
         """Commit the positions of given-up partitions with the document's epoch."""
         if not self._unacked:
@@ -137,7 +163,14 @@ class AssignRunner(Runner):
     def _step(self) -> None:
         document = self.tracker.current
         if document is not None and (self.applied is None or document.epoch != self.applied.epoch):
-            self.apply(document)
+            try:
+                self.apply(document)
+            except Exception as error:  # a broker call failed: nothing changed, try again
+                log.warning("applying epoch %d failed (%s); retrying", document.epoch, error)
+                self.stop_event.wait(1.0)
+                return
+        elif self._unknown and time.monotonic() - self._unknown_checked > UNKNOWN_RECHECK_S:
+            self._grow()
         self.acknowledge()
         assert self.consumer is not None
         if self.consumer.assignment():

@@ -222,6 +222,7 @@ class Deliverer:
         stats: DeliveryStats | None = None,
         stop: threading.Event | None = None,
         sleep: Callable[[float], None] | None = None,
+        heartbeat: Callable[[], None] | None = None,
     ) -> None:
         if on_poison not in POISON_ACTIONS:
             raise ValueError(f"--on-poison {on_poison!r}: expected one of {POISON_ACTIONS}")
@@ -237,6 +238,8 @@ class Deliverer:
         self.stats = stats or _NoStats()
         self.stop = stop or threading.Event()
         self._sleep = sleep or self._interruptible_sleep
+        # Called on every try: waiting for the application is the loop being alive, not stuck.
+        self.heartbeat = heartbeat or (lambda: None)
 
     def _interruptible_sleep(self, seconds: float) -> None:
         self.stop.wait(seconds)
@@ -287,6 +290,7 @@ class Deliverer:
         while True:
             if self.stop.is_set() and (refused or unavailable):
                 raise Stopped("shutting down with an undelivered batch")
+            self.heartbeat()
             try:
                 self.sink(batch)
             except AppUnavailable as error:

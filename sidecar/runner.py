@@ -127,8 +127,9 @@ class Runner:
         self.metrics = metrics or SidecarMetrics(config.group, config.member)
         self.health = health or Health()
         self.stop_event = stop or deliverer.stop
-        # The deliverer's retries must notice a shutdown too.
+        # The deliverer's retries must notice a shutdown, and keep the liveness probe fed.
         deliverer.stop = self.stop_event
+        deliverer.heartbeat = self.health.beat
         self.on_released = on_released
         self.consumer: KafkaConsumer | None = None
         self._lock = threading.Lock()
