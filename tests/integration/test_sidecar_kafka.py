@@ -298,8 +298,8 @@ class Bench:
 
 
 @pytest.fixture
-def bench(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Bench]]:
-    bootstrap = os.environ.get("SIDECAR_DEV_BOOTSTRAP") or request.getfixturevalue("kafka")
+def bench(kafka: str, tmp_path: Path) -> Iterator[Callable[..., Bench]]:
+    bootstrap = kafka
     made: list[Bench] = []
 
     def make(partitions: int = 6, prefix: str = "sidecar") -> Bench:
