@@ -110,6 +110,7 @@ def policy_body(
     weight_from: str | None = None,
     load: Mapping[str, Any] | None = None,
     rebalance: Mapping[str, Any] | None = None,
+    apply: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A ConsumerGroupPolicy for the demo group (pollInterval at the CRD's 5 s floor)."""
     members: dict[str, Any] = {"selector": {"matchLabels": {"app": app}}}
@@ -133,7 +134,7 @@ def policy_body(
                 "minImprovement": 0.1,
                 **(rebalance or {}),
             },
-            "apply": {"mode": "group"},
+            "apply": dict(apply or {"mode": "group"}),
         },
     }
 

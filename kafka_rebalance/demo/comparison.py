@@ -32,6 +32,13 @@ class SlowConsumerSetup:
     duration: float = 60.0  # seconds of production
     window_s: float = 20.0  # the final window throughput and lag trend are measured over
     interval_scale: float = 0.4
+    # the lag-aware policy's knobs (the other strategies ignore them)
+    # (KIP-794's lessons against flapping: hysteresis, a cooldown and a move budget per round)
+    load_model: str = "drain"
+    target_drain_seconds: int = 30
+    min_improvement: float = 0.1
+    cooldown: str = "20s"  # x interval_scale: 8 s
+    max_moves_per_round: int | str | None = 2
 
     @property
     def production(self) -> float:
@@ -70,6 +77,16 @@ def run_slow_consumer(
             strategy,
             "enforce",
             weight_from="adaptive" if strategy == "lag-aware" else None,
+            load={"model": setup.load_model, "targetDrainSeconds": setup.target_drain_seconds},
+            rebalance={
+                "minImprovement": setup.min_improvement,
+                "cooldown": setup.cooldown,
+                **(
+                    {"maxMovesPerRound": setup.max_moves_per_round}
+                    if setup.max_moves_per_round is not None
+                    else {}
+                ),
+            },
         )
         harness.start_sidecars(members, slow={slow: setup.slow_ms})
         harness.wait_converged(1, members)

@@ -34,6 +34,7 @@ class SidecarSettings:
     log_dir: Path
     max_poll_records: int = 20
     session_timeout_ms: int = 10000
+    apply_mode: str = "group"  # the policy's spec.apply.mode: group or assign
 
 
 def sidecar_command(settings: SidecarSettings, member: str) -> list[str]:
@@ -52,7 +53,7 @@ def sidecar_command(settings: SidecarSettings, member: str) -> list[str]:
         "--member",
         member,
         "--apply-mode",
-        "group",
+        settings.apply_mode,
         "--assignment-configmap",
         f"{settings.policy}-{member}",
         "--namespace",

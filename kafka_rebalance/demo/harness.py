@@ -38,6 +38,7 @@ class GroupHarness:
         replicas: int = 3,
         interval_scale: float = 0.4,
         max_poll_records: int = 20,
+        apply_mode: str = "group",
         log: Callable[[str], None] = lambda message: None,
     ) -> None:
         suffix = uuid.uuid4().hex[:6]
@@ -67,8 +68,10 @@ class GroupHarness:
                 ledger_dir=self.ledger_dir,
                 log_dir=workdir / "logs",
                 max_poll_records=max_poll_records,
+                apply_mode=apply_mode,
             )
         )
+        self.apply_mode = apply_mode
         self.workload: Workload | None = None
         self.sampler: Sampler | None = None
         self.samples: list[Sample] = []
@@ -107,6 +110,7 @@ class GroupHarness:
 
     # -- the policy ------------------------------------------------------------------------------
     def apply_policy(self, strategy: str, mode: str, **options: Any) -> None:
+        options.setdefault("apply", {"mode": self.apply_mode, "handoffTimeout": "30s"})
         self.cluster.apply_policy(
             policy_body(
                 self.policy,
@@ -198,6 +202,30 @@ class GroupHarness:
 
         return wait_for(
             f"the group to converge on epoch >= {min_epoch}", check, timeout, 0.5, self.crashed
+        )
+
+    def wait_plan(
+        self, min_epoch: int, members: list[str] | None = None, timeout: float = 90
+    ) -> tuple[int, dict[int, str]]:
+        """assign mode (no group to describe): wait until one epoch >= `min_epoch` covers every
+        partition with nothing left revoking, over exactly `members` when given."""
+
+        def check() -> tuple[int, dict[int, str]] | None:
+            documents = self.assignments()
+            epochs = {int(d["epoch"]) for d in documents.values()}
+            if len(epochs) != 1 or min(epochs) < min_epoch:
+                return None
+            if any((d.get("revoking") or {}).get(self.topic) for d in documents.values()):
+                return None
+            if members is not None and set(documents) != set(members):
+                return None
+            _, planned = self.planned_owners()
+            if len(planned) != self.partitions:
+                return None
+            return epochs.pop(), planned
+
+        return wait_for(
+            f"a complete plan at epoch >= {min_epoch}", check, timeout, 0.5, self.crashed
         )
 
     def crashed(self) -> str | None:

@@ -51,7 +51,10 @@ class DemoOptions:
     state_dir: str | None = None
     reuse: str | None = None
     workdir: Path | None = None
-    extra_policy: dict[str, Any] = field(default_factory=dict)
+    # hysteresis against flapping (KIP-794): 20s x 0.4 = 8 s between plans, two moves per plan
+    extra_policy: dict[str, Any] = field(
+        default_factory=lambda: {"rebalance": {"cooldown": "20s", "maxMovesPerRound": 2}}
+    )
 
 
 class Printer:
