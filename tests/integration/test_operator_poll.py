@@ -288,6 +288,35 @@ def test_assign_mode_timed_out_revoke_returns_to_its_owner(kafka, monkeypatch) -
     assert len(store.writes) == writes
 
 
+def test_assign_mode_holds_plans_while_consumers_have_joined_the_group(kafka, monkeypatch) -> None:
+    """A consumer that joined with subscribe() makes Kafka refuse manual commits: assign mode
+    writes no new epoch (ProtocolMismatch) until the group is left to the sidecars."""
+    from kafka import KafkaConsumer
+
+    store = Store()
+    store.install(monkeypatch)
+    topic = topic_with(kafka, 2)
+    group = f"group-{topic}"
+    policy = Policy(spec_for(kafka, topic, apply={"mode": "assign"}), pods(2))
+    consumer = KafkaConsumer(topic, bootstrap_servers=kafka, group_id=group)
+    try:
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "the plain consumer never joined"
+            consumer.poll(timeout_ms=200)
+        assert policy.poll().action == "hold"
+        stalled = policy.condition("Stalled")
+        assert stalled["status"] == "True" and stalled["reason"] == "ProtocolMismatch"
+        assert "joined group" in stalled["message"] and "'range'" in stalled["message"]
+        assert store.items == {}
+        assert ("Warning", "ProtocolMismatch") in {e[:2] for e in policy.events}
+    finally:
+        consumer.close()  # leaves the group
+    assert policy.poll().action == "apply"
+    assert set(store.documents()) == {"c-0", "c-1"}
+    assert policy.condition("Stalled")["status"] == "False"
+
+
 def test_telemetry_rows_reach_the_kafka_topic(kafka, monkeypatch) -> None:
     from kafka import KafkaConsumer
     from kafka_rebalance_operator.telemetry import KafkaSink
