@@ -1,0 +1,87 @@
+"""A pytest plugin recording every plan the test suites compute: the before/after check of the
+test inputs for speed-only changes (`benchmarks.digests` covers the benchmark inputs).
+
+    OUTPUT_RECORD=before.txt .venv/bin/python -m pytest -p benchmarks.output_record \
+        --hypothesis-seed=0 tests/test_model.py ...
+    OUTPUT_RECORD=after.txt  ... (same command)
+    .venv/bin/python -m benchmarks.output_record before.txt after.txt
+
+Each line is a digest of the input (the parsed group, options and strategy) and of the output of
+`plan_group` (the whole plan) or of a strategy's `assign` / `sticky_assignment` (the raw target,
+compared in its own order). The comparison matches lines by input digest, so only inputs that
+both runs saw count; it reports how many those were.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from importlib import import_module
+from typing import Any
+
+_lines: list[str] = []
+STICKY_MODULES = ("assignors.sticky_core", "assignors.sticky", "assignors.cooperative_sticky")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _wrap(kind: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    def recorded(*args: Any) -> Any:
+        key = _sha(kind + repr(args))  # taken before the call: a strategy must not mutate input
+        result = function(*args)
+        _lines.append(f"{key} {_sha(json.dumps(result, separators=(',', ':')))} {kind}")
+        return result
+
+    recorded.__wrapped__ = function  # type: ignore[attr-defined]
+    return recorded
+
+
+def pytest_configure(config: Any) -> None:
+    from assignors.registry import STRATEGY_MODULES
+
+    plan_module = import_module("assignors.plan")
+    plan_module.plan_group = _wrap("plan_group", plan_module.plan_group)
+    for name, module_name in STRATEGY_MODULES.items():
+        module = import_module(module_name)
+        module.assign = _wrap(name, module.assign)
+    for module_name in STICKY_MODULES:
+        module = import_module(module_name)
+        module.sticky_assignment = _wrap("sticky_assignment", module.sticky_assignment)
+
+
+def pytest_unconfigure(config: Any) -> None:
+    path = os.environ.get("OUTPUT_RECORD")
+    if path:
+        with open(path, "w") as handle:
+            handle.write("\n".join(_lines) + "\n")
+
+
+def compare(before_path: str, after_path: str) -> int:
+    def read(path: str) -> dict[str, set[str]]:
+        table: dict[str, set[str]] = {}
+        with open(path) as handle:
+            for line in handle:
+                if line.strip():
+                    key, out, kind = line.split()
+                    table.setdefault(key, set()).add(f"{out} {kind}")
+        return table
+
+    before, after = read(before_path), read(after_path)
+    common = before.keys() & after.keys()
+    changed = [key for key in common if before[key] != after[key]]
+    print(
+        f"{len(before)} inputs before, {len(after)} after, {len(common)} in both, "
+        f"{len(changed)} with a different output"
+    )
+    for key in changed[:20]:
+        print(f"CHANGED {key}: {sorted(before[key])} -> {sorted(after[key])}")
+    return 1 if changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(compare(sys.argv[1], sys.argv[2]))
