@@ -17,12 +17,22 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from collections import deque
+from collections.abc import Iterable
 from fractions import Fraction
-from itertools import compress, groupby, repeat
+from itertools import compress, groupby
+from operator import ne
 
 from assignors.load import Loads
-from assignors.model import Assignment, Group, Options, resolve_ownership
+from assignors.model import (
+    Assignment,
+    FlatAssignment,
+    Group,
+    Options,
+    owned_loads,
+    previous_owner_array,
+    resolve_ownership,
+    summed_loads,
+)
 
 # Stop improving once the most loaded member is within this fraction of the lower bound: further
 # moves buy less balance than they cost in churn.
@@ -57,6 +67,7 @@ class Search:
         self.offsets: list[int] = []
         self.load: list[float] = []
         self.topic_of: list[int] = []
+        self.load_of = loads
         for t, name in enumerate(self.topic_names):
             self.offsets.append(len(self.load))
             self.load.extend(loads[name])
@@ -65,29 +76,33 @@ class Search:
 
         subscribers = group.subscribers()
         self.subs: list[list[int]] = [
-            [index[m] for m in subscribers.get(name, [])] for name in self.topic_names
+            list(map(index.__getitem__, subscribers.get(name, ()))) for name in self.topic_names
         ]
         # Previous owner per partition, only when that owner still subscribes (else the partition
-        # is free: moving it costs no budget).
-        self.prev = [-1] * total
-        # (member, global ids) per kept claim, so that keeping them costs one sum per claim
-        self.claims: list[tuple[int, list[int]]] = []
+        # is free: moving it costs no budget). Built from the group's flat resolution; only a
+        # member that claims topics it no longer subscribes to needs a pass over its claims.
+        self.group = group
+        self.previous_all = previous_owner_array(group)  # unsubscribed claims included
+        self.prev = prev = list(self.previous_all)
+        # (member, topic -> partitions) per member with kept claims, for `keep_owned`
+        self.claims: list[tuple[int, dict[str, list[int]]]] = []
         previous, _ = resolve_ownership(group)
         base_of = dict(zip(self.topic_names, self.offsets, strict=True))
-        prev, claims = self.prev, self.claims
-        for member_id, owned in previous.items():
-            i = index[member_id]
-            subscribed = set(group.members[member_id].topics)  # a tuple: linear lookups
-            for name, partitions in owned.items():
-                if name in subscribed:
-                    # offsets at C speed (map), the table filled inline: ~60k short claims
-                    gids = list(map(base_of[name].__add__, partitions))
-                    if len(gids) < 16:
-                        for g in gids:
-                            prev[g] = i
-                    else:
-                        _fill(prev, gids, i)
-                    claims.append((i, gids))
+        subscription_sets: dict[tuple[str, ...], frozenset[str]] = {}
+        for i, owned in enumerate(previous.values()):
+            if not owned:
+                continue
+            topics = group.members[self.ids[i]].topics
+            subscribed = subscription_sets.get(topics)
+            if subscribed is None:
+                subscribed = subscription_sets[topics] = frozenset(topics)
+            if not subscribed.issuperset(owned):
+                for name in owned.keys() - subscribed:
+                    base = base_of[name]
+                    for p in owned[name]:
+                        prev[base + p] = -1
+                owned = {name: ps for name, ps in owned.items() if name in subscribed}
+            self.claims.append((i, owned))
 
         self._build_classes()
         self.owner = [-1] * total
@@ -227,10 +242,20 @@ class Search:
         lightest first, so the heavy partitions are the ones re-placed by LPT)."""
         if not self.strict:
             self.owner = list(self.prev)
-            L, cnt, load_of = self.L, self.cnt, self.load.__getitem__
-            for i, gids in self.claims:
-                L[i] += sum(map(load_of, gids))
-                cnt[i] += len(gids)
+            L, cnt = self.L, self.cnt
+            getters = {name: self.load_of[name].__getitem__ for name in self.topic_names}
+            # Each claim's load summed per topic list, then in topic order (the float result
+            # depends on that order, and the plan's figures must not change with the code):
+            # the group's shared figure unless the member lost topics.
+            shared = owned_loads(self.group, self.load_of)
+            resolved, _ = resolve_ownership(self.group)
+            for i, owned in self.claims:
+                member_id = self.ids[i]
+                if owned is resolved[member_id]:
+                    L[i] += shared[member_id]
+                else:
+                    L[i] += summed_loads(getters, owned, 0.0)
+                cnt[i] += sum(map(len, owned.values()))
         else:
             for t, subs in enumerate(self.subs):
                 if not subs:
@@ -255,7 +280,7 @@ class Search:
         load after taking it is lowest (ties: lower weighted count, then member order)."""
         owner, topic_of, topic_class, load = self.owner, self.topic_of, self.topic_class, self.load
         # Unowned partitions found at C speed (few of them in a steady round), then filtered.
-        unowned = compress(range(len(owner)), map((0).__gt__, owner))
+        unowned = compress(range(len(owner)), map((0).__gt__, owner)) if -1 in owner else ()
         free = [g for g in unowned if topic_class[topic_of[g]] >= 0]
         free.sort(key=load.__getitem__, reverse=True)  # stable: equal loads keep partition order
         if self.strict:
@@ -355,8 +380,15 @@ class Search:
     # ------------------------------------------------------------------ improvement
 
     def moved_off_previous(self) -> int:
-        prev, owner = self.prev, self.owner
-        return sum(1 for g, p in enumerate(prev) if p >= 0 and owner[g] != p)
+        prev = self.prev
+        return sum(1 for g in self._changed(prev, self.owner) if prev[g] >= 0)
+
+    @staticmethod
+    def _changed(before: list[int], after: list[int]) -> Iterable[int]:
+        """The partitions whose owner differs, found at C speed (often none at all)."""
+        if before == after:
+            return ()
+        return compress(range(len(after)), map(ne, before, after))
 
     def improve(self, max_iterations: int | None = None) -> None:
         """Move or swap partitions off the most loaded member while that lowers it, within the
@@ -590,7 +622,7 @@ class Search:
         """Give partitions back to their previous owner when that does not raise the objective:
         the second objective (fewest moves) at no cost to the first."""
         ceiling = self.max_normalised() * (1 + _EPS)
-        moved = [g for g, p in enumerate(self.prev) if p >= 0 and self.owner[g] != p]
+        moved = [g for g in self._changed(self.prev, self.owner) if self.prev[g] >= 0]
         moved.sort(key=lambda g: (self.load[g], g))
         refunded = 0
         for g in moved:
@@ -610,11 +642,45 @@ class Search:
     def snapshot(self) -> list[int]:
         return list(self.owner)
 
-    def to_assignment(self, owner: list[int]) -> Assignment:
-        """Back to member -> topic -> sorted partitions. When owners hold long runs of a topic,
-        a stable sort of partition numbers by owner groups them at C speed; otherwise one pass."""
-        result: Assignment = {member_id: {} for member_id in self.ids}
-        per_member: list[dict[str, list[int]]] = [result[m] for m in self.ids]
+    def to_assignment(self, owner: list[int]) -> FlatAssignment:
+        """Back to member -> topic -> sorted partitions, in the plan's normal form. A member
+        whose partitions are exactly those it owned before (every member, in a steady round)
+        gets copies of its resolved previous lists; the others are built from the owner array
+        (`_build`). The flat array travels with the result (see `FlatAssignment`)."""
+        previous = self.previous_all
+        changed: set[int] = set()
+        if owner != previous:
+            differs = list(map(ne, previous, owner))
+            changed.update(compress(previous, differs), compress(owner, differs))
+            changed.discard(-1)
+        result = FlatAssignment(self.group, owner)
+        if len(changed) * 2 > len(self.ids):
+            result.update(self._build(owner, None))
+            return result
+        built = self._build(owner, changed) if changed else {}
+        resolved, _ = resolve_ownership(self.group)
+        for i, (member_id, owned) in enumerate(resolved.items()):
+            if i in changed:
+                result[member_id] = built[member_id]
+            else:
+                result[member_id] = dict(zip(owned, map(list, owned.values()), strict=True))
+        return result
+
+    def _build(self, owner: list[int], only: set[int] | None) -> Assignment:
+        """The lists of every member (`only` None) or of the members in `only`, from the owner
+        array. When owners hold long runs of a topic, a stable sort of partition numbers by
+        owner groups them at C speed; otherwise one pass."""
+        if only is not None:
+            result: Assignment = {self.ids[i]: {} for i in sorted(only)}
+            per_member = {i: result[self.ids[i]] for i in only}
+            names, topic_of, offsets = self.topic_names, self.topic_of, self.offsets
+            for g in compress(range(len(owner)), map(only.__contains__, owner)):
+                t = topic_of[g]
+                bucket = per_member[owner[g]].setdefault(names[t], [])
+                bucket.append(g - offsets[t])
+            return result
+        result = {member_id: {} for member_id in self.ids}
+        everyone: list[dict[str, list[int]]] = [result[m] for m in self.ids]
         for t, name in enumerate(self.topic_names):
             base = self.offsets[t]
             owners = owner[base : base + self.sizes[t]]
@@ -624,23 +690,13 @@ class Search:
                 by_owner = sorted(range(len(owners)), key=owners.__getitem__)
                 for i, run in groupby(by_owner, key=owners.__getitem__):
                     if i >= 0:
-                        per_member[i][name] = list(run)
+                        everyone[i][name] = list(run)
                 continue
             for p, i in enumerate(owners):  # a few partitions per owner: one pass
                 if i >= 0:
-                    bucket = per_member[i].get(name)
+                    bucket = everyone[i].get(name)
                     if bucket is None:
-                        per_member[i][name] = [p]
+                        everyone[i][name] = [p]
                     else:
                         bucket.append(p)
         return result
-
-
-def _fill(table: list[int], indices: list[int], value: int) -> None:
-    """table[k] = value for every k in indices: a loop for short lists (cheaper than setting up
-    the C-speed map), the map for long ones."""
-    if len(indices) < 16:
-        for k in indices:
-            table[k] = value
-    else:
-        deque(map(table.__setitem__, indices, repeat(value, len(indices))), maxlen=0)

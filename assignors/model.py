@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 import re
 from collections import deque
-from collections.abc import KeysView, Mapping
+from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
-from operator import itemgetter
+from functools import reduce
+from itertools import accumulate, chain, repeat
+from operator import add, itemgetter
 from typing import Any, Literal
 
 # member id -> topic -> sorted partition numbers. The one assignment shape used everywhere.
@@ -84,6 +85,12 @@ class Group:
     _ownership: tuple[Assignment, int] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    # The same resolution as one flat array (see `previous_owner_array`).
+    _previous_array: list[int] | None = field(default=None, init=False, repr=False, compare=False)
+    # (loads, member id -> load over its resolved previous ownership): see `owned_loads`.
+    _owned_loads: tuple[object, dict[str, float]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def subscribers(self) -> dict[str, list[str]]:
         """Topic -> member ids subscribed to it, in member order (topics nobody wants omitted).
@@ -106,6 +113,11 @@ class Group:
             object.__setattr__(self, "_subscribers", ordered)  # frozen: a cache, not state
         assert self._subscribers is not None
         return self._subscribers
+
+    def offsets(self) -> dict[str, int]:
+        """Topic -> global number of its partition 0, numbering all partitions in topic order:
+        the flat index space of `previous_owner_array` and the planners' owner arrays."""
+        return dict(zip(self.topics, accumulate(self.topics.values(), initial=0), strict=False))
 
     def subscriptions_identical(self) -> bool:
         subscriptions = {member.topics for member in self.members.values()}
@@ -141,10 +153,83 @@ def resolve_ownership(group: Group) -> tuple[Assignment, int]:
     return group._ownership
 
 
+def previous_owner_array(group: Group) -> list[int]:
+    """`resolve_ownership` as one flat array: for every partition in the global numbering of
+    `Group.offsets`, the index (in member order) of its resolved previous owner, -1 for none.
+    Passes that compare or sum whole assignments work on it at C speed instead of walking one
+    short list per (member, topic). Computed once per group; treat it as read-only."""
+    resolved, _ = resolve_ownership(group)  # fills the array when claims are disjoint
+    if group._previous_array is None:
+        owners = [-1] * sum(group.topics.values())
+        adders = {topic: offset.__add__ for topic, offset in group.offsets().items()}
+        for index, owned in enumerate(resolved.values()):
+            if owned:
+                numbers = global_numbers(adders, owned)
+                deque(map(owners.__setitem__, numbers, repeat(index)), maxlen=0)
+        object.__setattr__(group, "_previous_array", owners)  # a cache, not state
+    assert group._previous_array is not None
+    return group._previous_array
+
+
+def owned_loads(group: Group, loads: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """Each member's load over its resolved previous ownership (topics it no longer subscribes
+    to included), summed per topic list, then the lists in topic order from 0 (an int: a member
+    that owned nothing has load 0). Needed by `lag-aware` (its starting loads) and by the plan's
+    `max_load_before`; computed once per (group, loads) pair. Treat it as read-only."""
+    cached = group._owned_loads
+    if cached is not None and cached[0] is loads:
+        return cached[1]
+    resolved, _ = resolve_ownership(group)
+    getters = {topic: values.__getitem__ for topic, values in loads.items()}
+    result = {member_id: summed_loads(getters, owned, 0) for member_id, owned in resolved.items()}
+    object.__setattr__(group, "_owned_loads", (loads, result))  # a cache, not state
+    return result
+
+
+class FlatAssignment(dict[str, dict[str, list[int]]]):
+    """An `Assignment` already in the plan's normal form (every member present in group order,
+    topics in topic order, partitions ascending, no empty lists), built by a planner together
+    with its flat owner array: `owners[g]` is the index (in member order) of the owner of
+    global partition g (see `Group.offsets`), -1 for none. The plan then checks the array at C
+    speed instead of re-walking a list per (member, topic). Any other code may use it as the
+    plain dict it is."""
+
+    __slots__ = ("group", "owners")
+
+    def __init__(self, group: Group, owners: list[int]) -> None:
+        super().__init__()
+        self.group = group
+        self.owners = owners
+
+
+def global_numbers(
+    adders: Mapping[str, Callable[[int], int]], owned: Mapping[str, Sequence[int]]
+) -> Iterator[int]:
+    """The global numbers of a topic -> partitions mapping, given each topic's `offset.__add__`:
+    nested C-level maps, no Python step per (topic, partition list)."""
+    return chain.from_iterable(map(map, map(adders.__getitem__, owned), owned.values()))
+
+
+def summed_loads(
+    getters: Mapping[str, Callable[[int], float]],
+    owned: Mapping[str, Sequence[int]],
+    start: float,
+) -> float:
+    """start + the load of each topic's partitions, given each topic's `loads.__getitem__`:
+    summed per topic list, then the list sums in order (the order fixes the float result, and
+    the plan's figures must not change with the code that computes them), all at C speed."""
+    return reduce(add, map(sum, map(map, map(getters.__getitem__, owned), owned.values())), start)
+
+
 _CLAIM_PARTITIONS = itemgetter(2)  # (generation, member id, partitions) -> partitions
 
 
 def _resolve_ownership(group: Group) -> tuple[Assignment, int]:
+    disjoint = _resolve_disjoint(group)
+    if disjoint is not None:
+        resolved, owners = disjoint
+        object.__setattr__(group, "_previous_array", owners)  # see previous_owner_array
+        return resolved, 0
     claims: dict[str, list[tuple[int, str, tuple[int, ...]]]] = {}
     for member in group.members.values():
         generation = -1 if member.generation is None else member.generation
@@ -171,6 +256,41 @@ def _resolve_ownership(group: Group) -> tuple[Assignment, int]:
             if owner is not None:
                 resolved[owner].setdefault(topic, []).append(partition)
     return resolved, conflicts
+
+
+def _resolve_disjoint(group: Group) -> tuple[Assignment, list[int]] | None:
+    """The usual case at scale, recognised member by member at C speed: every claim is a
+    non-empty list of an existing topic, each member's claims are in topic order, and no
+    partition is claimed twice anywhere (each member's global numbers are written into one flat
+    array, and as many entries must end up set as were written). Then nothing needs resolving
+    and each member keeps its claims, sorted; the flat array is `previous_owner_array`'s. None
+    otherwise: the topic-by-topic resolution handles every other case (and gives the same
+    result when this one applies)."""
+    position = {topic: i for i, topic in enumerate(group.topics)}
+    adders = {topic: offset.__add__ for topic, offset in group.offsets().items()}
+    total = sum(group.topics.values())
+    owners = [-1] * total
+    written = 0
+    resolved: Assignment = {}
+    for index, (member_id, member) in enumerate(group.members.items()):
+        claimed = member.claimed
+        if not claimed:
+            resolved[member_id] = {}
+            continue
+        if not position.keys() >= claimed.keys() or not all(claimed.values()):
+            return None
+        order = list(map(position.__getitem__, claimed))
+        if len(order) > 1 and order != sorted(order):
+            return None
+        numbers = list(global_numbers(adders, claimed))
+        if min(numbers) < 0 or max(numbers) >= total:
+            return None
+        deque(map(owners.__setitem__, numbers, repeat(index)), maxlen=0)
+        written += len(numbers)
+        resolved[member_id] = dict(zip(claimed, map(sorted, claimed.values()), strict=True))
+    if total - owners.count(-1) != written:
+        return None  # some partition was claimed twice
+    return resolved, owners
 
 
 def _resolve_topic(

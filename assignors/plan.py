@@ -2,69 +2,152 @@
 
 This is the function the `plan` command and the operator share, so what a user previews is what
 the operator applies. Pure: no I/O, deterministic for the same input. Everything here works on
-per-topic owner lists (index = partition) so that it stays linear and cheap at a million
-partitions.
+flat owner arrays (one entry per partition of the group, see `Group.offsets`) and C-level maps
+over each member's lists, so that it stays linear and cheap at a million partitions.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Mapping
-from itertools import repeat
+from itertools import compress, repeat
+from operator import itemgetter, lt, ne
 from typing import Any
 
 from assignors.collector import collector_paused
 from assignors.load import Loads, lower_bound, partition_loads
 from assignors.model import (
     Assignment,
+    FlatAssignment,
     Group,
     PlanInputError,
     PlanRequest,
+    global_numbers,
+    owned_loads,
     parse_request,
+    previous_owner_array,
     resolve_ownership,
+    summed_loads,
 )
 from assignors.registry import STRATEGY_MODULES, strategy_function
-
-OwnerTable = dict[str, list[str | None]]  # topic -> owner per partition (None: nobody)
 
 
 class PlanInvariantError(RuntimeError):
     """A strategy produced an invalid assignment: a bug, never the user's fault."""
 
 
-def _fill(table: list[str | None], partitions: list[int], member_id: str) -> None:
-    """table[p] = member_id for every p (this runs once per partition of the group): a plain
-    loop for short lists, where it is cheaper, a C-speed map for long ones."""
-    if len(partitions) < 16:
-        for partition in partitions:
-            table[partition] = member_id
-    else:
-        deque(map(table.__setitem__, partitions, repeat(member_id, len(partitions))), maxlen=0)
-
-
 def _check_and_measure(
     group: Group, raw: Assignment, loads: Loads
-) -> tuple[Assignment, OwnerTable, dict[str, float]]:
+) -> tuple[Assignment, list[int], dict[str, float]]:
     """One pass over the strategy's result: normalise it (every member present, topics and
     partitions sorted, no empty lists), refuse anything Kafka would refuse (an unknown member, a
     topic the member does not subscribe to, a partition out of range or assigned twice, a
-    subscribed partition left unassigned), and build the owner table and each member's load.
+    subscribed partition left unassigned), and build the flat owner array (member index per
+    global partition, -1 for none; see `Group.offsets`) and each member's load.
 
-    A single pass matters at Kafka's scale: with 2,000 members on 500 topics the result holds a
-    million (member, topic) lists.
-    """
+    At Kafka's scale the result holds up to a million (member, topic) lists, so each member's
+    lists are checked, placed and summed with nested C-level maps rather than a Python step per
+    list. Anything suspicious sends the whole check to `_check_slowly`, the list-by-list
+    reference, which names the problem exactly as it always has."""
     unknown = sorted(set(raw) - set(group.members))
     if unknown:
         raise PlanInvariantError(f"assignment names unknown member {unknown[0]!r}")
-    owners: OwnerTable = {topic: [None] * n for topic, n in group.topics.items()}
-    listed = dict.fromkeys(group.topics, 0)
+    counts = group.topics
+    offsets = group.offsets()
+    adders = {topic: offset.__add__ for topic, offset in offsets.items()}
+    getters = {topic: loads[topic].__getitem__ for topic in counts}
+    owners = [-1] * sum(counts.values())
+    listed = 0
     assignment: Assignment = {}
     member_load: dict[str, float] = {}
+    subscription_sets: dict[tuple[str, ...], frozenset[str]] = {}
+    for index, (member_id, member) in enumerate(group.members.items()):
+        owned = raw.get(member_id)
+        if not owned:
+            assignment[member_id] = {}
+            member_load[member_id] = 0.0
+            continue
+        names = sorted(owned)
+        lists = list(map(sorted, map(owned.__getitem__, names)))
+        if not all(lists):
+            present = list(map(bool, lists))
+            names, lists = list(compress(names, present)), list(compress(lists, present))
+        subscribed = subscription_sets.get(member.topics)
+        if subscribed is None:
+            subscribed = subscription_sets[member.topics] = frozenset(member.topics)
+        if lists and not (
+            subscribed.issuperset(names)
+            and min(map(itemgetter(0), lists)) >= 0
+            and all(map(lt, map(itemgetter(-1), lists), map(counts.__getitem__, names)))
+        ):
+            _check_slowly(group, raw, loads)
+            raise PlanInvariantError(f"{member_id}: invalid assignment")  # not reached
+        normalised = assignment[member_id] = dict(zip(names, lists, strict=True))
+        numbers = global_numbers(adders, normalised)
+        deque(map(owners.__setitem__, numbers, repeat(index)), maxlen=0)
+        listed += sum(map(len, lists))
+        member_load[member_id] = summed_loads(getters, normalised, 0.0)
+    unassigned = owners.count(-1)
+    if listed != len(owners) - unassigned:  # some partition was listed twice
+        _check_slowly(group, raw, loads)
+        raise PlanInvariantError("a partition was assigned twice")  # not reached
+    if unassigned:
+        for topic in group.subscribed_topics():
+            start = offsets[topic]
+            table = owners[start : start + counts[topic]]
+            if -1 in table:
+                raise PlanInvariantError(f"{topic}-{table.index(-1)} left unassigned")
+    return assignment, owners, member_load
+
+
+def _measure_flat(
+    group: Group, raw: FlatAssignment, loads: Loads
+) -> tuple[Assignment, list[int], dict[str, float]] | None:
+    """`_check_and_measure` for a result that came with its flat owner array (see
+    `FlatAssignment`): the array is checked at C speed (every subscribed partition has an owner,
+    every owner subscribes to the topic), the lists are taken as built, and a member holding
+    exactly what it owned before gets its load from `owned_loads` (the same sums in the same
+    order). None when the result does not belong to this group or the group's topics are not
+    in name order (then the lists' topic order is not the plan's); a result that fails the check
+    goes through `_check_and_measure`, which names the problem."""
+    if raw.group is not group or list(group.topics) != sorted(group.topics):
+        return None
+    owners, previous = raw.owners, previous_owner_array(group)
+    if len(owners) != len(previous):
+        return None
+    index = {member_id: i for i, member_id in enumerate(group.members)}
+    subscribers = group.subscribers()
+    offsets = group.offsets()
+    for topic, count in group.topics.items():
+        start = offsets[topic]
+        held = set(owners[start : start + count])
+        allowed = set(map(index.__getitem__, subscribers.get(topic, ()))) or {-1}
+        if not held <= allowed:  # a gap, a stranger, or a topic nobody wants handed out
+            return _check_and_measure(group, dict(raw), loads)
+    changed: set[int] = set()
+    if owners != previous:
+        differs = list(map(ne, previous, owners))
+        changed.update(compress(previous, differs), compress(owners, differs))
+    before = owned_loads(group, loads)
+    getters = {topic: values.__getitem__ for topic, values in loads.items()}
+    member_load = {
+        member_id: summed_loads(getters, raw[member_id], 0.0)
+        if i in changed
+        else float(before[member_id])
+        for i, member_id in enumerate(group.members)
+    }
+    return dict(raw), owners, member_load
+
+
+def _check_slowly(group: Group, raw: Assignment, loads: Loads) -> None:
+    """The list-by-list check `_check_and_measure` falls back to on a bad result: it raises
+    PlanInvariantError naming the first problem (member by member, topic by topic in sorted
+    order; then duplicates and gaps topic by topic)."""
+    owners: dict[str, list[str | None]] = {topic: [None] * n for topic, n in group.topics.items()}
+    listed = dict.fromkeys(group.topics, 0)
     for member_id, member in group.members.items():
         owned = raw.get(member_id) or {}
         subscribed = set(member.topics)
-        normalised: dict[str, list[int]] = {}
-        total = 0.0
         for topic in sorted(owned):
             partitions = owned[topic]
             if not partitions:
@@ -72,32 +155,20 @@ def _check_and_measure(
             if topic not in subscribed:
                 raise PlanInvariantError(f"{member_id} got topic {topic} it does not subscribe to")
             table = owners[topic]
-            if len(partitions) == 1:  # the common case at scale, inlined
+            if len(partitions) == 1:
                 (partition,) = partitions
                 if not 0 <= partition < len(table):
                     raise PlanInvariantError(
                         f"{member_id} got {topic}-{partition}: no such partition"
                     )
-                table[partition] = member_id
-                listed[topic] += 1
-                total += loads[topic][partition]
-                normalised[topic] = [partition]
-                continue
             partitions = sorted(partitions)
             if partitions[0] < 0 or partitions[-1] >= len(table):
                 raise PlanInvariantError(
                     f"{member_id} got a partition of {topic} that does not exist"
                 )
-            if len(partitions) < 16:  # _fill, inlined for the short lists that dominate
-                for partition in partitions:
-                    table[partition] = member_id
-            else:
-                _fill(table, partitions, member_id)
+            for partition in partitions:
+                table[partition] = member_id
             listed[topic] += len(partitions)
-            total += sum(map(loads[topic].__getitem__, partitions))
-            normalised[topic] = partitions
-        assignment[member_id] = normalised
-        member_load[member_id] = total
     subscribed_topics = group.subscribed_topics()
     for topic, table in owners.items():
         missing = table.count(None)
@@ -105,48 +176,31 @@ def _check_and_measure(
             raise PlanInvariantError(f"a partition of {topic} was assigned twice")
         if missing and topic in subscribed_topics:
             raise PlanInvariantError(f"{topic}-{table.index(None)} left unassigned")
-    return assignment, owners, member_load
 
 
-def _previous_owners_and_loads(
-    assignment: Assignment, topics: Mapping[str, int], loads: Loads
-) -> tuple[OwnerTable, dict[str, float]]:
-    """Previous owners (may include topics the owner no longer subscribes to: those still move)
-    and each member's load over what it owned, in one pass over the ~60k (member, topic) lists
-    of a large group. Loads are summed topic by topic in the owned order."""
-    owners: OwnerTable = {topic: [None] * n for topic, n in topics.items()}
-    member_load: dict[str, float] = {}
-    for member_id, owned in assignment.items():
-        total = 0
-        for topic, partitions in owned.items():
-            table, topic_loads = owners[topic], loads[topic]
-            if len(partitions) == 1:
-                (partition,) = partitions
-                table[partition] = member_id
-                total += topic_loads[partition]
-                continue
-            if len(partitions) < 16:  # _fill, inlined for the short lists that dominate
-                for partition in partitions:
-                    table[partition] = member_id
-            else:
-                _fill(table, partitions, member_id)
-            total += sum(map(topic_loads.__getitem__, partitions))
-        member_load[member_id] = total
-    return owners, member_load
-
-
-def compute_moves(previous: OwnerTable, target: OwnerTable) -> list[dict[str, Any]]:
+def compute_moves(group: Group, previous: list[int], target: list[int]) -> list[dict[str, Any]]:
     """Partitions that change owner: what a cooperative protocol would revoke and re-grant.
-    Partitions nobody owned before are grants, not moves."""
+    Partitions nobody owned before are grants, not moves; a partition of a topic nobody
+    subscribes to any more moves to None. Both arrays are flat (see `Group.offsets`); the
+    differences are found at C speed, only the moves themselves are visited."""
+    if previous == target:
+        return []
+    ids: list[str | None] = [*group.members, None]  # index -1: nobody
+    names = list(group.topics)
+    starts = list(group.offsets().values())
     moves = []
-    for topic, owners in target.items():
-        before = previous[topic]
-        if before == owners or before.count(None) == len(before):
+    for number in compress(range(len(target)), map(ne, previous, target)):
+        old = previous[number]
+        if old < 0:
             continue
-        moves.extend(
-            {"topic": topic, "partition": partition, "from": old, "to": new}
-            for partition, (old, new) in enumerate(zip(before, owners, strict=True))
-            if old != new and old is not None
+        t = bisect_right(starts, number) - 1  # empty topics share a start: the last is it
+        moves.append(
+            {
+                "topic": names[t],
+                "partition": number - starts[t],
+                "from": ids[old],
+                "to": ids[target[number]],
+            }
         )
     return moves
 
@@ -164,15 +218,23 @@ def _plan_group(request: PlanRequest) -> dict[str, Any]:
     assign = strategy_function(request.strategy)
     raw = assign(group, options)
     model, loads = partition_loads(group, options)
-    assignment, target, per_member = _check_and_measure(group, raw, loads)
-    previous_assignment, conflicts = resolve_ownership(group)
-    previous, owned_load = _previous_owners_and_loads(previous_assignment, group.topics, loads)
-    moves = compute_moves(previous, target)
+    measured = _measure_flat(group, raw, loads) if isinstance(raw, FlatAssignment) else None
+    if measured is None:
+        measured = _check_and_measure(group, raw, loads)
+    assignment, target, per_member = measured
+    _, conflicts = resolve_ownership(group)
+    previous = previous_owner_array(group)
+    owned_load = owned_loads(group, loads)
+    moves = compute_moves(group, previous, target)
     subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
     budgeted = sum(1 for move in moves if move["topic"] in subscriptions[move["from"]])
     # Every subscribed partition is assigned (checked above): the grants are exactly the
     # subscribed partitions that had no previous owner.
-    granted = sum(previous[topic].count(None) for topic in group.subscribed_topics())
+    offsets = group.offsets()
+    granted = sum(
+        previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
+        for topic in group.subscribed_topics()
+    )
 
     bound = lower_bound(group, loads)
     summary = {
