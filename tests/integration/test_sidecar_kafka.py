@@ -403,6 +403,49 @@ def test_restart_within_the_session_timeout_does_not_rebalance(bench):
     assert "requesting a rejoin" not in victim.log_text().split("group mode:")[-1]
 
 
+def test_restart_with_a_newer_document_rejoins_despite_kafka_12759(bench):
+    """A static member restarting into a Stable group gets its old assignment back without a
+    rebalance, even though its claim changed (KAFKA-12759). The sidecar sees the assignment was
+    composed from an older epoch than its document and rejoins, so the new plan does apply."""
+    b: Bench = bench(6, "k12759")
+    plan1 = {"k-0": [0, 1, 2], "k-1": [3, 4, 5]}
+    for member, parts in plan1.items():
+        b.write(member, 1, parts)
+    victim, other = (b.sidecar(m) for m in plan1)
+    generation = settled_generation(b, [victim, other], plan1)
+
+    victim.kill()
+    plan2 = {"k-0": [0, 1, 2, 3], "k-1": [4, 5]}
+    b.write("k-0", 2, plan2["k-0"])  # only the dead member's document changes
+    b.write("k-1", 2, plan2["k-1"])
+    time.sleep(1.5)  # k-1 rejoins with its new claim first...
+    victim.start()  # ...then k-0 comes back within the session timeout
+    wait_for("the group to take epoch 2", converged(b, plan2), timeout=45)
+    settled_generation(b, [victim, other], plan2)
+    assert victim.metrics()["composed_epoch"] == 2
+    assert other.metrics()["generation"] > generation
+
+    # The same, with only the restarted member's document changing (nobody else rejoins):
+    victim.kill()
+    plan3 = {"k-0": [0, 1], "k-1": [4, 5]}
+    b.write("k-0", 3, plan3["k-0"])  # k-0 gives up 2 and 3; nobody claims them at 3
+    victim.start()
+    wait_for(
+        "the restarted member to act on epoch 3",
+        lambda: victim.metrics()["composed_epoch"] == 3,
+        timeout=45,
+    )
+    last = victim.log_text().split("group mode:")[-1]
+    assert "assignment composed from epoch 2, document is at 3" in last  # the stale rejoin
+    actual = wait_for("a stable group", b.actual, timeout=30)
+    # 0, 1 by k-0's claim and 4, 5 by k-1's; 2 and 3 (claimed by nobody now) by the fallback
+    assert {0, 1} <= set(actual["k-0"]) and {4, 5} <= set(actual["k-1"])
+    assert sorted(actual["k-0"] + actual["k-1"]) == list(range(6))
+    b.produce(10)
+    report = wait_for("everything processed", b.all_processed)
+    assert report.lost == 0, report.summary()
+
+
 # ---- (c) a corrupt and a lower-epoch document leave the last good assignment ---------------------
 
 
