@@ -17,10 +17,11 @@ COPY pyproject.toml README.md ./
 COPY assignors/ assignors/
 COPY kafka_rebalance/ kafka_rebalance/
 COPY operator/ operator/
+COPY sidecar/ sidecar/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/kafka-rebalance \
  && /opt/kafka-rebalance/bin/pip install /wheels/*.whl \
- && /opt/kafka-rebalance/bin/python -c "import assignors, kafka_rebalance, kafka_rebalance_operator"
+ && /opt/kafka-rebalance/bin/python -c "import assignors, kafka_rebalance, kafka_rebalance_operator, sidecar.consumer"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="kafka-rebalance-operator" \
