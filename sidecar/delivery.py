@@ -87,7 +87,9 @@ def load_handler(spec: str) -> Handler:
 
 
 class InProcessDelivery:
-    """Calls a Python handler with the batch; any exception means "refused"."""
+    """Calls a Python handler with the batch; an exception means "refused", except
+    `AppUnavailable`, which a handler raises when something it depends on is down (waited out,
+    never counted towards poison)."""
 
     def __init__(self, handler: str | Handler) -> None:
         self.handler = load_handler(handler) if isinstance(handler, str) else handler
@@ -96,6 +98,8 @@ class InProcessDelivery:
     def __call__(self, batch: Batch) -> None:
         try:
             self.handler(batch)
+        except AppUnavailable:
+            raise  # the handler says "not me, not the records" (a database is down): wait
         except Exception as error:
             raise DeliveryRefused(f"{type(error).__name__}: {error}") from error
 

@@ -213,6 +213,21 @@ def test_an_unreachable_app_is_waited_for_without_counting_attempts():
     assert outcome.delivered == 3 and not dead.sent  # 7 failures > max_attempts, no poison
 
 
+def test_an_in_process_handler_may_say_it_is_unavailable():
+    calls = {"n": 0}
+
+    def handler(batch: Batch) -> None:
+        calls["n"] += 1
+        if calls["n"] <= 4:
+            raise AppUnavailable("database down")
+
+    dead = DeadLetters()
+    outcome = deliverer(InProcessDelivery(handler), max_attempts=1, dead=dead).deliver(
+        Batch("m", 1, records(1))
+    )
+    assert outcome.delivered == 1 and not dead.sent and calls["n"] == 5
+
+
 def test_shutdown_while_the_app_is_unreachable_raises_stopped():
     stop = threading.Event()
 
