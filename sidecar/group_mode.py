@@ -60,8 +60,8 @@ class _Listener(AsyncConsumerRebalanceListener):
         gone = frozenset(key(tp) for tp in revoked)
         log.info("revoked %d partitions: %s", len(gone), _names(gone))
         if runner.assignor.cooperative:
-            # KIP-429: what is revoked here is exactly what moves away.
-            runner.owned_changed()
+            # KIP-429: what is revoked here is exactly what moves away (or everything, on close).
+            runner.release(gone)
 
     async def on_partitions_assigned(self, assigned: set[Any]) -> None:
         # Eager revokes everything first; only the difference is actually gone (KIP-54).
@@ -77,7 +77,9 @@ class _Listener(AsyncConsumerRebalanceListener):
             len(dropped),
             _names(gone),
         )
-        runner.owned_changed()
+        # Someone else may have processed them meanwhile: state kept for them is stale even if
+        # the next assignment hands them back.
+        runner.release(gone)
 
 
 def _names(partitions: frozenset[tuple[str, int]]) -> str:
@@ -112,6 +114,12 @@ class GroupRunner(Runner):
         self._joined_epoch = current.epoch if current is not None else None
         consumer.subscribe(topics=list(c.topics), listener=_Listener(self))
         return consumer
+
+    def release(self, gone: frozenset[tuple[str, int]]) -> None:
+        """Partitions known to be gone (IO thread): tell the application once."""
+        gone = gone & self._owned_before
+        self._owned_before = self._owned_before - gone
+        self.released(gone)
 
     def owned_changed(self) -> None:
         """After the assignment changed (IO thread): release what is actually gone."""

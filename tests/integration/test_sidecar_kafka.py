@@ -669,6 +669,9 @@ def test_in_process_consumer_api(bench):
         wait_for("100 records", lambda: sum(len(x.records) for x in got) >= 100, timeout=45)
         b.write("api-0", 2, [0, 1])  # a one-member group: 2 and 3 go out by the fallback
         wait_for("epoch 2 composed", lambda: consumer.metrics.composed_epoch._value.get() == 2)
+        time.sleep(1)
+        # the fallback kept 2 and 3 here (one member): nothing was actually lost, nothing released
+        assert released == []
     finally:
         consumer.stop()
         thread.join(30)
@@ -677,6 +680,54 @@ def test_in_process_consumer_api(bench):
         (p, o) for p in range(4) for o in range(25)
     }
     assert all(x.member == "api-0" for x in got)
-    assert released == []  # the fallback kept 2 and 3 here: nothing was actually lost
+    assert released == [frozenset((b.topic, p) for p in range(4))]  # given up on close
     committed = b.committed()
     assert all(committed[p].offset == 25 for p in range(4))
+
+
+def test_on_released_reports_only_partitions_that_moved(bench):
+    """KIP-54: application state is dropped only for partitions actually gone, not on every
+    rebalance (cooperative: the members that keep their partitions see no revocation at all)."""
+    from sidecar import DocumentSource, PlanFollowingConsumer, SidecarConfig
+
+    b: Bench = bench(4, "released")
+    plan1 = {"x-0": [0, 1], "x-1": [2, 3]}
+    released: dict[str, list[frozenset]] = {m: [] for m in plan1}
+    consumers = {}
+    threads = []
+    for member, parts in plan1.items():
+        b.write(member, 1, parts)
+        consumers[member] = PlanFollowingConsumer(
+            SidecarConfig(
+                bootstrap_servers=b.bootstrap,
+                group=b.group,
+                topics=(b.topic,),
+                member=member,
+                session_timeout_ms=SESSION_MS,
+            ),
+            DocumentSource(file=str(b.document_path(member)), file_interval_s=0.2),
+            on_poison="skip",
+            on_released=released[member].append,
+        )
+        threads.append(
+            threading.Thread(target=consumers[member].run, args=(lambda batch: None,), daemon=True)
+        )
+    for t in threads:
+        t.start()
+    try:
+        wait_for("epoch 1", converged(b, plan1), timeout=45)
+        time.sleep(1)
+        before = {m: list(r) for m, r in released.items()}
+        plan2 = {"x-0": [0], "x-1": [1, 2, 3]}
+        for member, parts in plan2.items():
+            b.write(member, 2, parts)
+        wait_for("epoch 2", converged(b, plan2), timeout=45)
+        time.sleep(1)
+        after = {m: list(r) for m, r in released.items()}
+    finally:
+        for c in consumers.values():
+            c.stop()
+        for t in threads:
+            t.join(30)
+    assert before == {"x-0": [], "x-1": []}  # joining and the first assignment release nothing
+    assert after == {"x-0": [frozenset({(b.topic, 1)})], "x-1": []}
