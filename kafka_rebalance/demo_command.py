@@ -38,9 +38,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--duration",
         type=float,
-        default=90.0,
+        default=100.0,
         metavar="SECONDS",
-        help="seconds of production, observe and enforce phases together (default 90)",
+        help="seconds of production, observe and enforce phases together (default 100)",
     )
     parser.add_argument("--members", type=int, default=3, help="pods in the group (default 3)")
     parser.add_argument("--partitions", type=int, default=6, help="topic partitions (default 6)")

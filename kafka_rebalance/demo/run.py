@@ -35,14 +35,14 @@ from kafka_rebalance.demo.summary import Phases, build_summary
 @dataclass
 class DemoOptions:
     strategy: str = "lag-aware"
-    duration: float = 90.0  # seconds of production (observe + enforce)
+    duration: float = 100.0  # seconds of production (observe + enforce)
     members: int = 3
     partitions: int = 6
     slow_ms: int = 100  # per record on the slow member: about 10 records/s
     hot_rate: float = 30.0  # records/s on each hot partition
     cold_rate: float = 8.0  # records/s on every other partition
     observe_fraction: float = 0.35
-    window_s: float = 25.0  # the final window max_lag_after is taken over
+    window_s: float = 20.0  # the final window max_lag_after is taken over
     interval_scale: float = 0.4  # pollInterval 5s -> a poll every 2s
     weight_from: str | None = "adaptive"
     table_every: float = 5.0
