@@ -85,9 +85,9 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate, chain, compress, filterfalse, repeat
-from operator import add, floordiv, mod, mul, sub
+from operator import add, floordiv, mod, mul, not_, sub
 
 from assignors.collector import collector_paused
 from assignors.model import Assignment, Group
@@ -199,6 +199,20 @@ def _resolve_topic(
         previous[topic] = runner_up
 
 
+def partition_numbers(counts: Iterable[int]) -> list[int]:
+    """0 .. the largest count - 1, once: every topic's partition lists are slices of it and so
+    share its int objects (at 1M partitions, not allocating 870,000 ints is measurable)."""
+    return list(range(max(counts, default=0)))
+
+
+def free_partitions(numbers: list[int], count: int, start: int, taken: set[int]) -> list[int]:
+    """The partitions of a topic (partition 0 at global number `start`) whose global numbers
+    are not in `taken`, ascending, as shared ints from `numbers`."""
+    return list(
+        compress(numbers[:count], map(not_, map(taken.__contains__, range(start, start + count))))
+    )
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -289,17 +303,15 @@ def _constrained(
     # the memoryless least-loaded rule hands each to the same member again.
     held_topics: set[str] = set()  # topics some member keeps partitions of
     segments: list[tuple[str, list[int]]] = []
+    numbers = partition_numbers(group.topics[t] for t in topics)
     for topic in topics:
         count = group.topics[topic]
         if taken:
-            start = offsets[topic]
-            free = list(filterfalse(taken.__contains__, range(start, start + count)))
+            free = free_partitions(numbers, count, offsets[topic], taken)
             if len(free) < count:
                 held_topics.add(topic)
-            if start:
-                free = list(map(sub, free, repeat(start)))
         else:
-            free = list(range(count))
+            free = numbers[:count]
         given_up = revoked.get(topic)
         if given_up:
             free = list(filterfalse(set(given_up).__contains__, free))
@@ -534,15 +546,13 @@ class _General:
     def place_unassigned(self) -> None:
         order = sorted(self.subscribers, key=lambda t: (len(self.subscribers[t]), t))
         claimed = self.claimed
+        numbers = partition_numbers(self.group.topics[t] for t in order)
         for topic in order:
             count = self.group.topics[topic]
             if claimed:
-                start = self.offsets[topic]
-                free = list(filterfalse(claimed.__contains__, range(start, start + count)))
-                if start:
-                    free = list(map(sub, free, repeat(start)))
+                free = free_partitions(numbers, count, self.offsets[topic], claimed)
             else:
-                free = list(range(count))
+                free = numbers[:count]
             if free:
                 self._water_fill(topic, free)
 
