@@ -36,6 +36,12 @@ def register(subparsers: Any) -> None:
         "--strategy", choices=STRATEGIES, default="lag-aware", help="default: lag-aware"
     )
     parser.add_argument(
+        "--compare",
+        metavar="S1,S2,...",
+        help="run the demo once per strategy on one environment and compare them "
+        "(e.g. range,cooperative-sticky,lag-aware); --json then prints {duration_s, lost, runs}",
+    )
+    parser.add_argument(
         "--duration",
         type=float,
         default=100.0,
@@ -97,8 +103,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.members < 1 or args.partitions < 1 or args.duration <= 0:
         print("demo: --members, --partitions and --duration must be positive", file=sys.stderr)
         return 2
+    compare = [name.strip() for name in (args.compare or "").split(",") if name.strip()]
+    unknown = [name for name in compare if name not in STRATEGIES]
+    if unknown:
+        print(
+            f"demo: --compare: unknown strategy {unknown[0]!r} (one of {', '.join(STRATEGIES)})",
+            file=sys.stderr,
+        )
+        return 2
     options = DemoOptions(
         strategy=args.strategy,
+        compare=compare,
         duration=args.duration,
         members=args.members,
         partitions=args.partitions,

@@ -34,3 +34,25 @@ def test_render_marks_hot_partitions_and_slow_members() -> None:
     assert "epoch=3" in lines[0] and "total lag=10" in lines[0]
     assert lines[2].split()[:3] == ["a", "[slow]", "0*"]
     assert lines[3].split()[:2] == ["b", "1"]
+
+
+def test_comparison_of_demo_runs_has_one_row_per_strategy() -> None:
+    from kafka_rebalance.demo.run import render_comparison
+
+    runs = [
+        {
+            "strategy": s,
+            "max_lag_before": 1700,
+            "max_lag_after": after,
+            "lag_trend_after": trend,
+            "throughput_after": 90.0,
+            "epochs": epochs,
+            "lost": 0,
+            "duplicates": 0,
+        }
+        for s, after, trend, epochs in (("range", 413, 5.8, 1), ("lag-aware", 195, -5.9, 5))
+    ]
+    lines = render_comparison(runs).splitlines()
+    assert len(lines) == 4
+    assert lines[2] == "| range | 1700 | 413 | +5.8 | 90.0 | 1 | 0 | 0 |"
+    assert lines[3] == "| lag-aware | 1700 | 195 | -5.9 | 90.0 | 5 | 0 | 0 |"

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -35,6 +36,7 @@ from kafka_rebalance.demo.summary import Phases, build_summary
 @dataclass
 class DemoOptions:
     strategy: str = "lag-aware"
+    compare: list[str] = field(default_factory=list)  # several strategies, one after another
     duration: float = 100.0  # seconds of production (observe + enforce)
     members: int = 3
     partitions: int = 6
@@ -71,11 +73,14 @@ class Printer:
 
 
 def run_demo(options: DemoOptions) -> dict[str, Any]:
-    """Run the whole demo and return its summary (the caller prints it)."""
+    """Run the whole demo and return its summary (the caller prints it).
+
+    With several strategies (`compare`), each gets its own namespace, topic and group on the
+    one environment, one after another, and the result is `{"duration_s", "runs": [...]}`."""
     printer = Printer(options.json)
     environment = DemoEnvironment.choose(options.state_dir, options.reuse)
     started = time.monotonic()
-    harness: GroupHarness | None = None
+    strategies = options.compare or [options.strategy]
     try:
         endpoints, seconds = environment.up(log=printer.progress)
         printer.progress(
@@ -85,18 +90,25 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
         workdir = options.workdir or environment.env.state_dir / "demo-runs" / time.strftime(
             "%Y%m%d-%H%M%S"
         )
-        harness = GroupHarness(
-            endpoints,
-            workdir,
-            partitions=options.partitions,
-            replicas=options.members,
-            interval_scale=options.interval_scale,
-            log=printer.progress,
-        )
-        return _phases(harness, options, printer, endpoints, started)
+        summaries = []
+        for index, strategy in enumerate(strategies):
+            run_options = dataclasses.replace(options, strategy=strategy)
+            harness = GroupHarness(
+                endpoints,
+                workdir / strategy if len(strategies) > 1 else workdir,
+                partitions=options.partitions,
+                replicas=options.members,
+                interval_scale=options.interval_scale,
+                log=printer.progress,
+            )
+            try:
+                if len(strategies) > 1:
+                    printer.progress(f"run {index + 1} of {len(strategies)}: {strategy}")
+                run_started = started if index == 0 else time.monotonic()
+                summaries.append(_phases(harness, run_options, printer, endpoints, run_started))
+            finally:
+                harness.close(delete=not options.keep)
     finally:
-        if harness is not None:
-            harness.close(delete=not options.keep)
         if options.keep:
             printer.progress(
                 f"--keep: the environment stays up; stop it with `kafka-rebalance dev down "
@@ -104,6 +116,31 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
             )
         else:
             environment.down()
+    if len(summaries) == 1:
+        return summaries[0]
+    if not options.json:
+        printer.block(render_comparison(summaries))
+    return {
+        "duration_s": round(time.monotonic() - started, 1),
+        "lost": sum(s["lost"] for s in summaries),
+        "runs": summaries,
+    }
+
+
+def render_comparison(summaries: list[dict[str, Any]]) -> str:
+    """The runs side by side, as a Markdown table."""
+    head = (
+        "| strategy | max lag before | max lag after | lag trend after (rec/s) | "
+        "throughput after (rec/s) | epochs | lost | duplicates |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    for s in summaries:
+        lines.append(
+            f"| {s['strategy']} | {s['max_lag_before']} | {s['max_lag_after']} | "
+            f"{s['lag_trend_after']:+.1f} | {s['throughput_after']:.1f} | {s['epochs']} | "
+            f"{s['lost']} | {s['duplicates']} |"
+        )
+    return "\n".join(lines)
 
 
 def _phases(
