@@ -171,17 +171,24 @@ def previous_owner_array(group: Group) -> list[int]:
     return group._previous_array
 
 
-def owned_loads(group: Group, loads: Mapping[str, Sequence[float]]) -> dict[str, float]:
+def owned_loads(
+    group: Group, loads: Mapping[str, Sequence[float]], unit: bool = False
+) -> dict[str, float]:
     """Each member's load over its resolved previous ownership (topics it no longer subscribes
     to included), summed per topic list, then the lists in topic order from 0 (an int: a member
-    that owned nothing has load 0). Needed by `lag-aware` (its starting loads) and by the plan's
+    that owned nothing has load 0). `unit`: every load is 1.0 (the count model), so each sum is
+    the exact partition count. Needed by `lag-aware` (its starting loads) and by the plan's
     `max_load_before`; computed once per (group, loads) pair. Treat it as read-only."""
     cached = group._owned_loads
     if cached is not None and cached[0] is loads:
         return cached[1]
     resolved, _ = resolve_ownership(group)
-    getters = {topic: values.__getitem__ for topic, values in loads.items()}
-    result = {member_id: summed_loads(getters, owned, 0) for member_id, owned in resolved.items()}
+    if unit:  # every load 1.0: each sum is the exact partition count
+        sizes = map(sum, map(map, repeat(len), map(dict.values, resolved.values())))
+        result = {m: float(n) if n else 0 for m, n in zip(resolved, sizes, strict=True)}
+    else:
+        getters = {topic: values.__getitem__ for topic, values in loads.items()}
+        result = {m: summed_loads(getters, owned, 0) for m, owned in resolved.items()}
     object.__setattr__(group, "_owned_loads", (loads, result))  # a cache, not state
     return result
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from itertools import compress, repeat
-from operator import itemgetter, lt, ne
+from operator import add, itemgetter, lt, ne
 from typing import Any
 
 from assignors.collector import collector_paused
@@ -37,13 +37,14 @@ class PlanInvariantError(RuntimeError):
 
 
 def _check_and_measure(
-    group: Group, raw: Assignment, loads: Loads
+    group: Group, raw: Assignment, loads: Loads, unit: bool = False
 ) -> tuple[Assignment, list[int], dict[str, float]]:
     """One pass over the strategy's result: normalise it (every member present, topics and
     partitions sorted, no empty lists), refuse anything Kafka would refuse (an unknown member, a
     topic the member does not subscribe to, a partition out of range or assigned twice, a
     subscribed partition left unassigned), and build the flat owner array (member index per
-    global partition, -1 for none; see `Group.offsets`) and each member's load.
+    global partition, -1 for none; see `Group.offsets`) and each member's load (`unit`: every
+    load is 1.0, the count model).
 
     At Kafka's scale the result holds up to a million (member, topic) lists, so each member's
     lists are checked, placed and summed with nested C-level maps rather than a Python step per
@@ -83,10 +84,16 @@ def _check_and_measure(
             _check_slowly(group, raw, loads)
             raise PlanInvariantError(f"{member_id}: invalid assignment")  # not reached
         normalised = assignment[member_id] = dict(zip(names, lists, strict=True))
-        numbers = global_numbers(adders, normalised)
+        size = sum(map(len, lists))
+        if size == len(lists):  # one partition per topic: no inner map per list
+            numbers = map(add, map(offsets.__getitem__, names), map(itemgetter(0), lists))
+        else:
+            numbers = global_numbers(adders, normalised)
         deque(map(owners.__setitem__, numbers, repeat(index)), maxlen=0)
-        listed += sum(map(len, lists))
-        member_load[member_id] = summed_loads(getters, normalised, 0.0)
+        listed += size
+        # Under the count model every load is 1.0 and every partial sum an exact integer:
+        # the summed load is the partition count, whatever the order.
+        member_load[member_id] = float(size) if unit else summed_loads(getters, normalised, 0.0)
     unassigned = owners.count(-1)
     if listed != len(owners) - unassigned:  # some partition was listed twice
         _check_slowly(group, raw, loads)
@@ -220,11 +227,11 @@ def _plan_group(request: PlanRequest) -> dict[str, Any]:
     model, loads = partition_loads(group, options)
     measured = _measure_flat(group, raw, loads) if isinstance(raw, FlatAssignment) else None
     if measured is None:
-        measured = _check_and_measure(group, raw, loads)
+        measured = _check_and_measure(group, raw, loads, model == "count")
     assignment, target, per_member = measured
     _, conflicts = resolve_ownership(group)
     previous = previous_owner_array(group)
-    owned_load = owned_loads(group, loads)
+    owned_load = owned_loads(group, loads, model == "count")
     moves = compute_moves(group, previous, target)
     subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
     budgeted = sum(1 for move in moves if move["topic"] in subscriptions[move["from"]])

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import importlib
+import json
 import math
 
 import pytest
 
 from assignors import PlanInputError, parse_request, plan
 from assignors.load import choose_load_model, lower_bound, max_load_ratio, partition_loads
-from assignors.model import Options, parse_max_moves, resolve_ownership
+from assignors.model import (
+    FlatAssignment,
+    Group,
+    Member,
+    Options,
+    parse_max_moves,
+    previous_owner_array,
+    resolve_ownership,
+)
 
 
 def _doc(**overrides):
@@ -190,6 +199,83 @@ def test_missing_generation_loses_to_any_generation():
     resolved, _ = resolve_ownership(parse_request(document).group)
     assert resolved["b"] == {"t": [0]}
     assert resolved["a"] == {}
+
+
+def test_disjoint_claims_keep_their_owner_in_the_flat_array_too():
+    # Claims given out of order by a caller that builds the Group itself: sorted on resolution,
+    # and the flat array (global numbers: orders 0-2, payments 3-4) says the same.
+    group = Group(
+        topics={"orders": 3, "payments": 2},
+        members={
+            "a": Member("a", ("orders", "payments"), claimed={"orders": (2, 0), "payments": (1,)}),
+            "b": Member("b", ("orders",), claimed={"orders": (1,)}),
+            "c": Member("c", ("orders",)),
+        },
+    )
+    resolved, conflicts = resolve_ownership(group)
+    assert resolved == {"a": {"orders": [0, 2], "payments": [1]}, "b": {"orders": [1]}, "c": {}}
+    assert conflicts == 0
+    assert previous_owner_array(group) == [0, 1, 0, -1, 0]
+
+
+def test_a_claim_twice_over_is_resolved_topic_by_topic():
+    group = Group(
+        topics={"t": 2},
+        members={
+            "a": Member("a", ("t",), claimed={"t": (0, 1)}, generation=1),
+            "b": Member("b", ("t",), claimed={"t": (1,)}, generation=2),
+        },
+    )
+    assert resolve_ownership(group) == ({"a": {"t": [0]}, "b": {"t": [1]}}, 1)
+    assert previous_owner_array(group) == [0, 1]
+
+
+def _flat_result(group: Group, owners: list[int], lists: dict) -> FlatAssignment:
+    result = FlatAssignment(group, owners)
+    result.update(lists)
+    return result
+
+
+@pytest.mark.parametrize(
+    ("owners", "lists", "message"),
+    [
+        ([0, -1, 1], {"a": {"orders": [0]}, "b": {"orders": [2]}}, "orders-1 left unassigned"),
+        ([0, 2, 1], {"a": {"orders": [0]}, "b": {"orders": [2]}, "c": {"orders": [1]}}, "c got"),
+    ],
+)
+def test_a_flat_result_failing_its_array_check_is_checked_list_by_list(
+    monkeypatch, owners, lists, message
+):
+    # The array check only decides whether to trust the result; the list-by-list check then
+    # names the problem as for any strategy.
+    plan_module = importlib.import_module("assignors.plan")
+    document = {
+        "topics": {"orders": 3},
+        "members": {"a": {"topics": ["orders"]}, "b": {"topics": ["orders"]}, "c": {"topics": []}},
+    }
+    flat = lambda g, o: _flat_result(g, owners, lists)  # noqa: E731
+    monkeypatch.setattr(plan_module, "strategy_function", lambda name: flat)
+    with pytest.raises(plan_module.PlanInvariantError, match=message):
+        plan_module.plan(document)
+
+
+def test_a_flat_result_is_measured_like_a_plain_one(monkeypatch):
+    plan_module = importlib.import_module("assignors.plan")
+    document = _doc(lag={"orders": [5, 1, 7], "payments": [2, 3]})
+    document["members"]["a"]["owned"] = {"orders": [0, 1], "payments": [0, 1]}
+    document["members"]["b"]["owned"] = {"orders": [2]}
+    lists = {"a": {"orders": [0], "payments": [0, 1]}, "b": {"orders": [1, 2]}}
+    flat = lambda g, o: _flat_result(g, [0, 1, 1, 0, 0], lists)  # noqa: E731
+    monkeypatch.setattr(plan_module, "strategy_function", lambda name: flat)
+    with monkeypatch.context() as patched:  # the array's own path, not the list-by-list one
+        patched.setattr(plan_module, "_check_and_measure", None)
+        from_array = plan_module.plan(document)
+    monkeypatch.setattr(plan_module, "strategy_function", lambda name: lambda g, o: lists)
+    from_lists = plan_module.plan(document)
+    assert json.dumps(from_array) == json.dumps(from_lists)
+    assert from_array["moves"] == [{"topic": "orders", "partition": 1, "from": "a", "to": "b"}]
+    assert from_array["members"]["b"]["load"] == 8.0
+    assert from_array["stats"]["max_load_before"] == 11.0  # a owned 5 + 1 + 2 + 3
 
 
 # --------------------------------------------------------------------------- options
