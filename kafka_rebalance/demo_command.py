@@ -77,7 +77,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print only the summary, as JSON")
     parser.add_argument(
-        "--keep", action="store_true", help="leave the environment and the group running"
+        "--keep",
+        action="store_true",
+        help="leave the environment running and the demo's namespace (pods, policy, ConfigMaps) "
+        "in place for inspection; the operator and sidecars are stopped",
     )
     parser.add_argument(
         "--state-dir", help="the demo's own environment directory (default ./.dev-demo)"
