@@ -104,12 +104,18 @@ def test_weight_from_resources_uses_cpu_requests_and_rules_override() -> None:
     assert resolve_weights(spec, members) == {"a": 4.0, "b": 0.5, "c": 1.0, "d": 7.0}
 
 
-def test_adaptive_weights_are_relative_throughput_clamped() -> None:
-    spec = policy(weightFrom="adaptive")
-    members = [pod("a"), pod("b"), pod("c"), pod("d")]
-    weights = resolve_weights(spec, members, {"a": 300.0, "b": 100.0, "c": 0.0001})
-    mean = (300 + 100 + 0.0001) / 3
-    assert weights["a"] == pytest.approx(300 / mean)
-    assert weights["b"] == pytest.approx(100 / mean)
-    assert weights["c"] == 0.1  # clamped, never starved to nothing
-    assert weights["d"] == 1.0  # not measured yet
+def test_adaptive_weights_are_taken_as_measured_clamped_and_overridden() -> None:
+    spec = policy(
+        weightFrom="adaptive",
+        weights=[{"selector": {"matchLabels": {"pin": "yes"}}, "weight": 3}],
+    )
+    members = [pod("a"), pod("b"), pod("c"), pod("d"), pod("e", {"pin": "yes"})]
+    measured = {"a": 2.5, "b": 0.01, "c": float("nan"), "e": 0.2}
+    assert resolve_weights(spec, members, measured) == {
+        "a": 2.5,
+        "b": 0.1,  # clamped, never starved to nothing
+        "c": 1.0,  # not a number: the neutral weight
+        "d": 1.0,  # not measured yet
+        "e": 3.0,  # an explicit rule wins
+    }
+    assert resolve_weights(spec, members) == {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0, "e": 3.0}

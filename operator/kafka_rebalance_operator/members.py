@@ -90,25 +90,16 @@ def select_members(spec: PolicySpec, pods: Iterable[PodSummary]) -> list[PodSumm
 def resolve_weights(
     spec: PolicySpec,
     members: Iterable[PodSummary],
-    measured_throughput: Mapping[str, float] | None = None,
+    adaptive_weights: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Weight per member.
 
     Base: `weightFrom: resources` -> the pod's CPU request in cores (1 when it has none);
-    `adaptive` -> measured consumption per member relative to the mean (1 until measured, clamped
-    to [0.1, 10] so one bad sample cannot starve or flood a member); otherwise 1. An explicit
+    `adaptive` -> the weight `capacity.CapacityEstimator` measured (1 when it has none; clamped
+    again to [0.1, 10] so no caller can starve or flood a member); otherwise 1. An explicit
     `weights` rule (the first whose selector matches) overrides the base.
     """
-    members = list(members)
-    measured = measured_throughput or {}
-    adaptive: dict[str, float] = {}
-    if spec.weight_from == "adaptive":
-        values = [v for m in members if (v := measured.get(m.name)) and v > 0]
-        mean = sum(values) / len(values) if values else 0.0
-        for member in members:
-            value = measured.get(member.name)
-            if mean > 0 and value is not None and value > 0:
-                adaptive[member.name] = min(ADAPTIVE_MAX, max(ADAPTIVE_MIN, value / mean))
+    adaptive = adaptive_weights or {}
     weights: dict[str, float] = {}
     for member in members:
         weight = 1.0
@@ -116,6 +107,8 @@ def resolve_weights(
             weight = member.cpu_request
         elif spec.weight_from == "adaptive":
             weight = adaptive.get(member.name, 1.0)
+            if math.isfinite(weight) and weight > 0:
+                weight = min(ADAPTIVE_MAX, max(ADAPTIVE_MIN, weight))
         for rule in spec.weights:
             if matches(rule.selector, member.labels):
                 weight = rule.weight

@@ -28,6 +28,7 @@ from kafka_rebalance_operator import (
     redaction,
     telemetry,
 )
+from kafka_rebalance_operator.capacity import CapacityEstimator
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.history import PartitionMemory
 from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable, Observation
@@ -60,6 +61,7 @@ class PolicyRuntime:
     last_event: float | None = None
     converging_since: float | None = None
     polls: int = 0
+    capacity: CapacityEstimator = field(default_factory=CapacityEstimator)  # adaptive weights
 
     def close(self) -> None:
         if self.observer is not None:
@@ -324,16 +326,23 @@ def _poll(
                 timed_out = dict(in_flight.waiting)
 
     # -- plan -----------------------------------------------------------------------------------
-    measured: dict[str, float] = {}
+    adaptive: dict[str, float] | None = None
     if spec.weight_from == "adaptive":
-        for member, document in current.by_member.items():
-            measured[member] = sum(
-                runtime.partitions[(t, p)].consume.value or 0.0
-                for t, ps in document.partitions.items()
-                for p in ps
-                if (t, p) in runtime.partitions
-            )
-    weights = resolve_weights(spec, members, measured)
+        # capacity from committed-offset advances of partitions whose owner did not change,
+        # while backlogged (capacity.py); held inside a hysteresis band
+        estimator = runtime.capacity
+        estimator.settle_s = spec.poll_interval * settings.interval_scale
+        ok = {k: s for k, s in lags.items() if s.state is LagState.OK and s.lag is not None}
+        estimator.observe(
+            now,
+            _owners({m: d.partitions for m, d in current.by_member.items()}),
+            {k: c for k in ok if (c := observation.offsets[k].committed) is not None},
+            {k: s.lag for k, s in ok.items() if s.lag is not None},
+            member_names,
+        )
+        demand = sum(m.produce.value or 0.0 for m in runtime.partitions.values())
+        adaptive = estimator.weights(member_names, demand)
+    weights = resolve_weights(spec, members, adaptive)
     rates = {k: m.produce.value for k, m in runtime.partitions.items()}
     lag_values = {k: (float(s.lag) if s.lag is not None else None) for k, s in lags.items()}
     live_docs = {m: d for m, d in current.by_member.items() if m in weights}
