@@ -341,7 +341,16 @@ def _poll(
             member_names,
         )
         demand = sum(m.produce.value or 0.0 for m in runtime.partitions.values())
+        held = dict(estimator.used)
         adaptive = estimator.weights(member_names, demand)
+        if adaptive != held:
+            log.info(
+                "%s/%s adaptive weights %s from capacity %s records/s",
+                ctx.namespace,
+                ctx.name,
+                {m: round(w, 3) for m, w in adaptive.items()},
+                {m: round(c, 1) for m, c in estimator.effective(member_names, demand).items()},
+            )
     weights = resolve_weights(spec, members, adaptive)
     rates = {k: m.produce.value for k, m in runtime.partitions.items()}
     lag_values = {k: (float(s.lag) if s.lag is not None else None) for k, s in lags.items()}
