@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kafka_rebalance_operator.capacity import CapacityEstimator
+from kafka_rebalance_operator.capacity import CapacityEstimator, confirmed_owners
 
 P0, P1, P2 = ("t", 0), ("t", 1), ("t", 2)
 
@@ -28,6 +28,24 @@ def test_a_moved_partition_counts_only_after_it_settled() -> None:
     assert est.observe(20.0, {P0: "a"}, {P0: 200}, {P0: 100}, members) == {}
     # 20..30 starts 10 s after the move: counts (30 records in 10 s)
     assert est.observe(30.0, {P0: "a"}, {P0: 230}, {P0: 100}, members) == {"a": 3.0}
+
+
+def test_a_partition_counts_only_once_the_group_has_taken_the_plan() -> None:
+    planned = {P0: "a", P1: "b", P2: "b"}
+    actual = {P0: "a", P1: "a", P2: "b"}  # b has not taken p1 from a yet
+    assert confirmed_owners(planned, actual) == {P0: "a", P2: "b"}
+    assert confirmed_owners(planned, actual, stable=False) == {}  # rebalancing: nobody
+    assert confirmed_owners(planned, None) == planned  # not described (assign mode): the plan
+
+
+def test_a_member_not_yet_consuming_a_granted_partition_is_not_measured() -> None:
+    est = CapacityEstimator(min_backlog=10)
+    planned = {P0: "a"}
+    # a was granted p0 but the group still gives it to nobody: backlogged and still
+    for t, committed in ((0.0, 0), (10.0, 0), (20.0, 0)):
+        owners = confirmed_owners(planned, {}, stable=True)
+        est.observe(t, owners, {P0: committed}, {P0: 500}, ["a"])
+    assert est.capacity == {}  # not "a is busy at 0 records/s"
 
 
 def test_an_idle_member_is_not_marked_slow() -> None:

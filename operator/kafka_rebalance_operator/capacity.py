@@ -7,7 +7,8 @@ and a member that keeps up consumes what is produced (its load), not what it cou
 capacity). Load-following without those corrections runs away (KIP-794's lesson), so:
 
 - A poll interval counts for a member only through *stable* partitions: owned by it in the
-  applied ConfigMaps at both ends of the interval, and since at least `settle_s` before the
+  applied ConfigMaps (and, in group mode, in the group's actual assignment) at both ends of the
+  interval, and since at least `settle_s` before the
   interval began (a hand-over takes a rebalance). A partition that changed owner counts for
   nobody, so no member inherits another's speed.
 - A member is *busy* in an interval when one of its stable partitions was backlogged (lag above
@@ -53,6 +54,22 @@ def _fold(old: float | None, sample: float, dt: float, tau_s: float) -> float:
     if old is None:
         return sample
     return old + (1.0 - math.exp(-dt / tau_s)) * (sample - old)
+
+
+def confirmed_owners(
+    planned: Mapping[PartitionKey, str],
+    actual: Mapping[PartitionKey, str] | None,
+    stable: bool = True,
+) -> dict[PartitionKey, str]:
+    """The owners to measure by: the plan's, where the group's actual assignment (group mode,
+    when described) agrees. A partition the plan gave a member that has not taken it yet is
+    backlogged and still: counted for that member it would make a fast member look slow. While
+    the group rebalances nobody owns anything, so every partition settles again afterwards."""
+    if actual is None:
+        return dict(planned)
+    if not stable:
+        return {}
+    return {key: member for key, member in planned.items() if actual.get(key) == member}
 
 
 @dataclass

@@ -28,7 +28,7 @@ from kafka_rebalance_operator import (
     redaction,
     telemetry,
 )
-from kafka_rebalance_operator.capacity import CapacityEstimator
+from kafka_rebalance_operator.capacity import CapacityEstimator, confirmed_owners
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.history import PartitionMemory
 from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable, Observation
@@ -37,7 +37,7 @@ from kafka_rebalance_operator.members import PodSummary, resolve_weights, select
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.policy import PolicyError, PolicySpec, parse_spec
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.verify import verify
+from kafka_rebalance_operator.verify import actual_assignment, verify
 
 log = logging.getLogger(__name__)
 
@@ -333,9 +333,14 @@ def _poll(
         estimator = runtime.capacity
         estimator.settle_s = spec.poll_interval * settings.interval_scale
         ok = {k: s for k, s in lags.items() if s.state is LagState.OK and s.lag is not None}
+        group = observation.group if spec.apply_mode == "group" else None
         estimator.observe(
             now,
-            _owners({m: d.partitions for m, d in current.by_member.items()}),
+            confirmed_owners(
+                _owners({m: d.partitions for m, d in current.by_member.items()}),
+                _owners(actual_assignment(group)) if group is not None else None,
+                group is not None and group.get("group_state") == "Stable",
+            ),
             {k: c for k in ok if (c := observation.offsets[k].committed) is not None},
             {k: s.lag for k, s in ok.items() if s.lag is not None},
             member_names,
