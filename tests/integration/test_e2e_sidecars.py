@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,6 +148,59 @@ def test_nothing_lost_across_a_broker_restart(
         # the sidecars survived the outage (watch() fails on a crashed one) and still follow
         # the plan of the same operator
         assert harness.wait_converged(epoch, members) >= epoch
+
+
+def _generations(harness: GroupHarness, member: str) -> list[int]:
+    """The group generations a sidecar has logged ("rebalance: generation N, ..."), in order."""
+    log = harness.fleet.log_tail(member, lines=100_000)
+    return [int(m.group(1)) for m in re.finditer(r"rebalance: generation (\d+),", log)]
+
+
+def test_a_sidecar_killed_and_restarted_within_the_session_timeout_loses_nothing(
+    endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """Static membership (KIP-345) with the operator running: a sidecar killed with SIGKILL and
+    started again under the same name before its session times out (10 s) gets its partitions
+    back without a rebalance; its uncommitted batch is processed again (counted, allowed by
+    at-least-once), nothing is lost and the operator does not replan (the pod stayed Ready)."""
+    with group(endpoints, tmp_path, prefix="e2e-kill", partitions=6, replicas=3) as harness:
+        members = harness.pods(3)
+        harness.operator.start()
+        harness.apply_policy("lag-aware", "enforce", load={"model": "rate"})
+        harness.start_sidecars(members)
+        assert harness.workload is not None
+        harness.workload.set_rates({p: 10.0 for p in range(6)})
+        harness.workload.start()
+        epoch = harness.wait_converged(1, members)
+        harness.watch(4.0)
+        before = harness.sample()
+        generations = {m: _generations(harness, m) for m in members}
+        assert all(generations.values()), generations
+        settled = {g[-1] for g in generations.values()}
+        assert len(settled) == 1, f"members disagree on the generation: {generations}"
+
+        victim = members[1]
+        harness.fleet.kill(victim)
+        time.sleep(2.0)
+        harness.fleet.start(victim)
+        harness.watch(12.0)  # longer than the 10 s session timeout
+        after = harness.sample()
+
+        # no rebalance: every member, the restarted one included, is still on that generation
+        for member in members:
+            seen = _generations(harness, member)
+            assert seen[-1] in settled, f"{member} rebalanced: generations {seen}"
+        assert after.owners == before.owners
+        assert harness.epoch() == epoch, "the operator replanned for a pod that never left"
+        victims = {p for p, m in before.owners.items() if m == victim}
+        assert victims <= _committed_progress(harness, before.committed)
+
+        harness.drain(timeout=90)
+        report = harness.reconcile()
+        print(f"\nSIGKILL + restart: {report.summary()}")
+        assert report.lost == 0, report.lost_examples
+        assert report.unexpected == 0
+        assert set(report.per_member) == set(members)
 
 
 def test_assign_mode_hands_partitions_over_without_loss_or_double_processing(
