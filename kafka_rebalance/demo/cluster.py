@@ -70,9 +70,16 @@ def install_crd(kubectl: Path, kubeconfig: Path) -> None:
     )
 
 
-def pause_statefulset(name: str, replicas: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def pause_statefulset(
+    name: str, replicas: int, *, cpu_request: str | None = None, parallel: bool = True
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """A headless Service and a StatefulSet of pause pods labelled `app: <name>`. KWOK's fake
-    node "runs" them; the sidecar processes stand in for what would run inside each pod."""
+    node "runs" them (no image is pulled); the sidecar processes stand in for what would run
+    inside each pod. `cpu_request` feeds `weightFrom: resources`; `parallel` starts and stops
+    the pods together, so a demo scale step does not wait for them one by one."""
+    container: dict[str, Any] = {"name": "app", "image": "registry.k8s.io/pause:3.10"}
+    if cpu_request is not None:
+        container["resources"] = {"requests": {"cpu": cpu_request}}
     labels = {"app": name}
     service = {
         "apiVersion": "v1",
@@ -80,20 +87,16 @@ def pause_statefulset(name: str, replicas: int) -> tuple[dict[str, Any], dict[st
         "metadata": {"name": name},
         "spec": {"clusterIP": "None", "selector": labels, "ports": [{"port": 80}]},
     }
+    spec: dict[str, Any] = {"serviceName": name, "replicas": replicas}
+    if parallel:
+        spec["podManagementPolicy"] = "Parallel"
+    spec["selector"] = {"matchLabels": labels}
+    spec["template"] = {"metadata": {"labels": labels}, "spec": {"containers": [container]}}
     statefulset = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": {"name": name},
-        "spec": {
-            "serviceName": name,
-            "replicas": replicas,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]},
-            },
-        },
+        "spec": spec,
     }
     return service, statefulset
 
