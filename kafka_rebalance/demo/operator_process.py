@@ -14,6 +14,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from kafka_rebalance.demo.cluster import ROOT, wait_for
@@ -26,7 +27,12 @@ def free_port() -> int:
 
 
 class OperatorProcess:
-    """One operator run; `start` and `stop` may be called repeatedly (each start logs anew)."""
+    """One operator run; `start` and `stop` may be called repeatedly (each start logs anew).
+
+    `args` replaces `operator --namespace <namespace>` when the caller has the real command
+    line (the integration tests pass the chart Deployment's args); `extra` flags come last so
+    they win (argparse keeps the last value). `log_name` keeps logs of several instances
+    sharing one work directory apart."""
 
     def __init__(
         self,
@@ -36,16 +42,23 @@ class OperatorProcess:
         *,
         interval_scale: float,
         tick: float = 0.2,
+        args: Sequence[str] | None = None,
+        extra: Sequence[str] = (),
+        log_name: str = "operator",
     ) -> None:
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.workdir = workdir
         self.interval_scale = interval_scale
         self.tick = tick
+        self.args = list(args) if args is not None else ["operator", "--namespace", namespace]
+        self.extra = list(extra)
+        self.log_name = log_name
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.log: Path | None = None
         self.metrics_port = 0
+        self.health_port = 0
 
     @property
     def running(self) -> bool:
@@ -55,27 +68,26 @@ class OperatorProcess:
         if self.running:
             return
         self.starts += 1
-        self.log = self.workdir / f"operator-{self.starts}.log"
-        self.metrics_port, health_port = free_port(), free_port()
+        self.log = self.workdir / f"{self.log_name}-{self.starts}.log"
+        self.metrics_port, self.health_port = free_port(), free_port()
         command = [
             sys.executable,
             "-m",
             "kafka_rebalance.cli",
-            "operator",
-            "--namespace",
-            self.namespace,
+            *self.args,
             "--bind",
             "127.0.0.1",
             "--metrics-port",
             str(self.metrics_port),
             "--health-port",
-            str(health_port),
+            str(self.health_port),
             "--interval-scale",
             str(self.interval_scale),
             "--tick",
             str(self.tick),
             "--kafka-timeout",
             "3",
+            *self.extra,
         ]
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         with open(self.log, "wb") as output:
@@ -89,7 +101,7 @@ class OperatorProcess:
             )
         wait_for(
             "the operator's health endpoint",
-            lambda: _status(health_port, "/healthz") == 200 or self._died(),
+            lambda: _status(self.health_port, "/healthz") == 200 or self._died(),
             timeout=timeout,
         )
         if not self.running:

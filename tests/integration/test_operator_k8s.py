@@ -15,15 +15,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +29,8 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from kafka_rebalance.demo.cluster import wait_for
+from kafka_rebalance.demo.operator_process import OperatorProcess, free_port
 from kafka_rebalance.devenv.kube_api import write_kubeconfig
 from tests.integration.manifests import pause_statefulset
 
@@ -50,6 +49,7 @@ class Installed:
     """The chart installed for one namespace: the operator's identity and command line."""
 
     kubeconfig: Path
+    namespace: str
     args: list[str]  # the Deployment container's args (`operator --namespace NS ...`)
 
 
@@ -124,52 +124,16 @@ def helm_install(k8s: Any, namespace: str, home: Path) -> Installed:
         token=token,
         namespace=namespace,
     )
-    return Installed(kubeconfig, list(container["args"]))
+    return Installed(kubeconfig, namespace, list(container["args"]))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as error:  # the object may not exist yet
-            last = error
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
-
-@dataclass
-class OperatorProcess:
-    process: subprocess.Popen[bytes]
-    log: Path
-    metrics_port: int
-    health_port: int
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-
-    def get(self, port: int, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """Status and body of a GET on 127.0.0.1 (an error status is an answer, not a failure)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
 
 
 @contextlib.contextmanager
@@ -178,47 +142,21 @@ def run_operator(installed: Installed, workdir: Path, *extra: str) -> Iterator[O
 
     The test's flags come after the chart's args (argparse keeps the last value): local ports
     on 127.0.0.1 and the test/dev interval scale."""
-    log = workdir / f"operator-{uuid.uuid4().hex[:6]}.log"
-    metrics_port, health_port = free_port(), free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "kafka_rebalance.cli",
-        *installed.args,
-        "--bind",
-        "127.0.0.1",
-        "--metrics-port",
-        str(metrics_port),
-        "--health-port",
-        str(health_port),
-        "--interval-scale",
-        str(SCALE),
-        "--tick",
-        "0.2",
-        "--kafka-timeout",
-        "3",
-        *extra,
-    ]
-    env = {**os.environ, "KUBECONFIG": str(installed.kubeconfig)}
-    with open(log, "wb") as output:
-        process = subprocess.Popen(
-            command,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=ROOT,
-            start_new_session=True,
-        )
-    handle = OperatorProcess(process, log, metrics_port, health_port)
+    operator = OperatorProcess(
+        installed.kubeconfig,
+        installed.namespace,
+        workdir,
+        interval_scale=SCALE,
+        tick=0.2,
+        args=installed.args,
+        extra=extra,
+        log_name=f"operator-{uuid.uuid4().hex[:6]}",
+    )
     try:
-        wait_for(
-            "the operator's health endpoint",
-            lambda: handle.get(health_port, "/healthz")[0] == 200,
-            timeout=60,
-        )
-        yield handle
+        operator.start(timeout=60)
+        yield operator
     finally:
-        handle.stop()
+        operator.stop()
 
 
 class Cluster:
@@ -423,7 +361,7 @@ def test_enforce_lifecycle(k8s: Any, kafka: str, tmp_path: Path) -> None:
         assert cluster.policy(name)["status"]["epoch"] == 1
 
         # -- metrics and liveness
-        code, text = operator.get(operator.metrics_port, "/metrics")
+        code, text = http_get(operator.metrics_port, "/metrics")
         assert code == 200
         labels = f'group="group-{topic}",namespace="{cluster.namespace}",policy="{name}"'
         assert f"kafka_rebalance_plan_epoch{{{labels}}} 1.0" in text
@@ -431,7 +369,7 @@ def test_enforce_lifecycle(k8s: Any, kafka: str, tmp_path: Path) -> None:
             "kafka_rebalance_partition_lag{" in text
             and "kafka_rebalance_poll_duration_seconds_bucket" in text
         )
-        code, body = operator.get(operator.health_port, "/healthz")
+        code, body = http_get(operator.health_port, "/healthz")
         assert code == 200 and json.loads(body)["alive"] is True
 
     # -- a restarted operator keeps the epoch and rewrites nothing
@@ -596,7 +534,7 @@ def _settle(cluster: Cluster, name: str, operator: OperatorProcess, polls: int =
 
 def _poll_count(operator: OperatorProcess) -> int:
     """Polls so far, from the operator's own histogram (count over all policies)."""
-    _, text = operator.get(operator.metrics_port, "/metrics")
+    _, text = http_get(operator.metrics_port, "/metrics")
     total = 0.0
     for line in text.splitlines():
         if line.startswith("kafka_rebalance_poll_duration_seconds_count"):
