@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +32,8 @@ from kafka_rebalance_operator.handoff import acknowledged
 from kafka_rebalance_operator.verify import actual_assignment
 
 from kafka_rebalance import ledger
+from kafka_rebalance.demo.cluster import wait_for
+from kafka_rebalance.demo.operator_process import free_port
 from sidecar.records import Batch
 
 pytestmark = pytest.mark.integration
@@ -53,27 +54,6 @@ def refuse_poison(batch: Batch) -> None:
 
 
 # ---- helpers -------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as error:
-            last = error
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def write_document(
