@@ -90,9 +90,7 @@ def run_slow_consumer(
         )
         harness.start_sidecars(members, slow={slow: setup.slow_ms})
         harness.wait_converged(1, members)
-        assert harness.workload is not None
-        harness.workload.set_rates({p: setup.rate_per_partition for p in range(setup.partitions)})
-        harness.workload.start()
+        harness.produce({p: setup.rate_per_partition for p in range(setup.partitions)})
         t0 = harness.samples[-1].t
         epochs: list[tuple[float, int]] = []
         end = t0 + setup.duration

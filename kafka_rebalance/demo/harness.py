@@ -133,6 +133,13 @@ class GroupHarness:
     def assignments(self) -> dict[str, dict[str, Any]]:
         return self.cluster.assignments(self.policy)
 
+    # -- workload --------------------------------------------------------------------------------
+    def produce(self, rates: Mapping[int, float]) -> None:
+        """Start producing `rates[p]` records/s to partition p (setup() made the workload)."""
+        assert self.workload is not None, "setup() creates the workload"
+        self.workload.set_rates(dict(rates))
+        self.workload.start()
+
     # -- sidecars --------------------------------------------------------------------------------
     def start_sidecars(self, members: list[str], slow: Mapping[str, int] | None = None) -> None:
         for member in members:

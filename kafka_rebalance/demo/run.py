@@ -181,9 +181,7 @@ def _phases(
     rates = {
         p: (options.hot_rate if p in hot else options.cold_rate) for p in range(options.partitions)
     }
-    assert harness.workload is not None
-    harness.workload.set_rates(rates)
-    harness.workload.start()
+    harness.produce(rates)
     say(
         f"producing {sum(rates.values()):g} records/s: hot partitions {hot} at "
         f"{options.hot_rate:g}/s (owned by the slow member), the others at {options.cold_rate:g}/s"

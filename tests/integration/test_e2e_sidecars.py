@@ -51,6 +51,16 @@ def group(endpoints: Endpoints, workdir: Path, **options: Any) -> Iterator[Group
         harness.close()
 
 
+def _start(
+    harness: GroupHarness, members: list[str], rate: float, strategy: str, mode: str, **policy: Any
+) -> None:
+    """Operator up, the policy applied, one sidecar per member, `rate` records/s per partition."""
+    harness.operator.start()
+    harness.apply_policy(strategy, mode, **policy)
+    harness.start_sidecars(members)
+    harness.produce({p: rate for p in range(harness.partitions)})
+
+
 def _committed_progress(harness: GroupHarness, before: dict[int, int]) -> set[int]:
     """Partitions whose committed offset moved past `before`."""
     now = harness.sample().committed
@@ -62,12 +72,7 @@ def test_nothing_lost_across_plan_changes_membership_and_an_operator_outage(
 ) -> None:
     with group(endpoints, tmp_path, prefix="e2e", partitions=8, replicas=3) as harness:
         members = harness.pods(3)
-        harness.operator.start()
-        harness.apply_policy("lag-aware", "enforce", load={"model": "rate"})
-        harness.start_sidecars(members)
-        assert harness.workload is not None
-        harness.workload.set_rates({p: 8.0 for p in range(8)})
-        harness.workload.start()
+        _start(harness, members, 8.0, "lag-aware", "enforce", load={"model": "rate"})
         first = harness.wait_converged(1, members)
 
         # -- a plan change: the policy switches strategy; the group follows the new epoch
@@ -124,12 +129,7 @@ def test_nothing_lost_across_a_broker_restart(
 ) -> None:
     with group(endpoints, tmp_path, prefix="e2e-broker", partitions=4, replicas=2) as harness:
         members = harness.pods(2)
-        harness.operator.start()
-        harness.apply_policy("lag-aware", "enforce", load={"model": "rate"})
-        harness.start_sidecars(members)
-        assert harness.workload is not None
-        harness.workload.set_rates({p: 10.0 for p in range(4)})
-        harness.workload.start()
+        _start(harness, members, 10.0, "lag-aware", "enforce", load={"model": "rate"})
         epoch = harness.wait_converged(1, members)
         harness.watch(5.0)
         node = kafka_broker_4.cluster.nodes[0].node_id
@@ -165,12 +165,7 @@ def test_a_sidecar_killed_and_restarted_within_the_session_timeout_loses_nothing
     at-least-once), nothing is lost and the operator does not replan (the pod stayed Ready)."""
     with group(endpoints, tmp_path, prefix="e2e-kill", partitions=6, replicas=3) as harness:
         members = harness.pods(3)
-        harness.operator.start()
-        harness.apply_policy("lag-aware", "enforce", load={"model": "rate"})
-        harness.start_sidecars(members)
-        assert harness.workload is not None
-        harness.workload.set_rates({p: 10.0 for p in range(6)})
-        harness.workload.start()
+        _start(harness, members, 10.0, "lag-aware", "enforce", load={"model": "rate"})
         epoch = harness.wait_converged(1, members)
         harness.watch(4.0)
         before = harness.sample()
@@ -213,12 +208,7 @@ def test_assign_mode_hands_partitions_over_without_loss_or_double_processing(
         endpoints, tmp_path, prefix="e2e-assign", partitions=6, replicas=3, apply_mode="assign"
     ) as harness:
         members = harness.pods(3)
-        harness.operator.start()
-        harness.apply_policy("roundrobin", "enforce")
-        harness.start_sidecars(members)
-        assert harness.workload is not None
-        harness.workload.set_rates({p: 8.0 for p in range(6)})
-        harness.workload.start()
+        _start(harness, members, 8.0, "roundrobin", "enforce")
         first, planned = harness.wait_plan(1, members)
         assert planned == {p: members[p % 3] for p in range(6)}
         harness.watch(4.0)
