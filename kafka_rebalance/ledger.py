@@ -18,7 +18,7 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,9 +201,3 @@ def reconcile(
         lost_examples=tuple(lost[:EXAMPLES]),
         conflicts=same_epoch_conflicts(entries),
     )
-
-
-def iter_members(processed_dir: Path) -> Iterator[str]:
-    """Member names that have a ledger file (the file stem)."""
-    for path in sorted(Path(processed_dir).glob("*.jsonl")):
-        yield path.stem

@@ -110,24 +110,6 @@ class OperatorProcess:
     def _died(self) -> bool:
         return self.process is not None and self.process.poll() is not None
 
-    def poll_count(self) -> int:
-        """Polls so far, from the operator's own histogram (0 when it is not running)."""
-        if not self.running:
-            return 0
-        try:
-            url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-            with urllib.request.urlopen(url, timeout=5) as response:
-                text = response.read().decode()
-        except OSError:
-            return 0
-        return int(
-            sum(
-                float(line.rsplit(" ", 1)[1])
-                for line in text.splitlines()
-                if line.startswith("kafka_rebalance_poll_duration_seconds_count")
-            )
-        )
-
     def stop(self, grace: float = 20) -> None:
         if self.process is None or self.process.poll() is not None:
             return

@@ -49,7 +49,6 @@ class Workload:
         self._lock = threading.Lock()
         self._acked: list[tuple[str, int, int]] = []
         self._failed = 0
-        self._sent = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -84,11 +83,6 @@ class Workload:
         """(topic, partition, offset) of every acknowledged record so far."""
         with self._lock:
             return list(self._acked)
-
-    @property
-    def produced_count(self) -> int:
-        with self._lock:
-            return len(self._acked)
 
     @property
     def failed_count(self) -> int:
@@ -126,4 +120,3 @@ class Workload:
                         continue
                     future.add_callback(self._on_ack)
                     future.add_errback(self._on_error)
-                    self._sent += 1
