@@ -15,6 +15,7 @@ from kafka_rebalance.demo.summary import (
     lag_over_time,
     lag_trend,
     max_lag,
+    plan_reversals,
     throughput,
 )
 
@@ -112,3 +113,23 @@ def test_comparison_table_has_one_row_per_run() -> None:
     assert text[0] == "| strategy | throughput (rec/s) | max lag | epochs |"
     assert text[2] == "| range | 41.2 | 5000 | 1 |"
     assert text[3] == "| lag-aware | 80.0 | 300 | 3 |"
+
+
+def test_a_plan_that_keeps_refining_has_no_reversals() -> None:
+    # partition 0 goes a -> b -> c: two moves, each to a member it never left
+    plans = [{0: "a", 1: "a"}, {0: "b", 1: "a"}, {0: "c", 1: "a"}, {0: "c", 1: "b"}]
+    assert plan_reversals(plans) == 0
+
+
+def test_moving_a_partition_back_to_a_member_it_left_is_a_reversal() -> None:
+    plans = [{0: "slow", 1: "slow"}, {0: "fast", 1: "slow"}, {0: "slow", 1: "fast"}]
+    assert plan_reversals(plans) == 1
+    # and every return counts: back and forth twice
+    assert plan_reversals([*plans, {0: "fast", 1: "slow"}]) == 3
+
+
+def test_a_partition_between_owners_is_not_a_reversal_when_it_lands_elsewhere() -> None:
+    # assign mode writes a revoke epoch without the partition, then grants it
+    plans = [{0: "a", 1: "b"}, {1: "b"}, {0: "c", 1: "b"}]
+    assert plan_reversals(plans) == 0
+    assert plan_reversals([{0: "a"}, {}, {0: "a"}]) == 0  # revoked and granted back: no move

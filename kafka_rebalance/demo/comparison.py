@@ -20,7 +20,14 @@ from typing import Any
 
 from kafka_rebalance.demo.environment import Endpoints
 from kafka_rebalance.demo.harness import GroupHarness
-from kafka_rebalance.demo.summary import Point, lag_over_time, lag_trend, max_lag, throughput
+from kafka_rebalance.demo.summary import (
+    Point,
+    lag_over_time,
+    lag_trend,
+    max_lag,
+    plan_reversals,
+    throughput,
+)
 
 
 @dataclass(frozen=True)
@@ -93,10 +100,14 @@ def run_slow_consumer(
         harness.produce({p: setup.rate_per_partition for p in range(setup.partitions)})
         t0 = harness.samples[-1].t
         epochs: list[tuple[float, int]] = []
+        plans: dict[int, dict[int, str]] = {}  # epoch -> the complete plan written at it
         end = t0 + setup.duration
         while harness.samples[-1].t < end:
             harness.watch(1.0)
             epochs.append((harness.samples[-1].t - t0, harness.epoch()))
+            written, planned = harness.planned_owners()
+            if len(written) == 1 and len(planned) == setup.partitions:
+                plans.setdefault(written.pop(), planned)
         points = [
             Point(s.t - t0, s.total_lag, s.processed_total) for s in harness.samples if s.t >= t0
         ]
@@ -120,6 +131,9 @@ def run_slow_consumer(
             "lag_trend": lag_trend(points, *window),
             "epochs": final_epoch,
             "plan_changes_in_final_window": max(0, changes_in_window),
+            "plan_reversals": plan_reversals([plans[e] for e in sorted(plans)]),
+            "plans": {e: plans[e] for e in sorted(plans)},
+            "epoch_seen_at": {e: round(t, 1) for t, e in reversed(epochs)},
             "lag_over_time": lag_over_time(points, 10.0),
             "slow_partitions": sorted(p for p, m in last.owners.items() if m == slow),
             "lost": report.lost,

@@ -64,6 +64,30 @@ def lag_over_time(points: Sequence[Point], every: float) -> list[tuple[float, in
     return out
 
 
+def plan_reversals(plans: Sequence[Mapping[int, str]]) -> int:
+    """How often a plan gives a partition back to a member an earlier plan took it from.
+
+    Flapping (KIP-794) is load-following that undoes itself: a partition moved off a member and
+    later moved back. A plan that only keeps refining (each move to a member the partition never
+    left) is convergence, however late it comes, so this counts returns rather than plan changes.
+    `plans` are the successive plans (partition -> member); a partition missing from a plan is
+    between owners and does not count as owned."""
+    reversals = 0
+    left: dict[int, set[str]] = {}
+    current: dict[int, str] = {}
+    for plan in plans:
+        for partition, member in plan.items():
+            previous = current.get(partition)
+            if previous == member:
+                continue
+            if member in left.get(partition, set()):
+                reversals += 1
+            if previous is not None:
+                left.setdefault(partition, set()).add(previous)
+            current[partition] = member
+    return reversals
+
+
 @dataclass(frozen=True)
 class Phases:
     """When the policy switched from observe to enforce, and when production stopped."""
@@ -122,6 +146,8 @@ def comparison_table(rows: Sequence[Mapping[str, Any]]) -> str:
         ("final lag", "final_lag", "{}"),
         ("lag trend (rec/s)", "lag_trend", "{:+.1f}"),
         ("epochs", "epochs", "{}"),
+        ("plan changes in final window", "plan_changes_in_final_window", "{}"),
+        ("reversals", "plan_reversals", "{}"),
         ("lost", "lost", "{}"),
     ]
     present = [c for c in columns if any(c[1] in row for row in rows)]
