@@ -19,7 +19,8 @@ from itertools import accumulate, chain, repeat
 from operator import add, itemgetter
 from typing import Any, Literal
 
-# member id -> topic -> sorted partition numbers. The one assignment shape used everywhere.
+# member id -> topic -> sorted partition numbers. The one assignment shape used everywhere (a
+# strategy's raw result may hold shared tuples instead of lists: see `assignors.registry`).
 Assignment = dict[str, dict[str, list[int]]]
 
 DEFAULT_STRATEGY = "lag-aware"

@@ -1,8 +1,10 @@
 """Strategy names (shared by the CLI, the CRD and the benchmarks) and their implementations.
 
 Every strategy module exposes `assign(group: Group, options: Options) -> Assignment`: a pure
-function returning the target assignment. It may omit members that get nothing and may list
-partitions in any order; `assignors.plan` normalises the result and checks its validity.
+function returning the target assignment. It may omit members that get nothing, may list
+partitions in any order, and may share one immutable sequence (a tuple) between entries, so the
+result is read-only; `assignors.plan` normalises it into fresh sorted lists and checks its
+validity.
 """
 
 from __future__ import annotations

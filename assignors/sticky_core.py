@@ -234,6 +234,8 @@ def _add(target: dict[str, list[int]], topic: str, piece: list[int]) -> None:
     current = target.get(topic)
     if current is None:
         target[topic] = piece
+    elif type(current) is tuple:  # a shared single from `_Dealer._deal_columns`: never mutate
+        target[topic] = [*current, *piece]
     else:
         current.extend(piece)
 
@@ -325,7 +327,7 @@ def _constrained(
 
     # Fill: least loaded first, ties by id, in phases of identical rounds.
     remaining = sum(len(free) for _, free in segments)
-    dealer = _Dealer(segments, kept, held_topics)
+    dealer = _Dealer(segments, kept, held_topics, numbers)
     order = sorted(range(size), key=counts.__getitem__)  # stable: ties stay in id order
     active: list[int] = []
     next_member = 0
@@ -412,13 +414,19 @@ class _Dealer:
     already holds need a per-member merge."""
 
     def __init__(
-        self, segments: list[tuple[str, list[int]]], result: list[dict], held: set[str]
+        self,
+        segments: list[tuple[str, list[int]]],
+        result: list[dict],
+        held: set[str],
+        numbers: list[int],
     ) -> None:
         self.segments = segments
         self.result = result
         self.held = held  # topics some member already has partitions of
+        self.numbers = numbers  # the shared 0..n-1 (see `partition_numbers`)
         self.segment = 0
         self.offset = 0
+        self._singles: list[tuple[int]] | None = None
 
     def deal(self, members: list[int], rounds: int) -> None:
         """Each of `members` (in this order) gets one partition per round, `rounds` times."""
@@ -465,7 +473,12 @@ class _Dealer:
         scale. Position k of the dealt sequence goes to members[k % width], so member j's share
         is the strided slice [j::width] of the concatenated segments: each member's dict is
         then extended in one C-level update, in the same topic order the segment-by-segment
-        deal would insert. False (nothing done) when the case does not apply."""
+        deal would insert. Each one-partition entry is a shared, immutable 1-tuple rather than a
+        new list: at that scale the million small lists (and the collector's later scan of them)
+        were most of the assignment's cost, where Kafka's Java side only stores references to
+        TopicPartition objects it already has. Strategy results are read-only (see
+        `assignors.registry`); `plan` copies them into sorted lists. False (nothing done) when
+        the case does not apply."""
         if self.offset:
             return False
         width = len(members)
@@ -482,10 +495,18 @@ class _Dealer:
             index += 1
         partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
         topics = list(chain.from_iterable(repeat(topic, take) for topic, _, take in reached))
+        if self._singles is None:
+            self._singles = list(zip(self.numbers))
+        single = self._singles.__getitem__
+        result = self.result
+        first = topics[0::width]
+        template = dict.fromkeys(first)
         for j, member in enumerate(members):
-            self.result[member].update(
-                zip(topics[j::width], map(list, zip(partitions[j::width])), strict=True)
-            )
+            keys = topics[j::width]
+            target = result[member]
+            if not target and keys == first:  # the usual case: a presized copy, no rehashing
+                target = result[member] = template.copy()
+            target.update(zip(keys, map(single, partitions[j::width]), strict=True))
         self.held.update(topic for topic, _, _ in reached)
         _, free, take = reached[-1]
         if take == len(free):
