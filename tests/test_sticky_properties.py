@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assignors.model import Assignment, Group, Options, parse_request, resolve_ownership
+from assignors.plan import plan
 from assignors.registry import strategy_function
 from assignors.sticky_core import claims_resolution
 from tests.assignor_checks import (
@@ -266,3 +267,24 @@ def test_a_losing_claim_never_beats_the_winner(group: Group) -> None:
         claimed = sum(len(ps) for t, ps in owned.items() if t in group.members[member_id].topics)
         # a winner keeps everything it can within its final size
         assert kept == min(claimed, counts[member_id])
+
+
+@EXAMPLES
+@given(groups(identical=True, claims=False))
+def test_plan_hands_out_independent_lists_even_where_the_strategy_shares_tuples(
+    group: Group,
+) -> None:
+    """The fresh constrained deal shares one immutable tuple per partition number between
+    members' entries; `plan` must copy them, so a caller mutating one list changes nothing else."""
+    document = {
+        "topics": dict(group.topics),
+        "members": {m: {"topics": list(member.topics)} for m, member in group.members.items()},
+    }
+    result = plan(document, "cooperative-sticky")
+    lists = [partitions for owned in result["assignment"].values() for partitions in owned.values()]
+    assert all(type(partitions) is list for partitions in lists)
+    assert len({id(partitions) for partitions in lists}) == len(lists)
+    before = plan(document, "cooperative-sticky")["assignment"]
+    for partitions in lists:
+        partitions.append(-1)
+    assert plan(document, "cooperative-sticky")["assignment"] == before
