@@ -14,7 +14,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_rebalance.devenv import control_plane, kafka_broker, kafka_protocol, processes
+from kafka_rebalance.devenv import (
+    control_plane,
+    kafka_broker,
+    kafka_protocol,
+    kafka_secured,
+    processes,
+)
 from kafka_rebalance.devenv.ports import LOOPBACK, is_listening
 from kafka_rebalance.devenv.processes import StateFile
 from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
@@ -23,6 +29,19 @@ from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
 STATE_DIR_ENV = "KAFKA_REBALANCE_DEV_DIR"
 DEFAULT_STATE_DIR = ".dev"
 ALL_PARTS = ("kafka", "kubernetes")
+# `--print-env` variables for the broker's secured listeners (after KAFKA_BOOTSTRAP_SERVERS):
+# (variable, state.json key). KAFKA_SASL_PASSWORD is also what the sidecar reads its password
+# from; the dev credentials are fixed and published (kafka_secured), not secrets.
+SECURED_ENV = (
+    ("KAFKA_SASL_BOOTSTRAP_SERVERS", "kafka_sasl_bootstrap_servers"),
+    ("KAFKA_SSL_BOOTSTRAP_SERVERS", "kafka_ssl_bootstrap_servers"),
+    ("KAFKA_SASL_SSL_BOOTSTRAP_SERVERS", "kafka_sasl_ssl_bootstrap_servers"),
+    ("KAFKA_SASL_USERNAME", "kafka_sasl_username"),
+    ("KAFKA_SASL_PASSWORD", "kafka_sasl_password"),
+    ("KAFKA_SSL_CAFILE", "kafka_ssl_cafile"),
+    ("KAFKA_SSL_CERTFILE", "kafka_ssl_certfile"),
+    ("KAFKA_SSL_KEYFILE", "kafka_ssl_keyfile"),
+)
 
 
 def resolve_state_dir(explicit: str | None = None) -> Path:
@@ -80,6 +99,9 @@ class DevEnvironment:
         if info.get("kafka_bootstrap_servers"):
             bootstrap = shlex.quote(str(info["kafka_bootstrap_servers"]))
             lines.append(f"export KAFKA_BOOTSTRAP_SERVERS={bootstrap}")
+        for variable, key in SECURED_ENV:
+            if info.get(key):
+                lines.append(f"export {variable}={shlex.quote(str(info[key]))}")
         return lines
 
     # ---- up ------------------------------------------------------------------------------------
@@ -128,6 +150,16 @@ class DevEnvironment:
                 )
                 supervisor.extra["kafka_bootstrap_servers"] = cluster.bootstrap_servers
                 supervisor.extra["kafka_version"] = cluster.version
+                supervisor.extra.update(
+                    kafka_sasl_bootstrap_servers=cluster.sasl_bootstrap_servers,
+                    kafka_ssl_bootstrap_servers=cluster.ssl_bootstrap_servers,
+                    kafka_sasl_ssl_bootstrap_servers=cluster.sasl_ssl_bootstrap_servers,
+                    kafka_sasl_username=kafka_secured.DEV_USERNAME,
+                    kafka_sasl_password=kafka_secured.DEV_PASSWORD,
+                    kafka_ssl_cafile=str(cluster.tls.ca),
+                    kafka_ssl_certfile=str(cluster.tls.client.cert),
+                    kafka_ssl_keyfile=str(cluster.tls.client.key),
+                )
                 supervisor.save()
             if "kubernetes" in parts:
                 log("kubernetes: etcd, kube-apiserver, controller-manager, scheduler, kwok")

@@ -5,6 +5,10 @@ Each node runs combined (`process.roles=broker,controller`) with a static
 dance: format each node's storage with a shared cluster id, then start `kafka.Kafka`. Settings
 are tuned for a 2-core laptop or CI runner: few threads, small heap and dedupe buffer, no initial
 rebalance delay, fewer offsets-topic partitions (the first consumer group creates that topic).
+
+Besides PLAINTEXT (the inter-broker, readiness and everyday listener) each node serves
+SASL_PLAINTEXT, SSL and SASL_SSL listeners on ports of their own (`kafka_secured` has the
+details and the fixed dev credentials), so secured clients are tested against a real broker.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafka_rebalance.devenv import kafka_protocol
-from kafka_rebalance.devenv.ports import LOOPBACK, free_ports
+from kafka_rebalance.devenv import kafka_protocol, kafka_secured
+from kafka_rebalance.devenv.kafka_secured import ClusterTls
+from kafka_rebalance.devenv.ports import LOOPBACK, free_ports, is_listening
 from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
 from kafka_rebalance.devenv.toolchain import (
     KAFKA_MAIN_CLASS,
@@ -38,6 +43,18 @@ class KafkaNode:
     port: int
     controller_port: int
     directory: Path
+    sasl_port: int
+    ssl_port: int
+    sasl_ssl_port: int
+
+    @property
+    def secured_ports(self) -> dict[str, int]:
+        """Listener name (= security protocol) -> port, for the secured listeners."""
+        return {
+            "SASL_PLAINTEXT": self.sasl_port,
+            "SSL": self.ssl_port,
+            "SASL_SSL": self.sasl_ssl_port,
+        }
 
     @property
     def config(self) -> Path:
@@ -60,11 +77,28 @@ class KafkaCluster:
     version: str
     nodes: list[KafkaNode]
     cluster_id: str
+    tls: ClusterTls
     process_names: list[str] = field(default_factory=list)
 
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"{LOOPBACK}:{n.port}" for n in self.nodes)
+
+    def secured_bootstrap_servers(self, listener: str) -> str:
+        """Bootstrap string of one secured listener: SASL_PLAINTEXT, SSL or SASL_SSL."""
+        return ",".join(f"{LOOPBACK}:{n.secured_ports[listener]}" for n in self.nodes)
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        return self.secured_bootstrap_servers("SASL_PLAINTEXT")
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        return self.secured_bootstrap_servers("SSL")
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        return self.secured_bootstrap_servers("SASL_SSL")
 
 
 def new_cluster_id() -> str:
@@ -86,20 +120,34 @@ def java_binary() -> str:
 
 
 def broker_properties(
-    node: KafkaNode, voters: str, cluster_size: int, overrides: Mapping[str, str] | None = None
+    node: KafkaNode,
+    voters: str,
+    cluster_size: int,
+    tls: ClusterTls,
+    overrides: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """server.properties for one combined broker+controller node."""
     replicas = str(min(3, cluster_size))
     min_isr = str(min(2, cluster_size))
+    secured = node.secured_ports
+    listeners = [
+        f"PLAINTEXT://{LOOPBACK}:{node.port}",
+        f"CONTROLLER://{LOOPBACK}:{node.controller_port}",
+        *kafka_secured.listener_addresses(LOOPBACK, secured),
+    ]
+    advertised = [f"PLAINTEXT://{LOOPBACK}:{node.port}"]
+    advertised += kafka_secured.listener_addresses(LOOPBACK, secured)
+    protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+    protocols += kafka_secured.protocol_map_entries(secured)
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{LOOPBACK}:{node.port},CONTROLLER://{LOOPBACK}:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.port}",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(protocols),
         "log.dirs": str(node.data_dir),
         "num.partitions": "1",
         "offsets.topic.replication.factor": replicas,
@@ -118,6 +166,7 @@ def broker_properties(
         "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
         "auto.create.topics.enable": "true",
     }
+    props.update(kafka_secured.listener_properties(secured, tls))
     props.update(overrides or {})
     return props
 
@@ -144,17 +193,31 @@ def prepare(
     """Allocate ports and write fresh configs (wiping old data) for a cluster of `nodes`."""
     if directory.exists():
         shutil.rmtree(directory)
-    ports = free_ports(2 * nodes)
+    per_node = 5  # PLAINTEXT, CONTROLLER, SASL_PLAINTEXT, SSL, SASL_SSL
+    ports = free_ports(per_node * nodes)
     members = [
-        KafkaNode(i + 1, ports[2 * i], ports[2 * i + 1], directory / f"node-{i + 1}")
+        KafkaNode(
+            i + 1,
+            ports[per_node * i],
+            ports[per_node * i + 1],
+            directory / f"node-{i + 1}",
+            sasl_port=ports[per_node * i + 2],
+            ssl_port=ports[per_node * i + 3],
+            sasl_ssl_port=ports[per_node * i + 4],
+        )
         for i in range(nodes)
     ]
+    tls = kafka_secured.issue_tls(directory / "tls")
     voters = ",".join(f"{n.node_id}@{LOOPBACK}:{n.controller_port}" for n in members)
     for node in members:
         node.data_dir.mkdir(parents=True)
-        props = broker_properties(node, voters, nodes, overrides)
-        node.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return KafkaCluster(name=name, version=version, nodes=members, cluster_id=new_cluster_id())
+        props = broker_properties(node, voters, nodes, tls, overrides)
+        node.config.write_text(
+            "".join(f"{k}={kafka_secured.escape_property(v)}\n" for k, v in props.items())
+        )
+    return KafkaCluster(
+        name=name, version=version, nodes=members, cluster_id=new_cluster_id(), tls=tls
+    )
 
 
 def format_storage(cluster: KafkaCluster, tools: Toolchain) -> None:
@@ -177,6 +240,7 @@ def format_storage(cluster: KafkaCluster, tools: Toolchain) -> None:
             cluster.cluster_id,
             "-c",
             str(node.config),
+            *kafka_secured.scram_format_args(),
         ]
         log = node.directory / "format.log"
         with log.open("wb") as out:
@@ -220,7 +284,13 @@ def launch_node(
         name,
         argv,
         node.log,
-        ports={"kafka": node.port, "controller": node.controller_port},
+        ports={
+            "kafka": node.port,
+            "controller": node.controller_port,
+            "kafka-sasl": node.sasl_port,
+            "kafka-ssl": node.ssl_port,
+            "kafka-sasl-ssl": node.sasl_ssl_port,
+        },
         cwd=node.directory,
     )
     return name
@@ -233,12 +303,16 @@ def launch(cluster: KafkaCluster, tools: Toolchain, supervisor: Supervisor, heap
 
 
 def is_ready(cluster: KafkaCluster) -> bool:
-    """Every node answers ApiVersions and lists all nodes as live brokers."""
+    """Every node answers ApiVersions, lists all nodes as live brokers, and accepts connections
+    on its secured listeners (the broker opens them together with PLAINTEXT; checked so a
+    listener that failed alone cannot pass as ready)."""
     expected = {n.node_id for n in cluster.nodes}
     for node in cluster.nodes:
         kafka_protocol.api_versions(LOOPBACK, node.port)
         seen = {b.node_id for b in kafka_protocol.brokers(LOOPBACK, node.port)}
         if seen != expected:
+            return False
+        if not all(is_listening(port) for port in node.secured_ports.values()):
             return False
     return True
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kafka_rebalance.devenv import kafka_protocol
+from kafka_rebalance.devenv.environment import SECURED_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +56,7 @@ def test_dev_up_then_down_twice_leaves_no_listening_ports(state_dir: Path, tools
         assert [line.split("=", 1)[0] for line in lines] == [
             "export KUBECONFIG",
             "export KAFKA_BOOTSTRAP_SERVERS",
+            *(f"export {variable}" for variable, _key in SECURED_ENV),
         ], up.stdout
         env = dict(line.removeprefix("export ").split("=", 1) for line in lines)
 
