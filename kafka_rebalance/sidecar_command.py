@@ -91,8 +91,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--session-timeout-ms", type=_positive, default=10_000, metavar="MS")
     parser.add_argument("--auto-offset-reset", choices=("earliest", "latest"), default="earliest")
     parser.add_argument("--max-poll-records", type=_positive, default=500, metavar="N")
+    _register_security(parser)
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(handler=run)
+
+
+def _register_security(parser: argparse.ArgumentParser) -> None:
+    """kafka-python's setting names as flags; secrets only from files or the environment."""
+    from kafka_rebalance.sidecar_security import MECHANISMS, PASSWORD_ENV, PROTOCOLS
+
+    group = parser.add_argument_group(
+        "Kafka security",
+        "files are usually a mounted Secret; the SASL password is read from "
+        f"--sasl-password-file or ${PASSWORD_ENV}, never from a flag value",
+    )
+    group.add_argument("--security-protocol", choices=PROTOCOLS, default="PLAINTEXT")
+    group.add_argument(
+        "--sasl-mechanism", choices=MECHANISMS, help="default PLAIN with a SASL protocol"
+    )
+    group.add_argument("--sasl-username", metavar="USER")
+    group.add_argument("--sasl-password-file", metavar="FILE")
+    group.add_argument("--ssl-cafile", metavar="FILE", help="CA bundle (PEM) to verify brokers")
+    group.add_argument("--ssl-certfile", metavar="FILE", help="client certificate (PEM)")
+    group.add_argument("--ssl-keyfile", metavar="FILE", help="client private key (PEM)")
+    group.add_argument("--ssl-key-password-file", metavar="FILE", help="if the key is encrypted")
+
+
+def _security_options(args: argparse.Namespace) -> dict[str, object]:
+    from kafka_rebalance.sidecar_security import SecurityFlags, client_options
+
+    flags = SecurityFlags(
+        security_protocol=args.security_protocol,
+        sasl_mechanism=args.sasl_mechanism,
+        sasl_username=args.sasl_username,
+        sasl_password_file=args.sasl_password_file,
+        ssl_cafile=args.ssl_cafile,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        ssl_key_password_file=args.ssl_key_password_file,
+    )
+    return client_options(flags, os.environ)
 
 
 def _fail(message: str) -> int:
@@ -109,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("kafka").setLevel(logging.WARNING)
         logging.getLogger("kubernetes").setLevel(logging.WARNING)
 
+    from kafka_rebalance.sidecar_security import SecurityFlagError, describe, install_redaction
     from sidecar.consumer import DocumentSource, PlanFollowingConsumer
     from sidecar.delivery import HandlerSpecError, HttpDelivery, InProcessDelivery
     from sidecar.runner import SidecarConfig
@@ -118,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
     topics = tuple(t.strip() for t in args.topics.split(",") if t.strip())
     if not topics:
         return _fail("--topics lists no topic")
+    try:
+        security = _security_options(args)
+    except SecurityFlagError as error:
+        return _fail(str(error))
     try:
         sink = (
             HttpDelivery(args.deliver_to)
@@ -133,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
             session_timeout_ms=args.session_timeout_ms,
             auto_offset_reset=args.auto_offset_reset,
             max_poll_records=args.max_poll_records,
+            consumer_options=security,
         )
         source = DocumentSource(
             file=args.assignment,
@@ -142,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except (HandlerSpecError, ValueError) as error:
         return _fail(str(error))
+    install_redaction(security)
+    logging.getLogger("sidecar").info("kafka security: %s", describe(security))
     consumer = PlanFollowingConsumer(
         config,
         source,

@@ -1,0 +1,187 @@
+"""The sidecar's Kafka security flags: what reaches kafka-python, and one-line refusals.
+
+The end-to-end proof (a sidecar consuming through SASL and TLS listeners) is in
+tests/integration/test_kafka_security.py; these pin the flag rules without a broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafka_rebalance.sidecar_security import (
+    PASSWORD_ENV,
+    RedactingFilter,
+    SecurityFlagError,
+    SecurityFlags,
+    client_options,
+    describe,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    paths = {}
+    for name, text in {
+        "password": "s3cret-from-file\n",
+        "ca.crt": "ca",
+        "tls.crt": "cert",
+        "tls.key": "key",
+        "key-password": "kp\r\n",
+        "empty": "",
+    }.items():
+        (tmp_path / name).write_text(text)
+        paths[name] = str(tmp_path / name)
+    return paths
+
+
+def test_plaintext_by_default() -> None:
+    assert client_options(SecurityFlags(), {}) == {"security_protocol": "PLAINTEXT"}
+
+
+def test_sasl_password_from_file_wins_over_environment(files: dict[str, str]) -> None:
+    flags = SecurityFlags(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="alice",
+        sasl_password_file=files["password"],
+    )
+    assert client_options(flags, {PASSWORD_ENV: "from-env"}) == {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "s3cret-from-file",  # the trailing newline is not the password
+    }
+
+
+def test_sasl_password_from_environment_and_plain_by_default() -> None:
+    flags = SecurityFlags(security_protocol="SASL_PLAINTEXT", sasl_username="alice")
+    options = client_options(flags, {PASSWORD_ENV: "from-env"})
+    assert options["sasl_mechanism"] == "PLAIN"
+    assert options["sasl_plain_password"] == "from-env"
+
+
+def test_sasl_ssl_passes_file_paths(files: dict[str, str]) -> None:
+    flags = SecurityFlags(
+        security_protocol="SASL_SSL",
+        sasl_username="alice",
+        ssl_cafile=files["ca.crt"],
+        ssl_certfile=files["tls.crt"],
+        ssl_keyfile=files["tls.key"],
+        ssl_key_password_file=files["key-password"],
+    )
+    options = client_options(flags, {PASSWORD_ENV: "pw"})
+    assert options["ssl_cafile"] == files["ca.crt"]
+    assert options["ssl_certfile"] == files["tls.crt"]
+    assert options["ssl_keyfile"] == files["tls.key"]
+    assert options["ssl_password"] == "kp"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            SecurityFlags(sasl_mechanism="PLAIN"),
+            "--sasl-mechanism needs --security-protocol SASL_PLAINTEXT or SASL_SSL",
+        ),
+        (
+            SecurityFlags(security_protocol="SSL", sasl_username="alice"),
+            "--sasl-username needs --security-protocol SASL_PLAINTEXT or SASL_SSL (it is SSL)",
+        ),
+        (
+            SecurityFlags(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN"),
+            "--security-protocol SASL_PLAINTEXT needs --sasl-username",
+        ),
+        (
+            SecurityFlags(security_protocol="SASL_SSL", sasl_username="alice"),
+            f"needs a password: --sasl-password-file FILE or ${PASSWORD_ENV}",
+        ),
+        (
+            SecurityFlags(security_protocol="SASL_PLAINTEXT", ssl_cafile="/x"),
+            "--ssl-cafile needs --security-protocol SSL or SASL_SSL (it is SASL_PLAINTEXT)",
+        ),
+        (
+            SecurityFlags(security_protocol="SSL", ssl_certfile="/x"),
+            "--ssl-certfile and --ssl-keyfile: give both or neither",
+        ),
+        (
+            SecurityFlags(security_protocol="SSL", ssl_cafile="/no/such/ca.crt"),
+            "--ssl-cafile: cannot read /no/such/ca.crt",
+        ),
+        (SecurityFlags(security_protocol="TLS"), "--security-protocol: expected one of"),
+    ],
+)
+def test_inconsistent_flags_are_refused(flags: SecurityFlags, message: str) -> None:
+    with pytest.raises(SecurityFlagError) as info:
+        client_options(flags, {})
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_empty_password_file_is_refused(files: dict[str, str]) -> None:
+    flags = SecurityFlags(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_username="alice",
+        sasl_password_file=files["empty"],
+    )
+    with pytest.raises(SecurityFlagError, match=r"--sasl-password-file: .* is empty"):
+        client_options(flags, {PASSWORD_ENV: "would-be-ignored"})
+
+
+def test_describe_never_shows_the_password_or_username(files: dict[str, str]) -> None:
+    flags = SecurityFlags(
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_username="alice",
+        sasl_password_file=files["password"],
+        ssl_cafile=files["ca.crt"],
+    )
+    text = describe(client_options(flags, {}))
+    assert text == f"SASL_SSL, SCRAM-SHA-256, CA {files['ca.crt']}"
+    assert "s3cret" not in text and "alice" not in text
+
+
+def test_cli_refuses_with_one_line_and_status_2(tmp_path: Path) -> None:
+    """The real command line: the flag error is the only stderr line, and no secret in it."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafka_rebalance.cli",
+            "sidecar",
+            "--bootstrap-servers=127.0.0.1:1",
+            "--group=g",
+            "--topics=t",
+            "--member=m-0",
+            f"--assignment={tmp_path / 'assignment.json'}",
+            "--handler=kafka_rebalance.ledger:record",
+            "--security-protocol=SASL_SSL",
+            "--sasl-mechanism=SCRAM-SHA-256",
+            "--ssl-certfile=/x",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", PASSWORD_ENV: "top-secret-value"},
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "kafka-rebalance sidecar: error: --security-protocol SASL_SSL needs --sasl-username"
+    ]
+    assert "top-secret-value" not in result.stderr + result.stdout
+
+
+def test_redaction_masks_the_password_in_text_and_bytes_form() -> None:
+    record = logging.LogRecord(
+        "kafka.protocol.parser", logging.DEBUG, __file__, 1, "Send: %r / %s", None, None
+    )
+    record.args = (b"\x00alice\x00p\xc3\xa4ss-w0rd", "config sasl_plain_password=päss-w0rd")
+    assert RedactingFilter(["päss-w0rd"]).filter(record)
+    assert record.getMessage() == r"Send: b'\x00alice\x00***' / config sasl_plain_password=***"
