@@ -126,11 +126,12 @@ def _status(args: argparse.Namespace) -> int:
     if not rows:
         print(f"not up (no processes recorded in {env.state_dir})")
         return 1
-    print(f"{'COMPONENT':<26}{'PID':>8}  {'PORTS':<34}STATE")
-    for row in rows:
-        ports = ",".join(f"{k}={v}" for k, v in row.ports.items())
+    listed = [(row, ",".join(f"{k}={v}" for k, v in row.ports.items())) for row in rows]
+    width = max(34, *(len(ports) + 2 for _row, ports in listed))  # Kafka lists five ports
+    print(f"{'COMPONENT':<26}{'PID':>8}  {'PORTS':<{width}}STATE")
+    for row, ports in listed:
         state = "healthy" if row.healthy else ("UNHEALTHY" if row.running else "NOT RUNNING")
-        print(f"{row.name:<26}{row.pid:>8}  {ports:<34}{state}")
+        print(f"{row.name:<26}{row.pid:>8}  {ports:<{width}}{state}")
     for line in env.env_lines():
         print(line)
     return 0 if all(r.healthy for r in rows) else 1
