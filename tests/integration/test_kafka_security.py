@@ -296,8 +296,7 @@ def test_sidecar_consumes_and_commits_through_a_secured_listener(
         f"--topics={topic}",
         f"--member={member}",
         f"--assignment={document}",
-        "--handler=kafka_rebalance.ledger:record",
-        "--on-poison=skip",
+        "--handler=kafka_rebalance.ledger:record",  # on-poison dead-letter: a producer too
         *flags,
     ]
     log = tmp_path / "sidecar.log"
