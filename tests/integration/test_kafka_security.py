@@ -326,3 +326,30 @@ def test_sidecar_consumes_and_commits_through_a_secured_listener(
     if "--verbose" in flags:
         assert f"{DEV_USERNAME}\\x00***'" in text  # the raw PLAIN request was logged, masked
     assert f"kafka security: {flags[0].split('=', 1)[1]}" in text
+
+
+# ---- restart: the listeners and the SCRAM users come back with the node --------------------------
+
+
+def test_a_restarted_node_serves_its_secured_listeners_again(kafka_cluster) -> None:
+    """SCRAM users live in the KRaft metadata (written at format), the listeners in the node's
+    config: a node stopped and started on its old data must authenticate as before."""
+    cluster = kafka_cluster.cluster
+    node = cluster.nodes[-1]
+    kafka_cluster.stop_node(node.node_id)
+    kafka_cluster.start_node(node.node_id)
+
+    topic = _topic_with_records(cluster.bootstrap_servers, "sasl-restart")
+    group = f"sasl-restart-{uuid.uuid4().hex[:8]}"
+    _commit(cluster.bootstrap_servers, group, {TopicPartition(topic, 0): 5})
+    only_restarted = f"127.0.0.1:{node.sasl_port}"  # bootstrap through the restarted node only
+    observation = _observe(only_restarted, _sasl_secret("SCRAM-SHA-256"), group, topic)
+    _assert_lag(observation, topic, {0: 5})
+    tls_secret = {
+        "securityProtocol": "SSL",
+        "ca.crt": cluster.tls.ca.read_text(),
+        "tls.crt": cluster.tls.client.cert.read_text(),
+        "tls.key": cluster.tls.client.key.read_text(),
+    }
+    observation = _observe(f"127.0.0.1:{node.ssl_port}", tls_secret, group, topic)
+    _assert_lag(observation, topic, {0: 5})
