@@ -8,6 +8,7 @@ one line on stderr, so a crash-looping pod shows the reason in `kubectl logs` at
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -120,15 +121,9 @@ def _register_security(parser: argparse.ArgumentParser) -> None:
 def _security_options(args: argparse.Namespace) -> dict[str, object]:
     from kafka_rebalance.sidecar_security import SecurityFlags, client_options
 
+    # each flag's dest is the field of the same name
     flags = SecurityFlags(
-        security_protocol=args.security_protocol,
-        sasl_mechanism=args.sasl_mechanism,
-        sasl_username=args.sasl_username,
-        sasl_password_file=args.sasl_password_file,
-        ssl_cafile=args.ssl_cafile,
-        ssl_certfile=args.ssl_certfile,
-        ssl_keyfile=args.ssl_keyfile,
-        ssl_key_password_file=args.ssl_key_password_file,
+        **{f.name: getattr(args, f.name) for f in dataclasses.fields(SecurityFlags)}
     )
     return client_options(flags, os.environ)
 
