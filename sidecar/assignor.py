@@ -26,7 +26,14 @@ from kafka.protocol.consumer.metadata import (
 
 from sidecar.document import AssignmentTracker
 from sidecar.plan_following import Composition, MemberView, compose
-from sidecar.user_data import decode_claim, decode_composed, encode_claim, encode_composed
+from sidecar.user_data import (
+    NO_EPOCH,
+    decode_claim,
+    decode_claim_epoch,
+    decode_composed,
+    encode_claim,
+    encode_composed,
+)
 
 log = logging.getLogger("sidecar.assignor")
 
@@ -62,6 +69,7 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
         self._lock = threading.Lock()
         self._last_assignment: TopicPartitions | None = None
         self._last_composed_epoch: int | None = None
+        self._last_claim_epoch: int | None = None
         self._last_generation: int | None = None
         self._last_composition: Composition | None = None
 
@@ -79,6 +87,13 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
         None before the first assignment or when the leader is not a plan-following one)."""
         with self._lock:
             return self._last_composed_epoch
+
+    @property
+    def last_claim_epoch(self) -> int | None:
+        """This member's own claim epoch as the leader saw it in the last round (-1: it saw no
+        claim; None before the first assignment or from a leader that does not say)."""
+        with self._lock:
+            return self._last_claim_epoch
 
     @property
     def last_generation(self) -> int | None:
@@ -140,7 +155,9 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
                 continue
             counts[topic] = len(partitions)
         composition = compose(views, counts, cooperative=self.cooperative)
-        user_data = encode_composed(composition.epoch)
+        claim_epochs = {
+            v.member_id: v.claim.epoch if v.claim is not None else NO_EPOCH for v in views
+        }
         epochs = sorted({v.claim.epoch for v in views if v.claim is not None})
         log.info(
             "composed assignment for %d members from epoch %d (claim epochs %s, members "
@@ -158,7 +175,9 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
             self._last_composition = composition
         return {
             member_id: ConsumerProtocolAssignment(
-                ASSIGNMENT_VERSION, sorted(by_topic.items()), user_data
+                ASSIGNMENT_VERSION,
+                sorted(by_topic.items()),
+                encode_composed(composition.epoch, claim_epochs.get(member_id, NO_EPOCH)),
             )
             for member_id, by_topic in composition.assignment.items()
         }
@@ -166,9 +185,11 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
     def on_assignment(self, assignment: ConsumerProtocolAssignment, generation: int) -> None:
         partitions = frozenset((tp.topic, tp.partition) for tp in assignment.partitions())
         epoch = decode_composed(assignment.user_data)
+        claim_epoch = decode_claim_epoch(assignment.user_data)
         with self._lock:
             self._last_assignment = partitions
             self._last_composed_epoch = epoch
+            self._last_claim_epoch = claim_epoch
             self._last_generation = generation
         log.info(
             "assignment at generation %s from epoch %s: %d partitions",

@@ -10,6 +10,11 @@ every member's claim. This module makes sure a new plan actually reaches the bro
   rebalance (KAFKA-12759), composed from an older epoch than its document: the sidecar sees the
   composed epoch in the assignment's user_data and rejoins, rate-limited with a growing interval
   while the condition lasts;
+- a rejoin asked for while a JoinGroup is already in flight changes nothing: that round goes on
+  with the claim of before the new document, and can be composed from the new epoch through the
+  other members' claims. The leader says in each member's assignment which claim epoch it saw
+  for that member; one older than the document is treated like an old composed epoch (a CI run
+  once left two members on the fallback for good this way);
 - revoked partitions (cooperative: only those moving away) have their delivered offsets committed
   before they go; lost partitions (the member was fenced or expired) are dropped without a commit,
   because the broker already gave them to someone else. Local state is released only for
@@ -29,6 +34,17 @@ from sidecar.assignor import PlanFollowingAssignor
 from sidecar.runner import Runner, key
 
 log = logging.getLogger("sidecar.group")
+
+
+def stale_reason(document_epoch: int, composed: int | None, claim_seen: int | None) -> str | None:
+    """Why the last assignment does not follow this member's document, or None when it does
+    (or when the leader's user_data does not say: another assignor, an older sidecar)."""
+    if composed is not None and composed < document_epoch:
+        return f"assignment composed from epoch {composed}, document is at {document_epoch}"
+    if claim_seen is not None and claim_seen < document_epoch:
+        seen = "no claim" if claim_seen < 0 else f"the claim of epoch {claim_seen}"
+        return f"the leader saw {seen} from this member, document is at {document_epoch}"
+    return None
 
 
 class _Listener(AsyncConsumerRebalanceListener):
@@ -171,8 +187,10 @@ class GroupRunner(Runner):
             self._stale_interval = self.config.stale_rejoin_min_s
             self.request_rejoin(f"new document epoch {document.epoch}")
             return
-        composed = self.assignor.last_composed_epoch
-        if composed is None or composed >= document.epoch:
+        reason = stale_reason(
+            document.epoch, self.assignor.last_composed_epoch, self.assignor.last_claim_epoch
+        )
+        if reason is None:
             self._stale_interval = self.config.stale_rejoin_min_s
             return
         now = time.monotonic()
@@ -180,9 +198,7 @@ class GroupRunner(Runner):
             return
         self._stale_next = now + self._stale_interval
         self._stale_interval = min(self._stale_interval * 2, self.config.stale_rejoin_max_s)
-        self.request_rejoin(
-            f"assignment composed from epoch {composed}, document is at {document.epoch}"
-        )
+        self.request_rejoin(reason)
 
     def _step(self) -> None:
         self._check_plan()

@@ -7,8 +7,11 @@ versions, other assignors), and one odd member must not break the leader's assig
 
 - subscription user_data: the member's claim `{"epoch":E,"partitions":{"t":[0,2]}}` (its own
   document's plan), or empty when it has no document yet;
-- assignment user_data: `{"composedEpoch":E}`, the highest claim epoch the leader composed from
-  (-1 when no member claimed anything).
+- assignment user_data: `{"claimEpoch":C,"composedEpoch":E}`: E is the highest claim epoch the
+  leader composed from (-1 when no member claimed anything), C the epoch of this member's own
+  claim as the leader saw it (-1: none). C tells a member whose claim missed the round (it joined
+  with the user_data of before its new document, e.g. a JoinGroup already in flight) that it
+  must rejoin, even though the round was composed from its document's epoch.
 """
 
 from __future__ import annotations
@@ -91,9 +94,10 @@ def decode_claim(raw: bytes | str | None) -> Claim | None:
     return Claim(epoch, dict(sorted(result.items())))
 
 
-def encode_composed(epoch: int) -> bytes:
-    """The assignment user_data: the claim epoch the leader composed this assignment from."""
-    return _compact({"composedEpoch": epoch})
+def encode_composed(epoch: int, claim_epoch: int = NO_EPOCH) -> bytes:
+    """The assignment user_data: the claim epoch the leader composed this assignment from, and
+    the epoch of the receiving member's own claim in that round."""
+    return _compact({"claimEpoch": claim_epoch, "composedEpoch": epoch})
 
 
 def decode_composed(raw: bytes | str | None) -> int | None:
@@ -103,6 +107,18 @@ def decode_composed(raw: bytes | str | None) -> int | None:
     if value is None:
         return None
     epoch = value.get("composedEpoch")
+    if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= NO_EPOCH:
+        return epoch
+    return None
+
+
+def decode_claim_epoch(raw: bytes | str | None) -> int | None:
+    """The receiving member's claim epoch the leader saw (-1: no claim), from an assignment's
+    user_data; None when absent (a leader of an older version, another assignor, garbage)."""
+    value = _object(raw)
+    if value is None:
+        return None
+    epoch = value.get("claimEpoch")
     if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= NO_EPOCH:
         return epoch
     return None

@@ -104,15 +104,21 @@ def test_assign_follows_claims_and_tags_the_composed_epoch() -> None:
     # orders-4 and payments-0 are claimed by nobody: the fallback gives them to the member with
     # the fewest partitions that subscribes (only c subscribes to payments)
     assert got["id-c"] == [TopicPartition("orders", 4), TopicPartition("payments", 0)]
-    for assignment in result.values():
-        assert received(assignment).user_data == b'{"composedEpoch":5}'
+    # composed from epoch 5 for everyone; each member is told which of its claims the leader saw
+    assert {m: received(x).user_data for m, x in result.items()} == {
+        "id-a": b'{"claimEpoch":5,"composedEpoch":5}',
+        "id-b": b'{"claimEpoch":4,"composedEpoch":5}',
+        "id-c": b'{"claimEpoch":-1,"composedEpoch":5}',
+    }
     assert a.last_composition is not None and a.last_composition.fallback_partitions == 2
 
     b.on_assignment(received(result["id-b"]), 9)
     assert b.last_assignment == frozenset({("orders", 2), ("orders", 3)})
     assert b.last_composed_epoch == 5
+    assert b.last_claim_epoch == 4
     assert b.last_generation == 9
     assert c.last_assignment is None and c.last_composed_epoch is None
+    assert c.last_claim_epoch is None
 
 
 def test_assign_withholds_a_moving_partition_when_cooperative() -> None:
@@ -147,4 +153,4 @@ def test_assign_tolerates_foreign_user_data_and_unknown_topics() -> None:
         TopicPartition("orders", 0),
         TopicPartition("orders", 1),
     ]
-    assert received(result["x"]).user_data == b'{"composedEpoch":-1}'
+    assert received(result["x"]).user_data == b'{"claimEpoch":-1,"composedEpoch":-1}'

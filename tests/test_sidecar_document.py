@@ -20,6 +20,7 @@ from sidecar.document import (
 from sidecar.user_data import (
     Claim,
     decode_claim,
+    decode_claim_epoch,
     decode_composed,
     encode_claim,
     encode_composed,
@@ -262,12 +263,18 @@ def test_decode_claim_never_raises(garbage: object) -> None:
 
 def test_composed_epoch_round_trips() -> None:
     for epoch in (-1, 0, 17):
-        raw = encode_composed(epoch)
-        assert decode_composed(raw) == epoch
-        assert decode_composed(raw.decode("utf-8", errors="backslashreplace")) == epoch
-    assert encode_composed(4) == b'{"composedEpoch":4}'
+        for claim_epoch in (-1, 3):
+            raw = encode_composed(epoch, claim_epoch)
+            for form in (raw, raw.decode("utf-8", errors="backslashreplace")):
+                assert decode_composed(form) == epoch
+                assert decode_claim_epoch(form) == claim_epoch
+    assert encode_composed(4, 2) == b'{"claimEpoch":2,"composedEpoch":4}'
+    assert encode_composed(4) == b'{"claimEpoch":-1,"composedEpoch":4}'
     for other in (b"", None, b"\x00\x00", b'{"epoch":4}', b'{"composedEpoch":-2}'):
         assert decode_composed(other) is None
+    # an older leader's user_data says nothing about this member's claim
+    assert decode_claim_epoch(b'{"composedEpoch":4}') is None
+    assert decode_claim_epoch(b'{"claimEpoch":-2,"composedEpoch":4}') is None
 
 
 topics = st.text(alphabet="abcxyz-._", min_size=1, max_size=8)

@@ -224,6 +224,9 @@ def test_group_follows_the_documents_and_moves_the_partition(
         composed = json.loads(entry["member_assignment"]["user_data"])
         seen[entry["group_instance_id"]] = (claim, composed)
     assert seen == {
-        pod: ({"epoch": 2, "partitions": {topic: EPOCH_2[pod]}}, {"composedEpoch": 2})
+        pod: (
+            {"epoch": 2, "partitions": {topic: EPOCH_2[pod]}},
+            {"claimEpoch": 2, "composedEpoch": 2},
+        )
         for pod in PODS
     }

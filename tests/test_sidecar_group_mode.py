@@ -1,0 +1,35 @@
+"""When a group-mode sidecar must rejoin although no new document arrived (pure decision)."""
+
+from __future__ import annotations
+
+from sidecar.group_mode import stale_reason
+
+
+def test_an_assignment_composed_from_the_documents_epoch_with_this_claim_is_current() -> None:
+    assert stale_reason(3, composed=3, claim_seen=3) is None
+    # a newer round (another member already has epoch 4): this member's document will follow
+    assert stale_reason(3, composed=4, claim_seen=3) is None
+
+
+def test_an_assignment_composed_from_an_older_epoch_is_stale() -> None:
+    # KAFKA-12759: a static member restarting into a Stable group gets its old assignment back
+    assert stale_reason(3, composed=2, claim_seen=2) == (
+        "assignment composed from epoch 2, document is at 3"
+    )
+
+
+def test_a_round_at_the_right_epoch_that_missed_this_members_claim_is_stale() -> None:
+    # The CI case: the JoinGroup was already in flight with no claim when the document arrived;
+    # the other members' claims made the round epoch 1, this member got the fallback.
+    assert stale_reason(1, composed=1, claim_seen=-1) == (
+        "the leader saw no claim from this member, document is at 1"
+    )
+    assert stale_reason(5, composed=5, claim_seen=4) == (
+        "the leader saw the claim of epoch 4 from this member, document is at 5"
+    )
+
+
+def test_a_leader_that_does_not_say_is_trusted() -> None:
+    # another assignor, or an older sidecar as leader: no composed or claim epoch in user_data
+    assert stale_reason(3, composed=None, claim_seen=None) is None
+    assert stale_reason(3, composed=3, claim_seen=None) is None
