@@ -193,9 +193,11 @@ class ConfigMapSource:
                     obj = event["object"]
                     if kind == "ERROR":
                         raise _Gone(str(getattr(obj, "message", obj)))
+                    if kind == "BOOKMARK":  # only a version to resume from, left as a dict
+                        version = _bookmark_version(obj) or version
+                        continue
                     version = obj.metadata.resource_version or version
-                    if kind != "BOOKMARK":
-                        self._consider(obj, kind)
+                    self._consider(obj, kind)
             except ApiException as error:
                 if error.status == 410:
                     log.info("%s: watch version expired; listing again", self.source)
@@ -218,6 +220,15 @@ class ConfigMapSource:
         if self._api is not None:
             with contextlib.suppress(Exception):
                 self._api.close()
+
+
+def _bookmark_version(obj: Any) -> str | None:
+    """The resourceVersion of a BOOKMARK event's object, which the kubernetes client leaves
+    undeserialized (a dict: the event carries nothing but metadata)."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else getattr(obj, "metadata", None)
+    if isinstance(metadata, dict):
+        return metadata.get("resourceVersion")
+    return getattr(metadata, "resource_version", None)
 
 
 class _Gone(Exception):

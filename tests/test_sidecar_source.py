@@ -148,3 +148,17 @@ def test_generated_at_only_rewrites_are_not_a_new_plan(tmp_path):
     volume.write(document(2, [0], generatedAt="2026-11-21T00:05:00Z"))
     source.poll_once()
     assert seen == [2] and t.rejected == 0
+
+
+def test_a_bookmark_only_moves_the_resume_version() -> None:
+    """The kubernetes client leaves a BOOKMARK event's object as a dict (it carries only
+    metadata); reading `.metadata` off it made every bookmark a failed watch and a relist."""
+    from types import SimpleNamespace
+
+    from sidecar.source import _bookmark_version
+
+    assert _bookmark_version({"kind": "ConfigMap", "metadata": {"resourceVersion": "812"}}) == "812"
+    assert _bookmark_version({"metadata": {}}) is None
+    assert _bookmark_version({}) is None
+    typed = SimpleNamespace(metadata=SimpleNamespace(resource_version="9"))
+    assert _bookmark_version(typed) == "9"
