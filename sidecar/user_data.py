@@ -100,25 +100,22 @@ def encode_composed(epoch: int, claim_epoch: int = NO_EPOCH) -> bytes:
     return _compact({"claimEpoch": claim_epoch, "composedEpoch": epoch})
 
 
-def decode_composed(raw: bytes | str | None) -> int | None:
-    """The composed epoch from an assignment's user_data (-1: composed from no claim); None
-    when the user_data is not ours (another assignor, garbage)."""
+def _assignment_epoch(raw: bytes | str | None, name: str) -> int | None:
+    """An epoch field (>= -1) of an assignment's user_data; None when absent or not ours."""
     value = _object(raw)
-    if value is None:
-        return None
-    epoch = value.get("composedEpoch")
+    epoch = value.get(name) if value is not None else None
     if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= NO_EPOCH:
         return epoch
     return None
+
+
+def decode_composed(raw: bytes | str | None) -> int | None:
+    """The composed epoch from an assignment's user_data (-1: composed from no claim); None
+    when the user_data is not ours (another assignor, garbage)."""
+    return _assignment_epoch(raw, "composedEpoch")
 
 
 def decode_claim_epoch(raw: bytes | str | None) -> int | None:
     """The receiving member's claim epoch the leader saw (-1: no claim), from an assignment's
     user_data; None when absent (a leader of an older version, another assignor, garbage)."""
-    value = _object(raw)
-    if value is None:
-        return None
-    epoch = value.get("claimEpoch")
-    if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= NO_EPOCH:
-        return epoch
-    return None
+    return _assignment_epoch(raw, "claimEpoch")
