@@ -10,8 +10,7 @@ args. Every error is one line naming the flag, never a value.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,6 @@ PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PASSWORD_ENV = "KAFKA_SASL_PASSWORD"
 SECRET_SETTINGS = ("sasl_plain_password", "ssl_password")
-MASK = "***"
 
 
 class SecurityFlagError(ValueError):
@@ -153,37 +151,13 @@ def describe(options: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-class RedactingFilter(logging.Filter):
-    """Masks the given secrets in every record a handler emits.
-
-    Needed because kafka-python at DEBUG (`--verbose`) logs its configuration and the raw
-    SASL/PLAIN request, both holding the password; bytes appear in their repr form, so that form
-    is masked as well.
-    """
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        super().__init__()
-        forms = {form for s in secrets if s for form in (s, repr(s.encode())[2:-1])}
-        self.forms = sorted(forms, key=len, reverse=True)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a broken record is logging's problem, not ours
-            return True
-        cleaned = message
-        for form in self.forms:
-            cleaned = cleaned.replace(form, MASK)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
-
-
 def install_redaction(options: Mapping[str, Any]) -> None:
-    """Attach a RedactingFilter for the options' secrets to every root handler."""
+    """Mask the options' secrets in every log line, with the operator's redaction filter (the
+    one mechanism for both: kafka-python at DEBUG logs its configuration and the raw SASL/PLAIN
+    request, both holding the password)."""
+    from kafka_rebalance_operator import redaction
+
     secrets = [str(options[k]) for k in SECRET_SETTINGS if options.get(k)]
-    if not secrets:
-        return
-    redacting = RedactingFilter(secrets)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(redacting)
+    if secrets:
+        redaction.register(*secrets)
+        redaction.install()

@@ -75,3 +75,15 @@ def test_redacting_filter_masks_registered_secrets(caplog: pytest.LogCaptureFixt
         caplog.handler.removeFilter(handler_filter)
     assert "very-secret-value" not in caplog.text
     assert redaction.MASK in caplog.text
+
+
+def test_redaction_masks_a_secret_in_text_and_bytes_form() -> None:
+    """kafka-python at DEBUG logs the raw SASL/PLAIN request as a bytes repr, where non-ASCII
+    characters of the password are escaped; both forms must be masked (sidecar and operator)."""
+    redaction.register("päss-w0rd")
+    record = logging.LogRecord(
+        "kafka.protocol.parser", logging.DEBUG, __file__, 1, "Send: %r / %s", None, None
+    )
+    record.args = (b"\x00alice\x00p\xc3\xa4ss-w0rd", "config sasl_plain_password=päss-w0rd")
+    assert redaction.RedactingFilter().filter(record)
+    assert record.getMessage() == r"Send: b'\x00alice\x00***' / config sasl_plain_password=***"

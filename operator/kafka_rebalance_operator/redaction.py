@@ -1,8 +1,10 @@
 """Keeps secret values out of every log line, whoever logs them.
 
 kafka-python logs its whole configuration (SASL password included) at DEBUG when a client is
-created. A filter on the root handlers replaces every registered secret value, so even a
-debugging operator does not leak a credential into its log.
+created, and the raw SASL/PLAIN request, where the password appears in a bytes repr (non-ASCII
+characters escaped). A filter on the root handlers replaces every registered secret
+value in both forms, so even a debugging operator or sidecar does not leak a credential into its
+log. Self-contained on purpose: the sidecar command uses it too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ MASK = "***"
 
 def register(*values: str | None) -> None:
     with _LOCK:
-        _SECRETS.update(v for v in values if v and len(v) >= 4)
+        for value in values:
+            if value and len(value) >= 4:
+                _SECRETS.add(value)
+                _SECRETS.add(repr(value.encode())[2:-1])  # as inside a logged bytes repr
 
 
 def redact(text: str) -> str:
