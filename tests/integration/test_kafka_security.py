@@ -155,12 +155,15 @@ def test_wrong_password_is_refused_without_leaking_it(
     assert wrong not in message and DEV_PASSWORD not in message
     # kafka-python retries the bootstrap until its timeout, so the exception only says the
     # bootstrap failed; refused attempts are logged (WARNING) with the broker's reason, and the
-    # password is in neither. (With SCRAM kafka-python often sees the broker close the socket
-    # before it reads the error response, so only PLAIN reliably logs the reason.)
+    # password is in neither. kafka-python often sees the broker close the socket before it
+    # reads the error response (mostly with SCRAM, once in CI with PLAIN too), so the refused
+    # attempt shows either as the broker's reason or as the socket the broker closed.
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert wrong not in logged
-    if mechanism == "PLAIN":
-        assert "Authentication failed: Invalid username or password" in logged
+    assert (
+        "Authentication failed: Invalid username or password" in logged
+        or "socket disconnected" in logged
+    ), logged
 
 
 # ---- (c) the operator through TLS: client certificate, and SASL_SSL ------------------------------
