@@ -98,10 +98,16 @@ def run_consumer(member: Member, bootstrap: str, group: str, topic: str, stop: t
         heartbeat_interval_ms=500,
     )
     member.assignor.owned_source = consumer.assignment
+    next_repair = 0.0
     try:
         while not stop.is_set():
             if member.rejoin.is_set():
                 member.rejoin.clear()
+                consumer._coordinator.request_rejoin()
+            elif member.assignor.last_composed_epoch == -1 and time.monotonic() > next_repair:
+                # the sidecar's repair of a first join whose leader had no topic metadata yet
+                # (its GroupRunner rejoins on a stale composition; these raw consumers must too)
+                next_repair = time.monotonic() + 2.0
                 consumer._coordinator.request_rejoin()
             consumer.poll(timeout_ms=100)
             now = frozenset(tp.partition for tp in consumer.assignment())
