@@ -15,13 +15,14 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY assignors/ assignors/
+COPY common/ common/
 COPY kafka_rebalance/ kafka_rebalance/
 COPY operator/ operator/
 COPY sidecar/ sidecar/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/kafka-rebalance \
- && /opt/kafka-rebalance/bin/pip install /wheels/*.whl \
- && /opt/kafka-rebalance/bin/python -c "import assignors, kafka_rebalance, kafka_rebalance_operator, sidecar.consumer"
+ && /opt/kafka-rebalance/bin/pip install "$(ls /wheels/*.whl)[operator]" \
+ && /opt/kafka-rebalance/bin/python -c "import kafka_rebalance_assignors, kafka_rebalance, kafka_rebalance_operator, kafka_rebalance_sidecar.consumer"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="kafka-rebalance-operator" \

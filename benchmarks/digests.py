@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from assignors.plan import plan
-from assignors.registry import STRATEGY_NAMES
+from kafka_rebalance_assignors.plan import plan
+from kafka_rebalance_assignors.registry import STRATEGY_NAMES
+
 from benchmarks import cases as casegen
 
 Document = dict[str, Any]

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import kafka_rebalance_assignors as assignors
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
@@ -30,8 +31,6 @@ from kafka_rebalance_operator.lag import classify
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.policy import parse_spec
 from kafka_rebalance_operator.settings import OperatorSettings
-
-import assignors
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
@@ -128,7 +127,7 @@ def main() -> None:
     )
     show("plan document", times)
     times, _ = timed(lambda: assignors.plan(document), args.polls)
-    show("assignors.plan (lag-aware, fresh)", times)
+    show("kafka_rebalance_assignors.plan (lag-aware, fresh)", times)
     observer.close()
 
     if args.kubeconfig:

@@ -23,7 +23,11 @@ from importlib import import_module
 from typing import Any
 
 _lines: list[str] = []
-STICKY_MODULES = ("assignors.sticky_core", "assignors.sticky", "assignors.cooperative_sticky")
+STICKY_MODULES = (
+    "kafka_rebalance_assignors.sticky_core",
+    "kafka_rebalance_assignors.sticky",
+    "kafka_rebalance_assignors.cooperative_sticky",
+)
 
 
 def _sha(text: str) -> str:
@@ -42,9 +46,9 @@ def _wrap(kind: str, function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def pytest_configure(config: Any) -> None:
-    from assignors.registry import STRATEGY_MODULES
+    from kafka_rebalance_assignors.registry import STRATEGY_MODULES
 
-    plan_module = import_module("assignors.plan")
+    plan_module = import_module("kafka_rebalance_assignors.plan")
     plan_module.plan_group = _wrap("plan_group", plan_module.plan_group)
     for name, module_name in STRATEGY_MODULES.items():
         module = import_module(module_name)

@@ -16,8 +16,8 @@ import json
 import time
 from pathlib import Path
 
-from pipeline.generate import FleetSpec, GroupTruth, generate_group
-from pipeline.sinks import encode
+from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_group
+from kafka_rebalance_pipeline.sinks import encode
 
 
 def main() -> int:

@@ -20,11 +20,10 @@ import json
 import time
 from typing import Any
 
+import kafka_rebalance_assignors as assignors
 import pandas as pd
-
-import assignors
-from pipeline.generate import FleetSpec, GroupTruth, generate_group
-from pipeline.replay import GRIDS, LOAD_DRIVEN, backtest_group, history_from_rows
+from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_group
+from kafka_rebalance_pipeline.replay import GRIDS, LOAD_DRIVEN, backtest_group, history_from_rows
 
 
 def _ints(text: str) -> list[int]:

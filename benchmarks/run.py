@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assignors.model import parse_request
-from assignors.plan import plan
-from assignors.registry import STRATEGY_NAMES, strategy_function
+from kafka_rebalance_assignors.model import parse_request
+from kafka_rebalance_assignors.plan import plan
+from kafka_rebalance_assignors.registry import STRATEGY_NAMES, strategy_function
+
 from benchmarks import cases as casegen
 from benchmarks import checks, kafka_harness
 from benchmarks.measure import fmt_ms, fmt_ratio, load_average, machine, table, timed

@@ -32,8 +32,64 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, module_name in SUBCOMMANDS.items():
         if only is not None and name != only:
             continue
-        importlib.import_module(module_name).register(subparsers)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            hint = missing_extra_message(name, error)
+            if hint is None:
+                raise
+            register_unavailable(subparsers, name, hint)
+            continue
+        module.register(subparsers)
     return parser
+
+
+def register_unavailable(subparsers: argparse._SubParsersAction, name: str, hint: str) -> None:
+    """List a subcommand whose extra is not installed; running it prints the install hint."""
+
+    def explain(_args: argparse.Namespace) -> int:
+        print(hint, file=sys.stderr)
+        return 2
+
+    unavailable = subparsers.add_parser(name, help="(not installed: see --help)", add_help=False)
+    unavailable.add_argument("rest", nargs=argparse.REMAINDER)
+    unavailable.set_defaults(handler=explain)
+
+
+# The optional dependencies each subcommand needs (pyproject's extras): a base install (the sidecar
+# and `plan`) has none of them, and a missing one is a one-line hint, not a traceback.
+EXTRA_OF: dict[str, str] = {
+    "operator": "operator",
+    "pipeline": "pipeline",
+    "dev": "dev",
+    "demo": "dev",
+}
+EXTRA_MODULES = frozenset(
+    {
+        "kopf",
+        "kubernetes",
+        "yaml",
+        "pyspark",
+        "pandas",
+        "pyarrow",
+        "numpy",
+        "matplotlib",
+        "cryptography",
+    }
+)
+
+
+def missing_extra_message(command: str | None, error: ModuleNotFoundError) -> str | None:
+    """The install hint for an optional dependency that is not installed, or None if `error` is
+    about anything else (a real bug must keep its traceback)."""
+    root = (error.name or "").split(".", 1)[0]
+    if root not in EXTRA_MODULES:
+        return None
+    extra = EXTRA_OF.get(command or "", "watch" if root == "kubernetes" else "operator")
+    return (
+        f"kafka-rebalance {command}: the Python package '{root}' is not installed; it comes with "
+        f"the '{extra}' extra: pip install 'kafka-rebalance[{extra}]'"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,7 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = args_list[0] if args_list else None
     parser = build_parser(first if first in SUBCOMMANDS else None)
     args = parser.parse_args(args_list)
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except ModuleNotFoundError as error:
+        hint = missing_extra_message(args.command, error)
+        if hint is None:
+            raise
+        print(hint, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sidecar.records import Batch
+from kafka_rebalance_sidecar.records import Batch
 
 LEDGER_DIR_ENV = "KAFKA_REBALANCE_LEDGER_DIR"
 SLOW_MS_ENV = "KAFKA_REBALANCE_SLOW_MS"

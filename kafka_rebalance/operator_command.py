@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
-    from kafka_rebalance_operator import health, metrics, redaction
+    from kafka_rebalance_common import redaction
+    from kafka_rebalance_operator import health, metrics
     from kafka_rebalance_operator.settings import SETTINGS
     from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, Telemetry
 

@@ -119,8 +119,8 @@ def _print(summary: Any) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from pipeline.generate import FleetSpec, GroupTruth, generate_fleet
-    from pipeline.sinks import write_files, write_kafka
+    from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_fleet
+    from kafka_rebalance_pipeline.sinks import write_files, write_kafka
 
     if not args.out and not args.kafka:
         print("pipeline generate: give --out DIR and/or --kafka BOOTSTRAP", file=sys.stderr)
@@ -157,7 +157,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def _session(args: argparse.Namespace, app: str) -> Any:
-    from pipeline.spark_io import build_session
+    from kafka_rebalance_pipeline.spark_io import build_session
 
     return build_session(
         master=args.master,
@@ -169,7 +169,7 @@ def _session(args: argparse.Namespace, app: str) -> Any:
 
 
 def run_rates(args: argparse.Namespace) -> int:
-    from pipeline.rates_job import run_rates as job
+    from kafka_rebalance_pipeline.rates_job import run_rates as job
 
     spark = _session(args, "kafka-rebalance-rates")
     try:
@@ -180,7 +180,7 @@ def run_rates(args: argparse.Namespace) -> int:
 
 
 def run_backtest(args: argparse.Namespace) -> int:
-    from pipeline.backtest_job import run_backtest as job
+    from kafka_rebalance_pipeline.backtest_job import run_backtest as job
 
     spark = _session(args, "kafka-rebalance-backtest")
     try:
@@ -203,8 +203,8 @@ def run_backtest(args: argparse.Namespace) -> int:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
-    from pipeline.recommend import Margins
-    from pipeline.recommend_job import run_recommend as job
+    from kafka_rebalance_pipeline.recommend import Margins
+    from kafka_rebalance_pipeline.recommend_job import run_recommend as job
 
     margins = Margins(
         min_slo_gain_polls=args.min_slo_gain_polls,

@@ -11,9 +11,9 @@ import json
 import sys
 from typing import Any
 
-from assignors import PlanInputError, plan
-from assignors.collector import collector_paused
-from assignors.registry import STRATEGY_NAMES
+from kafka_rebalance_assignors import PlanInputError, plan
+from kafka_rebalance_assignors.collector import collector_paused
+from kafka_rebalance_assignors.registry import STRATEGY_NAMES
 
 EXIT_BAD_INPUT = 2
 

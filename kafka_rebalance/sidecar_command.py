@@ -142,10 +142,11 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("kafka").setLevel(logging.WARNING)
         logging.getLogger("kubernetes").setLevel(logging.WARNING)
 
+    from kafka_rebalance_sidecar.consumer import DocumentSource, PlanFollowingConsumer
+    from kafka_rebalance_sidecar.delivery import HandlerSpecError, HttpDelivery, InProcessDelivery
+    from kafka_rebalance_sidecar.runner import SidecarConfig
+
     from kafka_rebalance.sidecar_security import SecurityFlagError, describe, install_redaction
-    from sidecar.consumer import DocumentSource, PlanFollowingConsumer
-    from sidecar.delivery import HandlerSpecError, HttpDelivery, InProcessDelivery
-    from sidecar.runner import SidecarConfig
 
     if not args.member:
         return _fail("--member is required (or set $POD_NAME)")
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     except (HandlerSpecError, ValueError) as error:
         return _fail(str(error))
     install_redaction(security)
-    logging.getLogger("sidecar").info("kafka security: %s", describe(security))
+    logging.getLogger("kafka_rebalance_sidecar").info("kafka security: %s", describe(security))
     consumer = PlanFollowingConsumer(
         config,
         source,
@@ -197,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         consumer.run(sink)
     except Exception as error:
-        logging.getLogger("sidecar").error("sidecar failed: %s", error, exc_info=True)
+        logging.getLogger("kafka_rebalance_sidecar").error(
+            "sidecar failed: %s", error, exc_info=True
+        )
         return 1
     return 0

@@ -155,7 +155,7 @@ def install_redaction(options: Mapping[str, Any]) -> None:
     """Mask the options' secrets in every log line, with the operator's redaction filter (the
     one mechanism for both: kafka-python at DEBUG logs its configuration and the raw SASL/PLAIN
     request, both holding the password)."""
-    from kafka_rebalance_operator import redaction
+    from kafka_rebalance_common import redaction
 
     secrets = [str(options[k]) for k in SECRET_SETTINGS if options.get(k)]
     if secrets:

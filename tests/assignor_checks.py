@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from itertools import chain
 
-from assignors.model import Assignment, Group, resolve_ownership
+from kafka_rebalance_assignors.model import Assignment, Group, resolve_ownership
 
 
 def check_valid(group: Group, assignment: Assignment) -> None:

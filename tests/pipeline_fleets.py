@@ -1,7 +1,7 @@
 """Small synthetic fleets whose right answers are known, shared by the pipeline's unit and Spark
 tests."""
 
-from pipeline.generate import FleetSpec
+from kafka_rebalance_pipeline.generate import FleetSpec
 
 
 def uniform_fleet(polls: int) -> FleetSpec:

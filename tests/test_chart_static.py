@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
+from kafka_rebalance_assignors import STRATEGY_NAMES
 
-from assignors import STRATEGY_NAMES
 from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka_rebalance_assignors.model import Assignment, Group, Options, parse_request
+from kafka_rebalance_assignors.plan import plan
+from kafka_rebalance_assignors.registry import strategy_function
 
-from assignors.model import Assignment, Group, Options, parse_request
-from assignors.plan import plan
-from assignors.registry import strategy_function
 from tests.assignor_checks import (
     check_valid,
     is_balanced,

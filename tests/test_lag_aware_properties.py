@@ -11,8 +11,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from assignors import plan
+from kafka_rebalance_assignors import plan
 
 PRODUCT = ("kip169", "weighted-sticky", "lag-aware")
 SETTINGS = settings(

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from kafka_rebalance_sidecar.records import Batch, Record
 
 from kafka_rebalance import ledger
 from kafka_rebalance.ledger import Conflict, reconcile
-from sidecar.records import Batch, Record
 
 
 def line(t: str, p: int, o: int, m: str, e: int) -> str:

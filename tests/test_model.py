@@ -7,10 +7,14 @@ import json
 import math
 
 import pytest
-
-from assignors import PlanInputError, parse_request, plan
-from assignors.load import choose_load_model, lower_bound, max_load_ratio, partition_loads
-from assignors.model import (
+from kafka_rebalance_assignors import PlanInputError, parse_request, plan
+from kafka_rebalance_assignors.load import (
+    choose_load_model,
+    lower_bound,
+    max_load_ratio,
+    partition_loads,
+)
+from kafka_rebalance_assignors.model import (
     FlatAssignment,
     Group,
     Member,
@@ -248,7 +252,7 @@ def test_a_flat_result_failing_its_array_check_is_checked_list_by_list(
 ):
     # The array check only decides whether to trust the result; the list-by-list check then
     # names the problem as for any strategy.
-    plan_module = importlib.import_module("assignors.plan")
+    plan_module = importlib.import_module("kafka_rebalance_assignors.plan")
     document = {
         "topics": {"orders": 3},
         "members": {"a": {"topics": ["orders"]}, "b": {"topics": ["orders"]}, "c": {"topics": []}},
@@ -260,7 +264,7 @@ def test_a_flat_result_failing_its_array_check_is_checked_list_by_list(
 
 
 def test_a_flat_result_is_measured_like_a_plain_one(monkeypatch):
-    plan_module = importlib.import_module("assignors.plan")
+    plan_module = importlib.import_module("kafka_rebalance_assignors.plan")
     document = _doc(lag={"orders": [5, 1, 7], "payments": [2, 3]})
     document["members"]["a"]["owned"] = {"orders": [0, 1], "payments": [0, 1]}
     document["members"]["b"]["owned"] = {"orders": [2]}
@@ -354,7 +358,7 @@ def test_lower_bound_takes_the_biggest_partition_into_account():
 )
 def test_an_invalid_strategy_result_is_a_loud_bug(monkeypatch, bad_assignment, message):
     # `assignors.plan` the attribute is the function; the module is reached through importlib.
-    plan_module = importlib.import_module("assignors.plan")
+    plan_module = importlib.import_module("kafka_rebalance_assignors.plan")
 
     monkeypatch.setattr(plan_module, "strategy_function", lambda name: lambda g, o: bad_assignment)
     document = _doc(topics={"orders": 3, "payments": 2})

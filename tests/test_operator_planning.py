@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import kafka_rebalance_assignors as assignors
 import pytest
 from kafka_rebalance_operator.assignment_doc import render_documents
 from kafka_rebalance_operator.planning import (
@@ -13,8 +14,6 @@ from kafka_rebalance_operator.planning import (
     proposal_fits,
 )
 from kafka_rebalance_operator.policy import parse_spec
-
-import assignors
 
 
 def policy(**rebalance):

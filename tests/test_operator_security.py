@@ -6,7 +6,7 @@ import logging
 import ssl
 
 import pytest
-from kafka_rebalance_operator import redaction
+from kafka_rebalance_common import redaction
 from kafka_rebalance_operator.kafka_security import SecretError, client_settings, fingerprint
 
 

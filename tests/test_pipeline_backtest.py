@@ -14,16 +14,15 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
-
-from pipeline.generate import FleetSpec, GroupTruth, generate_group
-from pipeline.recommend import (
+from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_group
+from kafka_rebalance_pipeline.recommend import (
     POD_NAME_LABEL,
     choose,
     duration_text,
     patch_document,
     patch_yaml,
 )
-from pipeline.replay import (
+from kafka_rebalance_pipeline.replay import (
     Candidate,
     GroupHistory,
     backtest_group,
@@ -32,6 +31,7 @@ from pipeline.replay import (
     history_from_rows,
     replay,
 )
+
 from tests.pipeline_fleets import slow_member_fleet, uniform_fleet
 
 CRD = Path(__file__).resolve().parents[1] / "crds" / "consumergrouppolicies.yaml"
@@ -137,7 +137,7 @@ def test_sharing_planner_answers_between_candidates_changes_no_result(
 ) -> None:
     """The per-group plan cache is a speed-up only: every output row is the same without it,
     and it does spare planner calls (candidates that differ only in cooldown, at least)."""
-    import assignors
+    import kafka_rebalance_assignors as assignors
 
     history, _ = group_history(spec)
     real_plan = assignors.plan

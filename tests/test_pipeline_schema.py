@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pipeline.generate import FleetSpec, generate_fleet
-from pipeline.schema import FIELDS, PARTITION_FIELDS, PLAN_FIELDS, ddl, row_errors
-from pipeline.sinks import TELEMETRY_TOPIC, encode, write_files
+from kafka_rebalance_pipeline.generate import FleetSpec, generate_fleet
+from kafka_rebalance_pipeline.schema import FIELDS, PARTITION_FIELDS, PLAN_FIELDS, ddl, row_errors
+from kafka_rebalance_pipeline.sinks import TELEMETRY_TOPIC, encode, write_files
 
 GOOD: dict[str, Any] = {
     "ts_ms": 1_767_225_600_000,

@@ -6,8 +6,13 @@ import math
 
 import numpy as np
 import pytest
-
-from pipeline.simulate import drain_step, percentile, score, share_capacity, time_lag
+from kafka_rebalance_pipeline.simulate import (
+    drain_step,
+    percentile,
+    score,
+    share_capacity,
+    time_lag,
+)
 
 
 def test_share_capacity_gives_small_demands_in_full_and_splits_the_rest_evenly() -> None:

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from assignors.registry import STRATEGY_NAMES
+from kafka_rebalance_assignors.registry import STRATEGY_NAMES
 
 COMMAND = Path(sys.executable).with_name("kafka-rebalance")
 

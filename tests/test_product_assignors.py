@@ -6,8 +6,7 @@ import itertools
 import random
 
 import pytest
-
-from assignors import plan
+from kafka_rebalance_assignors import plan
 
 
 def _members(*names, topics=("t",), **weights):

@@ -18,9 +18,8 @@ from itertools import repeat
 from typing import Any
 
 import pytest
-
-from assignors.model import Assignment, Group, Member
-from assignors.sticky_core import sticky_assignment
+from kafka_rebalance_assignors.model import Assignment, Group, Member
+from kafka_rebalance_assignors.sticky_core import sticky_assignment
 
 TOPICS = 500
 PARTITIONS = 2_000
@@ -113,7 +112,7 @@ def _time(label: str, action: Any) -> Any:
 
 
 def main(argv: list[str]) -> None:
-    from assignors.plan import plan
+    from kafka_rebalance_assignors.plan import plan
 
     shapes = [a for a in argv if a in ("identical", "general")] or ["identical", "general"]
     with_plan = "plan" in argv

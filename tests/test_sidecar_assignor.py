@@ -12,9 +12,8 @@ from kafka.protocol.consumer.metadata import (
     ConsumerProtocolSubscription,
 )
 from kafka.structs import TopicPartition
-
-from sidecar.assignor import ASSIGNOR_NAME, PlanFollowingAssignor
-from sidecar.document import AssignmentTracker
+from kafka_rebalance_sidecar.assignor import ASSIGNOR_NAME, PlanFollowingAssignor
+from kafka_rebalance_sidecar.document import AssignmentTracker
 
 
 def tracker_at(epoch: int, partitions: dict[str, list[int]], member: str) -> AssignmentTracker:

@@ -19,8 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
-from sidecar.delivery import (
+from kafka_rebalance_sidecar.delivery import (
     HEADER_ERROR,
     HEADER_OFFSET,
     HEADER_PARTITION,
@@ -35,8 +34,8 @@ from sidecar.delivery import (
     Stopped,
     load_handler,
 )
-from sidecar.health import Health, SidecarMetrics, serve
-from sidecar.records import Batch, Record
+from kafka_rebalance_sidecar.health import Health, SidecarMetrics, serve
+from kafka_rebalance_sidecar.records import Batch, Record
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,15 +9,14 @@ import threading
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from sidecar.document import (
+from kafka_rebalance_sidecar.document import (
     AssignmentDocument,
     AssignmentTracker,
     DocumentError,
     OfferStatus,
     parse_document,
 )
-from sidecar.user_data import (
+from kafka_rebalance_sidecar.user_data import (
     Claim,
     decode_claim,
     decode_claim_epoch,
@@ -131,7 +130,7 @@ def test_tracker_moves_forward_only(caplog: pytest.LogCaptureFixture) -> None:
     assert first.status is OfferStatus.ACCEPTED and first.accepted
     assert tracker.current is not None and tracker.current.epoch == 3
 
-    with caplog.at_level(logging.WARNING, logger="sidecar.document"):
+    with caplog.at_level(logging.WARNING, logger="kafka_rebalance_sidecar.document"):
         lower = tracker.offer(doc_text(epoch=2, partitions={"orders": [1]}), "file")
     assert lower.status is OfferStatus.REJECTED
     assert lower.reason.startswith("epoch: 2 is lower than the current 3")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sidecar.group_mode import stale_reason
+from kafka_rebalance_sidecar.group_mode import stale_reason
 
 
 def test_an_assignment_composed_from_the_documents_epoch_with_this_claim_is_current() -> None:

@@ -6,10 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from assignors import plan
-from sidecar.plan_following import Composition, MemberView, compose
-from sidecar.user_data import NO_EPOCH, Claim
+from kafka_rebalance_assignors import plan
+from kafka_rebalance_sidecar.plan_following import Composition, MemberView, compose
+from kafka_rebalance_sidecar.user_data import NO_EPOCH, Claim
 
 
 def view(

@@ -9,8 +9,8 @@ import os
 import time
 from pathlib import Path
 
-from sidecar.document import AssignmentTracker
-from sidecar.source import FileSource
+from kafka_rebalance_sidecar.document import AssignmentTracker
+from kafka_rebalance_sidecar.source import FileSource
 
 
 def document(epoch: int, partitions: list[int], member: str = "orders-0", **extra) -> str:
@@ -155,7 +155,7 @@ def test_a_bookmark_only_moves_the_resume_version() -> None:
     metadata); reading `.metadata` off it made every bookmark a failed watch and a relist."""
     from types import SimpleNamespace
 
-    from sidecar.source import _bookmark_version
+    from kafka_rebalance_sidecar.source import _bookmark_version
 
     assert _bookmark_version({"kind": "ConfigMap", "metadata": {"resourceVersion": "812"}}) == "812"
     assert _bookmark_version({"metadata": {}}) is None

@@ -17,11 +17,17 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka_rebalance_assignors.model import (
+    Assignment,
+    Group,
+    Options,
+    parse_request,
+    resolve_ownership,
+)
+from kafka_rebalance_assignors.plan import plan
+from kafka_rebalance_assignors.registry import strategy_function
+from kafka_rebalance_assignors.sticky_core import claims_resolution
 
-from assignors.model import Assignment, Group, Options, parse_request, resolve_ownership
-from assignors.plan import plan
-from assignors.registry import strategy_function
-from assignors.sticky_core import claims_resolution
 from tests.assignor_checks import (
     balance_violation,
     check_valid,

@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import assignors
+import kafka_rebalance_assignors as assignors
+from kafka_rebalance_common import redaction
+
 from kafka_rebalance_operator import (
     assignment_doc,
     conditions,
@@ -25,7 +27,6 @@ from kafka_rebalance_operator import (
     metrics,
     planning,
     protocol,
-    redaction,
     telemetry,
 )
 from kafka_rebalance_operator.capacity import CapacityEstimator, confirmed_owners

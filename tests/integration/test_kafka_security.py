@@ -302,7 +302,7 @@ def test_sidecar_consumes_and_commits_through_a_secured_listener(
         "--handler=kafka_rebalance.ledger:record",  # on-poison dead-letter: a producer too
         *flags,
     ]
-    log = tmp_path / "sidecar.log"
+    log = tmp_path / "kafka_rebalance_sidecar.log"
     with _sidecar(args, env, log) as process:
 
         def done() -> dict[int, Any] | None:

@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 import yaml
+from kafka_rebalance_pipeline.backtest_job import run_backtest
+from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_group
+from kafka_rebalance_pipeline.rates_job import run_rates
+from kafka_rebalance_pipeline.recommend import POD_NAME_LABEL
+from kafka_rebalance_pipeline.recommend_job import run_recommend
+from kafka_rebalance_pipeline.replay import default_grid, strategies_grid
+from kafka_rebalance_pipeline.schema import FIELDS, row_errors
+from kafka_rebalance_pipeline.sinks import encode, ensure_topic, write_files, write_kafka
+from kafka_rebalance_pipeline.spark_io import read_telemetry
 
-from pipeline.backtest_job import run_backtest
-from pipeline.generate import FleetSpec, GroupTruth, generate_group
-from pipeline.rates_job import run_rates
-from pipeline.recommend import POD_NAME_LABEL
-from pipeline.recommend_job import run_recommend
-from pipeline.replay import default_grid, strategies_grid
-from pipeline.schema import FIELDS, row_errors
-from pipeline.sinks import encode, ensure_topic, write_files, write_kafka
-from pipeline.spark_io import read_telemetry
 from tests.pipeline_fleets import slow_member_fleet, uniform_fleet
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def pipeline_spark(
     if f"spark-kafka {tools.spark_version}" not in tools.missing():
         yield request.getfixturevalue("spark")
         return
-    from pipeline.spark_io import build_session
+    from kafka_rebalance_pipeline.spark_io import build_session
 
     directory = tmp_path_factory.mktemp("spark")
     session = build_session(

@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 import pytest
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
-
-from sidecar.assignor import ASSIGNOR_NAME, PlanFollowingAssignor
-from sidecar.document import AssignmentTracker
-from sidecar.plan_following import Composition
+from kafka_rebalance_sidecar.assignor import ASSIGNOR_NAME, PlanFollowingAssignor
+from kafka_rebalance_sidecar.document import AssignmentTracker
+from kafka_rebalance_sidecar.plan_following import Composition
 
 pytestmark = pytest.mark.integration
 

@@ -30,11 +30,11 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka_rebalance_operator.handoff import acknowledged
 from kafka_rebalance_operator.verify import actual_assignment
+from kafka_rebalance_sidecar.records import Batch
 
 from kafka_rebalance import ledger
 from kafka_rebalance.demo.cluster import wait_for
 from kafka_rebalance.demo.operator_process import free_port
-from sidecar.records import Batch
 
 pytestmark = pytest.mark.integration
 
@@ -624,7 +624,7 @@ def test_http_delivery_to_the_app_with_refusals_retried(bench):
 
 
 def test_in_process_consumer_api(bench):
-    from sidecar import DocumentSource, PlanFollowingConsumer, SidecarConfig
+    from kafka_rebalance_sidecar import DocumentSource, PlanFollowingConsumer, SidecarConfig
 
     b: Bench = bench(4, "api")
     b.write("api-0", 1, [0, 1, 2, 3])
@@ -668,7 +668,7 @@ def test_in_process_consumer_api(bench):
 def test_on_released_reports_only_partitions_that_moved(bench):
     """KIP-54: application state is dropped only for partitions actually gone, not on every
     rebalance (cooperative: the members that keep their partitions see no revocation at all)."""
-    from sidecar import DocumentSource, PlanFollowingConsumer, SidecarConfig
+    from kafka_rebalance_sidecar import DocumentSource, PlanFollowingConsumer, SidecarConfig
 
     b: Bench = bench(4, "released")
     plan1 = {"x-0": [0, 1], "x-1": [2, 3]}

@@ -1,0 +1,301 @@
+"""One planning round: validated input -> target assignment, moves and stats (the plan contract).
+
+This is the function the `plan` command and the operator share, so what a user previews is what
+the operator applies. Pure: no I/O, deterministic for the same input. Everything here works on
+flat owner arrays (one entry per partition of the group, see `Group.offsets`) and C-level maps
+over each member's lists, so that it stays linear and cheap at a million partitions.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+from itertools import compress, repeat
+from operator import add, itemgetter, lt, ne
+from typing import Any
+
+from kafka_rebalance_assignors.collector import collector_paused
+from kafka_rebalance_assignors.load import Loads, lower_bound, partition_loads
+from kafka_rebalance_assignors.model import (
+    Assignment,
+    FlatAssignment,
+    Group,
+    PlanInputError,
+    PlanRequest,
+    global_numbers,
+    owned_loads,
+    parse_request,
+    previous_owner_array,
+    resolve_ownership,
+    summed_loads,
+)
+from kafka_rebalance_assignors.registry import STRATEGY_MODULES, strategy_function
+
+
+class PlanInvariantError(RuntimeError):
+    """A strategy produced an invalid assignment: a bug, never the user's fault."""
+
+
+def _check_and_measure(
+    group: Group, raw: Assignment, loads: Loads, unit: bool = False
+) -> tuple[Assignment, list[int], dict[str, float]]:
+    """One pass over the strategy's result: normalise it (every member present, topics and
+    partitions sorted, no empty lists), refuse anything Kafka would refuse (an unknown member, a
+    topic the member does not subscribe to, a partition out of range or assigned twice, a
+    subscribed partition left unassigned), and build the flat owner array (member index per
+    global partition, -1 for none; see `Group.offsets`) and each member's load (`unit`: every
+    load is 1.0, the count model).
+
+    At Kafka's scale the result holds up to a million (member, topic) lists, so each member's
+    lists are checked, placed and summed with nested C-level maps rather than a Python step per
+    list. Anything suspicious sends the whole check to `_check_slowly`, the list-by-list
+    reference, which names the problem exactly as it always has."""
+    unknown = sorted(set(raw) - set(group.members))
+    if unknown:
+        raise PlanInvariantError(f"assignment names unknown member {unknown[0]!r}")
+    counts = group.topics
+    offsets = group.offsets()
+    adders = {topic: offset.__add__ for topic, offset in offsets.items()}
+    getters = {topic: loads[topic].__getitem__ for topic in counts}
+    owners = [-1] * sum(counts.values())
+    listed = 0
+    assignment: Assignment = {}
+    member_load: dict[str, float] = {}
+    subscription_sets: dict[tuple[str, ...], frozenset[str]] = {}
+    for index, (member_id, member) in enumerate(group.members.items()):
+        owned = raw.get(member_id)
+        if not owned:
+            assignment[member_id] = {}
+            member_load[member_id] = 0.0
+            continue
+        names = sorted(owned)
+        lists = list(map(sorted, map(owned.__getitem__, names)))
+        if not all(lists):
+            present = list(map(bool, lists))
+            names, lists = list(compress(names, present)), list(compress(lists, present))
+        subscribed = subscription_sets.get(member.topics)
+        if subscribed is None:
+            subscribed = subscription_sets[member.topics] = frozenset(member.topics)
+        if lists and not (
+            subscribed.issuperset(names)
+            and min(map(itemgetter(0), lists)) >= 0
+            and all(map(lt, map(itemgetter(-1), lists), map(counts.__getitem__, names)))
+        ):
+            _check_slowly(group, raw, loads)
+            raise PlanInvariantError(f"{member_id}: invalid assignment")  # not reached
+        normalised = assignment[member_id] = dict(zip(names, lists, strict=True))
+        size = sum(map(len, lists))
+        if size == len(lists):  # one partition per topic: no inner map per list
+            numbers = map(add, map(offsets.__getitem__, names), map(itemgetter(0), lists))
+        else:
+            numbers = global_numbers(adders, normalised)
+        deque(map(owners.__setitem__, numbers, repeat(index)), maxlen=0)
+        listed += size
+        # Under the count model every load is 1.0 and every partial sum an exact integer:
+        # the summed load is the partition count, whatever the order.
+        member_load[member_id] = float(size) if unit else summed_loads(getters, normalised, 0.0)
+    unassigned = owners.count(-1)
+    if listed != len(owners) - unassigned:  # some partition was listed twice
+        _check_slowly(group, raw, loads)
+        raise PlanInvariantError("a partition was assigned twice")  # not reached
+    if unassigned:
+        for topic in group.subscribed_topics():
+            start = offsets[topic]
+            table = owners[start : start + counts[topic]]
+            if -1 in table:
+                raise PlanInvariantError(f"{topic}-{table.index(-1)} left unassigned")
+    return assignment, owners, member_load
+
+
+def _measure_flat(
+    group: Group, raw: FlatAssignment, loads: Loads
+) -> tuple[Assignment, list[int], dict[str, float]] | None:
+    """`_check_and_measure` for a result that came with its flat owner array (see
+    `FlatAssignment`): the array is checked at C speed (every subscribed partition has an owner,
+    every owner subscribes to the topic), the lists are taken as built, and a member holding
+    exactly what it owned before gets its load from `owned_loads` (the same sums in the same
+    order). None when the result does not belong to this group or the group's topics are not
+    in name order (then the lists' topic order is not the plan's); a result that fails the check
+    goes through `_check_and_measure`, which names the problem."""
+    if raw.group is not group or list(group.topics) != sorted(group.topics):
+        return None
+    owners, previous = raw.owners, previous_owner_array(group)
+    if len(owners) != len(previous):
+        return None
+    index = {member_id: i for i, member_id in enumerate(group.members)}
+    subscribers = group.subscribers()
+    offsets = group.offsets()
+    for topic, count in group.topics.items():
+        start = offsets[topic]
+        held = set(owners[start : start + count])
+        allowed = set(map(index.__getitem__, subscribers.get(topic, ()))) or {-1}
+        if not held <= allowed:  # a gap, a stranger, or a topic nobody wants handed out
+            return _check_and_measure(group, dict(raw), loads)
+    changed: set[int] = set()
+    if owners != previous:
+        differs = list(map(ne, previous, owners))
+        changed.update(compress(previous, differs), compress(owners, differs))
+    before = owned_loads(group, loads)
+    getters = {topic: values.__getitem__ for topic, values in loads.items()}
+    member_load = {
+        member_id: summed_loads(getters, raw[member_id], 0.0)
+        if i in changed
+        else float(before[member_id])
+        for i, member_id in enumerate(group.members)
+    }
+    return dict(raw), owners, member_load
+
+
+def _check_slowly(group: Group, raw: Assignment, loads: Loads) -> None:
+    """The list-by-list check `_check_and_measure` falls back to on a bad result: it raises
+    PlanInvariantError naming the first problem (member by member, topic by topic in sorted
+    order; then duplicates and gaps topic by topic)."""
+    owners: dict[str, list[str | None]] = {topic: [None] * n for topic, n in group.topics.items()}
+    listed = dict.fromkeys(group.topics, 0)
+    for member_id, member in group.members.items():
+        owned = raw.get(member_id) or {}
+        subscribed = set(member.topics)
+        for topic in sorted(owned):
+            partitions = owned[topic]
+            if not partitions:
+                continue
+            if topic not in subscribed:
+                raise PlanInvariantError(f"{member_id} got topic {topic} it does not subscribe to")
+            table = owners[topic]
+            if len(partitions) == 1:
+                (partition,) = partitions
+                if not 0 <= partition < len(table):
+                    raise PlanInvariantError(
+                        f"{member_id} got {topic}-{partition}: no such partition"
+                    )
+            partitions = sorted(partitions)
+            if partitions[0] < 0 or partitions[-1] >= len(table):
+                raise PlanInvariantError(
+                    f"{member_id} got a partition of {topic} that does not exist"
+                )
+            for partition in partitions:
+                table[partition] = member_id
+            listed[topic] += len(partitions)
+    subscribed_topics = group.subscribed_topics()
+    for topic, table in owners.items():
+        missing = table.count(None)
+        if listed[topic] != len(table) - missing:
+            raise PlanInvariantError(f"a partition of {topic} was assigned twice")
+        if missing and topic in subscribed_topics:
+            raise PlanInvariantError(f"{topic}-{table.index(None)} left unassigned")
+
+
+def compute_moves(group: Group, previous: list[int], target: list[int]) -> list[dict[str, Any]]:
+    """Partitions that change owner: what a cooperative protocol would revoke and re-grant.
+    Partitions nobody owned before are grants, not moves; a partition of a topic nobody
+    subscribes to any more moves to None. Both arrays are flat (see `Group.offsets`); the
+    differences are found at C speed, only the moves themselves are visited."""
+    if previous == target:
+        return []
+    ids: list[str | None] = [*group.members, None]  # index -1: nobody
+    names = list(group.topics)
+    starts = list(group.offsets().values())
+    moves = []
+    for number in compress(range(len(target)), map(ne, previous, target)):
+        old = previous[number]
+        if old < 0:
+            continue
+        t = bisect_right(starts, number) - 1  # empty topics share a start: the last is it
+        moves.append(
+            {
+                "topic": names[t],
+                "partition": number - starts[t],
+                "from": ids[old],
+                "to": ids[target[number]],
+            }
+        )
+    return moves
+
+
+def plan_group(request: PlanRequest) -> dict[str, Any]:
+    """Run the request's strategy and return the plan document (collector paused: see
+    `assignors.collector`)."""
+    with collector_paused():
+        return _plan_group(request)
+
+
+def _plan_group(request: PlanRequest) -> dict[str, Any]:
+    """Run the request's strategy and return the plan document."""
+    group, options = request.group, request.options
+    assign = strategy_function(request.strategy)
+    raw = assign(group, options)
+    model, loads = partition_loads(group, options)
+    measured = _measure_flat(group, raw, loads) if isinstance(raw, FlatAssignment) else None
+    if measured is None:
+        measured = _check_and_measure(group, raw, loads, model == "count")
+    assignment, target, per_member = measured
+    _, conflicts = resolve_ownership(group)
+    previous = previous_owner_array(group)
+    owned_load = owned_loads(group, loads, model == "count")
+    moves = compute_moves(group, previous, target)
+    subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
+    budgeted = sum(1 for move in moves if move["topic"] in subscriptions[move["from"]])
+    # Every subscribed partition is assigned (checked above): the grants are exactly the
+    # subscribed partitions that had no previous owner.
+    offsets = group.offsets()
+    granted = sum(
+        previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
+        for topic in group.subscribed_topics()
+    )
+
+    bound = lower_bound(group, loads)
+    summary = {
+        member_id: {
+            "weight": member.weight,
+            "partitions": sum(map(len, assignment[member_id].values())),
+            "load": round(per_member[member_id], 6),
+            "normalised_load": round(per_member[member_id] / member.weight, 6),
+        }
+        for member_id, member in group.members.items()
+    }
+    achieved = max(
+        (per_member[m] / member.weight for m, member in group.members.items()), default=0.0
+    )
+    before = max(
+        (owned_load[m] / member.weight for m, member in group.members.items()), default=0.0
+    )
+    subscribed = group.subscribed_topics()
+    counts = [entry["partitions"] for entry in summary.values()]
+    stats = {
+        "strategy": request.strategy,
+        "members": len(group.members),
+        "topics": len(group.topics),
+        "partitions": sum(group.topics.values()),
+        "assigned": sum(counts),
+        "unassigned": sum(group.topics[t] for t in subscribed) - sum(counts),
+        "moves": len(moves),
+        "budgeted_moves": budgeted,
+        "granted_unowned": granted,
+        "count_spread": (max(counts) - min(counts)) if counts else 0,
+        "load_model": model,
+        "max_load": round(achieved, 6),
+        "lower_bound": round(bound, 6),
+        "max_load_ratio": round(achieved / bound, 6) if bound > 0 else 1.0,
+        "max_load_before": round(before, 6),
+        "max_load_ratio_before": round(before / bound, 6) if bound > 0 else 1.0,
+        "conflicting_claims": conflicts,
+        "stale_ownership_dropped": group.stale_ownership_dropped,
+        "unknown_subscriptions_ignored": group.unknown_subscriptions_ignored,
+    }
+    return {"assignment": assignment, "members": summary, "moves": moves, "stats": stats}
+
+
+def plan(document: Any, strategy: str | None = None) -> dict[str, Any]:
+    """Parse, validate and plan one plan-contract document. Raises PlanInputError on bad input."""
+    with collector_paused():
+        request = parse_request(document, strategy)
+        if request.strategy not in STRATEGY_MODULES:
+            raise PlanInputError(
+                "strategy",
+                f"unknown strategy {request.strategy!r} (one of {', '.join(STRATEGY_MODULES)})",
+            )
+        result = plan_group(request)
+        # Freed by reference counting while the collector is still paused: the collection that
+        # follows re-enabling it then scans only the plan, not the parsed group as well.
+        del request
+    return result

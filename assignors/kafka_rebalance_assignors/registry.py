@@ -1,0 +1,35 @@
+"""Strategy names (shared by the CLI, the CRD and the benchmarks) and their implementations.
+
+Every strategy module exposes `assign(group: Group, options: Options) -> Assignment`: a pure
+function returning the target assignment. It may omit members that get nothing, may list
+partitions in any order, and may share one immutable sequence (a tuple) between entries, so the
+result is read-only; `assignors.plan` normalises it into fresh sorted lists and checks its
+validity.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from kafka_rebalance_assignors.model import Assignment, Group, Options
+
+StrategyFunction = Callable[[Group, Options], Assignment]
+
+STRATEGY_MODULES: dict[str, str] = {
+    "range": "kafka_rebalance_assignors.range_assignor",
+    "roundrobin": "kafka_rebalance_assignors.roundrobin",
+    "sticky": "kafka_rebalance_assignors.sticky",
+    "cooperative-sticky": "kafka_rebalance_assignors.cooperative_sticky",
+    "kip169": "kafka_rebalance_assignors.kip169",
+    "weighted-sticky": "kafka_rebalance_assignors.weighted_sticky",
+    "lag-aware": "kafka_rebalance_assignors.lag_aware",
+}
+
+STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGY_MODULES)
+
+
+def strategy_function(name: str) -> StrategyFunction:
+    """The `assign` function of a strategy; KeyError for an unknown name."""
+    module = importlib.import_module(STRATEGY_MODULES[name])
+    return module.assign

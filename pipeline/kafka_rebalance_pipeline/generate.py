@@ -1,0 +1,181 @@
+"""Synthetic fleet telemetry in the ARCHITECTURE.md schema, with known ground truth.
+
+Each group runs its current strategy (default `range`, Kafka's default) with static membership.
+Partition rates are Pareto-skewed (a few hot partitions), follow a diurnal wave, and get bursts;
+every member has a true capacity and, in some groups, one member is slow. Consumption follows
+the same fluid model the backtest uses (`pipeline.simulate`), so the rows are what an operator
+would have observed of such a fleet, and the slow member's identity is known for tests.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import kafka_rebalance_assignors as assignors
+
+from kafka_rebalance_pipeline.simulate import drain_step, time_lag
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    groups: int = 20
+    polls: int = 240
+    interval_s: float = 30.0
+    partitions: tuple[int, int] = (8, 32)  # per group, drawn uniformly in this range
+    members: tuple[int, int] = (2, 6)
+    topics: int = 2  # per group, at most; partitions are split over them
+    mean_rate: float = 50.0  # records/s per partition, before skew and waves
+    pareto_shape: float = 1.5  # smaller is more skewed
+    diurnal_amplitude: float = 0.5
+    day_s: float | None = None  # wave period; default: the whole history is one day
+    bursts_per_group: float = 2.0
+    burst_factor: float = 6.0
+    burst_polls: tuple[int, int] = (3, 12)
+    headroom: float = 1.5  # total capacity / peak production, before the slow member
+    slow_fraction: float = 0.5  # share of groups with one slow member
+    slow_factor: float = 0.25  # the slow member's capacity relative to its peers
+    capacity_jitter: float = 0.1  # members' capacities vary by up to this fraction
+    initial_backlog_s: float = 300.0  # production waiting at the start (a catch-up): long enough
+    # that every member is seen saturated for several polls, so its capacity can be measured
+    current_strategy: str = "range"
+    start_ms: int = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    cluster: str = "local"
+    namespaces: int = 3
+    seed: int = 7
+    plan_rows: bool = True
+
+
+@dataclass
+class GroupTruth:
+    """What the generator knows and the pipeline must infer."""
+
+    group: str
+    namespace: str
+    policy: str
+    members: list[str]
+    capacity: dict[str, float]
+    slow_member: str | None
+    partitions: int
+    rows: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def group_name(index: int) -> str:
+    return f"group-{index:04d}"
+
+
+def _topics(rng: random.Random, name: str, total: int, max_topics: int) -> dict[str, int]:
+    count = max(1, min(max_topics, total, rng.randint(1, max_topics)))
+    sizes = [total // count + (1 if i < total % count else 0) for i in range(count)]
+    return {f"{name}-t{i}": n for i, n in enumerate(sizes)}
+
+
+def generate_group(
+    spec: FleetSpec, index: int, truth: list[GroupTruth] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Rows of one group, poll by poll (a plan row first when `spec.plan_rows`)."""
+    rng = random.Random(f"{spec.seed}-{index}")
+    name = group_name(index)
+    namespace = f"team-{index % max(1, spec.namespaces)}"
+    total = rng.randint(*spec.partitions)
+    topics = _topics(rng, name, total, spec.topics)
+    partitions = [(t, p) for t, n in topics.items() for p in range(n)]
+    count = len(partitions)
+    n_members = max(1, min(count, rng.randint(*spec.members)))
+    members = [f"{name}-{i}" for i in range(n_members)]
+
+    base = [spec.mean_rate * (rng.paretovariate(spec.pareto_shape) / 3.0) for _ in partitions]
+    period = spec.day_s or spec.polls * spec.interval_s
+    phase = rng.uniform(0, 2 * math.pi)
+    bursts: list[tuple[int, int, int]] = []  # (partition, first poll, last poll)
+    for _ in range(int(spec.bursts_per_group) + (rng.random() < spec.bursts_per_group % 1)):
+        start = rng.randrange(max(1, spec.polls))
+        bursts.append((rng.randrange(count), start, start + rng.randint(*spec.burst_polls)))
+
+    def rate(p: int, t: int) -> float:
+        wave = 1.0 + spec.diurnal_amplitude * math.sin(
+            2 * math.pi * t * spec.interval_s / period + phase
+        )
+        burst = any(q == p and a <= t <= b for q, a, b in bursts)
+        return base[p] * wave * (spec.burst_factor if burst else 1.0)
+
+    peak = sum(base) * (1.0 + spec.diurnal_amplitude)
+    per_member = spec.headroom * peak / n_members
+    jitter = spec.capacity_jitter
+    capacity = {m: per_member * rng.uniform(1 - jitter, 1 + jitter) for m in members}
+    slow = None
+    if n_members > 1 and rng.random() < spec.slow_fraction:
+        slow = members[rng.randrange(n_members)]
+        capacity[slow] = per_member * spec.slow_factor
+
+    document = {
+        "strategy": spec.current_strategy,
+        "topics": topics,
+        "members": {m: {"topics": list(topics)} for m in members},
+    }
+    plan = assignors.plan(document)
+    owners: list[str | None] = [None] * count
+    position = {tp: i for i, tp in enumerate(partitions)}
+    for member, owned in plan["assignment"].items():
+        for topic, parts in owned.items():
+            for part in parts:
+                owners[position[(topic, part)]] = member
+
+    epoch = 1
+    log_end = [float(rng.randint(10_000, 10_000_000)) for _ in partitions]
+    lag = [rate(p, 0) * spec.initial_backlog_s * rng.uniform(0.5, 1.5) for p in range(count)]
+    record = GroupTruth(name, namespace, name, members, capacity, slow, count)
+    if truth is not None:
+        truth.append(record)
+    if spec.plan_rows:
+        yield {
+            "ts_ms": spec.start_ms,
+            "kind": "plan",
+            "cluster": spec.cluster,
+            "namespace": namespace,
+            "policy": name,
+            "group": name,
+            "epoch": epoch,
+            "strategy": spec.current_strategy,
+            "moves": 0,
+            "max_load_ratio_before": None,
+            "max_load_ratio_after": plan["stats"]["max_load_ratio"],
+        }
+    for t in range(spec.polls):
+        rates = [rate(p, t) for p in range(count)]
+        if t > 0:
+            lag, _ = drain_step(lag, rates, owners, capacity, spec.interval_s)
+            log_end = [e + r * spec.interval_s for e, r in zip(log_end, rates, strict=True)]
+        ts_ms = spec.start_ms + int(t * spec.interval_s * 1000)
+        for p, (topic, part) in enumerate(partitions):
+            end = int(log_end[p])
+            committed = max(0, end - round(lag[p]))
+            record.rows += 1
+            yield {
+                "ts_ms": ts_ms,
+                "cluster": spec.cluster,
+                "namespace": namespace,
+                "policy": name,
+                "group": name,
+                "topic": topic,
+                "partition": part,
+                "log_start": 0,
+                "log_end": end,
+                "committed": committed,
+                "lag": end - committed,
+                "lag_state": "ok",
+                "time_lag_s": round(time_lag(end - committed, rates[p]), 3),
+                "owner": owners[p],
+                "epoch": epoch,
+            }
+
+
+def generate_fleet(
+    spec: FleetSpec, truth: list[GroupTruth] | None = None
+) -> Iterator[dict[str, Any]]:
+    for index in range(spec.groups):
+        yield from generate_group(spec, index, truth)

@@ -1,0 +1,436 @@
+"""Replay one group's history under a candidate policy, with the real `assignors` planner.
+
+A candidate is what a ConsumerGroupPolicy would say (strategy, weights from measured capacity or
+not, minImprovement, maxMovesPerRound, cooldown). The replay does what the operator would have
+done at every poll, knowing only what it would have known then (the lag at that poll, the rate
+of the interval before it), and lets the fluid model of `pipeline.simulate` play out the next
+interval with the production that really happened.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import kafka_rebalance_assignors as assignors
+
+from kafka_rebalance_pipeline.simulate import Score, drain_step, score, time_lag
+
+# Strategies whose plan depends on load: the operator replans them every poll (subject to the
+# cooldown). The others depend only on membership and ownership, so replanning with unchanged
+# membership gives the same assignment; the replay skips those calls.
+LOAD_DRIVEN = frozenset({"kip169", "lag-aware"})
+DEFAULT_COOLDOWN_S = 300.0
+# (poll, candidate's document key, owners, integer lags) -> the planner's answer; per group.
+PlanCache = dict[tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the backtest grid, in the CRD's terms."""
+
+    strategy: str
+    weights: str = "none"  # "none" | "capacity"
+    min_improvement: float = 0.0
+    max_moves: str | None = None  # as spec.rebalance.maxMovesPerRound: "25%" or "10"
+    cooldown_s: float = DEFAULT_COOLDOWN_S
+
+    @property
+    def id(self) -> str:
+        parts = [self.strategy]
+        if self.weights != "none":
+            parts.append(f"weights={self.weights}")
+        if self.min_improvement:
+            parts.append(f"minImprovement={self.min_improvement:g}")
+        if self.max_moves is not None:
+            parts.append(f"maxMoves={self.max_moves}")
+        if self.strategy in LOAD_DRIVEN:
+            parts.append(f"cooldown={self.cooldown_s:g}s")
+        return " ".join(parts)
+
+    @property
+    def document_key(self) -> tuple[Any, ...]:
+        """What of the candidate reaches the planner's document (not the cooldown, which only
+        decides whether the planner is called)."""
+        return (self.strategy, self.weights, self.min_improvement, self.max_moves)
+
+    def plan_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if self.min_improvement:
+            options["min_improvement"] = self.min_improvement
+        if self.max_moves is not None:
+            options["max_moves"] = (
+                self.max_moves if self.max_moves.endswith("%") else int(self.max_moves)
+            )
+        return options
+
+
+def default_grid(current_strategy: str) -> list[Candidate]:
+    """Every strategy, and the option grid where the options matter. The current policy (the
+    current strategy with default options) comes first."""
+    grid = [Candidate(current_strategy)]
+    for strategy in assignors.STRATEGY_NAMES:
+        if strategy == "weighted-sticky":
+            grid += [Candidate(strategy, weights=w) for w in ("none", "capacity")]
+        elif strategy == "kip169":
+            grid += [Candidate(strategy, cooldown_s=c) for c in (0.0, DEFAULT_COOLDOWN_S)]
+        elif strategy == "lag-aware":
+            grid += [
+                Candidate(strategy, weights=w, min_improvement=mi, max_moves=mm, cooldown_s=c)
+                for w in ("none", "capacity")
+                for mi in (0.0, 0.1, 0.25)
+                for mm in (None, "25%")
+                for c in (0.0, DEFAULT_COOLDOWN_S)
+            ]
+        else:
+            grid.append(Candidate(strategy))
+    unique: dict[str, Candidate] = {}
+    for candidate in grid:
+        unique.setdefault(candidate.id, candidate)
+    return list(unique.values())
+
+
+def strategies_grid(current_strategy: str) -> list[Candidate]:
+    """One candidate per strategy with default options, plus capacity weights where a strategy
+    reads weights: the quick grid (about a third of the full one's planner calls)."""
+    grid = [Candidate(current_strategy)]
+    for strategy in assignors.STRATEGY_NAMES:
+        grid.append(Candidate(strategy))
+        if strategy in ("weighted-sticky", "lag-aware"):
+            grid.append(Candidate(strategy, weights="capacity"))
+    unique: dict[str, Candidate] = {}
+    for candidate in grid:
+        unique.setdefault(candidate.id, candidate)
+    return list(unique.values())
+
+
+GRIDS = {"full": default_grid, "strategies": strategies_grid}
+
+
+@dataclass
+class GroupHistory:
+    """One group's telemetry as aligned matrices: poll t, partition index p."""
+
+    cluster: str
+    namespace: str
+    policy: str
+    group: str
+    ts_s: list[float]
+    topics: dict[str, int]
+    partitions: list[tuple[str, int]]
+    rates: list[list[float]]  # production (records/s) in the interval ending at poll t
+    initial_lag: list[float]
+    initial_owner: list[str | None]
+    members: list[tuple[str, ...]]  # members present at poll t (owners seen then)
+    capacity: dict[str, float]
+    current_strategy: str = "range"
+
+    @property
+    def polls(self) -> int:
+        return len(self.ts_s)
+
+
+def history_from_rows(
+    key: Mapping[str, str],
+    rows: Any,
+    capacity: Mapping[str, float],
+    current_strategy: str,
+) -> GroupHistory:
+    """Build a history from a pandas frame of one group's partition rows (columns ts_ms, topic,
+    partition, log_end, lag, owner). Gaps (a partition missing at a poll) carry the last value
+    forward; partitions never seen but below a seen number get zero rate and lag."""
+    frame = rows.sort_values(["ts_ms", "topic", "partition"])
+    ts_ms = sorted(frame["ts_ms"].unique().tolist())
+    topics: dict[str, int] = {}
+    for topic, part in zip(frame["topic"], frame["partition"], strict=True):
+        topics[topic] = max(topics.get(topic, 0), int(part) + 1)
+    topics = dict(sorted(topics.items()))
+    partitions = [(t, p) for t, n in topics.items() for p in range(n)]
+    index = {tp: i for i, tp in enumerate(partitions)}
+    poll = {ts: i for i, ts in enumerate(ts_ms)}
+    count, polls = len(partitions), len(ts_ms)
+    log_end: list[list[float | None]] = [[None] * count for _ in range(polls)]
+    lag: list[list[float | None]] = [[None] * count for _ in range(polls)]
+    owner: list[list[str | None]] = [[None] * count for _ in range(polls)]
+    for ts, topic, part, end, lg, own in zip(
+        frame["ts_ms"],
+        frame["topic"],
+        frame["partition"],
+        frame["log_end"],
+        frame["lag"],
+        frame["owner"],
+        strict=True,
+    ):
+        t, p = poll[ts], index[(topic, int(part))]
+        log_end[t][p] = float(end) if end == end and end is not None else None
+        lag[t][p] = float(lg) if lg == lg and lg is not None else None
+        owner[t][p] = own if isinstance(own, str) and own else None
+    for t in range(1, polls):  # carry gaps forward
+        for p in range(count):
+            if log_end[t][p] is None:
+                log_end[t][p] = log_end[t - 1][p]
+            if lag[t][p] is None:
+                lag[t][p] = lag[t - 1][p]
+            if owner[t][p] is None:
+                owner[t][p] = owner[t - 1][p]
+    ts_s = [ts / 1000.0 for ts in ts_ms]
+    rates = [[0.0] * count for _ in range(polls)]
+    for t in range(1, polls):
+        dt = ts_s[t] - ts_s[t - 1]
+        for p in range(count):
+            a, b = log_end[t - 1][p], log_end[t][p]
+            if a is not None and b is not None and dt > 0 and b >= a:
+                rates[t][p] = (b - a) / dt
+    if polls > 1:
+        rates[0] = list(rates[1])
+    members = [tuple(sorted({o for o in owner[t] if o is not None})) for t in range(polls)]
+    return GroupHistory(
+        cluster=str(key.get("cluster", "")),
+        namespace=str(key.get("namespace", "")),
+        policy=str(key.get("policy", "")),
+        group=str(key.get("group", "")),
+        ts_s=ts_s,
+        topics=topics,
+        partitions=partitions,
+        rates=rates,
+        initial_lag=[v or 0.0 for v in lag[0]] if polls else [],
+        initial_owner=owner[0] if polls else [],
+        members=members,
+        capacity=dict(capacity),
+        current_strategy=current_strategy,
+    )
+
+
+def capacity_weights(capacity: Mapping[str, float], members: Sequence[str]) -> dict[str, float]:
+    """Weights proportional to measured capacity, the fastest present member at 1 (3 significant
+    digits, never below 0.001: the CRD needs > 0). Members of unknown capacity get 1."""
+    known = [capacity[m] for m in members if capacity.get(m, 0) > 0]
+    top = max(known, default=0.0)
+    weights = {}
+    for member in members:
+        value = capacity.get(member, 0.0)
+        if top <= 0 or value <= 0:
+            weights[member] = 1.0
+        else:
+            weights[member] = max(0.001, float(f"{value / top:.3g}"))
+    return weights
+
+
+@dataclass
+class ReplayResult:
+    candidate: Candidate
+    score: Score
+    utilisation: dict[str, float]  # member -> mean assigned production / capacity
+    weights: dict[str, float]
+    lag_series: list[float]  # group total lag, downsampled
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _plan_document(
+    history: GroupHistory,
+    candidate: Candidate,
+    owners: Sequence[str | None],
+    present: Sequence[str],
+    lag: Sequence[float],
+    rate: Sequence[float],
+    weights: Mapping[str, float],
+) -> dict[str, Any]:
+    owned: dict[str, dict[str, list[int]]] = {m: {} for m in present}
+    for (topic, part), owner in zip(history.partitions, owners, strict=True):
+        if owner in owned:
+            owned[owner].setdefault(topic, []).append(part)
+    subscribed = list(history.topics)
+    members = {}
+    for m in present:
+        entry: dict[str, Any] = {"topics": subscribed, "owned": owned[m]}
+        if candidate.weights == "capacity":
+            entry["weight"] = weights[m]
+        members[m] = entry
+    lag_doc: dict[str, list[int]] = {t: [0] * n for t, n in history.topics.items()}
+    rate_doc: dict[str, list[float]] = {t: [0.0] * n for t, n in history.topics.items()}
+    for (topic, part), value, r in zip(history.partitions, lag, rate, strict=True):
+        lag_doc[topic][part] = max(0, int(value))
+        rate_doc[topic][part] = round(max(0.0, r), 6)
+    return {
+        "strategy": candidate.strategy,
+        "topics": dict(history.topics),
+        "members": members,
+        "lag": lag_doc,
+        "rate": rate_doc,
+        "options": candidate.plan_options(),
+    }
+
+
+def _downsample(values: Sequence[float], points: int) -> list[float]:
+    if len(values) <= points:
+        return [round(v, 1) for v in values]
+    step = len(values) / points
+    return [round(max(values[int(i * step) : int((i + 1) * step)]), 1) for i in range(points)]
+
+
+def replay(
+    history: GroupHistory,
+    candidate: Candidate,
+    *,
+    handoff_s: float = 10.0,
+    slo_s: float = 60.0,
+    series_points: int = 120,
+    plans_cache: PlanCache | None = None,
+) -> ReplayResult:
+    """Replay the history under `candidate`; see the module docstring for the rules.
+
+    `plans_cache` (one per group, shared by its candidates) answers a planner call whose
+    document this group's replays already produced, which is common: candidates that differ only
+    in cooldown, or whose options have not yet changed a decision, reach a poll in the same state.
+    The planner is a pure function of the document, so the answer is the one it would give."""
+    count, polls = len(history.partitions), history.polls
+    owners: list[str | None] = list(history.initial_owner)
+    lag = list(history.initial_lag)
+    paused = [0.0] * count
+    moves = epochs = plans = 0
+    last_applied: float | None = None
+    previous_members: tuple[str, ...] | None = None
+    weights: dict[str, float] = {}
+    totals: list[float] = []
+    worst: list[float] = []
+    dts: list[float] = []
+    load_sum: dict[str, float] = {}
+    samples = 0
+    position = {tp: i for i, tp in enumerate(history.partitions)}
+    for t in range(polls):
+        now = history.ts_s[t]
+        if t > 0:
+            dt = now - history.ts_s[t - 1]
+            rates_now = history.rates[t]
+            lag, _ = drain_step(lag, rates_now, owners, history.capacity, dt, paused)
+            paused = [max(0.0, x - dt) for x in paused]
+            dts.append(dt)
+            totals.append(sum(lag))
+            worst.append(
+                max((time_lag(v, r) for v, r in zip(lag, rates_now, strict=True)), default=0)
+            )
+            for p, owner in enumerate(owners):
+                if owner is not None:
+                    load_sum[owner] = load_sum.get(owner, 0.0) + rates_now[p]
+            samples += 1
+        # Plan at poll t with what the operator knows then; the result governs (t, t+1].
+        present = history.members[t]
+        if not present:
+            continue
+        membership_changed = present != previous_members
+        if membership_changed:
+            owners = [o if o in present else None for o in owners]
+            weights = capacity_weights(history.capacity, present)
+        cooled = last_applied is None or now - last_applied >= candidate.cooldown_s
+        load_driven = candidate.strategy in LOAD_DRIVEN
+        if not (t == 0 or membership_changed or (load_driven and cooled)):
+            previous_members = present
+            continue
+        previous_members = present
+        # Everything else in the document (members, weights, rates) is fixed by the poll.
+        key = (t, *candidate.document_key, tuple(owners), tuple(max(0, int(v)) for v in lag))
+        try:
+            result = plans_cache.get(key) if plans_cache is not None else None
+            if result is None:
+                document = _plan_document(
+                    history, candidate, owners, present, lag, history.rates[t], weights
+                )
+                result = assignors.plan(document)
+                if plans_cache is not None:
+                    plans_cache[key] = result
+        except Exception as exc:  # a planner bug must not kill the other groups' backtests
+            return ReplayResult(
+                candidate,
+                score([0.0], [0.0], [0.0], slo_s, 0, 0, 0),
+                {},
+                weights,
+                [],
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        plans += 1
+        target: list[str | None] = [None] * count
+        for member, owned in result["assignment"].items():
+            for topic, parts in owned.items():
+                for part in parts:
+                    target[position[(topic, part)]] = member
+        if target != owners:
+            epochs += 1
+            moves += len(result["moves"])
+            last_applied = now
+            for p in range(count):
+                if target[p] != owners[p]:
+                    paused[p] = handoff_s
+            owners = target
+    utilisation = {
+        m: round(load_sum[m] / samples / history.capacity[m], 4)
+        for m in sorted(load_sum)
+        if samples and history.capacity.get(m, 0) > 0
+    }
+    return ReplayResult(
+        candidate=candidate,
+        score=score(totals, worst, dts, slo_s, moves, epochs, plans),
+        utilisation=utilisation,
+        weights=weights if candidate.weights == "capacity" else {},
+        lag_series=_downsample(totals, series_points),
+    )
+
+
+def result_row(history: GroupHistory, result: ReplayResult, is_current: bool) -> dict[str, Any]:
+    """One backtest output row (the Parquet schema of `pipeline.backtest_job`)."""
+    c = result.candidate
+    row: dict[str, Any] = {
+        "cluster": history.cluster,
+        "namespace": history.namespace,
+        "policy": history.policy,
+        "group": history.group,
+        "candidate": c.id,
+        "strategy": c.strategy,
+        "weights": c.weights,
+        "min_improvement": float(c.min_improvement),
+        "max_moves": c.max_moves,
+        "cooldown_s": float(c.cooldown_s),
+        "is_current": is_current,
+        "current_strategy": history.current_strategy,
+        "partitions": len(history.partitions),
+        "polls": history.polls,
+        "error": result.error,
+        "utilisation_json": json.dumps(result.utilisation, sort_keys=True),
+        "weights_json": json.dumps(result.weights, sort_keys=True),
+        "capacity_json": json.dumps(
+            {m: round(v, 3) for m, v in sorted(history.capacity.items())}, sort_keys=True
+        ),
+        "lag_series_json": json.dumps(result.lag_series),
+    }
+    for name, value in result.score.as_dict().items():
+        row[name] = float(value) if isinstance(value, float) else int(value)
+    for name in ("max_lag", "p99_lag", "mean_lag", "time_over_slo_s", "duration_s"):
+        row[name] = float(row[name]) if math.isfinite(row[name]) else None
+    return row
+
+
+def backtest_group(
+    history: GroupHistory,
+    grid: Sequence[Candidate] | str = "full",
+    *,
+    handoff_s: float = 10.0,
+    slo_s: float = 60.0,
+    share_plans: bool = True,
+) -> list[dict[str, Any]]:
+    """All candidates of the grid (a list, or a name in GRIDS) for one group, as output rows.
+    `share_plans`: one planner answer per distinct document across the candidates (the output
+    is the same either way; False is for the test that proves it)."""
+    candidates = GRIDS[grid](history.current_strategy) if isinstance(grid, str) else list(grid)
+    current_id = Candidate(history.current_strategy).id
+    cache: PlanCache | None = {} if share_plans else None
+    return [
+        result_row(
+            history,
+            replay(history, c, handoff_s=handoff_s, slo_s=slo_s, plans_cache=cache),
+            c.id == current_id,
+        )
+        for c in candidates
+    ]

@@ -1,0 +1,390 @@
+"""Handing batches to the application, and what happens when it refuses them.
+
+The sidecar commits a record's offset only after this module says the record is done: delivered,
+dead-lettered, or (by the operator's choice) skipped. Three failure kinds are kept apart because
+they call for different answers:
+
+- the application is not there (connection refused, timeout): nothing about the records is wrong,
+  so these attempts are not counted; the batch waits with capped backoff until the app is back or
+  the sidecar is told to stop (then nothing is committed and the records come again);
+- the application refuses a batch (an exception, a non-2xx answer): retried with exponential
+  backoff up to `max_attempts`; if it still fails the batch is bisected, so the good records go
+  through and only the record that keeps failing is treated as poison;
+- a poison record is dead-lettered (the original coordinates and the error in headers) or skipped
+  with a log line, so one record can never stall its partition forever.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kafka_rebalance_sidecar.records import Batch, Handler, Record
+
+log = logging.getLogger("kafka_rebalance_sidecar.delivery")
+
+POISON_ACTIONS = ("dead-letter", "skip")
+
+# Header names on a dead-lettered record (the record's own headers are kept before them).
+HEADER_TOPIC = "kafka-rebalance.original.topic"
+HEADER_PARTITION = "kafka-rebalance.original.partition"
+HEADER_OFFSET = "kafka-rebalance.original.offset"
+HEADER_TIMESTAMP = "kafka-rebalance.original.timestamp"
+HEADER_ERROR = "kafka-rebalance.error"
+HEADER_MEMBER = "kafka-rebalance.member"
+HEADER_EPOCH = "kafka-rebalance.epoch"
+
+
+class HandlerSpecError(ValueError):
+    """`--handler` does not name an importable callable (`module:function`)."""
+
+
+class DeliveryRefused(Exception):
+    """The application saw the batch and refused it (counts as an attempt)."""
+
+
+class AppUnavailable(Exception):
+    """The application could not be reached; says nothing about the records."""
+
+
+class Stopped(Exception):
+    """The sidecar is shutting down while a batch could not be delivered; commit nothing."""
+
+
+class Sink(Protocol):
+    def __call__(self, batch: Batch) -> None: ...
+
+
+def load_handler(spec: str) -> Handler:
+    """Resolve `package.module:function` (dotted attribute paths allowed after the colon)."""
+    module_name, sep, attr_path = spec.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise HandlerSpecError(f"--handler {spec!r}: expected module:function")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as error:  # ImportError, or the module failed while importing
+        raise HandlerSpecError(
+            f"--handler {spec!r}: cannot import {module_name!r}: {error}"
+        ) from None
+    for part in attr_path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise HandlerSpecError(
+                f"--handler {spec!r}: {module_name} has no {attr_path}"
+            ) from None
+    if not callable(target):
+        raise HandlerSpecError(f"--handler {spec!r}: {attr_path} is not callable")
+    return target
+
+
+class InProcessDelivery:
+    """Calls a Python handler with the batch; an exception means "refused", except
+    `AppUnavailable`, which a handler raises when something it depends on is down (waited out,
+    never counted towards poison)."""
+
+    def __init__(self, handler: str | Handler) -> None:
+        self.handler = load_handler(handler) if isinstance(handler, str) else handler
+        self.description = handler if isinstance(handler, str) else repr(handler)
+
+    def __call__(self, batch: Batch) -> None:
+        try:
+            self.handler(batch)
+        except AppUnavailable:
+            raise  # the handler says "not me, not the records" (a database is down): wait
+        except Exception as error:
+            raise DeliveryRefused(f"{type(error).__name__}: {error}") from error
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def batch_json(batch: Batch) -> bytes:
+    """The HTTP body: keys, values and header values base64 (records are bytes, not text)."""
+    return json.dumps(
+        {
+            "member": batch.member,
+            "epoch": batch.epoch,
+            "records": [
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "offset": r.offset,
+                    "timestamp_ms": r.timestamp_ms,
+                    "key": _b64(r.key),
+                    "value": _b64(r.value),
+                    "headers": [[k, _b64(v)] for k, v in r.headers],
+                }
+                for r in batch.records
+            ],
+        },
+        separators=(",", ":"),
+    ).encode("utf-8")
+
+
+class HttpDelivery:
+    """POSTs the batch as JSON to the application on localhost; any 2xx means delivered."""
+
+    def __init__(self, url: str, timeout_s: float = 30.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"--deliver-to {url!r}: expected an http:// or https:// URL")
+        self.url = url
+        self.timeout_s = timeout_s
+        self.description = url
+
+    def __call__(self, batch: Batch) -> None:
+        request = urllib.request.Request(
+            self.url,
+            data=batch_json(batch),
+            method="POST",
+            headers={
+                "Content-Type": "application/json",
+                "X-Kafka-Rebalance-Member": batch.member,
+                "X-Kafka-Rebalance-Epoch": str(batch.epoch),
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                response.read()
+                status = response.status
+        except urllib.error.HTTPError as error:
+            body = error.read(200).decode("utf-8", "replace").strip()
+            raise DeliveryRefused(f"HTTP {error.code}: {body}") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise AppUnavailable(f"{self.url}: {reason}") from None
+        if not 200 <= status < 300:
+            raise DeliveryRefused(f"HTTP {status}")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 5.0
+    multiplier: float = 2.0
+
+    def backoff(self, failures: int) -> float:
+        """Sleep before the next attempt after `failures` consecutive failures (>= 1)."""
+        return min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** (failures - 1))
+
+
+DeadLetterSend = Callable[[Record, str, str, list[tuple[str, bytes]]], None]
+"""(record, topic, error, headers) -> returns once the broker acknowledged; raises otherwise."""
+
+
+class DeliveryStats(Protocol):
+    def delivered(self, count: int) -> None: ...
+    def failed(self) -> None: ...
+    def dead_lettered(self, count: int) -> None: ...
+    def skipped(self, count: int) -> None: ...
+
+
+class _NoStats:
+    def delivered(self, count: int) -> None:
+        pass
+
+    def failed(self) -> None:
+        pass
+
+    def dead_lettered(self, count: int) -> None:
+        pass
+
+    def skipped(self, count: int) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to a batch; every record is in exactly one of the three."""
+
+    delivered: int
+    dead_lettered: tuple[Record, ...] = ()
+    skipped: tuple[Record, ...] = ()
+
+
+class Deliverer:
+    """Delivers one batch completely (or raises Stopped): retries, bisection, poison handling."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        retry: RetryPolicy | None = None,
+        on_poison: str = "dead-letter",
+        dead_letter_topic: str | Callable[[Record], str] | None = None,
+        dead_letter_send: DeadLetterSend | None = None,
+        stats: DeliveryStats | None = None,
+        stop: threading.Event | None = None,
+        sleep: Callable[[float], None] | None = None,
+        heartbeat: Callable[[], None] | None = None,
+    ) -> None:
+        if on_poison not in POISON_ACTIONS:
+            raise ValueError(f"--on-poison {on_poison!r}: expected one of {POISON_ACTIONS}")
+        if on_poison == "dead-letter" and (dead_letter_send is None or dead_letter_topic is None):
+            raise ValueError("dead-letter needs a topic and a producer")
+        self.sink = sink
+        self.retry = retry or RetryPolicy()
+        if self.retry.max_attempts < 1:
+            raise ValueError("--max-attempts must be at least 1")
+        self.on_poison = on_poison
+        self.dead_letter_topic = dead_letter_topic
+        self.dead_letter_send = dead_letter_send
+        self.stats = stats or _NoStats()
+        self.stop = stop or threading.Event()
+        self._sleep = sleep or self._interruptible_sleep
+        # Called on every try: waiting for the application is the loop being alive, not stuck.
+        self.heartbeat = heartbeat or (lambda: None)
+
+    def _interruptible_sleep(self, seconds: float) -> None:
+        self.stop.wait(seconds)
+
+    def deliver(self, batch: Batch) -> Outcome:
+        if not batch.records:
+            return Outcome(0)
+        error = self._attempts(batch, self.retry.max_attempts)
+        if error is None:
+            return Outcome(len(batch.records))
+        if len(batch.records) == 1:
+            return self._poison(batch, batch.records[0], error)
+        log.warning(
+            "batch of %d records refused %d times (%s); bisecting to find the poison record",
+            len(batch.records),
+            self.retry.max_attempts,
+            error,
+        )
+        return self._bisect(batch)
+
+    def _bisect(self, batch: Batch) -> Outcome:
+        """Halves are tried once each; a refused half is halved again, and a single record that
+        is refused gets the full `max_attempts` before it is declared poison. Order within the
+        batch is kept: the left half is finished before the right half starts."""
+        records = batch.records
+        if len(records) == 1:
+            error = self._attempts(batch, self.retry.max_attempts)
+            return Outcome(1) if error is None else self._poison(batch, records[0], error)
+        middle = len(records) // 2
+        outcomes = []
+        for half in (records[:middle], records[middle:]):
+            part = Batch(batch.member, batch.epoch, half)
+            if len(half) > 1 and self._attempts(part, 1) is None:
+                outcomes.append(Outcome(len(half)))
+            else:
+                outcomes.append(self._bisect(part))
+        return Outcome(
+            sum(o.delivered for o in outcomes),
+            tuple(r for o in outcomes for r in o.dead_lettered),
+            tuple(r for o in outcomes for r in o.skipped),
+        )
+
+    def _attempts(self, batch: Batch, attempts: int) -> str | None:
+        """Deliver with up to `attempts` refusals; None on success, else the last error. Waits
+        out an unreachable application without counting (raises Stopped on shutdown)."""
+        refused = 0
+        unavailable = 0
+        while True:
+            if self.stop.is_set() and (refused or unavailable):
+                raise Stopped("shutting down with an undelivered batch")
+            self.heartbeat()
+            try:
+                self.sink(batch)
+            except AppUnavailable as error:
+                unavailable += 1
+                self.stats.failed()
+                if unavailable == 1 or unavailable % 10 == 0:
+                    log.warning(
+                        "application unavailable (%s); waiting (try %d)", error, unavailable
+                    )
+                self._sleep(self.retry.backoff(unavailable))
+                continue
+            except DeliveryRefused as error:
+                refused += 1
+                self.stats.failed()
+                log.info(
+                    "batch of %d records refused (attempt %d/%d): %s",
+                    len(batch.records),
+                    refused,
+                    attempts,
+                    error,
+                )
+                if refused >= attempts:
+                    return str(error)
+                self._sleep(self.retry.backoff(refused))
+                continue
+            self.stats.delivered(len(batch.records))
+            return None
+
+    def _poison(self, batch: Batch, record: Record, error: str) -> Outcome:
+        where = f"{record.topic}[{record.partition}]@{record.offset}"
+        if self.on_poison == "skip":
+            log.error(
+                "skipping poison record %s after %d attempts: %s",
+                where,
+                self.retry.max_attempts,
+                error,
+            )
+            self.stats.skipped(1)
+            return Outcome(0, skipped=(record,))
+        assert self.dead_letter_send is not None and self.dead_letter_topic is not None
+        topic = (
+            self.dead_letter_topic(record)
+            if callable(self.dead_letter_topic)
+            else self.dead_letter_topic
+        )
+        headers = dead_letter_headers(record, error, batch.member, batch.epoch)
+        failures = 0
+        while True:
+            try:
+                self.dead_letter_send(record, topic, error, headers)
+                break
+            except Exception as send_error:
+                failures += 1
+                if self.stop.is_set():
+                    raise Stopped("shutting down while dead-lettering") from send_error
+                log.warning("dead-letter send of %s to %s failed: %s", where, topic, send_error)
+                self._sleep(self.retry.backoff(failures))
+        log.error(
+            "dead-lettered poison record %s to %s after %d attempts: %s",
+            where,
+            topic,
+            self.retry.max_attempts,
+            error,
+        )
+        self.stats.dead_lettered(1)
+        return Outcome(0, dead_lettered=(record,))
+
+
+def dead_letter_headers(
+    record: Record, error: str, member: str, epoch: int
+) -> list[tuple[str, bytes]]:
+    """The record's own headers, then where it came from and why it was dead-lettered."""
+    return [
+        *record.headers,
+        (HEADER_TOPIC, record.topic.encode()),
+        (HEADER_PARTITION, str(record.partition).encode()),
+        (HEADER_OFFSET, str(record.offset).encode()),
+        (HEADER_TIMESTAMP, str(record.timestamp_ms).encode()),
+        (HEADER_ERROR, error.encode("utf-8", "replace")[:1000]),
+        (HEADER_MEMBER, member.encode()),
+        (HEADER_EPOCH, str(epoch).encode()),
+    ]
+
+
+def kafka_dead_letter_sender(producer: Any, timeout_s: float = 30.0) -> DeadLetterSend:
+    """A DeadLetterSend over a kafka-python KafkaProducer; returns after the broker's ack."""
+
+    def send(record: Record, topic: str, error: str, headers: list[tuple[str, bytes]]) -> None:
+        value = record.value if record.value is not None or record.key is not None else b""
+        future = producer.send(topic, key=record.key, value=value, headers=headers)
+        future.get(timeout=timeout_s)
+
+    return send

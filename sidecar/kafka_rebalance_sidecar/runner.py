@@ -1,0 +1,276 @@
+"""The consume loop both apply modes share: poll, deliver, commit, stop cleanly.
+
+One thread does all of it, in that order, so at any moment every record the consumer has handed
+out is either being delivered or already committed. That keeps the guarantees simple:
+
+- at-least-once: an offset is committed only after its record was delivered (or dead-lettered or
+  skipped as poison); a crash between delivery and commit delivers the batch again;
+- every commit carries `{"member": M, "epoch": E}` metadata, E being the plan epoch the batch was
+  consumed under (the operator reads it back: assign mode's hand-over acknowledgement, and a
+  trace of who committed what in either mode);
+- shutdown (SIGTERM/SIGINT or `stop()`): the batch in hand is finished and committed, then the
+  consumer closes; a static member sends no LeaveGroup, so a restart within the session timeout
+  gets its partitions back without a rebalance.
+
+The modes (`group_mode`, `assign_mode`) differ only in how partitions are obtained and released.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from kafka_rebalance_sidecar.delivery import Deliverer, Stopped
+from kafka_rebalance_sidecar.document import AssignmentTracker
+from kafka_rebalance_sidecar.health import Health, SidecarMetrics
+from kafka_rebalance_sidecar.records import Batch, Record
+
+log = logging.getLogger("kafka_rebalance_sidecar.runner")
+
+APPLY_MODES = ("group", "assign")
+Released = Callable[[frozenset[tuple[str, int]]], None]
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    """What a sidecar needs besides its document and its delivery."""
+
+    bootstrap_servers: str
+    group: str
+    topics: tuple[str, ...]
+    member: str
+    apply_mode: str = "group"
+    session_timeout_ms: int = 10_000
+    auto_offset_reset: str = "earliest"
+    max_poll_records: int = 500
+    poll_timeout_ms: int = 500
+    # Rejoin when the received assignment is older than the document (KAFKA-12759), at most
+    # this often; the interval doubles while the condition persists, up to the maximum.
+    stale_rejoin_min_s: float = 5.0
+    stale_rejoin_max_s: float = 120.0
+    commit_timeout_ms: int = 10_000
+    # Extra KafkaConsumer settings (security, client tuning); they win over the defaults.
+    consumer_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.apply_mode not in APPLY_MODES:
+            raise ValueError(f"apply mode {self.apply_mode!r}: expected one of {APPLY_MODES}")
+        if not self.topics:
+            raise ValueError("at least one topic is needed")
+        if not self.member:
+            raise ValueError("a member name is needed (--member or $POD_NAME)")
+
+
+def commit_metadata(member: str, epoch: int) -> str:
+    """`{"member": M, "epoch": E}`, the text the operator's handoff check parses."""
+    return json.dumps({"member": member, "epoch": epoch}, separators=(",", ":"))
+
+
+def to_batch(member: str, epoch: int, polled: Mapping[Any, list[Any]]) -> Batch:
+    """kafka-python's poll result as a Batch: partitions in a stable order, offsets ascending."""
+    records: list[Record] = []
+    for tp in sorted(polled, key=lambda t: (t.topic, t.partition)):
+        for r in polled[tp]:
+            records.append(
+                Record(
+                    topic=r.topic,
+                    partition=r.partition,
+                    offset=r.offset,
+                    key=r.key,
+                    value=r.value,
+                    timestamp_ms=r.timestamp,
+                    headers=tuple((k, v if v is not None else b"") for k, v in (r.headers or ())),
+                )
+            )
+    return Batch(member=member, epoch=epoch, records=tuple(records))
+
+
+def next_offsets(polled: Mapping[Any, list[Any]]) -> dict[TopicPartition, int]:
+    """Per partition, the offset after the last polled record (what to commit)."""
+    return {
+        TopicPartition(tp.topic, tp.partition): rs[-1].offset + 1 for tp, rs in polled.items() if rs
+    }
+
+
+def key(tp: Any) -> tuple[str, int]:
+    return (tp.topic, tp.partition)
+
+
+class Runner:
+    """Shared machinery; subclasses implement `_open()` and `_step()`."""
+
+    mode = "?"
+
+    def __init__(
+        self,
+        config: SidecarConfig,
+        tracker: AssignmentTracker,
+        deliverer: Deliverer,
+        *,
+        metrics: SidecarMetrics | None = None,
+        health: Health | None = None,
+        stop: threading.Event | None = None,
+        on_released: Released | None = None,
+    ) -> None:
+        self.config = config
+        self.tracker = tracker
+        self.deliverer = deliverer
+        self.metrics = metrics or SidecarMetrics(config.group, config.member)
+        self.health = health or Health()
+        self.stop_event = stop or deliverer.stop
+        # The deliverer's retries must notice a shutdown, and keep the liveness probe fed.
+        deliverer.stop = self.stop_event
+        deliverer.heartbeat = self.health.beat
+        self.on_released = on_released
+        self.consumer: KafkaConsumer | None = None
+        self._lock = threading.Lock()
+        self._pending: dict[TopicPartition, OffsetAndMetadata] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to finish its batch, commit and close (safe from any thread)."""
+        self.stop_event.set()
+
+    def install_signal_handlers(self) -> None:
+        def handle(signum: int, _frame: Any) -> None:
+            log.info(
+                "received %s: finishing the batch in hand, committing, closing",
+                signal.Signals(signum).name,
+            )
+            self.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, handle)
+
+    def base_consumer_options(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "bootstrap_servers": c.bootstrap_servers.split(","),
+            "group_id": c.group,
+            "client_id": f"kafka-rebalance-sidecar-{c.member}",
+            "enable_auto_commit": False,
+            "auto_offset_reset": c.auto_offset_reset,
+            "max_poll_records": c.max_poll_records,
+        }
+
+    def run(self) -> None:
+        """Consume until stopped. Raises on fatal errors (the process should exit non-zero)."""
+        self.consumer = self._open()
+        log.info(
+            "%s mode: member %s in group %s consuming %s",
+            self.mode,
+            self.config.member,
+            self.config.group,
+            ",".join(self.config.topics),
+        )
+        try:
+            while not self.stop_event.is_set():
+                self.health.beat()
+                self.metrics.sync_rejected(self.tracker.rejected)
+                try:
+                    self._step()
+                except Stopped:
+                    log.info("stopped with a batch undelivered; it is not committed")
+                    break
+        finally:
+            self.health.stopping()
+            self._close()
+
+    def _close(self) -> None:
+        consumer = self.consumer
+        if consumer is None:
+            return
+        try:
+            self.commit_pending()
+        except Exception as error:
+            log.warning("final commit failed (%s): the last batch may be delivered again", error)
+        try:
+            consumer.close(autocommit=False)
+        except Exception as error:
+            log.warning("consumer close failed: %s", error)
+        log.info("closed")
+
+    # -- subclass hooks --------------------------------------------------------------------
+
+    def _open(self) -> KafkaConsumer:
+        raise NotImplementedError
+
+    def _step(self) -> None:
+        raise NotImplementedError
+
+    # -- delivery and commits --------------------------------------------------------------
+
+    def consume_once(self, epoch_now: Callable[[], int]) -> int:
+        """Poll once, deliver what came, commit it. Returns the number of records.
+
+        The epoch is read after the poll: a rebalance inside poll() may have changed it, and the
+        records returned belong to the assignment that poll ended with."""
+        assert self.consumer is not None
+        polled = self.consumer.poll(
+            timeout_ms=self.config.poll_timeout_ms, max_records=self.config.max_poll_records
+        )
+        if not polled:
+            return 0
+        epoch = epoch_now()
+        batch = to_batch(self.config.member, epoch, polled)
+        self.deliverer.deliver(batch)  # raises Stopped: nothing committed, delivered again later
+        metadata = commit_metadata(self.config.member, epoch)
+        with self._lock:
+            for tp, offset in next_offsets(polled).items():
+                self._pending[tp] = OffsetAndMetadata(offset, metadata, -1)
+        self.commit_pending()
+        return len(batch.records)
+
+    def commit_pending(self) -> bool:
+        """Commit what was delivered; on failure keep it for the next try (or the revoke)."""
+        assert self.consumer is not None
+        with self._lock:
+            offsets = dict(self._pending)
+        if not offsets:
+            return True
+        started = time.monotonic()
+        try:
+            self.consumer.commit(offsets, timeout_ms=self.config.commit_timeout_ms)
+        except Exception as error:
+            self.metrics.commit_failures.inc()
+            log.warning("commit of %d partitions failed: %s", len(offsets), error)
+            return False
+        self.metrics.commit_latency.observe(time.monotonic() - started)
+        self.metrics.commits.inc()
+        with self._lock:
+            for tp, committed in offsets.items():
+                if self._pending.get(tp) == committed:
+                    del self._pending[tp]
+        return True
+
+    def take_pending(self, partitions: Iterable[Any]) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Remove and return the uncommitted offsets of `partitions`."""
+        wanted = {TopicPartition(tp.topic, tp.partition) for tp in partitions}
+        with self._lock:
+            return {tp: self._pending.pop(tp) for tp in list(self._pending) if tp in wanted}
+
+    def released(self, partitions: frozenset[tuple[str, int]]) -> None:
+        """Partitions this member no longer owns: the application may drop their local state."""
+        if partitions and self.on_released is not None:
+            try:
+                self.on_released(partitions)
+            except Exception:
+                log.exception("on_released callback failed")
+
+    def report(self, planned: Iterable[tuple[str, int]] | None, epoch: int | None) -> None:
+        assert self.consumer is not None
+        owned = [key(tp) for tp in self.consumer.assignment()]
+        self.metrics.owned_partitions.set(len(owned))
+        planned_set = None if planned is None else frozenset(planned)
+        self.metrics.planned_partitions.set(len(planned_set) if planned_set is not None else 0)
+        self.health.update(running=True, planned=planned_set, owned=owned, epoch=epoch)
