@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -165,7 +166,23 @@ def _session(args: argparse.Namespace, app: str) -> Any:
         shuffle_partitions=args.shuffle_partitions,
         driver_memory=args.driver_memory,
         conf=args.conf,
+        jars=_connector_jars(),
     )
+
+
+def _connector_jars() -> list[Path]:
+    """Spark's Kafka connector: `$KAFKA_REBALANCE_SPARK_JARS` (comma-separated paths) when set,
+    else the jars `kafka-rebalance dev provision` put in the cache, else none (Spark's own
+    `--conf spark.jars=...` still applies)."""
+    listed = os.environ.get("KAFKA_REBALANCE_SPARK_JARS")
+    if listed is not None:
+        return [Path(p) for p in listed.split(",") if p]
+    from kafka_rebalance.devenv.toolchain import toolchain
+
+    try:
+        return toolchain().spark_jars
+    except OSError:  # an installed wheel has no versions.toml and no provisioned cache
+        return []
 
 
 def run_rates(args: argparse.Namespace) -> int:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from kafka_rebalance_sidecar.records import Batch, Record
 
-from kafka_rebalance import ledger
-from kafka_rebalance.ledger import Conflict, reconcile
+from kafka_rebalance.demo import ledger
+from kafka_rebalance.demo.ledger import Conflict, reconcile
 
 
 def line(t: str, p: int, o: int, m: str, e: int) -> str:

@@ -1,7 +1,7 @@
 """Pure partition planning for Kafka consumer groups: no I/O, deterministic, typed.
 
-`plan(document)` implements the plan contract of ARCHITECTURE.md; strategies live one per module
-and are listed in `assignors.registry`.
+`plan(document)` implements the plan contract of docs/architecture.md; strategies live one per
+module and are listed in `kafka_rebalance_assignors.registry`.
 """
 
 from kafka_rebalance_assignors.model import (

@@ -1,6 +1,6 @@
 """`lag-aware`: the product's planner. Weighted, sticky, load-balancing under a move budget.
 
-Objective (ARCHITECTURE.md, "The lag-aware objective"): minimise the most loaded member's
+Objective (docs/architecture.md, "The lag-aware objective"): minimise the most loaded member's
 normalised load max_i(sum of l_p on i) / w_i, then the number of partitions moved.
 
 1. Keep the resolved previous ownership wherever it is still legal (the owner still subscribes;

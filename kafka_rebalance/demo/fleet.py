@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kafka_rebalance.demo.cluster import ROOT
 
-LEDGER_HANDLER = "kafka_rebalance.ledger:record"
+LEDGER_HANDLER = "kafka_rebalance.demo.ledger:record"
 
 
 @dataclass(frozen=True)

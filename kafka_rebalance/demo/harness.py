@@ -271,7 +271,7 @@ class GroupHarness:
 
     def reconcile(self) -> Any:
         """The ledger's verdict: produced offsets against processed records."""
-        from kafka_rebalance.ledger import reconcile
+        from kafka_rebalance.demo.ledger import reconcile
 
         assert self.workload is not None
         return reconcile(self.workload.produced(), self.ledger_dir)

@@ -1,4 +1,4 @@
-"""Telemetry rows (ARCHITECTURE.md "Telemetry") and where they go: JSON-lines files and/or a
+"""Telemetry rows (docs/architecture.md, "Telemetry") and where they go: JSON-lines files and/or a
 Kafka topic, same schema either way, so the pipeline reads both alike.
 
 Building rows is pure; the sinks are the only I/O. A sink that fails drops its rows with a

@@ -1,4 +1,4 @@
-"""Synthetic fleet telemetry in the ARCHITECTURE.md schema, with known ground truth.
+"""Synthetic fleet telemetry (docs/architecture.md, "Telemetry"), with known ground truth.
 
 Each group runs its current strategy (default `range`, Kafka's default) with static membership.
 Partition rates are Pareto-skewed (a few hot partitions), follow a diurnal wave, and get bursts;

@@ -1,4 +1,4 @@
-"""The telemetry row schema (ARCHITECTURE.md "Telemetry") and its validation rules.
+"""The telemetry row schema (docs/architecture.md, "Telemetry") and its validation rules.
 
 Partition rows and plan rows share one stream (a Kafka topic or JSON-lines files); plan rows
 carry `kind: "plan"`, partition rows no kind (or `"partition"`). The rules are SQL expressions so

@@ -32,11 +32,12 @@ def build_session(
     shuffle_partitions: int | None = None,
     driver_memory: str = "1g",
     conf: Sequence[str] = (),
-    jars: Sequence[Path] | None = None,
+    jars: Sequence[Path] = (),
 ) -> Any:
-    """A SparkSession. Kafka connector jars come from the provisioned toolchain (`spark.jars`,
-    never Ivy at run time). Python workers run this interpreter, so a standalone cluster's
-    executors import the same `assignors` and `pipeline` as the driver."""
+    """A SparkSession with the Kafka connector `jars` the caller found (`spark.jars`, never Ivy
+    at run time; the command line finds them, the pipeline never looks for tools itself). Python
+    workers run this interpreter, so a standalone cluster's executors import the same
+    `kafka_rebalance_assignors` and `kafka_rebalance_pipeline` as the driver."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -44,10 +45,6 @@ def build_session(
     local = master.startswith("local")
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    if jars is None:
-        from kafka_rebalance.devenv.toolchain import toolchain
-
-        jars = toolchain().spark_jars
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)

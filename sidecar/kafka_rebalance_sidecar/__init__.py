@@ -8,8 +8,8 @@ operator, so a consumer pod carries no Kubernetes controller code.
 
 from typing import Any
 
-# The consumer API, imported lazily: `import sidecar.records` (the ledger, a handler module) must
-# not pull in the Kafka client and prometheus.
+# The consumer API, imported lazily: `import kafka_rebalance_sidecar.records` (the ledger, a
+# handler module) must not pull in the Kafka client and prometheus.
 _EXPORTS = {
     "PlanFollowingConsumer": "kafka_rebalance_sidecar.consumer",
     "DocumentSource": "kafka_rebalance_sidecar.consumer",

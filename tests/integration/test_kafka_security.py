@@ -29,7 +29,7 @@ from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable
 from kafka_rebalance_operator.kafka_security import client_settings
 
-from kafka_rebalance import ledger
+from kafka_rebalance.demo import ledger
 from kafka_rebalance.demo.cluster import wait_for
 from kafka_rebalance.devenv.kafka_secured import DEV_PASSWORD, DEV_USERNAME
 
@@ -299,7 +299,7 @@ def test_sidecar_consumes_and_commits_through_a_secured_listener(
         f"--topics={topic}",
         f"--member={member}",
         f"--assignment={document}",
-        "--handler=kafka_rebalance.ledger:record",  # on-poison dead-letter: a producer too
+        "--handler=kafka_rebalance.demo.ledger:record",  # on-poison dead-letter: a producer too
         *flags,
     ]
     log = tmp_path / "kafka_rebalance_sidecar.log"

@@ -14,7 +14,7 @@ import pytest
 from kafka_rebalance_sidecar.document import AssignmentTracker
 from kafka_rebalance_sidecar.source import DATA_KEY, ConfigMapSource
 
-from kafka_rebalance import ledger
+from kafka_rebalance.demo import ledger
 from tests.integration.test_sidecar_kafka import Bench, Sidecar, wait_for
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,7 @@ from kafka_rebalance_operator.handoff import acknowledged
 from kafka_rebalance_operator.verify import actual_assignment
 from kafka_rebalance_sidecar.records import Batch
 
-from kafka_rebalance import ledger
+from kafka_rebalance.demo import ledger
 from kafka_rebalance.demo.cluster import wait_for
 from kafka_rebalance.demo.operator_process import free_port
 
@@ -99,7 +99,7 @@ class Sidecar:
         logs: Path,
         *,
         mode: str = "group",
-        handler: str = "kafka_rebalance.ledger:record",
+        handler: str = "kafka_rebalance.demo.ledger:record",
         deliver_to: str | None = None,
         extra: tuple[str, ...] = (),
         slow_ms: int = 0,
