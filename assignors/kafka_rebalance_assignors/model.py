@@ -1,10 +1,10 @@
 """The planning input, validated once, in the shape every strategy consumes.
 
 The plan contract (docs/architecture.md, "The plan contract") is JSON. Strategies never see raw
-JSON: `parse_group` turns it into an immutable `Group`, refusing bad input with a `PlanInputError` that
-names the offending field, and silently dropping *stale* facts (ownership of deleted topics or
-partitions, subscriptions to unknown topics) while counting them, because Kafka does the same and
-an operator replanning after a topic deletion must not fail.
+JSON: `parse_group` turns it into an immutable `Group`, refusing bad input with a
+`PlanInputError` that names the offending field, and silently dropping *stale* facts (ownership of
+deleted topics or partitions, subscriptions to unknown topics) while counting them, because Kafka
+does the same and an operator replanning after a topic deletion must not fail.
 """
 
 from __future__ import annotations
