@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_rebalance_operator.durations import DurationError, parse_duration
+from kafka_rebalance_operator.topic_pattern import (
+    TopicPattern,
+    TopicPatternError,
+    compile_topic_pattern,
+)
 
 MODES = ("enforce", "propose", "observe")
 APPROVALS = ("Auto", "Manual")
@@ -36,7 +41,7 @@ class PolicySpec:
     bootstrap_servers: str
     secret_name: str | None
     topics: tuple[str, ...] | None
-    topic_pattern: re.Pattern[str] | None
+    topic_pattern: TopicPattern | None  # RE2: linear-time matching (topic_pattern.py)
     selector: Mapping[str, Any]
     weights: tuple[WeightRule, ...] = ()
     weight_from: str | None = None
@@ -119,9 +124,9 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     pattern = None
     if pattern_text:
         try:
-            pattern = re.compile(pattern_text)
-        except re.error as error:
-            raise PolicyError(f"spec.topicPattern: not a regular expression: {error}") from error
+            pattern = compile_topic_pattern(str(pattern_text))
+        except TopicPatternError as error:
+            raise PolicyError(f"spec.topicPattern: {error}") from None
     elif not topics:
         raise PolicyError("spec.topics: give spec.topics or spec.topicPattern")
 
