@@ -2,15 +2,17 @@
 
 The ConfigMaps are the source of truth for "what is applied now": the operator re-reads them on
 every poll, so a restart, a lost status write or a hand-deleted ConfigMap is noticed and
-repaired rather than remembered wrongly.
+repaired rather than remembered wrongly. The document's text is the shared wire format
+(`kafka_rebalance_common.wire.document`), which the sidecar decodes with the same code.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator import names
 
@@ -19,7 +21,9 @@ Assignment = dict[str, dict[str, list[int]]]  # member -> topic -> sorted partit
 
 @dataclass(frozen=True)
 class MemberDocument:
-    """The content of one `assignment.json`."""
+    """The content of one `assignment.json`, as the operator's planning works with it (partition
+    lists, like every other assignment the operator handles). `wire.AssignmentDocument` is the
+    same content as the wire module encodes it."""
 
     group: str
     member: str
@@ -29,20 +33,32 @@ class MemberDocument:
     generated_at: str
     revoking: dict[str, list[int]] = field(default_factory=dict)
 
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "group": self.group,
-                "member": self.member,
-                "epoch": self.epoch,
-                "partitions": self.partitions,
-                "revoking": self.revoking,
-                "planHash": self.plan_hash,
-                "generatedAt": self.generated_at,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
+    def to_wire(self) -> wire.AssignmentDocument:
+        return wire.AssignmentDocument(
+            group=self.group,
+            member=self.member,
+            epoch=self.epoch,
+            partitions={t: tuple(p) for t, p in self.partitions.items()},
+            revoking={t: tuple(p) for t, p in self.revoking.items()},
+            plan_hash=self.plan_hash,
+            generated_at=self.generated_at,
         )
+
+    @classmethod
+    def from_wire(cls, document: wire.AssignmentDocument) -> MemberDocument:
+        return cls(
+            group=document.group,
+            member=document.member,
+            epoch=document.epoch,
+            partitions={t: list(p) for t, p in document.partitions.items()},
+            plan_hash=document.plan_hash,
+            generated_at=document.generated_at,
+            revoking={t: list(p) for t, p in document.revoking.items()},
+        )
+
+    def to_json(self) -> str:
+        """The text the sidecar reads: version 1 while it fits a ConfigMap, else version 2."""
+        return wire.encode_document(self.to_wire())
 
     def same_plan(self, other: MemberDocument) -> bool:
         """Equal apart from generatedAt (a rewrite that changes only the time is not needed)."""
@@ -85,41 +101,14 @@ class CurrentState:
         return {m: dict(d.partitions) for m, d in self.by_member.items() if m in wanted}
 
 
-def _normalise_partitions(raw: Any) -> dict[str, list[int]]:
-    if not isinstance(raw, Mapping):
-        raise ValueError("partitions is not an object")
-    result: dict[str, list[int]] = {}
-    for topic, parts in raw.items():
-        if not isinstance(parts, list) or not all(
-            isinstance(p, int) and not isinstance(p, bool) for p in parts
-        ):
-            raise ValueError(f"partitions of {topic} are not integers")
-        if parts:
-            result[str(topic)] = sorted(parts)
-    return result
-
-
 def parse_document(text: str | None) -> MemberDocument | None:
-    """An `assignment.json` back into a document; None when it is not one."""
+    """An `assignment.json` (any version the wire module reads) back into a document; None when
+    it is not one (the ConfigMap is then rewritten)."""
     if not text:
         return None
     try:
-        raw = json.loads(text)
-        if not isinstance(raw, dict):
-            return None
-        epoch = raw["epoch"]
-        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
-            return None
-        return MemberDocument(
-            group=str(raw["group"]),
-            member=str(raw["member"]),
-            epoch=epoch,
-            partitions=_normalise_partitions(raw.get("partitions", {})),
-            plan_hash=str(raw.get("planHash", "")),
-            generated_at=str(raw.get("generatedAt", "")),
-            revoking=_normalise_partitions(raw.get("revoking", {})),
-        )
-    except (KeyError, ValueError, TypeError):
+        return MemberDocument.from_wire(wire.decode_document(text))
+    except wire.DocumentError:
         return None
 
 

@@ -16,9 +16,10 @@ Pure: the decisions only; reconcile.py does the writes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
 from kafka_rebalance_operator.lag import PartitionOffsets
@@ -65,19 +66,12 @@ def first_step(current: Mapping[str, MemberDocument], target: Assignment) -> Ste
 
 
 def acknowledged(metadata: str | None, member: str, epoch: int) -> bool:
-    """Commit metadata `{"member": member, "epoch": >= epoch}` acknowledges a revoke."""
-    if not metadata:
-        return False
+    """Commit metadata `{"member": member, "epoch": >= epoch}` acknowledges a revoke; anything
+    else (another client's metadata, none) does not."""
     try:
-        data = json.loads(metadata)
-    except ValueError:
+        return wire.decode_commit_metadata(metadata).acknowledges(member, epoch)
+    except wire.MetadataError:
         return False
-    return (
-        isinstance(data, dict)
-        and data.get("member") == member
-        and isinstance(data.get("epoch"), int)
-        and data["epoch"] >= epoch
-    )
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,12 @@ same document to the command.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
 from kafka_rebalance_operator.policy import PolicySpec
@@ -87,12 +88,7 @@ def build_document(
 def plan_hash(assignment: Mapping[str, Mapping[str, list[int]]]) -> str:
     """Identifies an assignment (members included, even empty ones): equal hashes mean there is
     nothing to write. Short enough to paste into spec.approvedPlan."""
-    canonical = {
-        member: {t: sorted(p) for t, p in sorted(topics.items()) if p}
-        for member, topics in sorted(assignment.items())
-    }
-    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    return wire.assignment_hash(assignment)
 
 
 def placement_needed(

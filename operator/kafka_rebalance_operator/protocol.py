@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-PLAN_ASSIGNOR = (
-    "kafka-rebalance-plan"  # the sidecar's assignor (sidecar/kafka_rebalance_sidecar/assignor.py)
-)
+from kafka_rebalance_common import wire
+
+PLAN_ASSIGNOR = wire.ASSIGNOR_NAME  # the protocol name the sidecar's assignor joins with
 
 
 def _member_names(group: Mapping[str, Any], limit: int = 5) -> str:

@@ -6,145 +6,53 @@ half-written or foreign content. The tracker therefore keeps the last good docum
 forward: a lower epoch, a malformed text, a document for another group or member, or a rewrite of
 the same epoch with different content is refused with one log line, never acted on. The operator
 rewrites an epoch only with identical content (it may change `generatedAt`, which is not part of
-the plan and is ignored here).
+the plan and is ignored here). Decoding either document version is the wire module's
+(`kafka_rebalance_common.wire.document`, shared with the operator's encoder); deciding whether to
+act on what it decoded is this module's.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kafka_rebalance_common.wire import (
+    AssignmentDocument,
+    DocumentError,
+    Partitions,
+    decode_document,
+)
+
+__all__ = [
+    "AssignmentDocument",
+    "AssignmentTracker",
+    "DocumentError",
+    "OfferResult",
+    "OfferStatus",
+    "Partitions",
+    "parse_document",
+]
 
 log = logging.getLogger("kafka_rebalance_sidecar.document")
-
-Partitions = dict[str, tuple[int, ...]]  # topic -> sorted partitions, no empty tuples
-
-
-class DocumentError(ValueError):
-    """The text is not a usable assignment document. The message is one line naming the field
-    (`epoch`, `partitions.orders[2]`, `input` for the document as a whole)."""
-
-    def __init__(self, field_name: str, problem: str) -> None:
-        self.field = field_name
-        self.problem = problem
-        super().__init__(f"{_one_line(field_name)}: {_one_line(problem)}")
-
-
-def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
-@dataclass(frozen=True)
-class AssignmentDocument:
-    """What the operator tells one member: its partitions at an epoch, and (assign mode's first
-    hand-over step) the partitions it must give up."""
-
-    group: str
-    member: str
-    epoch: int
-    partitions: Partitions = field(default_factory=dict)
-    revoking: Partitions = field(default_factory=dict)
-    plan_hash: str = ""
-
-    def owned(self) -> frozenset[tuple[str, int]]:
-        """The (topic, partition) pairs this member should consume."""
-        return frozenset((t, p) for t, parts in self.partitions.items() for p in parts)
-
-    def revoking_set(self) -> frozenset[tuple[str, int]]:
-        """The (topic, partition) pairs this member must stop consuming and acknowledge."""
-        return frozenset((t, p) for t, parts in self.revoking.items() for p in parts)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _string(raw: Mapping[str, Any], name: str, *, required: bool) -> str:
-    if name not in raw:
-        if required:
-            raise DocumentError(name, "missing")
-        return ""
-    value = raw[name]
-    if not isinstance(value, str):
-        raise DocumentError(name, f"not a string ({type(value).__name__})")
-    return value
-
-
-def _partitions(raw: Mapping[str, Any], name: str, *, required: bool) -> Partitions:
-    if name not in raw:
-        if required:
-            raise DocumentError(name, "missing")
-        return {}
-    value = raw[name]
-    if not isinstance(value, dict):
-        raise DocumentError(name, f"not an object ({type(value).__name__})")
-    result: Partitions = {}
-    for topic in sorted(value):
-        parts = value[topic]
-        path = f"{name}.{topic}"
-        if not isinstance(parts, list):
-            raise DocumentError(path, f"not a list ({type(parts).__name__})")
-        for index, partition in enumerate(parts):
-            if not _is_int(partition):
-                raise DocumentError(f"{path}[{index}]", "not an integer")
-            if partition < 0:
-                raise DocumentError(f"{path}[{index}]", f"negative partition {partition}")
-        unique = sorted(set(parts))
-        if len(unique) != len(parts):
-            raise DocumentError(path, "a partition is listed twice")
-        if unique:
-            result[topic] = tuple(unique)
-    return result
 
 
 def parse_document(
     text: str | bytes, *, group: str | None = None, member: str | None = None
 ) -> AssignmentDocument:
-    """Parse and validate an `assignment.json`. `group`/`member`, when given, must match: a
-    sidecar mounting another pod's ConfigMap is a deployment mistake, not a plan."""
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise DocumentError("input", f"not UTF-8 ({error.reason})") from None
-    try:
-        raw = json.loads(text)
-    except ValueError as error:
-        raise DocumentError("input", f"not JSON ({error})") from None
-    if not isinstance(raw, dict):
-        raise DocumentError("input", f"not a JSON object ({type(raw).__name__})")
-    doc_group = _string(raw, "group", required=True)
-    doc_member = _string(raw, "member", required=True)
-    if "epoch" not in raw:
-        raise DocumentError("epoch", "missing")
-    epoch = raw["epoch"]
-    if not _is_int(epoch):
-        raise DocumentError("epoch", "not an integer")
-    if epoch < 0:
-        raise DocumentError("epoch", f"negative ({epoch})")
-    partitions = _partitions(raw, "partitions", required=True)
-    revoking = _partitions(raw, "revoking", required=False)
-    for topic, parts in revoking.items():
-        both = set(parts).intersection(partitions.get(topic, ()))
-        if both:
-            raise DocumentError(f"revoking.{topic}", f"partition {min(both)} is also in partitions")
-    plan_hash = _string(raw, "planHash", required=False)
-    if group is not None and doc_group != group:
-        raise DocumentError("group", f"{doc_group!r} is not this sidecar's group {group!r}")
-    if member is not None and doc_member != member:
-        raise DocumentError("member", f"{doc_member!r} is not this sidecar's member {member!r}")
-    return AssignmentDocument(
-        group=doc_group,
-        member=doc_member,
-        epoch=epoch,
-        partitions=partitions,
-        revoking=revoking,
-        plan_hash=plan_hash,
-    )
+    """Decode an `assignment.json` (any version the wire module reads) and check whom it is for.
+    `group`/`member`, when given, must match: a sidecar mounting another pod's ConfigMap is a
+    deployment mistake, not a plan."""
+    document = decode_document(text)
+    if group is not None and document.group != group:
+        raise DocumentError("group", f"{document.group!r} is not this sidecar's group {group!r}")
+    if member is not None and document.member != member:
+        raise DocumentError(
+            "member", f"{document.member!r} is not this sidecar's member {member!r}"
+        )
+    return document
 
 
 class OfferStatus(enum.Enum):

@@ -17,7 +17,6 @@ The modes (`group_mode`, `assign_mode`) differ only in how partitions are obtain
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -28,6 +27,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
+from kafka_rebalance_common.wire import CommitMetadata, encode_commit_metadata
 
 from kafka_rebalance_sidecar.delivery import Deliverer, Stopped
 from kafka_rebalance_sidecar.document import AssignmentTracker
@@ -71,8 +71,8 @@ class SidecarConfig:
 
 
 def commit_metadata(member: str, epoch: int) -> str:
-    """`{"member": M, "epoch": E}`, the text the operator's handoff check parses."""
-    return json.dumps({"member": member, "epoch": epoch}, separators=(",", ":"))
+    """`{"member": M, "epoch": E}`, the text the operator's handoff check parses (wire.commit)."""
+    return encode_commit_metadata(CommitMetadata(member, epoch))
 
 
 def to_batch(member: str, epoch: int, polled: Mapping[Any, list[Any]]) -> Batch:

@@ -1,0 +1,158 @@
+"""The assignment document (`assignment.json` in ConfigMap `<policy>-<pod>`): the operator
+encodes it, the sidecar decodes it, and both use this module.
+
+```
+{"epoch":12,"generatedAt":"...","group":"orders-processor","member":"orders-0",
+ "partitions":{"orders":[0,2]},"planHash":"...","revoking":{}}                       version 1
+{"epoch":12,...,"partitions":{"orders":"0-99,150"},...,"version":2}                   version 2
+```
+
+Version 1 has no `version` key. Version 2 differs only in how partitions are written (one string
+per topic, `wire.partitions`), which keeps a member owning 500k partitions far below the 1 MiB a
+ConfigMap may hold. A version-1 reader refuses a version-2 document (its partitions are not
+lists) and keeps its last good document; it never misreads one.
+
+`encode_document` writes version 1 whenever the version-1 text fits in `V1_MAX_BYTES`, and
+version 2 only for documents version 1 cannot carry: the API server would refuse those ConfigMaps
+anyway, so no document a previous sidecar could read is ever written in a form it cannot.
+
+Decoding is strict and names the field (`DocumentError`): the document is acted on, so a wrong
+field is refused rather than guessed. It does not judge whether the document is meant for its
+reader (group, member, epoch order): that is the sidecar's tracker's job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_rebalance_common.wire import partitions as codec
+from kafka_rebalance_common.wire.errors import DocumentError
+from kafka_rebalance_common.wire.partitions import Partitions
+
+VERSIONS = (1, 2)  # what this module reads
+CONFIGMAP_LIMIT = 1_048_576  # bytes of a ConfigMap's data, keys included (API server validation)
+V1_MAX_BYTES = 1_000_000  # version 1 up to here: under the limit with the key and some room
+
+
+@dataclass(frozen=True)
+class AssignmentDocument:
+    """What the operator tells one member: its partitions at an epoch, and (assign mode's first
+    hand-over step) the partitions it must give up. `generated_at` is when it was written; it is
+    not part of the plan, so two documents that differ only there are equal."""
+
+    group: str
+    member: str
+    epoch: int
+    partitions: Partitions = field(default_factory=dict)
+    revoking: Partitions = field(default_factory=dict)
+    plan_hash: str = ""
+    generated_at: str = field(default="", compare=False)
+
+    def owned(self) -> frozenset[tuple[str, int]]:
+        """The (topic, partition) pairs this member should consume."""
+        return frozenset((t, p) for t, parts in self.partitions.items() for p in parts)
+
+    def revoking_set(self) -> frozenset[tuple[str, int]]:
+        """The (topic, partition) pairs this member must stop consuming and acknowledge."""
+        return frozenset((t, p) for t, parts in self.revoking.items() for p in parts)
+
+
+def _text(document: AssignmentDocument, version: int) -> str:
+    if version == 1:
+        encode: Any = codec.encode_lists
+    elif version == 2:
+        encode = codec.encode_sets
+    else:
+        raise ValueError(f"version: {version} is not one of {VERSIONS}")
+    raw: dict[str, Any] = {
+        "group": document.group,
+        "member": document.member,
+        "epoch": document.epoch,
+        "partitions": encode(codec.normalise(document.partitions)),
+        "revoking": encode(codec.normalise(document.revoking)),
+        "planHash": document.plan_hash,
+        "generatedAt": document.generated_at,
+    }
+    if version > 1:
+        raw["version"] = version
+    return json.dumps(raw, sort_keys=True, separators=(",", ":"))
+
+
+def encode_document(document: AssignmentDocument, version: int | None = None) -> str:
+    """The `assignment.json` text: compact JSON, keys sorted, partitions ascending. `version`
+    None picks version 1 while it fits in `V1_MAX_BYTES` (ASCII: characters are bytes), else 2."""
+    if version is not None:
+        return _text(document, version)
+    text = _text(document, 1)
+    return text if len(text) <= V1_MAX_BYTES else _text(document, 2)
+
+
+def _string(raw: Mapping[str, Any], name: str, *, required: bool) -> str:
+    if name not in raw:
+        if required:
+            raise DocumentError(name, "missing")
+        return ""
+    value = raw[name]
+    if not isinstance(value, str):
+        raise DocumentError(name, f"not a string ({type(value).__name__})")
+    return value
+
+
+def _version(raw: Mapping[str, Any]) -> int:
+    version = raw.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise DocumentError("version", f"not an integer ({type(version).__name__})")
+    if version not in VERSIONS:
+        raise DocumentError(
+            "version",
+            f"{version} is not one this reader knows ({', '.join(map(str, VERSIONS))}); "
+            "a newer operator wrote it: upgrade this reader",
+        )
+    return version
+
+
+def decode_document(text: str | bytes) -> AssignmentDocument:
+    """An `assignment.json` of any known version back into a document; DocumentError (one line,
+    naming the field) when it is not a usable one."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DocumentError("input", f"not UTF-8 ({error.reason})") from None
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise DocumentError("input", f"not JSON ({error})") from None
+    if not isinstance(raw, dict):
+        raise DocumentError("input", f"not a JSON object ({type(raw).__name__})")
+    version = _version(raw)
+    group = _string(raw, "group", required=True)
+    member = _string(raw, "member", required=True)
+    if "epoch" not in raw:
+        raise DocumentError("epoch", "missing")
+    epoch = raw["epoch"]
+    if not isinstance(epoch, int) or isinstance(epoch, bool):
+        raise DocumentError("epoch", "not an integer")
+    if epoch < 0:
+        raise DocumentError("epoch", f"negative ({epoch})")
+    decode = codec.decode_lists if version == 1 else codec.decode_sets
+    if "partitions" not in raw:
+        raise DocumentError("partitions", "missing")
+    partitions = decode(raw["partitions"], "partitions")
+    revoking = decode(raw["revoking"], "revoking") if "revoking" in raw else {}
+    for topic, parts in revoking.items():
+        both = set(parts).intersection(partitions.get(topic, ()))
+        if both:
+            raise DocumentError(f"revoking.{topic}", f"partition {min(both)} is also in partitions")
+    return AssignmentDocument(
+        group=group,
+        member=member,
+        epoch=epoch,
+        partitions=partitions,
+        revoking=revoking,
+        plan_hash=_string(raw, "planHash", required=False),
+        generated_at=_string(raw, "generatedAt", required=False),
+    )
