@@ -80,9 +80,18 @@ LAST_SUCCESS = Gauge(
     registry=REGISTRY,
 )
 
+POLICY_CONDITION = Gauge(
+    "kafka_rebalance_policy_condition",
+    "1 while the policy's status condition (Ready, Reconciling, Stalled) is True, else 0; "
+    "`reason` is the condition's current reason (one series per condition: alerts key on it)",
+    ("namespace", "policy", "condition", "reason"),
+    registry=REGISTRY,
+)
+
 _SERIES_LOCK = threading.Lock()
 _PARTITION_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
 _MEMBER_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+_CONDITION_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
 
 
 def _replace_series(
@@ -143,6 +152,24 @@ def record_members(
     )
 
 
+def record_conditions(
+    namespace: str, policy: str, conditions: Iterable[Mapping[str, object]]
+) -> None:
+    """The policy's current status conditions as gauges; a condition whose reason changed loses
+    its old series, so `== 1` on any reason is the condition's state now."""
+    series: set[tuple[str, ...]] = set()
+    for condition in conditions:
+        kind, reason = str(condition.get("type") or ""), str(condition.get("reason") or "")
+        if not kind:
+            continue
+        labels = (namespace, policy, kind, reason)
+        POLICY_CONDITION.labels(*labels).set(1 if condition.get("status") == "True" else 0)
+        series.add(labels)
+    _replace_series(
+        _CONDITION_SERIES, (namespace, policy), series, (POLICY_CONDITION,), {POLICY_CONDITION: 4}
+    )
+
+
 def serve(port: int, address: str = "0.0.0.0") -> None:
     start_http_server(port, addr=address, registry=REGISTRY)
 
@@ -158,6 +185,9 @@ def forget(namespace: str, policy: str) -> None:
         set(),
         (MEMBER_PARTITIONS, MEMBER_LAG),
         {MEMBER_PARTITIONS: 4, MEMBER_LAG: 4},
+    )
+    _replace_series(
+        _CONDITION_SERIES, (namespace, policy), set(), (POLICY_CONDITION,), {POLICY_CONDITION: 4}
     )
     for gauge in (PARTITION_TIME_LAG, EPOCH, MAX_LOAD_RATIO, TOTAL_LAG, PLANS, MOVES):
         for sample_labels in [

@@ -201,7 +201,10 @@ def poll(
     started = time.monotonic()
     runtime.polls += 1
     try:
-        return _poll(ctx, pods, runtime, settings, now)
+        outcome = _poll(ctx, pods, runtime, settings, now)
+        current = outcome.status.get("conditions", ctx.status.get("conditions"))
+        metrics.record_conditions(ctx.namespace, ctx.name, current or [])  # alerts read them
+        return outcome
     finally:
         metrics.POLL_SECONDS.labels(ctx.namespace, ctx.name).observe(time.monotonic() - started)
 
