@@ -63,7 +63,10 @@ def read_secret(namespace: str, name: str) -> dict[str, str]:
         raise
     data: dict[str, str] = {}
     for key, value in (secret.data or {}).items():
-        data[key] = base64.b64decode(value).decode("utf-8")
+        try:
+            data[key] = base64.b64decode(value).decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # a binary keystore (Strimzi's user.p12, ca.p12): the operator uses none
     return data
 
 

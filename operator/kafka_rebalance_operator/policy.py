@@ -40,6 +40,7 @@ class PolicySpec:
     group_id: str
     bootstrap_servers: str
     secret_name: str | None
+    ca_secret_name: str | None
     topics: tuple[str, ...] | None
     topic_pattern: TopicPattern | None  # RE2: linear-time matching (topic_pattern.py)
     selector: Mapping[str, Any]
@@ -116,6 +117,8 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     if not bootstrap:
         raise PolicyError("spec.kafka.bootstrapServers: required")
     secret_name = (kafka.get("secretRef") or {}).get("name")
+    # a second Secret with the cluster CA (Strimzi's <cluster>-cluster-ca-cert): see kafka_security
+    ca_secret_name = (kafka.get("caSecretRef") or {}).get("name")
 
     topics = spec.get("topics")
     pattern_text = spec.get("topicPattern")
@@ -161,6 +164,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         group_id=group_id,
         bootstrap_servers=str(bootstrap),
         secret_name=secret_name,
+        ca_secret_name=ca_secret_name,
         topics=tuple(topics) if topics else None,
         topic_pattern=pattern,
         selector=selector,
