@@ -75,6 +75,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--priority", type=int, default=0, help="kopf peering priority")
     parser.add_argument("--kafka-timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument(
+        "--allowed-bootstrap-servers",
+        action="append",
+        default=[],
+        metavar="SERVERS",
+        help="only these Kafka servers may be a policy's bootstrapServers (host:port, host, "
+        "*.domain[:port]; comma-separated, repeatable); others are Stalled BootstrapNotAllowed. "
+        "Default: any",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(handler=run)
 
@@ -95,6 +104,15 @@ def run(args: argparse.Namespace) -> int:
     from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, Telemetry
 
     redaction.install()
+    from kafka_rebalance_operator import admission
+
+    try:
+        SETTINGS.allowed_bootstrap_servers = admission.parse_allowlist(
+            args.allowed_bootstrap_servers
+        )
+    except admission.AllowlistError as error:
+        logging.getLogger(__name__).error("%s", error)
+        return 2
     SETTINGS.interval_scale = args.interval_scale
     SETTINGS.tick_s = args.tick
     SETTINGS.kafka_timeout_s = args.kafka_timeout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kafka_rebalance_operator.admission import AllowedServer
 from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.telemetry import Telemetry
 
@@ -20,6 +21,8 @@ class OperatorSettings:
     telemetry: Telemetry = field(default_factory=Telemetry)
     liveness: Liveness = field(default_factory=lambda: Liveness(600.0))
     describe_group: bool = True  # group mode: read the actual assignment back (verify)
+    # --allowed-bootstrap-servers, parsed (admission.py); empty: any server
+    allowed_bootstrap_servers: tuple[AllowedServer, ...] = ()
 
 
 SETTINGS = OperatorSettings()
