@@ -87,6 +87,19 @@ def test_parse_document_refuses_garbage() -> None:
         assert parse_document(text) is None
 
 
+def test_a_document_too_big_for_version_1_is_written_as_version_2_and_read_back() -> None:
+    big = {"a": {f"topic-{i:04d}": list(range(500)) for i in range(1000)}}  # 500k partitions
+    documents = render_documents("g", big, 3, "h", "T")
+    text = documents["a"].to_json()
+    assert json.loads(text)["version"] == 2 and len(text) < 32 * 1024
+    body = configmap_body("p", "uid-1", "ns", documents["a"])
+    current = read_current([body])
+    assert current.by_member["a"] == documents["a"]
+    assert not diff("p", current, documents)  # read back equal: nothing to rewrite
+    small = render_documents("g", {"a": {"t": [0]}}, 3, "h", "T")
+    assert "version" not in json.loads(small["a"].to_json())
+
+
 def test_long_names_are_shortened_uniquely_within_limits() -> None:
     long_pod = "p" * 250
     name = names.configmap_name("policy", long_pod)

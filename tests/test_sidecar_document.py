@@ -117,6 +117,17 @@ def test_error_message_stays_one_line_with_newlines_in_names() -> None:
     assert str(caught.value) == "partitions.bad\\ntopic: not a list (str)"
 
 
+def test_version_2_documents_parse_to_the_same_content() -> None:
+    text = doc_text(version=2, partitions={"orders": "0-2,5", "audit": "bits:BQ=="})
+    doc = parse_document(text, group="orders-processor", member="orders-0")
+    assert doc.partitions == {"audit": (0, 2), "orders": (0, 1, 2, 5)}
+
+
+def test_a_newer_version_is_refused_naming_it() -> None:
+    with pytest.raises(DocumentError, match=r"^version: 3 is not one this reader knows"):
+        parse_document(doc_text(version=3))
+
+
 # -- AssignmentTracker --------------------------------------------------------------------
 
 
@@ -151,6 +162,16 @@ def test_tracker_moves_forward_only(caplog: pytest.LogCaptureFixture) -> None:
     assert [d.epoch for d in seen] == [3, 4]
     assert seen[-1].partitions == {"orders": (1,)}
     assert tracker.rejected == 2
+
+
+def test_tracker_sees_a_version_change_of_the_same_plan_as_unchanged() -> None:
+    tracker = AssignmentTracker(group="orders-processor", member="orders-0")
+    assert tracker.offer(doc_text(epoch=3, partitions={"orders": [0, 1, 2]}), "file").accepted
+    again = tracker.offer(doc_text(epoch=3, version=2, partitions={"orders": "0-2"}), "file")
+    assert again.status is OfferStatus.UNCHANGED
+    newer = tracker.offer(doc_text(epoch=4, version=3), "file")
+    assert newer.status is OfferStatus.REJECTED and newer.reason.startswith("version: 3")
+    assert tracker.current is not None and tracker.current.epoch == 3
 
 
 def test_tracker_keeps_last_good_on_corrupt_and_foreign_documents() -> None:
