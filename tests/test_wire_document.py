@@ -3,6 +3,7 @@ owning 500k partitions far below a ConfigMap's 1 MiB, and bad input is refused n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -73,6 +74,21 @@ def test_the_operator_writes_version_1_while_it_fits_and_version_2_beyond() -> N
     v1 = wire.encode_document(big, version=1)
     assert len(v1) > wire_document.V1_MAX_BYTES  # about 1.9 MB: refused by the API server
     assert wire.encode_document(big) == wire.encode_document(big, version=2)
+
+
+def padded_to(length: int) -> wire.AssignmentDocument:
+    """A document whose version-1 text is exactly `length` bytes (padding in generatedAt)."""
+    doc = document({"orders": tuple(range(0, 100, 2))})
+    short = len(wire.encode_document(doc, version=1))
+    return dataclasses.replace(doc, generated_at="x" * (length - short + len(doc.generated_at)))
+
+
+def test_version_1_is_written_up_to_the_api_servers_limit_exactly() -> None:
+    limit = wire_document.CONFIGMAP_LIMIT  # the API server sums the values' bytes
+    at_limit = wire.encode_document(padded_to(limit))
+    assert len(at_limit) == limit and '"version"' not in at_limit
+    beyond = wire.encode_document(padded_to(limit + 1))
+    assert json.loads(beyond)["version"] == 2
 
 
 @pytest.mark.parametrize(
@@ -160,3 +176,10 @@ def test_a_version_1_document_may_say_so() -> None:
         {"version": 1, "group": "g", "member": "m", "epoch": 1, "partitions": {"t": [1]}}
     )
     assert wire.decode_document(text).partitions == {"t": (1,)}
+
+
+def test_operator_and_sidecar_use_the_same_data_key() -> None:
+    from kafka_rebalance_operator import names
+    from kafka_rebalance_sidecar import source
+
+    assert names.DATA_KEY == source.DATA_KEY == wire_document.DATA_KEY

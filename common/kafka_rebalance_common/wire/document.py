@@ -12,9 +12,9 @@ per topic, `wire.partitions`), which keeps a member owning 500k partitions far b
 ConfigMap may hold. A version-1 reader refuses a version-2 document (its partitions are not
 lists) and keeps its last good document; it never misreads one.
 
-`encode_document` writes version 1 whenever the version-1 text fits in `V1_MAX_BYTES`, and
-version 2 only for documents version 1 cannot carry: the API server would refuse those ConfigMaps
-anyway, so no document a previous sidecar could read is ever written in a form it cannot.
+`encode_document` writes version 1 whenever the API server accepts it (`V1_MAX_BYTES`), and
+version 2 only for documents version 1 cannot carry: those ConfigMaps could not be written at all
+before, so no document a previous sidecar could read is ever written in a form it cannot.
 
 Decoding is strict and names the field (`DocumentError`): the document is acted on, so a wrong
 field is refused rather than guessed. It does not judge whether the document is meant for its
@@ -33,8 +33,9 @@ from kafka_rebalance_common.wire.errors import DocumentError
 from kafka_rebalance_common.wire.partitions import Partitions
 
 VERSIONS = (1, 2)  # what this module reads
-CONFIGMAP_LIMIT = 1_048_576  # bytes of a ConfigMap's data, keys included (API server validation)
-V1_MAX_BYTES = 1_000_000  # version 1 up to here: under the limit with the key and some room
+DATA_KEY = "assignment.json"  # the ConfigMap data key holding the document
+CONFIGMAP_LIMIT = 1_048_576  # the API server's limit on a ConfigMap's data values, in bytes
+V1_MAX_BYTES = CONFIGMAP_LIMIT  # the longest version-1 text the API server takes (one data key)
 
 
 @dataclass(frozen=True)
