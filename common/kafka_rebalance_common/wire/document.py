@@ -9,8 +9,9 @@ encodes it, the sidecar decodes it, and both use this module.
 
 Version 1 has no `version` key. Version 2 differs only in how partitions are written (one string
 per topic, `wire.partitions`), which keeps a member owning 500k partitions far below the 1 MiB a
-ConfigMap may hold. A version-1 reader refuses a version-2 document (its partitions are not
-lists) and keeps its last good document; it never misreads one.
+ConfigMap may hold. A version-1 reader (which ignores the `version` key) refuses a version-2
+document because its partitions are not lists, and keeps its last good document; it never
+misreads one (a document with no partitions at all means the same in both versions).
 
 `encode_document` writes version 1 whenever the API server accepts it (`V1_MAX_BYTES`), and
 version 2 only for documents version 1 cannot carry: those ConfigMaps could not be written at all

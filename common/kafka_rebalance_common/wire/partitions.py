@@ -1,7 +1,7 @@
 """Partition sets per topic, as the assignment document carries them.
 
 Version 1 writes each topic's partitions as a JSON list of numbers. That costs 4 to 7 bytes per
-partition, so a member owning about 170k partitions no longer fits in a ConfigMap (1 MiB).
+partition, so a member owning 150k to 275k partitions no longer fits in a ConfigMap (1 MiB).
 
 Version 2 writes each topic's partitions as one string, in whichever of two forms is shorter:
 
