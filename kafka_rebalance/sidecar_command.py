@@ -13,7 +13,9 @@ import logging
 import os
 import sys
 import types
-from typing import NoReturn
+from typing import Any, NoReturn
+
+from kafka_rebalance_common import logformat
 
 PROG = "kafka-rebalance sidecar"
 
@@ -94,6 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-poll-records", type=_positive, default=500, metavar="N")
     _register_security(parser)
     parser.add_argument("--verbose", "-v", action="store_true")
+    logformat.add_argument(parser)  # --log-format text|json
     parser.set_defaults(handler=run)
 
 
@@ -118,14 +121,19 @@ def _register_security(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ssl-key-password-file", metavar="FILE", help="if the key is encrypted")
 
 
-def _security_options(args: argparse.Namespace) -> dict[str, object]:
-    from kafka_rebalance.sidecar_security import SecurityFlags, client_options
+def _security_flags(args: argparse.Namespace) -> Any:
+    from kafka_rebalance.sidecar_security import SecurityFlags
 
     # each flag's dest is the field of the same name
-    flags = SecurityFlags(
+    return SecurityFlags(
         **{f.name: getattr(args, f.name) for f in dataclasses.fields(SecurityFlags)}
     )
-    return client_options(flags, os.environ)
+
+
+def _security_options(args: argparse.Namespace) -> dict[str, object]:
+    from kafka_rebalance.sidecar_security import client_options
+
+    return client_options(_security_flags(args), os.environ)
 
 
 def _fail(message: str) -> int:
@@ -138,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logformat.apply(args.log_format, group=args.group, member=args.member)
     if not args.verbose:
         logging.getLogger("kafka").setLevel(logging.WARNING)
         logging.getLogger("kubernetes").setLevel(logging.WARNING)
@@ -146,7 +155,12 @@ def run(args: argparse.Namespace) -> int:
     from kafka_rebalance_sidecar.delivery import HandlerSpecError, HttpDelivery, InProcessDelivery
     from kafka_rebalance_sidecar.runner import SidecarConfig
 
-    from kafka_rebalance.sidecar_security import SecurityFlagError, describe, install_redaction
+    from kafka_rebalance.sidecar_security import (
+        SecurityFlagError,
+        credential_watch,
+        describe,
+        install_redaction,
+    )
 
     if not args.member:
         return _fail("--member is required (or set $POD_NAME)")
@@ -194,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         bind=args.bind,
         install_signal_handlers=True,
+        credentials=credential_watch(_security_flags(args), os.environ, security),
     )
     try:
         consumer.run(sink)

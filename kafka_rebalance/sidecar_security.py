@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafka_rebalance_sidecar.credentials import CredentialWatch
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -161,3 +164,23 @@ def install_redaction(options: Mapping[str, Any]) -> None:
     if secrets:
         redaction.register(*secrets)
         redaction.install()
+
+
+def credential_watch(
+    flags: SecurityFlags, environ: Mapping[str, str], current: Mapping[str, Any]
+) -> CredentialWatch | None:
+    """A watch that re-reads the password files (`--sasl-password-file`,
+    `--ssl-key-password-file`) so a rotated mounted Secret reaches the client without a restart;
+    None when no secret comes from a file (an environment variable cannot change under a
+    running process). The files are re-read with `client_options`, so a new value is checked
+    exactly like the first one."""
+    from kafka_rebalance_sidecar.credentials import CredentialWatch
+
+    if not (flags.sasl_password_file or flags.ssl_key_password_file):
+        return None
+
+    def load() -> dict[str, Any]:
+        options = client_options(flags, environ)
+        return {k: options[k] for k in SECRET_SETTINGS if k in options}
+
+    return CredentialWatch(load, {k: current[k] for k in SECRET_SETTINGS if k in current})

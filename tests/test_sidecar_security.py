@@ -174,3 +174,76 @@ def test_cli_refuses_with_one_line_and_status_2(tmp_path: Path) -> None:
         "kafka-rebalance sidecar: error: --security-protocol SASL_SSL needs --sasl-username"
     ]
     assert "top-secret-value" not in result.stderr + result.stdout
+
+
+# ---- rotation: a changed mounted password file reaches the client --------------------------------
+
+
+def _sasl_flags(password_file: str) -> SecurityFlags:
+    return SecurityFlags(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="rotating",
+        sasl_password_file=password_file,
+    )
+
+
+def _kubelet_swap(directory: Path, text: str) -> None:
+    """Update a mounted Secret as the kubelet does: a new data directory, the `..data` symlink
+    swapped atomically, the key a symlink through it (the file's own mtime says nothing)."""
+    import os
+    import uuid
+
+    data = directory / f"..{uuid.uuid4().hex[:6]}"
+    data.mkdir()
+    (data / "password").write_text(text)
+    link = directory / "..data_tmp"
+    link.symlink_to(data.name)
+    os.replace(link, directory / "..data")
+    if not (directory / "password").is_symlink():
+        (directory / "password").symlink_to("..data/password")
+
+
+def test_a_rotated_password_file_is_noticed_and_masked(tmp_path: Path) -> None:
+    from kafka_rebalance_common import redaction
+
+    from kafka_rebalance.sidecar_security import credential_watch
+
+    _kubelet_swap(tmp_path, "first-pass-1\n")
+    flags = _sasl_flags(str(tmp_path / "password"))
+    options = client_options(flags, {})
+    watch = credential_watch(flags, {}, options)
+    assert watch is not None
+    assert watch.check() is None  # nothing changed
+
+    _kubelet_swap(tmp_path, "second-pass-2\n")
+    assert watch.check() == {"sasl_plain_password": "second-pass-2"}
+    assert watch.check() is None  # reported once
+    assert redaction.redact("pw second-pass-2") == "pw ***"
+
+
+def test_a_half_written_password_file_keeps_the_current_password(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kafka_rebalance.sidecar_security import credential_watch
+
+    password = tmp_path / "password"
+    password.write_text("first-pass-1")
+    flags = _sasl_flags(str(password))
+    watch = credential_watch(flags, {}, client_options(flags, {}))
+    assert watch is not None
+    password.write_text("")  # mid-update
+    assert watch.check() is None
+    assert "is empty" in caplog.text and "first-pass-1" not in caplog.text
+    password.write_text("third-pass-3")
+    assert watch.check() == {"sasl_plain_password": "third-pass-3"}
+
+
+def test_a_password_from_the_environment_has_nothing_to_watch() -> None:
+    from kafka_rebalance.sidecar_security import credential_watch
+
+    flags = SecurityFlags(
+        security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username="u"
+    )
+    options = client_options(flags, {PASSWORD_ENV: "env-pass"})
+    assert credential_watch(flags, {PASSWORD_ENV: "env-pass"}, options) is None

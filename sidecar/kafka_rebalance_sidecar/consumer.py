@@ -19,10 +19,13 @@ an in-process consumer behave the same. `run()` blocks until `stop()` (or SIGTER
 from __future__ import annotations
 
 import logging
+import signal
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
+from kafka_rebalance_sidecar.credentials import CredentialWatch
 from kafka_rebalance_sidecar.delivery import (
     Deliverer,
     HttpDelivery,
@@ -84,6 +87,7 @@ class PlanFollowingConsumer:
         cooperative: bool = True,
         on_released: Released | None = None,
         install_signal_handlers: bool = False,
+        credentials: CredentialWatch | None = None,
     ) -> None:
         if source is None:
             source = DocumentSource(file=assignment_file)
@@ -103,9 +107,30 @@ class PlanFollowingConsumer:
         self.health = Health()
         self._stop = threading.Event()
         self.runner: Runner | None = None
+        # rotated credentials (credentials.py): the runner stops, commits, and is rebuilt
+        self.credentials = credentials
+        self._rotated: Mapping[str, Any] | None = None
+        self._stopping = False
 
     def stop(self) -> None:
+        self._stopping = True
         self._stop.set()
+
+    def _credentials_changed(self, options: Mapping[str, Any]) -> None:
+        self._rotated = options
+        self._stop.set()
+
+    def _reopen(self) -> bool:
+        """After a rotation: the config with the new credentials, and the stop flag cleared."""
+        options, self._rotated = self._rotated, None
+        if options is None or self._stopping:
+            return False
+        log.info("reconnecting to Kafka with the rotated credentials")
+        merged = {**self.config.consumer_options, **options}
+        self.config = replace(self.config, consumer_options=merged)
+        self._stop.clear()
+        self.health.resumed()
+        return True
 
     def _sink(self, handler: Handler | str | Sink) -> Sink:
         if isinstance(handler, str):
@@ -134,6 +159,40 @@ class PlanFollowingConsumer:
     def run(self, handler: Handler | str | Sink) -> None:
         """Consume until stopped. `handler`: a callable, "module:function", or an http URL."""
         sink = self._sink(handler)
+        servers = serve(
+            self.health,
+            self.metrics,
+            health_port=self.health_port,
+            metrics_port=self.metrics_port,
+            address=self.bind,
+        )
+        source = self.source.start(self.tracker)
+        watch = self.credentials.start(self._credentials_changed) if self.credentials else None
+        if self.install_signal_handlers:
+            self._install_signal_handlers()
+        try:
+            self._run_clients(sink)
+            while self._reopen():  # rotated credentials: new clients, same document and servers
+                self._run_clients(sink)
+        finally:
+            if watch is not None:
+                watch.stop()
+            source.stop()
+            servers.close()
+
+    def _install_signal_handlers(self) -> None:
+        def handle(signum: int, _frame: Any) -> None:
+            log.info(
+                "received %s: finishing the batch in hand, committing, closing",
+                signal.Signals(signum).name,
+            )
+            self.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, handle)
+
+    def _run_clients(self, sink: Sink) -> None:
+        """One incarnation of the Kafka clients (consumer, dead-letter producer) until stopped."""
         producer = self._producer() if self.on_poison == "dead-letter" else None
         deliverer = Deliverer(
             sink,
@@ -144,14 +203,6 @@ class PlanFollowingConsumer:
             stats=self.metrics,
             stop=self._stop,
         )
-        servers = serve(
-            self.health,
-            self.metrics,
-            health_port=self.health_port,
-            metrics_port=self.metrics_port,
-            address=self.bind,
-        )
-        source = self.source.start(self.tracker)
         try:
             runner_class: type[Runner]
             kwargs: dict[str, Any] = {}
@@ -174,11 +225,7 @@ class PlanFollowingConsumer:
                 on_released=self.on_released,
                 **kwargs,
             )
-            if self.install_signal_handlers:
-                self.runner.install_signal_handlers()
             self.runner.run()
         finally:
-            source.stop()
-            servers.close()
             if producer is not None:
                 producer.close(timeout=5)

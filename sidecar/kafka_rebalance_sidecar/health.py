@@ -146,6 +146,11 @@ class Health:
         with self._lock:
             self._stopping = True
 
+    def resumed(self) -> None:
+        """Running again after a stop that was not the end (new clients for rotated credentials)."""
+        with self._lock:
+            self._stopping = False
+
     def live(self) -> tuple[bool, dict[str, object]]:
         with self._lock:
             age = time.monotonic() - self._beat

@@ -10,6 +10,7 @@ checked against an independent reading.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -356,3 +357,245 @@ def test_a_restarted_node_serves_its_secured_listeners_again(kafka_cluster) -> N
     }
     observation = _observe(f"127.0.0.1:{node.ssl_port}", tls_secret, group, topic)
     _assert_lag(observation, topic, {0: 5})
+
+
+# ---- Strimzi's Secrets, stored in the real API server, as they come ------------------------------
+
+_P12 = bytes(range(256)) * 8  # a binary value, as Strimzi's user.p12 / ca.p12 keystores are
+
+
+def _store_secret(core: Any, namespace: str, name: str, data: dict[str, str | bytes]) -> None:
+    encoded = {
+        k: base64.b64encode(v if isinstance(v, bytes) else v.encode()).decode()
+        for k, v in data.items()
+    }
+    core.create_namespaced_secret(namespace, {"metadata": {"name": name}, "data": encoded})
+
+
+@pytest.fixture
+def strimzi_namespace(k8s) -> Iterator[tuple[Any, str]]:
+    """A namespace on the real API server, with kube_io pointed at it (restored afterwards)."""
+    from kafka_rebalance_operator import kube_io
+    from kubernetes import client
+
+    api = k8s.api_client()
+    core = client.CoreV1Api(api)
+    namespace = f"strimzi-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    previous = kube_io._API
+    kube_io.set_api(api)
+    try:
+        yield core, namespace
+    finally:
+        kube_io._API = previous
+        core.delete_namespace(namespace)
+        api.close()
+
+
+def test_operator_uses_strimzi_secrets_with_binary_values(
+    kafka_broker_4, strimzi_namespace
+) -> None:
+    """A Strimzi KafkaUser Secret (SCRAM: `password`, `sasl.jaas.config`; TLS: `user.crt`,
+    `user.key` next to the binary `user.p12`) and the cluster CA Secret (`ca.crt` next to the
+    binary `ca.p12`), read from the API server as the poll reads them, reach the broker's
+    SASL_SSL and SSL listeners; nothing is decoded that the operator does not use."""
+    from kafka_rebalance_operator import kube_io
+
+    core, namespace = strimzi_namespace
+    cluster = kafka_broker_4.cluster
+    tls = cluster.tls
+    _store_secret(
+        core,
+        namespace,
+        "my-cluster-cluster-ca-cert",
+        {"ca.crt": tls.ca.read_text(), "ca.p12": _P12, "ca.password": "ca-p12-pw"},
+    )
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{DEV_USERNAME}" password="{DEV_PASSWORD}";'
+    )
+    _store_secret(
+        core, namespace, "scram-user", {"password": DEV_PASSWORD, "sasl.jaas.config": jaas}
+    )
+    _store_secret(
+        core,
+        namespace,
+        "tls-user",
+        {
+            "ca.crt": tls.ca.read_text(),  # Strimzi puts the clients CA here
+            "user.crt": tls.client.cert.read_text(),
+            "user.key": tls.client.key.read_text(),
+            "user.p12": _P12,
+            "user.password": "user-p12-pw",
+        },
+    )
+    cluster_ca = kube_io.read_secret(namespace, "my-cluster-cluster-ca-cert")
+    assert "ca.p12" not in cluster_ca and cluster_ca["ca.password"] == "ca-p12-pw"
+
+    topic = _topic_with_records(cluster.bootstrap_servers, "strimzi-observe")
+    group = f"strimzi-observe-{uuid.uuid4().hex[:8]}"
+    _commit(cluster.bootstrap_servers, group, {TopicPartition(topic, 0): 4})
+
+    scram = kube_io.read_secret(namespace, "scram-user")
+    settings = client_settings(scram, cluster_ca)
+    assert (settings["security_protocol"], settings["sasl_mechanism"]) == (
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+    )
+    observer = KafkaObserver(cluster.sasl_ssl_bootstrap_servers, settings, timeout_s=10)
+    try:
+        _assert_lag(observer.observe(group, [topic], None, describe=True), topic, {0: 4})
+    finally:
+        observer.close()
+
+    user = kube_io.read_secret(namespace, "tls-user")
+    assert "user.p12" not in user
+    observer = KafkaObserver(
+        cluster.ssl_bootstrap_servers, client_settings(user, cluster_ca), timeout_s=10
+    )
+    try:
+        _assert_lag(observer.observe(group, [topic], None, describe=True), topic, {0: 4})
+    finally:
+        observer.close()
+
+
+# ---- SASL password rotation in the sidecar -------------------------------------------------------
+
+
+def _set_scram_password(bootstrap: str, user: str, password: str) -> None:
+    """Create or change a SCRAM-SHA-512 user through the Admin API (AlterUserScramCredentials),
+    as Strimzi's User Operator or `kafka-configs --alter --add-config SCRAM-SHA-512=...` do."""
+    from kafka.admin import UserScramCredentialUpsertion
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        result = admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(user, "SCRAM-SHA-512", password)]
+        )
+    finally:
+        admin.close()
+    errors = [r for r in (result.values() if isinstance(result, dict) else []) if r]
+    assert not errors, errors
+
+
+def _mount_secret(directory: Path, password: str) -> None:
+    """Write the password the way the kubelet updates a mounted Secret: a new data directory and
+    an atomic swap of the `..data` symlink the key's path goes through."""
+    data = directory / f"..{uuid.uuid4().hex[:8]}"
+    data.mkdir()
+    (data / "password").write_text(password + "\n")
+    (directory / "..data_tmp").symlink_to(data.name)
+    os.replace(directory / "..data_tmp", directory / "..data")
+    if not (directory / "password").is_symlink():
+        (directory / "password").symlink_to("..data/password")
+
+
+def _produce(bootstrap: str, topic: str, start: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    try:
+        for partition in range(PARTITIONS):
+            for index in range(start, start + PER_PARTITION):
+                producer.send(topic, value=f"r{index}".encode(), partition=partition)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=5)
+
+
+def test_sidecar_reconnects_with_a_rotated_sasl_password(kafka_broker_4, tmp_path: Path) -> None:
+    """The user's SCRAM password is changed at the broker and in the mounted file while the
+    sidecar runs: it notices the file, commits what it delivered, reconnects with the new
+    password (a client still holding the old one could open no new connection) and goes on
+    consuming; the ledger shows nothing lost across the change."""
+    cluster = kafka_broker_4.cluster
+    suffix = uuid.uuid4().hex[:8]
+    user, first, second = f"rotating-{suffix}", f"first-{suffix}", f"second-{suffix}"
+    _set_scram_password(cluster.bootstrap_servers, user, first)
+    topic = _topic_with_records(cluster.bootstrap_servers, "sidecar-rotation")
+    group = f"sidecar-rotation-{suffix}"
+    member = "rotating-0"
+    document = tmp_path / "assignment.json"
+    document.write_text(
+        json.dumps(
+            {
+                "group": group,
+                "member": member,
+                "epoch": 1,
+                "partitions": {topic: list(range(PARTITIONS))},
+                "revoking": {},
+                "planHash": "test-1",
+                "generatedAt": "2026-11-21T00:00:00Z",
+            }
+        )
+    )
+    secrets = tmp_path / "secret"
+    secrets.mkdir()
+    _mount_secret(secrets, first)
+    (tmp_path / "ledger").mkdir()
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "KAFKA_SASL_PASSWORD"},
+        ledger.LEDGER_DIR_ENV: str(tmp_path / "ledger"),
+    }
+    args = [
+        f"--bootstrap-servers={cluster.sasl_bootstrap_servers}",
+        f"--group={group}",
+        f"--topics={topic}",
+        f"--member={member}",
+        f"--assignment={document}",
+        "--handler=kafka_rebalance.demo.ledger:record",  # dead-letter producer rebuilt too
+        "--security-protocol=SASL_PLAINTEXT",
+        "--sasl-mechanism=SCRAM-SHA-512",
+        f"--sasl-username={user}",
+        f"--sasl-password-file={secrets / 'password'}",
+    ]
+    log = tmp_path / "kafka_rebalance_sidecar.log"
+    with _sidecar(args, env, log) as process:
+
+        def crashed() -> str | None:
+            if process.poll() is not None:
+                return f"sidecar exited {process.returncode}: {log.read_text()[-3000:]}"
+            return None
+
+        def committed_up_to(offset: int) -> Any:
+            def check() -> dict[int, Any] | None:
+                committed = _committed(cluster.bootstrap_servers, group, topic)
+                offsets = {p: om.offset for p, om in committed.items()}
+                return committed if offsets == dict.fromkeys(range(PARTITIONS), offset) else None
+
+            return check
+
+        wait_for("the first records", committed_up_to(PER_PARTITION), timeout=60, abort=crashed)
+
+        _set_scram_password(cluster.bootstrap_servers, user, second)
+        _mount_secret(secrets, second)
+        wait_for(
+            "the sidecar to reconnect with the rotated password",
+            lambda: "reconnecting to Kafka with the rotated credentials" in log.read_text(),
+            timeout=60,
+            abort=crashed,
+        )
+        _produce(cluster.bootstrap_servers, topic, PER_PARTITION)
+        wait_for(
+            "the records after the rotation",
+            committed_up_to(2 * PER_PARTITION),
+            timeout=60,
+            abort=crashed,
+        )
+        os.killpg(process.pid, signal.SIGTERM)
+        assert process.wait(30) == 0, log.read_text()[-3000:]
+
+    # the old password is really gone at the broker: only the reconnect explains the second half
+    with pytest.raises(KafkaUnavailable):
+        stale = {"securityProtocol": "SASL_PLAINTEXT", "saslMechanism": "SCRAM-SHA-512"}
+        stale |= {"saslUsername": user, "saslPassword": first}
+        observer = KafkaObserver(cluster.sasl_bootstrap_servers, client_settings(stale), 2)
+        try:
+            observer.topic_partitions([topic], None)
+        finally:
+            observer.close()
+
+    produced = {(topic, p): 2 * PER_PARTITION for p in range(PARTITIONS)}
+    report = ledger.reconcile(produced, tmp_path / "ledger")
+    assert report.lost == 0 and report.produced == 2 * PARTITIONS * PER_PARTITION, report.summary()
+    text = log.read_text()
+    assert first not in text and second not in text
+    assert text.count("reconnecting to Kafka with the rotated credentials") == 1
