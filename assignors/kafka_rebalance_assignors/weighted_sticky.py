@@ -1,20 +1,68 @@
-"""Weighted sticky assignment: per topic, partition counts proportional to member weights.
+"""Weighted sticky assignment: each member's partitions proportional to its weight, per topic
+AND in total, keeping what members own wherever those two bounds allow.
 
-Per topic, each subscriber's quota is its weighted share of the topic's partitions, rounded by
-largest remainder (computed in exact fractions, so equal shares tie exactly and the tie-break is
-deterministic: remainder, then how many of the topic's partitions the member already owns, then
-member id). A member keeps the partitions it owned up to its quota; the excess and the unowned
-partitions fill the members below quota. Only subscribers of a topic ever receive it: the
-cross-topic leak of the weighted prototype (research notes, section 4.2) cannot happen because
-every pool is per topic.
+Shares. A topic t with n_t partitions is shared by its subscribers S_t in proportion to their
+weights: member m's share of t is s(m, t) = n_t * w_m / (sum of w over S_t), and 0 when m does
+not subscribe to t. Its total share is T(m) = sum over t of s(m, t). Weights are turned into
+exact integers first (every float is a binary fraction), so shares are exact rationals and equal
+shares tie exactly.
+
+Invariant (what `assign` guarantees for every group):
+  1. per topic:  count(m, t) is floor(s(m, t)) or ceil(s(m, t))   (strictly within one);
+  2. per member: count(m)    is floor(T(m))    or ceil(T(m))        (strictly within one);
+  3. only subscribers of a topic receive it (every pool is per topic: no cross-topic leak);
+  4. a member keeps min(owned(m, t), count(m, t)) of the partitions of t it owns: nothing moves
+     except what the quotas count(m, t) force off an owner, and partitions whose owner left or
+     unsubscribed.
+Both 1 and 2 together are always satisfiable: the real matrix s(m, t) has integer column sums
+(n_t), so by the integrality of flows (matrix rounding, Bacharach 1966) there is an integer
+matrix rounding every entry and every row sum up or down while keeping the column sums.
+
+Algorithm. floor(s(m, t)) is everyone's base; each topic then has
+e_t = n_t - sum of floors "extra seats", each worth one partition, to hand to distinct
+subscribers with a fractional share; member m must end with between floor(R_m) and ceil(R_m)
+extra seats, R_m = T(m) - its base. That is a bipartite degree-constrained problem (a flow with
+lower bounds), solved in three steps:
+  a. greedy, topic by topic: a topic's seats go first to members that own more than their base
+     of it (a seat there saves a move), then by the lowest weighted running total
+     (seats taken + 1) / R_m, never beyond ceil(R_m). With identical subscriptions and equal
+     weights this alone is exact: the remainders rotate over the members, as in `sticky`.
+  b. repair, by augmenting paths (one breadth-first search over the seats per shortfall): a topic
+     left short of seats takes one from a full member that hands one of its own seats on, along
+     a chain ending at a member below ceil(R_m); a member left below floor(R_m) takes a seat
+     along a chain ending at a member above floor(R_j). Flow theory guarantees such a chain
+     whenever the bounds are not yet met, so steps a+b always meet invariants 1 and 2.
+  c. stickiness improvement: a seat held by a member that gains nothing from it passes to a
+     member that owns more than its base of that topic, directly (when both members' bounds
+     allow) or by swapping with a seat of the receiving member in another topic.
+Then each topic is filled: a member keeps its owned partitions up to its quota, and the
+partitions nobody kept go, lowest number first, to the members below quota, in member order.
+
+What is guaranteed about moves: invariant 4 (a member only loses partitions it holds beyond its
+quota, and never gains in a topic where it lost), and no move at all when the previous ownership
+already meets invariants 1 and 2. The quotas themselves minimise moves exactly when the greedy
+and the improvement step find the best seat plan (the tests compare with a brute-force minimum on
+small groups); in general the number of moves is a heuristic minimum, not a proven one.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 from kafka_rebalance_assignors.model import Assignment, Group, Options, resolve_ownership
+
+
+def integer_weights(weights: Sequence[float]) -> list[int]:
+    """The weights scaled to integers with the same ratios (exact: a float is a binary fraction).
+    Shares computed from them are exact rationals, so three equal weights tie exactly instead of
+    by rounding noise."""
+    exact = [Fraction(w) for w in weights]
+    scale = math.lcm(*(f.denominator for f in exact)) if exact else 1
+    return [int(f * scale) for f in exact]
 
 
 def weighted_quotas(
@@ -23,48 +71,381 @@ def weighted_quotas(
     weights: Mapping[str, float],
     owned_counts: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """Largest-remainder apportionment of `partitions` among `subscribers` by weight.
-
-    Exact arithmetic matters: with float shares, three equal weights give remainders that differ
-    in the last bit, and which member gets the extra partition would depend on rounding noise.
-    """
+    """Largest-remainder apportionment of one topic's `partitions` among `subscribers` by weight
+    (ties: more owned first, then member id). One topic alone; `assign` apportions all topics
+    jointly so that members' totals stay within one of their share too."""
     owned_counts = owned_counts or {}
-    exact = {m: Fraction(weights[m]) for m in subscribers}
-    total = sum(exact.values())
-    shares = {m: partitions * exact[m] / total for m in subscribers}
-    quotas = {m: int(shares[m]) for m in subscribers}  # floor: shares are >= 0
+    units = dict(zip(subscribers, integer_weights([weights[m] for m in subscribers]), strict=True))
+    total = sum(units.values())
+    quotas = {m: partitions * units[m] // total for m in subscribers}
+    rests = {m: partitions * units[m] % total for m in subscribers}
     left = partitions - sum(quotas.values())
-    ranked = sorted(
-        subscribers, key=lambda m: (-(shares[m] - quotas[m]), -owned_counts.get(m, 0), m)
-    )
+    ranked = sorted(subscribers, key=lambda m: (-rests[m], -owned_counts.get(m, 0), m))
     for member_id in ranked[:left]:
         quotas[member_id] += 1
     return quotas
 
 
+class _TopicSeats:
+    """One topic's apportionment: each subscriber's base (floor of its share), which
+    subscribers may take an extra seat (a fractional share), and which hold one."""
+
+    __slots__ = (
+        "_candidate_set",
+        "base",
+        "candidates",
+        "extra",
+        "name",
+        "owned",
+        "seats",
+        "subscribers",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        subscribers: list[int],
+        base: dict[int, int] | int,
+        candidates: list[int],
+        extra: int,
+        owned: dict[int, int],
+    ) -> None:
+        self.name = name
+        self.subscribers = subscribers
+        self.base = base  # an int when every subscriber has the same base (equal weights)
+        self.candidates = candidates
+        self.extra = extra  # e_t: how many seats the topic hands out
+        self.owned = owned  # member -> partitions of this topic it owns (owners only)
+        self.seats: set[int] = set()
+        self._candidate_set: frozenset[int] | None = None
+
+    def may_sit(self, member: int) -> bool:
+        """The member's share of the topic has a fractional part: it may hold an extra seat."""
+        if self._candidate_set is None:
+            self._candidate_set = frozenset(self.candidates)
+        return member in self._candidate_set
+
+    def base_of(self, member: int) -> int:
+        base = self.base
+        return base if isinstance(base, int) else base[member]
+
+    def gains(self, member: int) -> bool:
+        """A seat saves a move: the member owns more of the topic than its base."""
+        return self.owned.get(member, 0) > self.base_of(member)
+
+
+class _SeatPlan:
+    """The extra seats of every topic and each member's bounds on how many it holds."""
+
+    def __init__(self, group: Group, previous: Assignment) -> None:
+        self.member_ids = list(group.members)
+        index = {m: i for i, m in enumerate(self.member_ids)}
+        units = integer_weights([member.weight for member in group.members.values()])
+        uniform = len(set(units)) <= 1
+        size = len(self.member_ids)
+        # Each member's remainder mass sum_t rest(m, t) / S_t, kept exactly as integer numerators
+        # per denominator S_t (members with identical subscriptions share one accumulator).
+        by_class: dict[tuple[int, ...], dict[int, int]] = {}
+        by_member: list[dict[int, int]] = [{} for _ in range(size)]
+        owners: dict[str, dict[int, int]] = {}
+        for member_id, owned in previous.items():
+            i = index[member_id]
+            for topic, partitions in owned.items():
+                if partitions:
+                    owners.setdefault(topic, {})[i] = len(partitions)
+        self.topics: list[_TopicSeats] = []
+        for topic, subscriber_ids in group.subscribers().items():
+            subscribers = list(map(index.__getitem__, subscriber_ids))
+            count = group.topics[topic]
+            owned = owners.get(topic, {})
+            if owned:  # owners that no longer subscribe lose the topic whatever the quotas
+                subscribed = set(subscribers)
+                owned = {i: n for i, n in owned.items() if i in subscribed}
+            topic_units = [units[i] for i in subscribers]
+            if uniform or len(set(topic_units)) == 1:
+                k = len(subscribers)
+                rest = count % k
+                seats = _TopicSeats(
+                    topic, subscribers, count // k, subscribers if rest else [], rest, owned
+                )
+                if rest:
+                    accumulator = by_class.setdefault(tuple(subscribers), {})
+                    accumulator[k] = accumulator.get(k, 0) + rest
+            else:
+                total = sum(topic_units)
+                base: dict[int, int] = {}
+                candidates = []
+                for i, u in zip(subscribers, topic_units, strict=True):
+                    floor, rest = divmod(count * u, total)
+                    base[i] = floor
+                    if rest:
+                        candidates.append(i)
+                        mass = by_member[i]
+                        mass[total] = mass.get(total, 0) + rest
+                extra = count - sum(base.values())
+                seats = _TopicSeats(topic, subscribers, base, candidates, extra, owned)
+            self.topics.append(seats)
+        remainder = [Fraction(0)] * size
+        for members, masses in by_class.items():
+            mass = sum((Fraction(n, d) for d, n in masses.items()), Fraction(0))
+            for i in members:
+                remainder[i] += mass
+        for i, masses in enumerate(by_member):
+            if masses:
+                remainder[i] += sum((Fraction(n, d) for d, n in masses.items()), Fraction(0))
+        self.low = [math.floor(r) for r in remainder]
+        self.high = [math.ceil(r) for r in remainder]
+        self.inverse = [1.0 / float(r) if r else math.inf for r in remainder]
+        self.held = [0] * size
+        self.holding: list[set[int]] = [set() for _ in range(size)]  # member -> topic numbers
+        self._candidate_topics: list[list[int]] | None = None
+
+    # ----------------------------------------------------------------- seat moves
+
+    def _take(self, member: int, number: int) -> None:
+        self.topics[number].seats.add(member)
+        self.holding[member].add(number)
+
+    def _drop(self, member: int, number: int) -> None:
+        self.topics[number].seats.discard(member)
+        self.holding[member].discard(number)
+
+    # ----------------------------------------------------------------- a: greedy
+
+    def greedy(self) -> list[int]:
+        """Hand out each topic's seats; returns the topic numbers left short (all members full).
+        Two passes: first the seats that save a move (to owners holding more than their base),
+        over all topics, so that no member's ceiling is spent on seats that save nothing before
+        its owners' seats are placed; then the rest, by lowest weighted running total."""
+        held, high, inverse = self.held, self.high, self.inverse
+        for number, topic in enumerate(self.topics):
+            if not topic.owned or not topic.extra:
+                continue
+            keen = [
+                m for m in topic.owned if topic.gains(m) and held[m] < high[m] and topic.may_sit(m)
+            ]
+            if len(keen) > topic.extra:
+                keen.sort(key=lambda m: ((held[m] + 1) * inverse[m], m))
+            for m in keen[: topic.extra]:
+                held[m] += 1
+                self._take(m, number)
+        short = []
+        for number, topic in enumerate(self.topics):
+            wanted = topic.extra - len(topic.seats)
+            if wanted <= 0:
+                continue
+            seats = topic.seats
+            rest = [m for m in topic.candidates if held[m] < high[m] and m not in seats]
+            chosen = heapq.nsmallest(wanted, rest, key=lambda m: (held[m] + 1) * inverse[m])
+            for m in chosen:
+                held[m] += 1
+                self._take(m, number)
+            if len(chosen) < wanted:
+                short.append(number)
+        return short
+
+    # ----------------------------------------------------------------- b: repair
+
+    def candidate_topics(self) -> list[list[int]]:
+        if self._candidate_topics is None:
+            table: list[list[int]] = [[] for _ in self.member_ids]
+            for number, topic in enumerate(self.topics):
+                for m in topic.candidates:
+                    table[m].append(number)
+            self._candidate_topics = table
+        return self._candidate_topics
+
+    def fill_short_topic(self, number: int) -> None:
+        """One more seat for topic `number`: a chain of seat hand-overs ending at a member below
+        its ceiling (exists while the topic is short: see the module docstring)."""
+        topics, held, high = self.topics, self.held, self.high
+        parent: dict[int, tuple[int, int | None]] = {}
+        seen_topics = {number}
+        queue: deque[int] = deque()
+        for m in topics[number].candidates:
+            if m not in topics[number].seats and m not in parent:
+                parent[m] = (number, None)
+                queue.append(m)
+        while queue:
+            m = queue.popleft()
+            if held[m] < high[m]:
+                held[m] += 1
+                while True:  # m joins the topic of its link; the member before leaves it
+                    joined, previous = parent[m]
+                    self._take(m, joined)
+                    if previous is None:
+                        return
+                    self._drop(previous, joined)
+                    m = previous
+                    # `previous` joined its own parent topic: continue up the chain
+            for other in sorted(self.holding[m]):
+                if other in seen_topics:
+                    continue
+                seen_topics.add(other)
+                for m2 in topics[other].candidates:
+                    if m2 not in parent and m2 not in topics[other].seats:
+                        parent[m2] = (other, m)
+                        queue.append(m2)
+        raise AssertionError(f"weighted-sticky: no seat chain for topic {topics[number].name}")
+
+    def raise_member(self, member: int) -> None:
+        """One more seat for `member` (below its floor): it takes a seat in a topic it may sit
+        in, whose holder takes another, ... ending at a member above its floor."""
+        topics, held, low = self.topics, self.held, self.low
+        candidate_topics = self.candidate_topics()
+        parent: dict[int, tuple[int, int]] = {}  # evicted member -> (topic, member joining it)
+        seen_topics: set[int] = set()
+        queue: deque[int] = deque([member])
+        visited = {member}
+        while queue:
+            m = queue.popleft()
+            for number in candidate_topics[m]:
+                topic = topics[number]
+                if number in seen_topics or m in topic.seats:
+                    continue
+                seen_topics.add(number)
+                # evict a holder that gains nothing from its seat first
+                for holder in sorted(topic.seats, key=lambda h: (topic.gains(h), h)):
+                    if holder in visited:
+                        continue
+                    visited.add(holder)
+                    parent[holder] = (number, m)
+                    if held[holder] > low[holder]:
+                        held[holder] -= 1
+                        held[member] += 1
+                        evicted = holder
+                        while True:
+                            joined, joiner = parent[evicted]
+                            self._drop(evicted, joined)
+                            self._take(joiner, joined)
+                            if joiner == member:
+                                return
+                            evicted = joiner
+                    queue.append(holder)
+        raise AssertionError(f"weighted-sticky: no seat chain for {self.member_ids[member]}")
+
+    # ----------------------------------------------------------------- c: stickiness
+
+    def improve(self) -> None:
+        """Give seats to owners that would keep a partition with them, while a chain of seat
+        hand-overs that keeps every bound and saves at least one move exists (each success saves
+        one or more, so this ends)."""
+        changed = True
+        while changed:
+            changed = False
+            for number, topic in enumerate(self.topics):
+                if not topic.owned or not topic.extra:
+                    continue
+                for m in sorted(topic.owned):
+                    if m not in topic.seats and topic.gains(m) and topic.may_sit(m):
+                        changed |= self._improving_chain(m, number)
+
+    def _improving_chain(self, member: int, number: int) -> bool:
+        """`member` joins topic `number` (saving a move), evicting a holder, who joins another
+        topic, evicting a holder there, ... until the chain closes back at `member` (it leaves a
+        seat) or ends at a member above its floor while `member` is below its ceiling. Searched
+        best first on the moves saved so far, never letting that fall below one, each member
+        visited once. Applies the first chain found; False when there is none."""
+        topics, held, low, high = self.topics, self.held, self.low, self.high
+        candidate_topics = self.candidate_topics()
+        parent: dict[int, tuple[int, int]] = {}  # evicted member -> (topic, member joining it)
+        visited = {member}
+        heap: list[tuple[int, int, int, int, int]] = []  # (-saved, order, evicted, topic, joiner)
+        order = 0
+
+        def evictions(joiner: int, joined: int, saved: int) -> tuple[int, int] | None:
+            nonlocal order
+            topic = topics[joined]
+            for holder in sorted(topic.seats):
+                left = saved - topic.gains(holder)
+                if left < 1:
+                    continue
+                if holder == member:
+                    return joined, joiner  # the chain closes
+                if holder not in visited:
+                    order += 1
+                    heapq.heappush(heap, (-left, order, holder, joined, joiner))
+            return None
+
+        closing = evictions(member, number, 1)
+        while closing is None and heap:
+            negative, _, evicted, joined, joiner = heapq.heappop(heap)
+            if evicted in visited:
+                continue
+            visited.add(evicted)
+            parent[evicted] = (joined, joiner)
+            if held[evicted] > low[evicted] and held[member] < high[member]:
+                held[evicted] -= 1
+                held[member] += 1
+                self._hand_over(evicted, parent, member)
+                return True
+            for other in candidate_topics[evicted]:
+                if evicted not in topics[other].seats:
+                    gain = topics[other].gains(evicted)
+                    closing = evictions(evicted, other, -negative + gain)
+                    if closing is not None:
+                        break
+        if closing is None:
+            return False
+        parent[member] = closing
+        self._hand_over(member, parent, member)
+        return True
+
+    def _hand_over(self, evicted: int, parent: dict[int, tuple[int, int]], first: int) -> None:
+        """Apply a chain: walking back from the last evicted member, each leaves the topic its
+        successor joins, up to `first`, the member that started it."""
+        while True:
+            joined, joiner = parent[evicted]
+            self._drop(evicted, joined)
+            self._take(joiner, joined)
+            if joiner == first:
+                return
+            evicted = joiner
+
+    # ----------------------------------------------------------------- all of it
+
+    def solve(self) -> None:
+        for number in self.greedy():
+            while len(self.topics[number].seats) < self.topics[number].extra:
+                self.fill_short_topic(number)
+        for member, (held, low) in enumerate(zip(self.held, self.low, strict=True)):
+            for _ in range(low - held):
+                self.raise_member(member)
+        self.improve()
+
+
 def assign(group: Group, options: Options) -> Assignment:
     del options  # counts only: loads, budgets and hysteresis belong to lag-aware
     previous, _ = resolve_ownership(group)
-    weights = {member_id: member.weight for member_id, member in group.members.items()}
-    assignment: Assignment = {member_id: {} for member_id in group.members}
-    for topic, subscribers in group.subscribers().items():
-        owned = {m: previous[m].get(topic, []) for m in subscribers}
-        quotas = weighted_quotas(
-            group.topics[topic], subscribers, weights, {m: len(p) for m, p in owned.items()}
-        )
-        taken = [False] * group.topics[topic]
-        kept: dict[str, list[int]] = {}
-        for member_id in subscribers:
-            keep = owned[member_id][: quotas[member_id]]  # resolved ownership is sorted
-            kept[member_id] = keep
-            for partition in keep:
-                taken[partition] = True
+    seats = _SeatPlan(group, previous)
+    seats.solve()
+    member_ids = seats.member_ids
+    assignment: Assignment = {member_id: {} for member_id in member_ids}
+    for topic in seats.topics:
+        name = topic.name
+        count = group.topics[name]
+        quotas: dict[int, int] = {}
+        if isinstance(topic.base, int) and topic.base == 0:
+            receivers: Sequence[int] = sorted(topic.seats)
+        else:
+            receivers = topic.subscribers
+        for m in receivers:
+            quotas[m] = topic.base_of(m) + (m in topic.seats)
+        taken = [False] * count
+        lists: dict[int, list[int]] = {}
+        for m in topic.owned:
+            quota = quotas.get(m, 0)
+            if quota:
+                keep = previous[member_ids[m]][name][:quota]  # resolved ownership is sorted
+                lists[m] = keep
+                for partition in keep:
+                    taken[partition] = True
         pool = iter([p for p, is_taken in enumerate(taken) if not is_taken])
-        for member_id in subscribers:
-            partitions = kept[member_id]
-            missing = quotas[member_id] - len(partitions)
+        for m in receivers:
+            partitions = lists.get(m, [])
+            missing = quotas[m] - len(partitions)
             if missing > 0:
                 partitions = partitions + [next(pool) for _ in range(missing)]
             if partitions:
-                assignment[member_id][topic] = partitions
+                assignment[member_ids[m]][name] = partitions
     return assignment
