@@ -10,6 +10,8 @@ import argparse
 import logging
 import os
 
+from kafka_rebalance_common import logformat
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -85,6 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Default: any",
     )
     parser.add_argument("--verbose", "-v", action="store_true")
+    logformat.add_argument(parser)  # --log-format text|json
     parser.set_defaults(handler=run)
 
 
@@ -93,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logformat.apply(args.log_format)
     # kafka-python logs its configuration (credentials included) at DEBUG: never below INFO.
     logging.getLogger("kafka").setLevel(logging.INFO if args.verbose else logging.WARNING)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)

@@ -207,3 +207,14 @@ def test_enabled_objects_are_kubeconform_strict_clean(helm: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Valid: {len(checked)}, Invalid: 0, Errors: 0" in result.stdout, result.stdout
+
+
+def test_log_format_reaches_the_operator_command_line(helm: Path) -> None:
+    from kafka_rebalance.cli import build_parser
+
+    container = one(render(helm, "logFormat=json"), "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    args = container["args"]
+    assert args[args.index("--log-format") + 1] == "json"
+    assert build_parser("operator").parse_args(args).log_format == "json"
