@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kafka_rebalance_assignors as assignors
+from kafka_rebalance_common import replanning
 
 from kafka_rebalance_pipeline.simulate import Score, drain_step, score, time_lag
 
@@ -265,6 +266,11 @@ def _plan_document(
     }
 
 
+def _ratio(value: Any) -> float | None:
+    """As the operator reads the planner's maxLoadRatio (6 decimals)."""
+    return round(float(value), 6) if isinstance(value, int | float) else None
+
+
 def _downsample(values: Sequence[float], points: int) -> list[float]:
     if len(values) <= points:
         return [round(v, 1) for v in values]
@@ -301,6 +307,10 @@ def replay(
     load_sum: dict[str, float] = {}
     samples = 0
     position = {tp: i for i, tp in enumerate(history.partitions)}
+    # the operator's own replanning rules (cooldown, minImprovement), as the candidate sets them
+    rules = replanning.Rules(
+        cooldown_s=candidate.cooldown_s, min_improvement=candidate.min_improvement
+    )
     for t in range(polls):
         now = history.ts_s[t]
         if t > 0:
@@ -325,9 +335,13 @@ def replay(
         if membership_changed:
             owners = [o if o in present else None for o in owners]
             weights = capacity_weights(history.capacity, present)
-        cooled = last_applied is None or now - last_applied >= candidate.cooldown_s
+        # The first poll and a membership change need a placement (the operator's `structural`);
+        # otherwise only a load-driven strategy can change its plan, and a plan decide() would
+        # hold for the cooldown whatever it is need not be computed.
+        structural = t == 0 or membership_changed
+        cooled = replanning.cooldown_left(rules, now, last_applied) == 0
         load_driven = candidate.strategy in LOAD_DRIVEN
-        if not (t == 0 or membership_changed or (load_driven and cooled)):
+        if not (structural or (load_driven and cooled)):
             previous_members = present
             continue
         previous_members = present
@@ -357,7 +371,22 @@ def replay(
             for topic, parts in owned.items():
                 for part in parts:
                     target[position[(topic, part)]] = member
-        if target != owners:
+        in_place = f"epoch {epochs}"  # decide() compares plan identities, nothing else
+        stats = result["stats"]
+        decision = replanning.decide(
+            rules,
+            now=now,
+            new_hash=in_place if target == owners else f"epoch {epochs + 1}",
+            applied_hash=in_place,
+            current_epoch=epochs,
+            writes_needed=False,
+            structural=structural,
+            last_applied_at=last_applied,
+            ratio_before=_ratio(stats.get("max_load_ratio_before")),
+            ratio_after=_ratio(stats.get("max_load_ratio")),
+            moves=len(result["moves"]),
+        )
+        if decision.action is replanning.Action.APPLY:
             epochs += 1
             moves += len(result["moves"])
             last_applied = now
