@@ -183,3 +183,27 @@ def test_operator_and_sidecar_use_the_same_data_key() -> None:
     from kafka_rebalance_sidecar import source
 
     assert names.DATA_KEY == source.DATA_KEY == wire_document.DATA_KEY
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 3000) | st.text(alphabet="0123456789-,bits:AQ=x"),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.sampled_from([None, 1, 2]), json_values, json_values)
+def test_any_json_is_a_document_or_a_document_error(
+    version: int | None, partitions: object, revoking: object
+) -> None:
+    raw = {"group": "g", "member": "m", "epoch": 1, "partitions": partitions, "revoking": revoking}
+    if version is not None:
+        raw["version"] = version
+    try:
+        doc = wire.decode_document(json.dumps(raw))
+    except wire.DocumentError as error:
+        assert "\n" not in str(error) and error.field.split(".")[0] in ("partitions", "revoking")
+    else:
+        assert wire.decode_document(wire.encode_document(doc, version=version or 1)) == doc
