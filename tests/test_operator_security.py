@@ -228,3 +228,23 @@ def test_usernames_and_short_values_never_mask_other_tenants_words() -> None:
     assert redaction.redact("policy orders: group orders, pw-1234, abc") == (
         "policy orders: group orders, ***, abc"
     )
+
+
+def test_a_json_log_line_carries_the_scrubbed_traceback() -> None:
+    import json
+
+    from kafka_rebalance_common.logformat import JsonFormatter
+
+    redaction.register("json-tb-secret-5")
+    try:
+        raise RuntimeError("SASL handshake with json-tb-secret-5 refused")
+    except RuntimeError:
+        record = logging.LogRecord(
+            "kafka.conn", logging.ERROR, __file__, 1, "connect failed", None, sys.exc_info()
+        )
+    handler = logging.StreamHandler()
+    handler.addFilter(redaction.RedactingFilter())
+    assert handler.filter(record)
+    event = json.loads(JsonFormatter().format(record))
+    assert "json-tb-secret-5" not in json.dumps(event)
+    assert "RuntimeError: SASL handshake with *** refused" in event["exception"]
