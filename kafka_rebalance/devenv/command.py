@@ -68,7 +68,23 @@ def register(subparsers: Any) -> None:
     )
     up.add_argument("--timeout", type=float, default=240.0, help="seconds per readiness wait")
     up.add_argument("--kafka-version", help="broker version (default: versions.toml [kafka])")
+    up.add_argument(
+        "--kubelet",
+        action="store_true",
+        help="also start a real node (containerd, CNI bridge, kubelet) beside KWOK's; needs root "
+        "and Debian's containerd, runc and containernetworking-plugins",
+    )
     up.set_defaults(handler=_up)
+
+    image = actions.add_parser(
+        "image",
+        help="build the project's image and load it into the real node (`up --kubelet`)",
+        description="Build the Dockerfile (on the provisioned Debian base) with this "
+        "environment's own dockerd, load the image into the real node's containerd and print "
+        "its reference as the last line on stdout.",
+    )
+    with_state_dir(image)
+    image.set_defaults(handler=_image)
 
     status = actions.add_parser("status", help="show each component's pid, ports and health")
     with_state_dir(status)
@@ -95,6 +111,7 @@ def _up(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             kafka_version=args.kafka_version,
             log=lambda message: _err(f"dev up: {message}"),
+            kubelet=args.kubelet,
         )
     except AlreadyUp as exc:
         _err(f"dev up: {exc}; nothing to do")
@@ -117,6 +134,23 @@ def _up(args: argparse.Namespace) -> int:
     else:
         for line in env.env_lines():
             _err(f"  {line}")
+    return 0
+
+
+def _image(args: argparse.Namespace) -> int:
+    from kafka_rebalance.devenv import image
+    from kafka_rebalance.devenv.toolchain import toolchain
+
+    started = time.monotonic()
+    try:
+        ref = image.build_and_load(
+            resolve_state_dir(args.state_dir), toolchain(), log=lambda m: _err(f"dev {m}")
+        )
+    except image.ImageError as exc:
+        _err(f"dev image failed: {exc}")
+        return 1
+    _err(f"dev image: ready in {time.monotonic() - started:.1f}s")
+    print(ref)
     return 0
 
 

@@ -23,6 +23,9 @@ SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_FIRST_IP = "10.96.0.1"
 POD_CIDR = "10.244.0.0/16"
 NODE_NAME = "kwok-node-0"
+# The real node of `dev up --kubelet` (devenv/node.py); its client certificate is issued with the
+# rest of the PKI, which exists only while the control plane starts.
+REAL_NODE_NAME = "kubelet-node-0"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -46,7 +49,9 @@ class ControlPlane:
         return KubeClient(self.server, self.ca, self.admin.cert, self.admin.key)
 
 
-def _pki(directory: Path) -> tuple[pki.CertificateAuthority, dict[str, pki.KeyPair]]:
+def _pki(
+    directory: Path, extra_ips: tuple[str, ...] = ()
+) -> tuple[pki.CertificateAuthority, dict[str, pki.KeyPair]]:
     ca = pki.CertificateAuthority(directory)
     pairs = {
         "apiserver": ca.issue(
@@ -60,7 +65,7 @@ def _pki(directory: Path) -> tuple[pki.CertificateAuthority, dict[str, pki.KeyPa
                 "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local",
             ),
-            ips=(LOOPBACK, SERVICE_FIRST_IP),
+            ips=(LOOPBACK, SERVICE_FIRST_IP, *extra_ips),
         ),
         "admin": ca.issue(
             "admin", "kafka-rebalance-admin", organizations=("system:masters",), client=True
@@ -70,6 +75,10 @@ def _pki(directory: Path) -> tuple[pki.CertificateAuthority, dict[str, pki.KeyPa
         ),
         "scheduler": ca.issue("scheduler", "system:kube-scheduler", client=True),
         "kwok": ca.issue("kwok", "kwok-controller", organizations=("system:masters",), client=True),
+        # The Node authorizer limits it to its own node and the pods bound there.
+        "kubelet": ca.issue(
+            "kubelet", f"system:node:{REAL_NODE_NAME}", organizations=("system:nodes",), client=True
+        ),
         "service-account": pki.service_account_keys(directory),
     }
     return ca, pairs
@@ -121,8 +130,13 @@ def start(
     *,
     kubeconfig: Path | None = None,
     timeout: float = 180.0,
+    pod_gateway: str | None = None,
 ) -> ControlPlane:
-    """Generate PKI and kubeconfigs, start every component, wait until a node is Ready."""
+    """Generate PKI and kubeconfigs, start every component, wait until a node is Ready.
+
+    `pod_gateway` (with a real node) is the host's address on the pod bridge, where pods reach
+    the API server through a forwarder: the serving certificate must name it too.
+    """
     for binary in (
         tools.etcd,
         tools.kube_apiserver,
@@ -143,7 +157,7 @@ def start(
     directory.mkdir(parents=True, exist_ok=True)
     certs = directory / "pki"
     logs = directory / "logs"
-    ca, pairs = _pki(certs)
+    ca, pairs = _pki(certs, (pod_gateway,) if pod_gateway else ())
     etcd_port, etcd_peer, api_port, cm_port, sched_port, kwok_port = free_ports(6)
     plane = ControlPlane(
         directory=directory,
@@ -170,7 +184,7 @@ def start(
             cert=pairs[name].cert,
             key=pairs[name].key,
         )
-        for name in ("controller-manager", "scheduler", "kwok")
+        for name in ("controller-manager", "scheduler", "kwok", "kubelet")
     }
 
     etcd_url = f"http://{LOOPBACK}:{etcd_port}"

@@ -14,11 +14,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from kafka_rebalance.devenv import (
     control_plane,
     kafka_broker,
     kafka_protocol,
     kafka_secured,
+    node,
+    pod_network,
     processes,
 )
 from kafka_rebalance.devenv.ports import LOOPBACK, is_listening
@@ -41,6 +45,14 @@ SECURED_ENV = (
     ("KAFKA_SSL_CAFILE", "kafka_ssl_cafile"),
     ("KAFKA_SSL_CERTFILE", "kafka_ssl_certfile"),
     ("KAFKA_SSL_KEYFILE", "kafka_ssl_keyfile"),
+)
+
+
+# `--print-env` variables of a real node (`up --kubelet`): the broker as pods reach it, and the
+# chart values file that makes the Helm chart work on this node.
+REAL_NODE_ENV = (
+    ("KAFKA_POD_BOOTSTRAP_SERVERS", "kafka_pod_bootstrap_servers"),
+    ("KRO_CHART_VALUES", "chart_values"),
 )
 
 
@@ -69,10 +81,14 @@ class PartiallyUp(RuntimeError):
 
 
 class DevEnvironment:
-    def __init__(self, state_dir: Path, tools: Toolchain | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, tools: Toolchain | None = None, *, die_with_parent: bool = False
+    ) -> None:
         self.state_dir = state_dir
         self.state = StateFile(state_dir / "state.json")
         self._tools = tools
+        # Test fixtures: servers get a parent-death signal, so a killed pytest leaves none.
+        self.die_with_parent = die_with_parent
 
     @property
     def tools(self) -> Toolchain:
@@ -102,6 +118,9 @@ class DevEnvironment:
         for variable, key in SECURED_ENV:
             if info.get(key):
                 lines.append(f"export {variable}={shlex.quote(str(info[key]))}")
+        for variable, key in REAL_NODE_ENV:
+            if info.get(key):
+                lines.append(f"export {variable}={shlex.quote(str(info[key]))}")
         return lines
 
     # ---- up ------------------------------------------------------------------------------------
@@ -112,12 +131,18 @@ class DevEnvironment:
         timeout: float = 240.0,
         kafka_version: str | None = None,
         log: Callable[[str], None] = lambda message: None,
+        kubelet: bool = False,
     ) -> float:
         """Start what `parts` names and wait until it is ready; return seconds taken.
 
-        On any failure everything started so far is stopped again and StartupError raised.
+        `kubelet` adds a real node (devenv/node.py) beside KWOK's: the pod bridge is created
+        first, because the broker's pod listener and the API server's certificate name its
+        address. On any failure everything started so far is stopped again and StartupError
+        raised.
         """
         parts = tuple(parts)
+        if kubelet and "kubernetes" not in parts:
+            raise StartupError("kubelet", "a real node needs the kubernetes part")
         alive, gone = self.running()
         if alive and not gone:
             raise AlreadyUp(f"already up in {self.state_dir} ({len(alive)} processes)")
@@ -128,16 +153,29 @@ class DevEnvironment:
                 "run `kafka-rebalance dev down` first"
             )
         version = kafka_version or self.tools.kafka_version
-        missing = [m for m in self.tools.missing() if _needed(m, parts, version)]
+        missing = [m for m in self.tools.missing() if _needed(m, parts, version, kubelet)]
         if missing:
             raise StartupError(
                 "toolchain", f"not provisioned: {', '.join(missing)}; run scripts/bootstrap"
             )
+        if kubelet:
+            node.require_packages()
         started = time.monotonic()
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        supervisor = Supervisor(self.state, extra={"state_dir": str(self.state_dir)})
+        supervisor = Supervisor(
+            self.state,
+            extra={"state_dir": str(self.state_dir)},
+            die_with_parent=self.die_with_parent,
+        )
+        network = None
         try:
             cluster = None
+            if kubelet:
+                network = pod_network.claim()
+                supervisor.extra.update(pod_bridge=network.bridge, pod_subnet=network.subnet)
+                supervisor.save()
+                log(f"pod network: bridge {network.bridge}, {network.subnet}")
+            pod_host = network.gateway if network else None
             if "kafka" in parts:
                 log("kafka: formatting storage and starting the broker")
                 cluster = kafka_broker.start_cluster(
@@ -147,8 +185,10 @@ class DevEnvironment:
                     supervisor,
                     version=kafka_version,
                     wait=False,
+                    pod_host=pod_host,
                 )
                 supervisor.extra["kafka_bootstrap_servers"] = cluster.bootstrap_servers
+                supervisor.extra["kafka_pod_bootstrap_servers"] = cluster.pod_bootstrap_servers
                 supervisor.extra["kafka_version"] = cluster.version
                 supervisor.extra.update(
                     kafka_sasl_bootstrap_servers=cluster.sasl_bootstrap_servers,
@@ -169,6 +209,7 @@ class DevEnvironment:
                     supervisor,
                     kubeconfig=self.state_dir / "kubeconfig",
                     timeout=timeout,
+                    pod_gateway=pod_host,
                 )
                 supervisor.extra.update(
                     kubeconfig=str(plane.kubeconfig),
@@ -180,13 +221,45 @@ class DevEnvironment:
                 )
                 supervisor.save()
                 log(f"kubernetes: ready at {plane.server}")
+            if kubelet and network is not None:
+                log("node: containerd, kubelet (a real node beside KWOK's)")
+                real = node.start(
+                    self.state_dir / "node", self.tools, supervisor, plane, network, timeout=timeout
+                )
+                values = self.state_dir / "chart-values.yaml"
+                values.write_text(
+                    "# Written by `kafka-rebalance dev up --kubelet`: what the chart needs on "
+                    "this node.\n"
+                    + yaml.safe_dump(node.chart_values(network.gateway, real.api_forward_port))
+                )
+                supervisor.extra.update(
+                    node=control_plane.REAL_NODE_NAME,
+                    containerd_socket=str(real.containerd_socket),
+                    pod_gateway=network.gateway,
+                    chart_values=str(values),
+                )
+                supervisor.save()
+                log(f"node: {control_plane.REAL_NODE_NAME} Ready")
             if cluster is not None:
                 kafka_broker.wait_ready(cluster, supervisor, timeout)
                 log(f"kafka: ready at {cluster.bootstrap_servers}")
         except BaseException:
+            self._stop_node(supervisor.extra)
             supervisor.stop()
+            if network is not None:
+                node.teardown(self.state_dir / "node", network.bridge)
             raise
         return time.monotonic() - started
+
+    def _stop_node(self, info: dict[str, object]) -> None:
+        """Before the processes stop: take the real node's pods down through the kubelet."""
+        socket = info.get("containerd_socket")
+        if not socket:
+            return
+        kubeconfig = Path(str(info.get("kubeconfig", self.state_dir / "kubeconfig")))
+        if kubeconfig.exists():
+            node.drain(self.tools.kubectl, kubeconfig, Path(str(socket)))
+        node.remove_containers(Path(str(socket)))
 
     # ---- status --------------------------------------------------------------------------------
     def _plane(self) -> control_plane.ControlPlane | None:
@@ -205,10 +278,11 @@ class DevEnvironment:
 
     def status(self) -> list[ComponentStatus]:
         plane = self._plane()
+        info = self.info()
         out = []
         for record in self.state.records():
             running = processes.is_running(record)
-            healthy = running and _healthy(record, plane)
+            healthy = running and _healthy(record, plane, info)
             out.append(
                 ComponentStatus(record.name, record.pid, record.ports, running, healthy, record.log)
             )
@@ -217,8 +291,12 @@ class DevEnvironment:
     # ---- down ----------------------------------------------------------------------------------
     def down(self, grace: float = 10.0) -> tuple[int, list[str], list[int]]:
         """Stop recorded groups; return (count, names killed with SIGKILL, ports still open)."""
+        info = self.info()
         records = self.state.records()
+        self._stop_node(info)
         killed = processes.stop_all(list(reversed(records)), grace=grace)
+        if info.get("pod_bridge") or info.get("containerd_socket"):
+            node.teardown(self.state_dir / "node", str(info.get("pod_bridge") or "") or None)
         ports = [p for r in records for p in r.ports.values()]
         deadline = time.monotonic() + 5.0  # the kernel may need a moment to close sockets
         still_open = [p for p in ports if is_listening(p)]
@@ -229,9 +307,11 @@ class DevEnvironment:
         return len(records), killed, still_open
 
 
-def _needed(missing: str, parts: tuple[str, ...], kafka_version: str) -> bool:
+def _needed(missing: str, parts: tuple[str, ...], kafka_version: str, kubelet: bool) -> bool:
     """Whether a missing toolchain component matters for the requested parts of `up`."""
     tool = missing.split(" ", 1)[0]
+    if tool in ("kubelet", "pause"):
+        return kubelet
     if tool == "kafka":
         return "kafka" in parts and missing == f"kafka {kafka_version}"
     if tool in ("kubernetes", "etcd", "kwok"):
@@ -239,11 +319,17 @@ def _needed(missing: str, parts: tuple[str, ...], kafka_version: str) -> bool:
     return False
 
 
-def _healthy(record: processes.ProcessRecord, plane: control_plane.ControlPlane | None) -> bool:
+def _healthy(
+    record: processes.ProcessRecord,
+    plane: control_plane.ControlPlane | None,
+    info: dict[str, object],
+) -> bool:
     if "kafka" in record.ports:
         try:
             kafka_protocol.api_versions(LOOPBACK, record.ports["kafka"])
             return bool(kafka_protocol.brokers(LOOPBACK, record.ports["kafka"]))
         except (OSError, kafka_protocol.KafkaProtocolError):
             return False
+    if record.name in node.COMPONENTS:
+        return node.health(record.name, record.ports, info)
     return control_plane.health(record.name, record.ports, plane)

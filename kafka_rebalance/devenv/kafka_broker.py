@@ -46,6 +46,9 @@ class KafkaNode:
     sasl_port: int
     ssl_port: int
     sasl_ssl_port: int
+    # With a real node: the host's address on the pod bridge and a PLAINTEXT listener there.
+    pod_host: str | None = None
+    pod_port: int | None = None
 
     @property
     def secured_ports(self) -> dict[str, int]:
@@ -87,6 +90,13 @@ class KafkaCluster:
     def secured_bootstrap_servers(self, listener: str) -> str:
         """Bootstrap string of one secured listener: SASL_PLAINTEXT, SSL or SASL_SSL."""
         return ",".join(f"{LOOPBACK}:{n.secured_ports[listener]}" for n in self.nodes)
+
+    @property
+    def pod_bootstrap_servers(self) -> str | None:
+        """The bootstrap string as pods on the real node see it (None without one)."""
+        if not all(n.pod_host for n in self.nodes):
+            return None
+        return ",".join(f"{n.pod_host}:{n.pod_port}" for n in self.nodes)
 
     @property
     def sasl_bootstrap_servers(self) -> str:
@@ -139,6 +149,10 @@ def broker_properties(
     advertised += kafka_secured.listener_addresses(LOOPBACK, secured)
     protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
     protocols += kafka_secured.protocol_map_entries(secured)
+    if node.pod_host:  # pods get metadata naming the address they can reach
+        listeners.append(f"POD://{node.pod_host}:{node.pod_port}")
+        advertised.append(f"POD://{node.pod_host}:{node.pod_port}")
+        protocols.append("POD:PLAINTEXT")
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
@@ -189,12 +203,14 @@ def prepare(
     version: str,
     nodes: int = 1,
     overrides: Mapping[str, str] | None = None,
+    pod_host: str | None = None,
 ) -> KafkaCluster:
     """Allocate ports and write fresh configs (wiping old data) for a cluster of `nodes`."""
     if directory.exists():
         shutil.rmtree(directory)
     per_node = 5  # PLAINTEXT, CONTROLLER, SASL_PLAINTEXT, SSL, SASL_SSL
     ports = free_ports(per_node * nodes)
+    pod_ports = free_ports(nodes) if pod_host else [None] * nodes
     members = [
         KafkaNode(
             i + 1,
@@ -204,6 +220,8 @@ def prepare(
             sasl_port=ports[per_node * i + 2],
             ssl_port=ports[per_node * i + 3],
             sasl_ssl_port=ports[per_node * i + 4],
+            pod_host=pod_host,
+            pod_port=pod_ports[i],
         )
         for i in range(nodes)
     ]
@@ -341,10 +359,16 @@ def start_cluster(
     overrides: Mapping[str, str] | None = None,
     timeout: float = 120.0,
     wait: bool = True,
+    pod_host: str | None = None,
 ) -> KafkaCluster:
     """Prepare, format, launch and (by default) wait for a KRaft cluster."""
     cluster = prepare(
-        name, directory, version=version or tools.kafka_version, nodes=nodes, overrides=overrides
+        name,
+        directory,
+        version=version or tools.kafka_version,
+        nodes=nodes,
+        overrides=overrides,
+        pod_host=pod_host,
     )
     format_storage(cluster, tools)
     launch(cluster, tools, supervisor, heap)

@@ -26,6 +26,10 @@ KAFKA_MAIN_CLASS = "kafka.Kafka"
 KAFKA_STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+# Only a real node (`dev up --kubelet`) needs these; built from the same source as the above.
+NODE_BINARIES = ("kubelet",)
+# The sandbox image's own version (provision/pause.py): bump it when that program changes.
+PAUSE_VERSION = "1"
 
 
 class ToolchainError(RuntimeError):
@@ -68,6 +72,7 @@ class Toolchain:
     helm_version: str
     kubeconform_version: str
     spark_version: str
+    debian_suite: str
     versions: dict[str, dict[str, str]] = field(repr=False, compare=False, hash=False)
 
     # ---- directories, one per tool and version -------------------------------------------------
@@ -101,6 +106,37 @@ class Toolchain:
     @property
     def spark_kafka_dir(self) -> Path:
         return tool_dir(self.root, "spark-kafka", self.spark_version)
+
+    @property
+    def kubelet_dir(self) -> Path:
+        return tool_dir(self.root, "kubelet", self.kubernetes_version)
+
+    @property
+    def debian_base_dir(self) -> Path:
+        return tool_dir(self.root, "debian-base", self.debian_suite)
+
+    @property
+    def pause_dir(self) -> Path:
+        return tool_dir(self.root, "pause", PAUSE_VERSION)
+
+    @property
+    def pause_archive(self) -> Path:
+        """The sandbox image as an OCI archive for `ctr images import` (provision/pause.py)."""
+        return self.pause_dir / "pause.oci.tar"
+
+    @property
+    def kubelet(self) -> Path:
+        return self.kubelet_dir / "bin" / "kubelet"
+
+    @property
+    def debian_base_tarball(self) -> Path:
+        """The Debian root filesystem (with Python) the image is built on without a registry."""
+        return self.debian_base_dir / "rootfs.tar"
+
+    @property
+    def image_cache(self) -> Path:
+        """Built project images (`docker save` tarballs), one per build-context digest."""
+        return self.root / "images"
 
     # ---- Kafka ---------------------------------------------------------------------------------
     def kafka_libs(self, version: str | None = None) -> Path:
@@ -221,6 +257,12 @@ class Toolchain:
                 self.spark_kafka_dir,
                 (self.spark_kafka_dir / "jars",),
             ),
+            f"kubelet {self.kubernetes_version}": (self.kubelet_dir, (self.kubelet,)),
+            f"pause {PAUSE_VERSION}": (self.pause_dir, (self.pause_archive,)),
+            f"debian-base {self.debian_suite}": (
+                self.debian_base_dir,
+                (self.debian_base_tarball,),
+            ),
         }
 
     def missing(self) -> list[str]:
@@ -264,5 +306,6 @@ def toolchain(versions_file: Path = VERSIONS_FILE, root: Path | None = None) -> 
         helm_version=_pinned(versions, "helm"),
         kubeconform_version=_pinned(versions, "kubeconform"),
         spark_version=_pinned(versions, "spark"),
+        debian_suite=_pinned(versions, "debian", "suite"),
         versions=versions,
     )
