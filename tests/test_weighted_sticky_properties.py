@@ -5,9 +5,10 @@ t's subscribers), 0 when m does not subscribe to t; its total share T(m) is the 
 "Within one" means strictly: a count is the floor or the ceiling of its share (an integer share
 must be met exactly).
 
-Generated groups: up to 6 topics of 0..9 partitions (many small topics included), up to 6
-members, identical or mixed subscriptions, equal or unequal weights, and no, random (stale,
-conflicting, with generations) or complete previous ownership.
+Generated groups: up to 6 topics of 0..9 partitions, up to 6 members (and, for the bounds, up to
+40 topics of 0..3 partitions over up to 12 members), identical or mixed subscriptions, equal or
+unequal weights, and no, random (stale, conflicting, with generations) or complete previous
+ownership.
 
 Each property runs 150 examples by default;
 `WEIGHTED_EXAMPLES=3000 .venv/bin/python -m pytest tests/test_weighted_sticky_properties.py`
@@ -40,10 +41,20 @@ WEIGHTS = (0.5, 1.0, 2.0, 3.0, 4.0)
 
 
 @st.composite
-def groups(draw: st.DrawFn, equal: bool | None = None, ownership: str | None = None) -> dict:
-    topics = {f"t{i}": draw(st.integers(0, 9)) for i in range(draw(st.integers(1, 6)))}
+def groups(
+    draw: st.DrawFn,
+    equal: bool | None = None,
+    ownership: str | None = None,
+    max_topics: int = 6,
+    max_partitions: int = 9,
+    max_members: int = 6,
+) -> dict:
+    topics = {
+        f"t{i:02d}": draw(st.integers(0, max_partitions))
+        for i in range(draw(st.integers(1, max_topics)))
+    }
     names = list(topics)
-    member_ids = [f"m{i}" for i in range(draw(st.integers(1, 6)))]
+    member_ids = [f"m{i:02d}" for i in range(draw(st.integers(1, max_members)))]
     if equal is None:
         equal = draw(st.booleans())
     identical = draw(st.booleans())
@@ -163,6 +174,15 @@ def check_bounds(document: dict, assignment: dict) -> None:
 @given(groups())
 def test_every_count_within_one_of_its_weighted_share_per_topic_and_in_total(document):
     check_bounds(document, plan(document, "weighted-sticky")["assignment"])
+
+
+@EXAMPLES
+@given(groups(max_topics=40, max_partitions=3, max_members=12))
+def test_many_small_topics_within_one_and_stable_when_fed_back(document):
+    first = plan(document, "weighted-sticky")
+    check_bounds(document, first["assignment"])
+    second = plan(as_ownership(document, first["assignment"]), "weighted-sticky")
+    assert second["moves"] == []
 
 
 @EXAMPLES

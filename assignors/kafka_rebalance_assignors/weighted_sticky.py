@@ -23,26 +23,32 @@ e_t = n_t - sum of floors "extra seats", each worth one partition, to hand to di
 subscribers with a fractional share; member m must end with between floor(R_m) and ceil(R_m)
 extra seats, R_m = T(m) - its base. That is a bipartite degree-constrained problem (a flow with
 lower bounds), solved in three steps:
-  a. greedy, topic by topic: a topic's seats go first to members that own more than their base
-     of it (a seat there saves a move), then by the lowest weighted running total
-     (seats taken + 1) / R_m, never beyond ceil(R_m). With identical subscriptions and equal
-     weights this alone is exact: the remainders rotate over the members, as in `sticky`.
-  b. repair, by augmenting paths (one breadth-first search over the seats per shortfall): a topic
-     left short of seats takes one from a full member that hands one of its own seats on, along
-     a chain ending at a member below ceil(R_m); a member left below floor(R_m) takes a seat
-     along a chain ending at a member above floor(R_j). Flow theory guarantees such a chain
-     whenever the bounds are not yet met, so steps a+b always meet invariants 1 and 2.
-  c. stickiness improvement: a seat held by a member that gains nothing from it passes to a
-     member that owns more than its base of that topic, directly (when both members' bounds
-     allow) or by swapping with a seat of the receiving member in another topic.
+  a. greedy, in two passes over the topics: first each topic's seats go to members that own
+     more than their base of it (a seat there saves a move), then the remaining seats to the
+     members with the lowest weighted running total (seats taken + 1) / R_m, never beyond
+     ceil(R_m). With identical subscriptions and equal weights this alone is exact: the
+     remainders rotate over the members, as in `sticky`.
+  b. repair, by augmenting paths (one breadth-first search per shortfall): a topic left short
+     of seats gets one through a chain starting at a member below ceil(R_m), which takes a seat
+     whose holder takes another, ..., the last taking one in the short topic; a member left
+     below floor(R_m) takes a seat along a chain ending at a member above its floor. Flow
+     theory guarantees such a chain whenever a bound is not met yet, so a+b always meet
+     invariants 1 and 2.
+  c. stickiness: for each owner that would keep a partition with one more seat in a topic, a
+     best-first search for a chain of hand-overs (it joins, a holder leaves and joins elsewhere,
+     ...) that closes back at it or ends at a member above its floor, keeps every bound, and
+     saves at least one move overall; applied while one is found.
 Then each topic is filled: a member keeps its owned partitions up to its quota, and the
 partitions nobody kept go, lowest number first, to the members below quota, in member order.
 
+Cost: linear in (members x topics) where weights differ; topics with equal-weight subscribers
+share per-subscriber-set structures, so identical subscriptions cost per topic, not per pair.
+
 What is guaranteed about moves: invariant 4 (a member only loses partitions it holds beyond its
-quota, and never gains in a topic where it lost), and no move at all when the previous ownership
-already meets invariants 1 and 2. The quotas themselves minimise moves exactly when the greedy
-and the improvement step find the best seat plan (the tests compare with a brute-force minimum on
-small groups); in general the number of moves is a heuristic minimum, not a proven one.
+quota, and never gains in a topic where it lost), and no move at all when every partition is
+owned and the ownership already meets invariants 1 and 2 (pass a then seats exactly the owners;
+so a plan fed back moves nothing). Beyond that the number of moves is a heuristic minimum, not a
+proven one: it equals the brute-force minimum on every small group the property tests generate.
 """
 
 from __future__ import annotations
@@ -50,8 +56,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
+from itertools import chain
 
 from kafka_rebalance_assignors.model import Assignment, Group, Options, resolve_ownership
 
@@ -95,6 +102,8 @@ class _TopicSeats:
         "base",
         "candidates",
         "extra",
+        "gainers",
+        "klass",
         "name",
         "owned",
         "seats",
@@ -109,6 +118,8 @@ class _TopicSeats:
         candidates: list[int],
         extra: int,
         owned: dict[int, int],
+        candidate_set: frozenset[int] | None = None,
+        klass: tuple[int, ...] | None = None,
     ) -> None:
         self.name = name
         self.subscribers = subscribers
@@ -117,7 +128,13 @@ class _TopicSeats:
         self.extra = extra  # e_t: how many seats the topic hands out
         self.owned = owned  # member -> partitions of this topic it owns (owners only)
         self.seats: set[int] = set()
-        self._candidate_set: frozenset[int] | None = None
+        self._candidate_set = candidate_set  # shared by topics with the same subscribers
+        self.klass = klass  # equal-weight topics: the subscriber set, shared with like topics
+        # Members for whom a seat saves a move: they own more of the topic than their base.
+        if isinstance(base, int):
+            self.gainers = frozenset(m for m, n in owned.items() if n > base)
+        else:
+            self.gainers = frozenset(m for m, n in owned.items() if n > base[m])
 
     def may_sit(self, member: int) -> bool:
         """The member's share of the topic has a fractional part: it may hold an extra seat."""
@@ -131,7 +148,7 @@ class _TopicSeats:
 
     def gains(self, member: int) -> bool:
         """A seat saves a move: the member owns more of the topic than its base."""
-        return self.owned.get(member, 0) > self.base_of(member)
+        return member in self.gainers
 
 
 class _SeatPlan:
@@ -147,6 +164,12 @@ class _SeatPlan:
         # per denominator S_t (members with identical subscriptions share one accumulator).
         by_class: dict[tuple[int, ...], dict[int, int]] = {}
         by_member: list[dict[int, int]] = [{} for _ in range(size)]
+        # Topics where a member may take a seat: per subscriber set for equal-weight topics
+        # (shared, so identical subscriptions cost one list, not one per member), per member
+        # for the others.
+        self._class_topics: dict[tuple[int, ...], list[int]] = {}
+        class_sets: dict[tuple[int, ...], frozenset[int]] = {}
+        self._own_topics: list[list[int]] = [[] for _ in range(size)]
         owners: dict[str, dict[int, int]] = {}
         for member_id, owned in previous.items():
             i = index[member_id]
@@ -154,24 +177,38 @@ class _SeatPlan:
                 if partitions:
                     owners.setdefault(topic, {})[i] = len(partitions)
         self.topics: list[_TopicSeats] = []
-        for topic, subscriber_ids in group.subscribers().items():
-            subscribers = list(map(index.__getitem__, subscriber_ids))
+        keys: dict[int, tuple[int, ...]] = {}  # id(subscriber list) -> its class key
+        for topic, subscribers in _subscriber_indices(group, index):
             count = group.topics[topic]
+            key = keys.get(id(subscribers))
+            if key is None:
+                key = keys[id(subscribers)] = tuple(subscribers)
+            shared = class_sets.get(key)
+            if shared is None:
+                shared = class_sets[key] = frozenset(subscribers)
             owned = owners.get(topic, {})
             if owned:  # owners that no longer subscribe lose the topic whatever the quotas
-                subscribed = set(subscribers)
-                owned = {i: n for i, n in owned.items() if i in subscribed}
-            topic_units = [units[i] for i in subscribers]
-            if uniform or len(set(topic_units)) == 1:
+                owned = {i: n for i, n in owned.items() if i in shared}
+            topic_units = None if uniform else [units[i] for i in subscribers]
+            if topic_units is None or len(set(topic_units)) == 1:
                 k = len(subscribers)
                 rest = count % k
-                seats = _TopicSeats(
-                    topic, subscribers, count // k, subscribers if rest else [], rest, owned
-                )
                 if rest:
-                    accumulator = by_class.setdefault(tuple(subscribers), {})
+                    accumulator = by_class.setdefault(key, {})
                     accumulator[k] = accumulator.get(k, 0) + rest
+                    self._class_topics.setdefault(key, []).append(len(self.topics))
+                seats = _TopicSeats(
+                    topic,
+                    subscribers,
+                    count // k,
+                    subscribers if rest else [],
+                    rest,
+                    owned,
+                    shared,
+                    key,
+                )
             else:
+                assert topic_units is not None
                 total = sum(topic_units)
                 base: dict[int, int] = {}
                 candidates = []
@@ -180,6 +217,7 @@ class _SeatPlan:
                     base[i] = floor
                     if rest:
                         candidates.append(i)
+                        self._own_topics[i].append(len(self.topics))
                         mass = by_member[i]
                         mass[total] = mass.get(total, 0) + rest
                 extra = count - sum(base.values())
@@ -198,17 +236,34 @@ class _SeatPlan:
         self.inverse = [1.0 / float(r) if r else math.inf for r in remainder]
         self.held = [0] * size
         self.holding: list[set[int]] = [set() for _ in range(size)]  # member -> topic numbers
-        self._candidate_topics: list[list[int]] | None = None
+        # Topics with a seat whose holder gains nothing from it (few, after the greedy), and
+        # each member's topics where a seat would save a move: all an improving chain can use
+        # while it has saved only one move (see `_improving_chain`).
+        self.idle: dict[int, int] = {}  # topic number -> how many such seats
+        self.gaining_topics: list[list[int]] = [[] for _ in range(size)]
+        for number, seats in enumerate(self.topics):
+            for m in seats.gainers:
+                if seats.may_sit(m):
+                    self.gaining_topics[m].append(number)
+        self._member_classes: list[list[list[int]]] | None = None
 
     # ----------------------------------------------------------------- seat moves
 
     def _take(self, member: int, number: int) -> None:
-        self.topics[number].seats.add(member)
+        topic = self.topics[number]
+        topic.seats.add(member)
         self.holding[member].add(number)
+        if member not in topic.gainers:
+            self.idle[number] = self.idle.get(number, 0) + 1
 
     def _drop(self, member: int, number: int) -> None:
-        self.topics[number].seats.discard(member)
+        topic = self.topics[number]
+        topic.seats.remove(member)
         self.holding[member].discard(number)
+        if member not in topic.gainers:
+            self.idle[number] -= 1
+            if not self.idle[number]:
+                del self.idle[number]
 
     # ----------------------------------------------------------------- a: greedy
 
@@ -230,13 +285,23 @@ class _SeatPlan:
                 held[m] += 1
                 self._take(m, number)
         short = []
+        queues: dict[tuple[int, ...], list[tuple[float, int]]] = {}
         for number, topic in enumerate(self.topics):
             wanted = topic.extra - len(topic.seats)
             if wanted <= 0:
                 continue
             seats = topic.seats
-            rest = [m for m in topic.candidates if held[m] < high[m] and m not in seats]
-            chosen = heapq.nsmallest(wanted, rest, key=lambda m: (held[m] + 1) * inverse[m])
+            if topic.klass is not None:
+                queue = queues.get(topic.klass)
+                if queue is None:
+                    queue = queues[topic.klass] = [
+                        ((held[m] + 1) * inverse[m], m) for m in topic.klass
+                    ]
+                    heapq.heapify(queue)
+                chosen = _lowest(queue, wanted, seats, held, high, inverse)
+            else:
+                rest = [m for m in topic.candidates if held[m] < high[m] and m not in seats]
+                chosen = heapq.nsmallest(wanted, rest, key=lambda m: (held[m] + 1) * inverse[m])
             for m in chosen:
                 held[m] += 1
                 self._take(m, number)
@@ -246,60 +311,64 @@ class _SeatPlan:
 
     # ----------------------------------------------------------------- b: repair
 
-    def candidate_topics(self) -> list[list[int]]:
-        if self._candidate_topics is None:
-            table: list[list[int]] = [[] for _ in self.member_ids]
-            for number, topic in enumerate(self.topics):
-                for m in topic.candidates:
-                    table[m].append(number)
-            self._candidate_topics = table
-        return self._candidate_topics
+    def candidate_topics(self, member: int) -> Iterator[int]:
+        """The topics in which `member` may hold a seat, in no particular order."""
+        if self._member_classes is None:
+            table: list[list[list[int]]] = [[] for _ in self.member_ids]
+            for key, numbers in self._class_topics.items():
+                for m in key:
+                    table[m].append(numbers)
+            self._member_classes = table
+        return chain(*self._member_classes[member], self._own_topics[member])
 
     def fill_short_topic(self, number: int) -> None:
-        """One more seat for topic `number`: a chain of seat hand-overs ending at a member below
-        its ceiling (exists while the topic is short: see the module docstring)."""
+        """One more seat for topic `number`, which every candidate not yet in it holds its
+        ceiling of: a member below its ceiling takes a seat from a holder, who takes one from
+        another, ... ending with a member taking a seat in `number`. Searched backwards from the
+        members below their ceiling (few, at this stage); such a chain exists while the topic is
+        short (see the module docstring)."""
         topics, held, high = self.topics, self.held, self.high
-        parent: dict[int, tuple[int, int | None]] = {}
-        seen_topics = {number}
+        target = topics[number]
+        parent: dict[int, tuple[int, int] | None] = {}  # member -> (topic it leaves, who joins)
         queue: deque[int] = deque()
-        for m in topics[number].candidates:
-            if m not in topics[number].seats and m not in parent:
-                parent[m] = (number, None)
+        for m, (count, ceiling) in enumerate(zip(held, high, strict=True)):
+            if count < ceiling:
+                parent[m] = None
                 queue.append(m)
+        seen_topics = {number}
         while queue:
             m = queue.popleft()
-            if held[m] < high[m]:
+            if m not in target.seats and target.may_sit(m):
+                self._take(m, number)
+                while (link := parent[m]) is not None:
+                    left, joiner = link
+                    self._drop(m, left)
+                    self._take(joiner, left)
+                    m = joiner
                 held[m] += 1
-                while True:  # m joins the topic of its link; the member before leaves it
-                    joined, previous = parent[m]
-                    self._take(m, joined)
-                    if previous is None:
-                        return
-                    self._drop(previous, joined)
-                    m = previous
-                    # `previous` joined its own parent topic: continue up the chain
-            for other in sorted(self.holding[m]):
-                if other in seen_topics:
+                return
+            for other in sorted(self.candidate_topics(m)):
+                there = topics[other]
+                if other in seen_topics or m in there.seats:
                     continue
                 seen_topics.add(other)
-                for m2 in topics[other].candidates:
-                    if m2 not in parent and m2 not in topics[other].seats:
-                        parent[m2] = (other, m)
-                        queue.append(m2)
-        raise AssertionError(f"weighted-sticky: no seat chain for topic {topics[number].name}")
+                for holder in sorted(there.seats):
+                    if holder not in parent:
+                        parent[holder] = (other, m)
+                        queue.append(holder)
+        raise AssertionError(f"weighted-sticky: no seat chain for topic {target.name}")
 
     def raise_member(self, member: int) -> None:
         """One more seat for `member` (below its floor): it takes a seat in a topic it may sit
         in, whose holder takes another, ... ending at a member above its floor."""
         topics, held, low = self.topics, self.held, self.low
-        candidate_topics = self.candidate_topics()
         parent: dict[int, tuple[int, int]] = {}  # evicted member -> (topic, member joining it)
         seen_topics: set[int] = set()
         queue: deque[int] = deque([member])
         visited = {member}
         while queue:
             m = queue.popleft()
-            for number in candidate_topics[m]:
+            for number in sorted(self.candidate_topics(m)):
                 topic = topics[number]
                 if number in seen_topics or m in topic.seats:
                     continue
@@ -347,7 +416,6 @@ class _SeatPlan:
         best first on the moves saved so far, never letting that fall below one, each member
         visited once. Applies the first chain found; False when there is none."""
         topics, held, low, high = self.topics, self.held, self.low, self.high
-        candidate_topics = self.candidate_topics()
         parent: dict[int, tuple[int, int]] = {}  # evicted member -> (topic, member joining it)
         visited = {member}
         heap: list[tuple[int, int, int, int, int]] = []  # (-saved, order, evicted, topic, joiner)
@@ -379,8 +447,12 @@ class _SeatPlan:
                 held[member] += 1
                 self._hand_over(evicted, parent, member)
                 return True
-            for other in candidate_topics[evicted]:
-                if evicted not in topics[other].seats:
+            if -negative >= 2:
+                reachable: Iterable[int] = self.candidate_topics(evicted)
+            else:  # with one move saved, only a gaining seat or an idle holder keeps it >= 1
+                reachable = chain(self.gaining_topics[evicted], self.idle)
+            for other in sorted(set(reachable)):
+                if evicted not in topics[other].seats and topics[other].may_sit(evicted):
                     gain = topics[other].gains(evicted)
                     closing = evictions(evicted, other, -negative + gain)
                     if closing is not None:
@@ -412,6 +484,53 @@ class _SeatPlan:
             for _ in range(low - held):
                 self.raise_member(member)
         self.improve()
+
+
+def _subscriber_indices(group: Group, index: Mapping[str, int]) -> Iterator[tuple[str, list[int]]]:
+    """(topic, its subscribers as member indices) for every topic somebody subscribes to. With
+    identical subscriptions every topic shares one list (no members x topics table)."""
+    members = list(group.members.values())
+    if members and group.subscriptions_identical():
+        everyone = list(range(len(members)))
+        subscribed = set(members[0].topics)
+        for topic in group.topics:
+            if topic in subscribed:
+                yield topic, everyone
+        return
+    for topic, subscriber_ids in group.subscribers().items():
+        yield topic, list(map(index.__getitem__, subscriber_ids))
+
+
+def _lowest(
+    queue: list[tuple[float, int]],
+    wanted: int,
+    seated: set[int],
+    held: list[int],
+    high: list[int],
+    inverse: list[float],
+) -> list[int]:
+    """Up to `wanted` members of one subscriber set with the lowest weighted running total
+    (held + 1) / R (ties: lower index), below their ceiling and not in `seated`, from that
+    set's heap. Entries go stale only upwards (held only grows here), so a stale entry is pushed
+    back with its current key, and a member at its ceiling leaves the heap for good."""
+    chosen: list[int] = []
+    skipped: list[tuple[float, int]] = []
+    while queue and len(chosen) < wanted:
+        key, m = heapq.heappop(queue)
+        if held[m] >= high[m]:
+            continue
+        current = (held[m] + 1) * inverse[m]
+        if current != key:
+            heapq.heappush(queue, (current, m))
+        elif m in seated:
+            skipped.append((key, m))
+        else:
+            chosen.append(m)
+    for entry in skipped:
+        heapq.heappush(queue, entry)
+    for m in chosen:  # back with the key they will have once seated
+        heapq.heappush(queue, ((held[m] + 2) * inverse[m], m))
+    return chosen
 
 
 def assign(group: Group, options: Options) -> Assignment:
