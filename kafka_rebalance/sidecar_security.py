@@ -143,7 +143,7 @@ def client_options(flags: SecurityFlags, environ: Mapping[str, str]) -> dict[str
 
 def describe(options: Mapping[str, Any]) -> str:
     """A log-safe summary: protocol, mechanism and file paths. Neither the password nor the
-    username (the operator treats both as Secret values) appears."""
+    username appears (the username is not masked in logs, so it is not printed either)."""
     parts = [str(options.get("security_protocol", "PLAINTEXT"))]
     if "sasl_mechanism" in options:
         parts.append(str(options["sasl_mechanism"]))
