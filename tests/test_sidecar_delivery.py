@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -32,10 +33,11 @@ from kafka_rebalance_sidecar.delivery import (
     InProcessDelivery,
     RetryPolicy,
     Stopped,
+    batch_json,
     load_handler,
 )
 from kafka_rebalance_sidecar.health import Health, SidecarMetrics, serve
-from kafka_rebalance_sidecar.records import Batch, Record
+from kafka_rebalance_sidecar.records import Batch, Record, record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -472,3 +474,148 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# ---- the HTTP connection is kept ----------------------------------------------------------------
+
+
+class _KeepAliveApp:
+    """An HTTP/1.1 application that notes which connection each batch came on; it can drop the
+    connection after answering, as a server closing an idle keep-alive connection does."""
+
+    def __init__(self) -> None:
+        self.connections: list[int] = []
+        self.close_after_answer = False
+        app = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                app.connections.append(id(self.connection))
+                self.send_response(204)
+                self.end_headers()
+                if app.close_after_answer:
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+
+            def log_message(self, format, *args):
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/records?x=1"
+
+
+@pytest.fixture
+def keep_alive_app() -> Iterator[_KeepAliveApp]:
+    server = _KeepAliveApp()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def test_http_batches_share_one_connection(keep_alive_app):
+    delivery = HttpDelivery(keep_alive_app.url)
+    for epoch in range(5):
+        delivery(Batch("m", epoch, records(3)))
+    assert len(keep_alive_app.connections) == 5
+    assert len(set(keep_alive_app.connections)) == 1
+    delivery.close()
+
+
+def test_a_connection_the_app_dropped_is_replaced_without_a_failure(keep_alive_app):
+    delivery = HttpDelivery(keep_alive_app.url)
+    keep_alive_app.close_after_answer = True
+    delivery(Batch("m", 1, records(2)))
+    time.sleep(0.2)  # the app has closed its end of the kept connection
+    delivery(Batch("m", 2, records(2)))  # not AppUnavailable: sent again on a new connection
+    assert len(keep_alive_app.connections) == 2
+    assert len(set(keep_alive_app.connections)) == 2
+
+
+def test_the_http_body_is_unchanged_by_the_fast_encoding():
+    batch = Batch("m", 3, (*records(2), Record("t", 1, 7, None, None, 5, (("n", b""),))))
+    body = json.loads(batch_json(batch))
+    assert body["records"][2] == {
+        "topic": "t",
+        "partition": 1,
+        "offset": 7,
+        "timestamp_ms": 5,
+        "key": None,
+        "value": None,
+        "headers": [["n", ""]],
+    }
+    assert body["records"][0]["headers"] == [["h", base64.b64encode(b"x").decode()]]
+
+
+# ---- records from kafka-python -------------------------------------------------------------------
+
+
+def test_the_fast_record_equals_the_constructed_one():
+    import dataclasses
+
+    made = record("t", 1, 2, b"k", b"v", 3, (("h", b"x"),))
+    built = Record("t", 1, 2, b"k", b"v", 3, (("h", b"x"),))
+    assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.offset = 9  # type: ignore[misc]
+
+
+def test_to_batch_orders_partitions_and_fills_missing_header_values():
+    from kafka import TopicPartition
+    from kafka.consumer.fetcher import ConsumerRecord
+    from kafka_rebalance_sidecar.runner import to_batch
+
+    def consumed(partition: int, offset: int, headers: list) -> ConsumerRecord:
+        return ConsumerRecord(
+            "t", partition, 0, offset, 10 + offset, 0, b"k", b"v", headers, None, 1, 1, -1
+        )
+
+    polled = {
+        TopicPartition("t", 2): [consumed(2, 5, []), consumed(2, 6, [("a", None)])],
+        TopicPartition("t", 0): [consumed(0, 9, [("b", b"y")])],
+    }
+    batch = to_batch("m", 4, polled)
+    assert (batch.member, batch.epoch) == ("m", 4)
+    assert batch.records == (
+        Record("t", 0, 9, b"k", b"v", 19, (("b", b"y"),)),
+        Record("t", 2, 5, b"k", b"v", 15, ()),
+        Record("t", 2, 6, b"k", b"v", 16, (("a", b""),)),
+    )
+
+
+def test_the_http_body_is_what_json_dumps_writes():
+    def reference(batch: Batch) -> bytes:
+        def b64(data):
+            return None if data is None else base64.b64encode(data).decode("ascii")
+
+        records = [
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "offset": r.offset,
+                "timestamp_ms": r.timestamp_ms,
+                "key": b64(r.key),
+                "value": b64(r.value),
+                "headers": [[k, b64(v)] for k, v in r.headers],
+            }
+            for r in batch.records
+        ]
+        document = {"member": batch.member, "epoch": batch.epoch, "records": records}
+        return json.dumps(document, separators=(",", ":")).encode("utf-8")
+
+    odd = (
+        Record('tö"pic\n', 0, 1, b"\x00\xff", b"", -1, (("é\\", b"\x01"), ("n", b""))),
+        Record("t", 2, 2**40, None, None, 0, ()),
+        Record('tö"pic\n', 0, 2, b"k", bytes(range(256)), 7, ()),
+    )
+    for batch in (
+        Batch("orders-0", 12, records(7)),
+        Batch('m"é', -1, odd),
+        Batch("m", 0, ()),
+    ):
+        assert batch_json(batch) == reference(batch)

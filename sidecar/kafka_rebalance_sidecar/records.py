@@ -35,3 +35,32 @@ class Batch:
 
 Handler = Callable[[Batch], None]
 """Processes a batch. Raising means "not delivered": the sidecar retries and does not commit."""
+
+
+_new = object.__new__
+
+
+def record(
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    timestamp_ms: int,
+    headers: tuple[tuple[str, bytes], ...],
+) -> Record:
+    """`Record(...)`, built about four times faster: the sidecar makes one per consumed record, and
+    a frozen dataclass's generated `__init__` sets each field through `object.__setattr__`. Filling
+    the instance's `__dict__` directly gives an equal, equally frozen value (equality, hashing and
+    repr read the same attributes). The arguments are trusted: positional, all of them."""
+    made = _new(Record)
+    made.__dict__.update(
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        key=key,
+        value=value,
+        timestamp_ms=timestamp_ms,
+        headers=headers,
+    )
+    return made

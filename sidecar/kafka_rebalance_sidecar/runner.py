@@ -32,7 +32,7 @@ from kafka_rebalance_common.wire import CommitMetadata, encode_commit_metadata
 from kafka_rebalance_sidecar.delivery import Deliverer, Stopped
 from kafka_rebalance_sidecar.document import AssignmentTracker
 from kafka_rebalance_sidecar.health import Health, SidecarMetrics
-from kafka_rebalance_sidecar.records import Batch, Record
+from kafka_rebalance_sidecar.records import Batch, Record, record
 
 log = logging.getLogger("kafka_rebalance_sidecar.runner")
 
@@ -76,19 +76,26 @@ def commit_metadata(member: str, epoch: int) -> str:
 
 
 def to_batch(member: str, epoch: int, polled: Mapping[Any, list[Any]]) -> Batch:
-    """kafka-python's poll result as a Batch: partitions in a stable order, offsets ascending."""
+    """kafka-python's poll result as a Batch: partitions in a stable order, offsets ascending.
+
+    This runs for every record the sidecar consumes, so it does per partition what it can (the
+    topic and partition are the same for all of a partition's records) and builds each Record
+    the cheap way (`records.record`), which is the same value the constructor makes."""
     records: list[Record] = []
+    add = records.append
     for tp in sorted(polled, key=lambda t: (t.topic, t.partition)):
+        topic, partition = tp.topic, tp.partition
         for r in polled[tp]:
-            records.append(
-                Record(
-                    topic=r.topic,
-                    partition=r.partition,
-                    offset=r.offset,
-                    key=r.key,
-                    value=r.value,
-                    timestamp_ms=r.timestamp,
-                    headers=tuple((k, v if v is not None else b"") for k, v in (r.headers or ())),
+            headers = r.headers
+            add(
+                record(
+                    topic,
+                    partition,
+                    r.offset,
+                    r.key,
+                    r.value,
+                    r.timestamp,
+                    tuple((k, v if v is not None else b"") for k, v in headers) if headers else (),
                 )
             )
     return Batch(member=member, epoch=epoch, records=tuple(records))
