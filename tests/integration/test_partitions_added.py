@@ -107,7 +107,13 @@ def test_group_mode_picks_up_added_partitions(endpoints: Endpoints, tmp_path: Pa
         assert sorted(planned) == list(range(AFTER))
         harness.watch(5.0)
         report = _verdict(harness, extra, members)
-        print(f"\ngroup mode, {BEFORE} -> {AFTER} partitions (epoch {grown}): {report.summary()}")
+        # group mode tags records with the epoch the assignment was composed from: new partitions
+        # handed out by the sidecars' fallback before the operator's plan covered them may move
+        # once between members under the old epoch (generation-fenced, so counted, not asserted)
+        print(
+            f"\ngroup mode, {BEFORE} -> {AFTER} partitions (epoch {grown}): {report.summary()}; "
+            f"same-epoch owners {[(c.partition, c.epoch, c.members) for c in report.conflicts]}"
+        )
 
 
 def test_assign_mode_picks_up_added_partitions(endpoints: Endpoints, tmp_path: Path) -> None:
