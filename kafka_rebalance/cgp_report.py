@@ -1,0 +1,179 @@
+"""What `kubectl cgp` shows, from policy objects as the API server returns them. Pure.
+
+Kept apart from the I/O in `kubectl_cgp` so each view is a function of plain dicts: the status
+row of a policy, the moves of its waiting proposal (computed by the planner's own
+`compute_moves`, so the table is what the operator would apply), and whether a GitOps tool
+manages the object (then an approval made in the cluster alone is undone by the next sync).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kafka_rebalance_assignors import parse_request
+from kafka_rebalance_assignors.plan import compute_moves
+
+Assignment = dict[str, dict[str, list[int]]]
+
+# Labels and annotations a GitOps controller puts on what it applies (Argo CD's annotation
+# tracking and its legacy label, Flux's kustomize and helm controllers).
+GITOPS_MARKS: dict[str, str] = {
+    "argocd.argoproj.io/tracking-id": "Argo CD",
+    "argocd.argoproj.io/instance": "Argo CD",
+    "kustomize.toolkit.fluxcd.io/name": "Flux",
+    "helm.toolkit.fluxcd.io/name": "Flux",
+}
+# Field managers of server-side apply by those controllers.
+GITOPS_MANAGERS: dict[str, str] = {
+    "argocd-controller": "Argo CD",
+    "argocd-application-controller": "Argo CD",
+    "kustomize-controller": "Flux",
+    "helm-controller": "Flux",
+}
+
+
+class ReportError(ValueError):
+    """The object cannot answer the question asked (no proposal, unreadable proposal)."""
+
+
+def ready_condition(policy: Mapping[str, Any]) -> Mapping[str, Any]:
+    conditions = (policy.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), {})
+
+
+def status_row(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """One policy as `kubectl cgp status` lists it. `reason`/`message` are empty when Ready."""
+    metadata = policy.get("metadata") or {}
+    spec = policy.get("spec") or {}
+    status = policy.get("status") or {}
+    ready = ready_condition(policy)
+    is_ready = ready.get("status") == "True"
+    observed = status.get("observedGeneration")
+    stale = observed is not None and observed != metadata.get("generation")
+    reason = "" if is_ready else str(ready.get("reason") or "NotObserved")
+    message = "" if is_ready else str(ready.get("message") or "the operator has not polled it")
+    if stale and not reason:
+        reason, message = "SpecNotObserved", "the operator has not processed the latest spec"
+    proposal = status.get("proposal") or {}
+    return {
+        "namespace": metadata.get("namespace", ""),
+        "name": metadata.get("name", ""),
+        "group": spec.get("groupId", ""),
+        "members": status.get("members"),
+        "lag": status.get("totalLag"),
+        "imbalance": status.get("maxLoadRatio"),
+        "epoch": status.get("epoch"),
+        "ready": ready.get("status", "Unknown"),
+        "reason": reason,
+        "message": message,
+        "proposal": proposal.get("hash", ""),
+    }
+
+
+def proposal_assignment(policy: Mapping[str, Any]) -> tuple[str, Assignment]:
+    """(hash, assignment) of the waiting proposal; ReportError when there is none."""
+    name = (policy.get("metadata") or {}).get("name", "?")
+    proposal = (policy.get("status") or {}).get("proposal")
+    if not isinstance(proposal, Mapping) or not proposal.get("hash"):
+        raise ReportError(f"policy {name} has no proposal waiting for approval")
+    text = proposal.get("assignment")
+    if not isinstance(text, str):
+        raise ReportError(
+            f"policy {name}: status.proposal.assignment is missing (written by an older "
+            "operator); the hash alone can still be approved"
+        )
+    try:
+        raw = json.loads(text)
+        assignment = {
+            str(m): {str(t): sorted(int(p) for p in ps) for t, ps in topics.items()}
+            for m, topics in raw.items()
+        }
+    except (ValueError, TypeError, AttributeError) as error:
+        raise ReportError(
+            f"policy {name}: status.proposal.assignment is not readable: {error}"
+        ) from None
+    return str(proposal["hash"]), assignment
+
+
+def proposal_moves(current: Mapping[str, Mapping[str, list[int]]], proposed: Assignment) -> list:
+    """Partitions that change owner from `current` (the applied ConfigMaps) to `proposed`,
+    as the planner counts them (`compute_moves`: grants of unowned partitions are not moves)."""
+    topics: dict[str, int] = {}
+    for assignment in (current, proposed):
+        for parts in assignment.values():
+            for topic, ps in parts.items():
+                if ps:
+                    topics[topic] = max(topics.get(topic, 0), max(ps) + 1)
+    members: dict[str, Any] = {}
+    for member in sorted(set(current) | set(proposed)):
+        entry: dict[str, Any] = {"topics": sorted(topics)}
+        owned = {t: list(ps) for t, ps in (current.get(member) or {}).items() if ps}
+        if owned:
+            entry["owned"] = owned
+        members[member] = entry
+    request = parse_request(
+        {"strategy": "range", "topics": dict(sorted(topics.items())), "members": members}
+    )
+    group = request.group
+    index = {m: i for i, m in enumerate(group.members)}
+    offsets = group.offsets()
+    target = [-1] * sum(group.topics.values())
+    for member, parts in proposed.items():
+        for topic, ps in parts.items():
+            for p in ps:
+                target[offsets[topic] + p] = index[member]
+    return _compute_moves(request, target)
+
+
+def _compute_moves(request: Any, target: list[int]) -> list[dict[str, Any]]:
+    """The planner's `compute_moves` from the request's resolved previous ownership. The
+    planner's internals moved to a planning context (`kafka_rebalance_assignors.context`); both
+    shapes are accepted while that change lands."""
+    try:
+        from kafka_rebalance_assignors.context import prepare
+    except ImportError:
+        from kafka_rebalance_assignors.model import previous_owner_array
+
+        return compute_moves(request.group, previous_owner_array(request.group), target)
+    context = prepare(request.group, request.options)
+    return compute_moves(context, context.ownership.owners, target)
+
+
+def gitops_managers(policy: Mapping[str, Any]) -> list[str]:
+    """The GitOps tools that manage this object (by their marks or field managers), sorted."""
+    metadata = policy.get("metadata") or {}
+    found = set()
+    for key in (*(metadata.get("labels") or {}), *(metadata.get("annotations") or {})):
+        if key in GITOPS_MARKS:
+            found.add(GITOPS_MARKS[key])
+    for entry in metadata.get("managedFields") or []:
+        tool = GITOPS_MANAGERS.get(str(entry.get("manager", "")))
+        if tool is not None:
+            found.add(tool)
+    return sorted(found)
+
+
+def approval_patch(hash_: str) -> dict[str, Any]:
+    return {"spec": {"approvedPlan": hash_}}
+
+
+def table(rows: Iterable[Mapping[str, Any]], columns: list[tuple[str, str]]) -> str:
+    """Plain aligned columns in kubectl's style (upper-case headers, two spaces apart)."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.3f}"
+        return str(value)
+
+    body = [[cell(row.get(key)) for key, _ in columns] for row in rows]
+    header = [title for _, title in columns]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(columns))]
+    lines = [
+        "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *body]
+    ]
+    return "\n".join(lines)

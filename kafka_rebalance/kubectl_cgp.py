@@ -1,0 +1,253 @@
+"""`kubectl cgp`: status, waiting plans and approvals of ConsumerGroupPolicies from kubectl.
+
+Installed as the console script `kubectl-cgp`, which kubectl finds on $PATH as a plugin, so
+`kubectl cgp status` works. kubectl passes no connection flags to plugins: this command reads
+the same $KUBECONFIG / ~/.kube/config (or `--kubeconfig`, `--context`) through the official
+Kubernetes client, which comes with the `watch` or `operator` extra.
+
+- `status`: every policy with lag, imbalance, epoch and, when not Ready, the reason.
+- `plan NAME`: the waiting proposal as moves from the applied ConfigMaps, computed by the
+  planner's own move function.
+- `approve NAME`: sets spec.approvedPlan to the waiting proposal's hash (a merge patch with field
+  manager `kubectl-cgp`); for an object a GitOps tool manages it also prints the change to commit,
+  since the next sync would otherwise put Git's value back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from kafka_rebalance import cgp_report
+
+GROUP, VERSION, PLURAL = "kafka-rebalance.io", "v1alpha1", "consumergrouppolicies"
+FIELD_MANAGER = "kubectl-cgp"
+INSTALL_HINT = (
+    "kubectl cgp: the Python package 'kubernetes' is not installed; it comes with the 'watch' "
+    "(or 'operator') extra: pip install 'kafka-rebalance[watch]'"
+)
+STATUS_COLUMNS = [
+    ("namespace", "NAMESPACE"),
+    ("name", "NAME"),
+    ("group", "GROUP"),
+    ("members", "MEMBERS"),
+    ("lag", "LAG"),
+    ("imbalance", "IMBALANCE"),
+    ("epoch", "EPOCH"),
+    ("ready", "READY"),
+    ("reason", "REASON"),
+    ("proposal", "PROPOSAL"),
+]
+MOVE_COLUMNS = [("topic", "TOPIC"), ("partition", "PARTITION"), ("from", "FROM"), ("to", "TO")]
+
+
+class CommandError(RuntimeError):
+    """A one-line failure for the user (exit 1)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # The connection flags are accepted before and after the subcommand (`kubectl cgp plan X
+    # -n ns` as kubectl users type it); SUPPRESS keeps a later absence from erasing them.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--kubeconfig",
+        default=argparse.SUPPRESS,
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
+    )
+    common.add_argument("--context", default=argparse.SUPPRESS, help="kubeconfig context")
+    common.add_argument(
+        "-n", "--namespace", default=argparse.SUPPRESS, help="namespace (default: the context's)"
+    )
+    parser = argparse.ArgumentParser(
+        prog="kubectl cgp",
+        description="ConsumerGroupPolicy status, plans and approvals.",
+        parents=[common],
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    status = commands.add_parser(
+        "status", help="every policy: lag, imbalance, epoch, reason", parents=[common]
+    )
+    status.add_argument("-A", "--all-namespaces", action="store_true")
+    status.add_argument("-o", "--output", choices=("table", "json", "wide"), default="table")
+    plan = commands.add_parser(
+        "plan", help="the waiting proposal of NAME as a table of moves", parents=[common]
+    )
+    plan.add_argument("name")
+    plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    approve = commands.add_parser(
+        "approve", help="approve the waiting proposal of NAME", parents=[common]
+    )
+    approve.add_argument("name")
+    approve.add_argument(
+        "--expect", metavar="HASH", help="approve only if the waiting proposal still has HASH"
+    )
+    return parser
+
+
+class Cluster:
+    """The few API calls the plugin makes, through the official client."""
+
+    def __init__(self, kubeconfig: str | None, context: str | None) -> None:
+        from kubernetes import client, config
+
+        try:
+            self.api = config.new_client_from_config(config_file=kubeconfig, context=context)
+            _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+            if context:
+                contexts, _ = config.list_kube_config_contexts(config_file=kubeconfig)
+                active = next(c for c in contexts if c["name"] == context)
+        except (config.ConfigException, OSError, StopIteration) as error:
+            raise CommandError(f"kubeconfig: {error}") from None
+        self.default_namespace = (active.get("context") or {}).get("namespace") or "default"
+        self.custom = client.CustomObjectsApi(self.api)
+        self.core = client.CoreV1Api(self.api)
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from kubernetes.client.rest import ApiException
+
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as error:
+            detail = error.reason
+            with contextlib.suppress(TypeError, ValueError):
+                detail = json.loads(error.body).get("message") or detail
+            raise CommandError(f"HTTP {error.status}: {detail}") from None
+
+    def policies(self, namespace: str | None) -> list[dict[str, Any]]:
+        if namespace is None:
+            result = self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
+        else:
+            result = self._call(
+                self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL
+            )
+        return list(result.get("items") or [])
+
+    def policy(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._call(
+            self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
+        )
+
+    def applied_assignment(self, namespace: str, name: str) -> dict[str, dict[str, list[int]]]:
+        """What the policy's ConfigMaps say each member owns (the operator's own reader)."""
+        from kafka_rebalance_operator import assignment_doc, names
+
+        response = self._call(
+            self.core.list_namespaced_config_map,
+            namespace,
+            label_selector=f"{names.LABEL_POLICY}={names.label_value(name)},"
+            f"{names.LABEL_MANAGED_BY}={names.MANAGER}",
+            _preload_content=False,
+        )
+        items = json.loads(response.data).get("items") or []
+        current = assignment_doc.read_current(items)
+        return {m: dict(d.partitions) for m, d in current.by_member.items()}
+
+    def approve(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self._call(
+            self.custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            patch,
+            field_manager=FIELD_MANAGER,
+        )
+
+
+def cmd_status(cluster: Cluster, args: argparse.Namespace) -> int:
+    namespace = None if args.all_namespaces else (args.namespace or cluster.default_namespace)
+    rows = [cgp_report.status_row(p) for p in cluster.policies(namespace)]
+    rows.sort(key=lambda r: (r["namespace"], r["name"]))
+    if args.output == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        where = "any namespace" if namespace is None else f"namespace {namespace}"
+        print(f"No ConsumerGroupPolicies found in {where}.", file=sys.stderr)
+        return 0
+    columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
+    print(cgp_report.table(rows, columns))
+    return 0
+
+
+def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
+    namespace = args.namespace or cluster.default_namespace
+    policy = cluster.policy(namespace, args.name)
+    hash_, proposed = cgp_report.proposal_assignment(policy)
+    current = cluster.applied_assignment(namespace, args.name)
+    moves = cgp_report.proposal_moves(current, proposed)
+    proposal = policy["status"]["proposal"]
+    if args.output == "json":
+        print(json.dumps({"hash": hash_, "moves": moves, "assignment": proposed}, indent=2))
+        return 0
+    print(
+        f"Proposal {hash_} for {namespace}/{args.name}: epoch {proposal.get('epoch', '?')}, "
+        f"{len(moves)} partitions move, imbalance {_ratio(proposal.get('before'))} -> "
+        f"{_ratio(proposal.get('after'))}, computed {proposal.get('generatedAt', '?')}"
+    )
+    if moves:
+        print(cgp_report.table(moves, MOVE_COLUMNS))
+    print(f"Approve it with: kubectl cgp approve {args.name} -n {namespace}")
+    return 0
+
+
+def cmd_approve(cluster: Cluster, args: argparse.Namespace) -> int:
+    namespace = args.namespace or cluster.default_namespace
+    policy = cluster.policy(namespace, args.name)
+    hash_ = str(((policy.get("status") or {}).get("proposal") or {}).get("hash") or "")
+    if not hash_:
+        raise CommandError(f"policy {namespace}/{args.name} has no proposal waiting for approval")
+    if args.expect is not None and args.expect != hash_:
+        raise CommandError(
+            f"policy {namespace}/{args.name}: the waiting proposal is {hash_}, not {args.expect} "
+            "(the plan changed: review it again with kubectl cgp plan)"
+        )
+    patch = cgp_report.approval_patch(hash_)
+    if (policy.get("spec") or {}).get("approvedPlan") == hash_:
+        print(f"{namespace}/{args.name}: proposal {hash_} is already approved")
+    else:
+        cluster.approve(namespace, args.name, patch)
+        print(f"{namespace}/{args.name}: approved proposal {hash_} (spec.approvedPlan)")
+    managers = cgp_report.gitops_managers(policy)
+    if managers:
+        print(
+            f"This policy is managed by {' and '.join(managers)}: commit the same change to Git, "
+            "or the next sync may put Git's spec.approvedPlan back. Patch for the policy's "
+            "manifest:"
+        )
+        print(f"spec:\n  approvedPlan: {json.dumps(hash_)}")
+    return 0
+
+
+def _ratio(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, int | float) else "?"
+
+
+COMMANDS = {"status": cmd_status, "plan": cmd_plan, "approve": cmd_approve}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for option in ("kubeconfig", "context", "namespace"):
+        if not hasattr(args, option):
+            setattr(args, option, None)
+    try:
+        import kubernetes  # noqa: F401
+    except ModuleNotFoundError:
+        print(INSTALL_HINT, file=sys.stderr)
+        return 2
+    try:
+        cluster = Cluster(args.kubeconfig, args.context)
+        return COMMANDS[args.command](cluster, args)
+    except (CommandError, cgp_report.ReportError) as error:
+        print(f"kubectl cgp {args.command}: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

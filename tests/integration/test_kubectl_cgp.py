@@ -1,0 +1,265 @@
+"""`kubectl cgp` through the real kubectl (plugin discovery on $PATH) and a real kube-apiserver.
+
+The policies' status is written through the status subresource with the operator's own
+builders (conditions, proposal encoding, plan hash, assignment ConfigMaps), so the plugin reads
+the shapes the operator writes; `approve` is checked by what the API server then stores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_rebalance_operator import assignment_doc, conditions, planning
+from kafka_rebalance_operator.conditions import Health
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "crds" / "consumergrouppolicies.yaml"
+GROUP, VERSION, PLURAL = "kafka-rebalance.io", "v1alpha1", "consumergrouppolicies"
+NOW = "2026-01-01T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def crd(k8s: Any) -> None:
+    k8s.kubectl("apply", "--server-side", "-f", str(CRD))
+    k8s.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{PLURAL}.{GROUP}")
+
+
+@pytest.fixture
+def namespace(k8s: Any, crd: None) -> str:
+    name = f"cgp-{uuid.uuid4().hex[:6]}"
+    k8s.kubectl("create", "namespace", name)
+    return name
+
+
+def kubectl_cgp(k8s: Any, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl cgp ...` as a user types it: kubectl finds `kubectl-cgp` on $PATH."""
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(k8s.kubeconfig),
+    }
+    return subprocess.run(
+        [str(k8s.tools.kubectl), "cgp", *args, "-n", namespace],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a Python start-up and the Kubernetes client's import, on a loaded machine
+    )
+
+
+def create_policy(k8s: Any, namespace: str, name: str, **metadata: Any) -> dict[str, Any]:
+    from kubernetes import client
+
+    api = k8s.api_client()
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ConsumerGroupPolicy",
+        "metadata": {"name": name, **metadata},
+        "spec": {
+            "groupId": f"group-{name}",
+            "kafka": {"bootstrapServers": "kafka:9092"},
+            "topics": ["orders"],
+            "members": {"selector": {"matchLabels": {"app": name}}},
+            "rebalance": {"approval": "Manual"},
+        },
+    }
+    try:
+        return client.CustomObjectsApi(api).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, body
+        )
+    finally:
+        api.close()
+
+
+def write_status(k8s: Any, namespace: str, name: str, status: dict[str, Any]) -> None:
+    from kubernetes import client
+
+    api = k8s.api_client()
+    try:
+        client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURAL, name, {"status": status}
+        )
+    finally:
+        api.close()
+
+
+def write_configmaps(
+    k8s: Any, namespace: str, policy: dict[str, Any], applied: dict[str, Any], epoch: int
+) -> None:
+    from kubernetes import client
+
+    name, uid = policy["metadata"]["name"], policy["metadata"]["uid"]
+    documents = assignment_doc.render_documents(
+        policy["spec"]["groupId"], applied, epoch, planning.plan_hash(applied), NOW
+    )
+    api = k8s.api_client()
+    try:
+        core = client.CoreV1Api(api)
+        for document in documents.values():
+            core.create_namespaced_config_map(
+                namespace, assignment_doc.configmap_body(name, uid, namespace, document)
+            )
+    finally:
+        api.close()
+
+
+APPLIED = {"app-0": {"orders": [0, 1, 2]}, "app-1": {"orders": [3]}}
+PROPOSED = {"app-0": {"orders": [0, 1]}, "app-1": {"orders": [2, 3]}}
+
+
+def waiting_policy(k8s: Any, namespace: str, name: str, **metadata: Any) -> str:
+    """A policy with an applied plan (epoch 3) and a proposal moving orders-2; its hash."""
+    policy = create_policy(k8s, namespace, name, **metadata)
+    write_configmaps(k8s, namespace, policy, APPLIED, epoch=3)
+    proposal_hash = planning.plan_hash(PROPOSED)
+    health = Health(True, "AwaitingApproval", f"plan {proposal_hash} waits for approval")
+    write_status(
+        k8s,
+        namespace,
+        name,
+        {
+            "observedGeneration": policy["metadata"]["generation"],
+            "epoch": 3,
+            "members": 2,
+            "totalLag": 1200,
+            "maxLoadRatio": 1.5,
+            "appliedPlan": planning.plan_hash(APPLIED),
+            "conditions": conditions.build(health, None, policy["metadata"]["generation"], NOW),
+            "proposal": {
+                "hash": proposal_hash,
+                "moves": 1,
+                "before": 1.5,
+                "after": 1.0,
+                "generatedAt": NOW,
+                "epoch": 4,
+                "assignment": planning.encode_assignment(PROPOSED),
+            },
+        },
+    )
+    return proposal_hash
+
+
+def test_status_lists_every_policy_with_the_reason_it_is_not_ready(
+    k8s: Any, namespace: str
+) -> None:
+    waiting_policy(k8s, namespace, "waiting")
+    create_policy(k8s, namespace, "broken")
+    write_status(
+        k8s,
+        namespace,
+        "broken",
+        {
+            "observedGeneration": 1,
+            "epoch": 7,
+            "totalLag": 42,
+            "conditions": conditions.build(
+                Health(False, "KafkaUnreachable", "no broker answered", stalled=True), None, 1, NOW
+            ),
+        },
+    )
+    create_policy(k8s, namespace, "fresh")  # never polled: no status at all
+
+    result = kubectl_cgp(k8s, namespace, "status", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert set(rows) == {"waiting", "broken", "fresh"}
+    assert rows["waiting"] | {"proposal": None} == {
+        "namespace": namespace,
+        "name": "waiting",
+        "group": "group-waiting",
+        "members": 2,
+        "lag": 1200,
+        "imbalance": 1.5,
+        "epoch": 3,
+        "ready": "True",
+        "reason": "",
+        "message": "",
+        "proposal": None,
+    }
+    assert rows["broken"]["ready"] == "False"
+    assert (rows["broken"]["reason"], rows["broken"]["epoch"]) == ("KafkaUnreachable", 7)
+    assert rows["broken"]["message"] == "no broker answered"
+    assert (rows["fresh"]["ready"], rows["fresh"]["reason"]) == ("Unknown", "NotObserved")
+
+    table = kubectl_cgp(k8s, namespace, "status")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == [
+        "NAMESPACE", "NAME", "GROUP", "MEMBERS", "LAG", "IMBALANCE", "EPOCH", "READY",
+        "REASON", "PROPOSAL",
+    ]  # fmt: skip
+    broken = next(line for line in lines if " broken " in line).split()
+    assert broken[1:] == [
+        "broken",
+        "group-broken",
+        "-",
+        "42",
+        "-",
+        "7",
+        "False",
+        "KafkaUnreachable",
+    ]
+
+
+def test_plan_shows_the_moves_the_planner_computes(k8s: Any, namespace: str) -> None:
+    proposal_hash = waiting_policy(k8s, namespace, "waiting")
+    result = kubectl_cgp(k8s, namespace, "plan", "waiting", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["hash"] == proposal_hash
+    assert shown["moves"] == [{"topic": "orders", "partition": 2, "from": "app-0", "to": "app-1"}]
+    table = kubectl_cgp(k8s, namespace, "plan", "waiting")
+    assert table.returncode == 0, table.stderr
+    assert "1 partitions move, imbalance 1.500 -> 1.000" in table.stdout
+    assert ["orders", "2", "app-0", "app-1"] in [line.split() for line in table.stdout.splitlines()]
+
+    create_policy(k8s, namespace, "idle")
+    missing = kubectl_cgp(k8s, namespace, "plan", "idle")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == (
+        "kubectl cgp plan: policy idle has no proposal waiting for approval"
+    )
+
+
+def test_approve_sets_the_hash_and_prints_the_git_patch_for_gitops_objects(
+    k8s: Any, namespace: str
+) -> None:
+    proposal_hash = waiting_policy(k8s, namespace, "plain")
+    stale = kubectl_cgp(k8s, namespace, "approve", "plain", "--expect", "0" * 20)
+    assert stale.returncode == 1 and "the plan changed" in stale.stderr
+    result = kubectl_cgp(k8s, namespace, "approve", "plain", "--expect", proposal_hash)
+    assert result.returncode == 0, result.stderr
+    assert "Git" not in result.stdout
+    stored = json.loads(
+        k8s.kubectl(
+            "-n", namespace, "get", f"{PLURAL}.{GROUP}", "plain", "-o", "json",
+            "--show-managed-fields",
+        ).stdout
+    )  # fmt: skip
+    assert stored["spec"]["approvedPlan"] == proposal_hash
+    managers = {entry["manager"] for entry in stored["metadata"]["managedFields"]}
+    assert "kubectl-cgp" in managers
+
+    gitops_hash = waiting_policy(
+        k8s,
+        namespace,
+        "synced",
+        annotations={"argocd.argoproj.io/tracking-id": "team:kafka-rebalance.io/X:ns/synced"},
+    )
+    result = kubectl_cgp(k8s, namespace, "approve", "synced")
+    assert result.returncode == 0, result.stderr
+    assert "managed by Argo CD: commit the same change to Git" in result.stdout
+    assert result.stdout.rstrip().endswith(f'spec:\n  approvedPlan: "{gitops_hash}"')
+    stored = json.loads(
+        k8s.kubectl("-n", namespace, "get", f"{PLURAL}.{GROUP}", "synced", "-o", "json").stdout
+    )
+    assert stored["spec"]["approvedPlan"] == gitops_hash
