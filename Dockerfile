@@ -6,8 +6,19 @@
 # stage 2 copies only that venv onto a clean slim Python, so no compiler, pip cache or source
 # tree reaches the final image. The final image runs as a fixed non-root uid and writes nothing
 # outside /tmp, so it works with readOnlyRootFilesystem (mount an emptyDir at /tmp).
+#
+# It installs the base distribution plus the `operator` extra only: no dev, pipeline or watch
+# dependencies (no cryptography, Spark, pandas). The sidecar needs only the base. The
+# Kubernetes client's asyncio twin (kubernetes.aio, about 68 MB with its bytecode) is removed:
+# nothing here imports it (kopf talks to the API through aiohttp itself).
+#
+# The base is pinned by digest (python 3.11.13 slim on Debian bookworm), so a rebuild gets the
+# same base until someone moves the pin. Without a registry (the project's CI machines),
+# `kafka-rebalance dev image` passes a base made from Debian's packages instead; see
+# docs/development.md. Labels: pass --build-arg REVISION=$(git rev-parse HEAD) and
+# --build-arg SOURCE_URL=<where the repository lives>.
 
-ARG PYTHON_IMAGE=python:3.11-slim
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
 
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
@@ -22,12 +33,18 @@ COPY sidecar/ sidecar/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/kafka-rebalance \
  && /opt/kafka-rebalance/bin/pip install "$(ls /wheels/*.whl)[operator]" \
- && /opt/kafka-rebalance/bin/python -c "import kafka_rebalance_assignors, kafka_rebalance, kafka_rebalance_operator, kafka_rebalance_sidecar.consumer"
+ && /opt/kafka-rebalance/bin/python -c "import kafka_rebalance_assignors, kafka_rebalance, kafka_rebalance_operator, kafka_rebalance_sidecar.consumer" \
+ && /opt/kafka-rebalance/bin/python -m pip uninstall --yes --quiet pip setuptools \
+ && /opt/kafka-rebalance/bin/python -c "import kubernetes, pathlib, shutil; shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / 'aio')"
 
 FROM ${PYTHON_IMAGE}
+ARG REVISION=unknown
+ARG SOURCE_URL=unknown
 LABEL org.opencontainers.image.title="kafka-rebalance-operator" \
       org.opencontainers.image.description="Lag-aware, weighted, sticky partition assignment for Kafka consumer groups on Kubernetes" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE_URL}"
 RUN groupadd --system --gid 10001 kafka-rebalance \
  && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home \
       --shell /usr/sbin/nologin kafka-rebalance

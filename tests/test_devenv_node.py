@@ -147,3 +147,14 @@ def test_missing_system_packages_are_named_with_both_ways_to_get_them():
     assert "\n" not in line
     assert "apt-get install containerd runc" in line
     assert "KAFKA_REBALANCE_INSTALL_SYSTEM_PACKAGES=1" in line
+
+
+def test_only_log_links_into_our_own_pod_logs_are_removed(tmp_path):
+    links = tmp_path / "containers"
+    links.mkdir()
+    ours, theirs = tmp_path / "state" / "pod-logs", tmp_path / "other" / "pod-logs"
+    (links / "a.log").symlink_to(ours / "ns_a_uid" / "c" / "0.log")
+    (links / "b.log").symlink_to(theirs / "ns_b_uid" / "c" / "0.log")
+    (links / "c.log").write_text("a plain file")
+    node.remove_log_links(ours, links)
+    assert sorted(p.name for p in links.iterdir()) == ["b.log", "c.log"]

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka_rebalance.devenv import node, system_packages
+from kafka_rebalance.devenv import mounts, node, system_packages
 from kafka_rebalance.devenv.processes import StateFile
 from kafka_rebalance.devenv.provision.frame import cache_lock
 from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
@@ -176,6 +176,7 @@ def docker_build(
         tmp.rename(out)
     finally:
         supervisor.stop_one("dockerd")
+        mounts.unmount_under(home)  # its exec root's netns bind mount, if it left it
 
 
 KEEP_ARCHIVES = 3

@@ -357,6 +357,18 @@ def own_shims(socket: Path) -> list[int]:
     return pids
 
 
+# The kubelet links every container's log here (a fixed path); only links into our own pod log
+# directory are ours to remove.
+CONTAINER_LOG_LINKS = Path("/var/log/containers")
+
+
+def remove_log_links(pod_logs: Path, links: Path = CONTAINER_LOG_LINKS) -> None:
+    with contextlib.suppress(OSError):
+        for link in links.iterdir():
+            if link.is_symlink() and os.readlink(link).startswith(f"{pod_logs}{os.sep}"):
+                link.unlink(missing_ok=True)
+
+
 def teardown(directory: Path, bridge: str | None) -> list[str]:
     """After the processes stopped: end leftover shims, unmount, delete the bridge.
 
@@ -366,6 +378,7 @@ def teardown(directory: Path, bridge: str | None) -> list[str]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     stuck = [str(p) for p in mounts.unmount_under(directory)]
+    remove_log_links(directory / "pod-logs")
     if bridge:
         pod_network.release(bridge)
     return stuck
