@@ -19,18 +19,21 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import kafka_rebalance_assignors as assignors
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
-from kafka_rebalance_operator import kube_io, planning, reconcile
+from kafka_rebalance_operator import planning, ports, reconcile
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import classify
 from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.policy import parse_spec
 from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.telemetry import Telemetry
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
@@ -76,15 +79,20 @@ def prepare(bootstrap: str, partitions: int, group: str) -> str:
     return topic
 
 
-def in_memory_configmaps() -> None:
-    store: dict[str, dict[str, Any]] = {}
+class InMemoryConfigMaps:
+    """The ConfigMap port in a dict (ports.ConfigMapStore)."""
 
-    def upsert(body: dict[str, Any]) -> None:
-        store[body["metadata"]["name"]] = copy.deepcopy(body)
+    def __init__(self) -> None:
+        self.store: dict[str, dict[str, Any]] = {}
 
-    kube_io.list_configmaps = lambda namespace, policy: [copy.deepcopy(v) for v in store.values()]
-    kube_io.upsert_configmap = upsert
-    kube_io.delete_configmap = lambda namespace, name: store.pop(name, None)
+    def list(self, namespace: str, policy: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(v) for v in self.store.values()]
+
+    def upsert(self, body: Any) -> None:
+        self.store[body["metadata"]["name"]] = copy.deepcopy(dict(body))
+
+    def delete(self, namespace: str, name: str) -> None:
+        self.store.pop(name, None)
 
 
 def main() -> None:
@@ -134,7 +142,7 @@ def main() -> None:
         from kubernetes import client, config
 
         api = config.new_client_from_config(config_file=args.kubeconfig)
-        kube_io.set_api(api)
+        poll_ports = ports.real_ports(api, Telemetry())
         namespace = args.namespace
         where = f"real API server, namespace {namespace}"
         # A real owner: ConfigMaps owned by a uid that does not exist are garbage-collected.
@@ -153,18 +161,18 @@ def main() -> None:
         )
         policy_name, uid = created["metadata"]["name"], created["metadata"]["uid"]
     else:
-        in_memory_configmaps()
+        poll_ports = replace(ports.real_ports(None, Telemetry()), configmaps=InMemoryConfigMaps())
         namespace = "bench"
         where = "in-memory ConfigMaps"
         policy_name, uid, custom = "bench", str(uuid.uuid4()), None
     pods = [PodSummary(name, {"app": "bench"}, "Running", True) for name in weights]
-    runtime, settings = reconcile.PolicyRuntime(), OperatorSettings()
+    memory, settings = PolicyMemory(), OperatorSettings()
     status: dict[str, Any] = {}
 
     def one_poll() -> reconcile.PollOutcome:
         nonlocal status
         ctx = reconcile.PolicyContext(namespace, policy_name, uid, 1, spec_body, status)
-        outcome = reconcile.poll(ctx, pods, runtime, settings)
+        outcome = reconcile.poll(ctx, pods, memory, poll_ports, settings)
         status = {**status, **{k: v for k, v in outcome.status.items() if v is not None}}
         return outcome
 
@@ -176,7 +184,7 @@ def main() -> None:
         f"last action: {outcome.action}; epoch {status.get('epoch')}, "
         f"maxLoadRatio {status.get('maxLoadRatio')}"
     )
-    runtime.close()
+    memory.close()
     if custom is not None:  # its ConfigMaps go with it
         custom.delete_namespaced_custom_object(
             "kafka-rebalance.io", "v1alpha1", namespace, "consumergrouppolicies", policy_name

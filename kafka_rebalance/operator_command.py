@@ -39,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=600.0,
         metavar="SECONDS",
-        help="/healthz fails when a policy's last successful poll is older than this",
+        help="/healthz fails when a policy's timer has not woken, or one poll has not returned, "
+        "for this long (a policy whose polls fail does not fail it)",
     )
     parser.add_argument(
         "--telemetry-file", metavar="PATH", help="append telemetry rows (JSON lines)"
@@ -103,38 +104,40 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
     from kafka_rebalance_common import redaction
-    from kafka_rebalance_operator import health, metrics
-    from kafka_rebalance_operator.settings import SETTINGS
+    from kafka_rebalance_operator import admission, handlers, health, kube_io, metrics, ports
+    from kafka_rebalance_operator.settings import OperatorSettings
     from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, Telemetry
 
     redaction.install()
-    from kafka_rebalance_operator import admission
-
     try:
-        SETTINGS.allowed_bootstrap_servers = admission.parse_allowlist(
-            args.allowed_bootstrap_servers
-        )
+        allowlist = admission.parse_allowlist(args.allowed_bootstrap_servers)
     except admission.AllowlistError as error:
         logging.getLogger(__name__).error("%s", error)
         return 2
-    SETTINGS.interval_scale = args.interval_scale
-    SETTINGS.tick_s = args.tick
-    SETTINGS.kafka_timeout_s = args.kafka_timeout
-    SETTINGS.cluster = args.cluster_name
-    SETTINGS.liveness = health.Liveness(args.liveness_max_age)
+    settings = OperatorSettings(
+        interval_scale=args.interval_scale,
+        tick_s=args.tick,
+        kafka_timeout_s=args.kafka_timeout,
+        cluster=args.cluster_name,
+        allowed_bootstrap_servers=allowlist,
+    )
     sinks = []
     if args.telemetry_file:
         sinks.append(JsonLinesSink(args.telemetry_file))
     if args.telemetry_bootstrap:
         sinks.append(KafkaSink(args.telemetry_bootstrap, args.telemetry_topic))
-    SETTINGS.telemetry = Telemetry(sinks)
+    telemetry = Telemetry(sinks)
+    operator = handlers.Operator(
+        settings=settings,
+        ports=ports.real_ports(kube_io.connect(), telemetry),
+        liveness=health.Liveness(args.liveness_max_age),
+    )
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.bind)
     if args.health_port:
-        health.serve(SETTINGS.liveness, args.health_port, args.bind)
+        health.serve(operator.liveness, args.health_port, args.bind)
 
     import kopf
-    from kafka_rebalance_operator import handlers  # registers the handlers (reads SETTINGS)
 
     namespaces = args.namespace or [
         n for n in os.environ.get("WATCH_NAMESPACES", "").split(",") if n
@@ -148,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         kopf.run(
-            registry=handlers._registry(),
+            registry=handlers.registry(settings),
+            memo=operator.memo(),
             standalone=not args.peering,
             peering_name=args.peering,
             priority=args.priority,
@@ -156,5 +160,5 @@ def run(args: argparse.Namespace) -> int:
             namespaces=[] if clusterwide else namespaces,
         )
     finally:
-        SETTINGS.telemetry.close()
+        telemetry.close()
     return 0

@@ -36,17 +36,34 @@ def test_transition_time_changes_only_with_status() -> None:
     assert again == first  # an unchanged poll renders identical conditions
 
 
-def test_liveness_fails_only_when_a_policy_has_not_succeeded_in_time() -> None:
+def test_liveness_fails_when_a_timer_stops_waking_not_when_polls_fail() -> None:
     live = Liveness(max_age_s=60)
     assert live.check(now=0)[0]  # no policies: alive
-    live.seen("ns/a", now=0)
-    assert live.check(now=30)[0]
-    assert not live.check(now=61)[0]  # never succeeded for longer than the limit
-    live.succeeded("ns/a", now=70)
-    assert live.check(now=100)[0]
-    assert not live.check(now=131)[0]
-    live.forget("ns/a")
+    live.woke("ns/failing", now=0)
+    for t in range(0, 300, 10):  # its polls fail every time, but they return
+        live.woke("ns/failing", now=t)
+        live.poll_started("ns/failing", now=t)
+        live.poll_finished("ns/failing", now=t + 2)
+        assert live.check(now=t + 5)[0]
+    assert not live.check(now=290 + 2 + 61)[0]  # the timer stopped waking: the loop is stuck
+    live.forget("ns/failing")
     assert live.check(now=1000)[0]
+
+
+def test_liveness_fails_while_one_poll_does_not_return() -> None:
+    live = Liveness(max_age_s=60)
+    live.woke("ns/a", now=0)
+    live.woke("ns/b", now=0)
+    live.poll_started("ns/a", now=0)
+    for t in range(0, 60, 5):
+        live.woke("ns/b", now=t)
+    alive, ages = live.check(now=59)
+    assert alive and ages["ns/a"] == 59
+    live.woke("ns/b", now=61)
+    alive, ages = live.check(now=61)
+    assert not alive and ages == {"ns/a": 61, "ns/b": 0}
+    live.poll_finished("ns/a", now=62)
+    assert live.check(now=63)[0]
 
 
 def test_verify_compares_static_members_to_the_plan() -> None:

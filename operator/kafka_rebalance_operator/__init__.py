@@ -5,5 +5,7 @@ package named `operator` would shadow the standard library module of that name.
 
 Pure decision modules (no I/O): durations, policy, selectors, members, lag, history, planning,
 handoff, conditions, assignment_doc, verify, names. Thin I/O modules: kafka_io, kafka_security,
-kube_io, metrics, health, telemetry. reconcile sequences one poll; handlers wires it into kopf.
+kube_io, metrics, health, telemetry; ports wraps them for a poll. reconcile runs one poll as the
+phases/ (observe, plan, decide, apply, report); memory is what a policy remembers between polls;
+handlers wires it into kopf.
 """

@@ -1,10 +1,14 @@
-"""kopf registrations: a pod index, a policy index, and one timer per ConsumerGroupPolicy.
+"""kopf handlers: a pod index, a policy index, and one timer per ConsumerGroupPolicy.
 
 The timer wakes every `tick` seconds and polls when the policy's own pollInterval has passed
 (kopf timers have one interval per handler, a policy has its own). A wake-up that is not due
 returns at once and writes nothing. The poll itself runs in a worker thread: the event loop
 never blocks on Kafka, the Kubernetes client or the planner. Level-triggered only: there are
 no create/update handlers, so a missed event is just picked up by the next poll.
+
+Nothing here is registered at import. `registry(settings)` builds the handlers for one run, and
+what they share (settings, ports, liveness) reaches them as `memo.operator` (kopf copies the
+operator's memo into every resource's memo; the policy's own `PolicyMemory` is added there).
 """
 
 from __future__ import annotations
@@ -12,17 +16,51 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
 from kafka_rebalance_operator import metrics, names
+from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
+from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
-from kafka_rebalance_operator.reconcile import PolicyContext, PolicyRuntime, poll
-from kafka_rebalance_operator.settings import SETTINGS
+from kafka_rebalance_operator.ports import Ports
+from kafka_rebalance_operator.reconcile import PolicyContext, poll
+from kafka_rebalance_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Operator:
+    """What every handler is given (as `memo.operator`)."""
+
+    settings: OperatorSettings
+    ports: Ports
+    liveness: Liveness
+
+    def memo(self) -> kopf.Memo:
+        return kopf.Memo(operator=self)
+
+
+def registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
+    """The operator's handlers, registered on a fresh registry (the timer ticks every
+    settings.tick_s)."""
+    handlers = kopf.OperatorRegistry()
+    policies = (names.GROUP, names.VERSION, names.PLURAL)
+    # A fresh registry has no login handler (kopf's default one adds them): log in as the
+    # Kubernetes client does, in-cluster ServiceAccount first, else the kubeconfig.
+    kopf.on.login(registry=handlers)(login)
+    kopf.on.startup(registry=handlers)(configure)
+    kopf.index("", "v1", "pods", registry=handlers)(pods_by_namespace)
+    kopf.index(*policies, registry=handlers)(policies_by_namespace)
+    kopf.timer(*policies, id="poll_policy", interval=settings.tick_s, registry=handlers)(
+        poll_policy
+    )
+    kopf.on.event(*policies, registry=handlers)(forget_deleted)
+    return handlers
 
 
 class _QuietTimerSuccess(logging.Filter):
@@ -41,11 +79,10 @@ class _QuietTimerSuccess(logging.Filter):
         )
 
 
-def _registry() -> kopf.OperatorRegistry:
-    return kopf.get_default_registry()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    return kopf.login_via_client(**kwargs)
 
 
-@kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Standalone unless `--peering` was given (chart: one replica, Recreate).
     # The CRD is installed before the operator, and namespaces are named: no need to list CRDs
@@ -58,12 +95,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     logging.getLogger("kopf.objects").addFilter(_QuietTimerSuccess())
 
 
-@kopf.index("", "v1", "pods")
 def pods_by_namespace(namespace: str, body: kopf.Body, **_: Any) -> dict[str, PodSummary]:
     return {namespace: summarise_pod(body)}
 
 
-@kopf.index(names.GROUP, names.VERSION, names.PLURAL)
 def policies_by_namespace(
     namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
 ) -> dict[str, tuple[str, str, str]]:
@@ -87,14 +122,13 @@ def _conflict(namespace: str, name: str, spec: Any, index: kopf.Index) -> str | 
     return older[0][1] if older else None
 
 
-def _interval(spec: Any) -> float:
+def _interval(spec: Any, settings: OperatorSettings) -> float:
     try:
-        return parse_spec(spec).poll_interval * SETTINGS.interval_scale
+        return parse_spec(spec).poll_interval * settings.interval_scale
     except PolicyError:
-        return 30.0 * SETTINGS.interval_scale
+        return 30.0 * settings.interval_scale
 
 
-@kopf.timer(names.GROUP, names.VERSION, names.PLURAL, id="poll_policy", interval=SETTINGS.tick_s)
 async def poll_policy(
     namespace: str,
     name: str,
@@ -109,19 +143,20 @@ async def poll_policy(
     policies_by_namespace: kopf.Index[str, tuple[str, str, str]],
     **_: Any,
 ) -> None:
-    runtime: PolicyRuntime | None = memo.get("runtime")
-    if runtime is None:
-        runtime = PolicyRuntime()
-        memo["runtime"] = runtime
+    operator: Operator = memo.operator
+    memory: PolicyMemory | None = memo.get("memory")
+    if memory is None:
+        memory = PolicyMemory()
+        memo["memory"] = memory
     key = f"{namespace}/{name}"
-    SETTINGS.liveness.seen(key)
+    operator.liveness.woke(key)
     now = time.monotonic()
     generation = int(meta.get("generation") or 0)
     # A changed spec is polled at the next tick, not after the rest of the interval.
-    due = runtime.last_generation != generation or runtime.last_poll is None
-    if not due and now - runtime.last_poll < _interval(spec):
+    due = memory.last_generation != generation or memory.last_poll is None
+    if not due and now - memory.last_poll < _interval(spec, operator.settings):
         return
-    runtime.last_poll, runtime.last_generation = now, generation
+    memory.last_poll, memory.last_generation = now, generation
     # Snapshot everything from kopf's live views here, on the loop; the thread gets copies.
     context = PolicyContext(
         namespace=namespace,
@@ -134,17 +169,22 @@ async def poll_policy(
     )
     pods = list(pods_by_namespace.get(namespace, []))
     log.debug("%s: polling with %d pods of the namespace in the index: %s", key, len(pods), pods)
+    operator.liveness.poll_started(key)
     try:
-        outcome = await asyncio.to_thread(poll, context, pods, runtime, SETTINGS)
+        outcome = await asyncio.to_thread(
+            poll, context, pods, memory, operator.ports, operator.settings
+        )
     except Exception:
         log.exception("poll of %s failed", key)
-        raise kopf.TemporaryError("poll failed; retrying", delay=_interval(spec)) from None
+        # Retried at the next tick, which polls again once the interval has passed (last_poll
+        # is set): the timer keeps waking, so the liveness check sees the loop run.
+        raise kopf.TemporaryError("poll failed; retrying", delay=operator.settings.tick_s) from None
+    finally:
+        operator.liveness.poll_finished(key)
     for field, value in outcome.status.items():
         patch.status[field] = value
     for kind, reason, message in outcome.events:
         kopf.event(body, type=kind, reason=reason, message=message)
-    if outcome.succeeded:
-        SETTINGS.liveness.succeeded(key)
 
 
 def _plain(value: Any) -> Any:
@@ -156,14 +196,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@kopf.on.event(names.GROUP, names.VERSION, names.PLURAL)
 def forget_deleted(type: str, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     """A deleted policy leaves the liveness check and closes its Kafka client. (Its ConfigMaps
     go by ownerReferences, through Kubernetes' garbage collector.)"""
     if type != "DELETED":
         return
-    SETTINGS.liveness.forget(f"{namespace}/{name}")
+    memo.operator.liveness.forget(f"{namespace}/{name}")
     metrics.forget(namespace, name)
-    runtime: PolicyRuntime | None = memo.get("runtime")
-    if runtime is not None:
-        runtime.close()
+    memory: PolicyMemory | None = memo.get("memory")
+    if memory is not None:
+        memory.close()

@@ -1,9 +1,12 @@
-"""Liveness: fails when a policy's last successful poll is older than a threshold.
+"""Liveness: the operator's loops run. Fails only when a policy's timer stops waking (the event
+loop is blocked) or one poll has not returned for longer than a threshold (a stuck worker).
 
-kopf's own probe only says its probe task runs; it cannot see a poll loop that stopped making
-progress. This endpoint tracks, per active policy, when its poll last succeeded. With no
-policies the operator is alive. Served from a thread so that a blocked event loop still gets an
-honest answer (the answer then turns to failure as polls stop).
+A policy whose polls fail is alive: its failure shows in its own status (Stalled and a reason),
+Events and metrics (`kafka_rebalance_poll_errors_total`, the last-success gauge), where it can
+be alerted on. Restarting the process would not fix it and would cost every other policy its
+rate history and capacity estimates. kopf's own probe only says its probe task runs; this one
+watches the timers and the poll threads. Served from a thread so that a blocked event loop still
+gets an honest answer (the answer then turns to failure as the timers stop waking).
 """
 
 from __future__ import annotations
@@ -18,31 +21,35 @@ class Liveness:
     def __init__(self, max_age_s: float) -> None:
         self.max_age_s = max_age_s
         self._lock = threading.Lock()
-        self._started: dict[str, float] = {}  # policy -> when it was first seen
-        self._success: dict[str, float] = {}
+        self._woke: dict[str, float] = {}  # policy -> its timer's last wake-up
+        self._running: dict[str, float] = {}  # policy -> when its running poll started
 
-    def seen(self, key: str, now: float | None = None) -> None:
+    def woke(self, key: str, now: float | None = None) -> None:
+        """The policy's timer ran (whether or not a poll was due): the event loop turns."""
         with self._lock:
-            self._started.setdefault(key, now if now is not None else time.monotonic())
+            self._woke[key] = now if now is not None else time.monotonic()
 
-    def succeeded(self, key: str, now: float | None = None) -> None:
-        now = now if now is not None else time.monotonic()
+    def poll_started(self, key: str, now: float | None = None) -> None:
         with self._lock:
-            self._started.setdefault(key, now)
-            self._success[key] = now
+            self._running[key] = now if now is not None else time.monotonic()
+
+    def poll_finished(self, key: str, now: float | None = None) -> None:
+        """The poll returned, successful or not."""
+        with self._lock:
+            self._running.pop(key, None)
+            self._woke[key] = now if now is not None else time.monotonic()
 
     def forget(self, key: str) -> None:
         with self._lock:
-            self._started.pop(key, None)
-            self._success.pop(key, None)
+            self._woke.pop(key, None)
+            self._running.pop(key, None)
 
     def check(self, now: float | None = None) -> tuple[bool, dict[str, float]]:
-        """(alive, age of the last success per policy; age since first seen if none yet)."""
+        """(alive, per policy: how long its poll has been running, else since its timer woke)."""
         now = now if now is not None else time.monotonic()
         with self._lock:
-            ages = {
-                key: now - self._success.get(key, started) for key, started in self._started.items()
-            }
+            ages = {key: now - self._running.get(key, woke) for key, woke in self._woke.items()}
+            ages.update({key: now - t for key, t in self._running.items() if key not in ages})
         return all(age <= self.max_age_s for age in ages.values()), ages
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "ApiException",
     "SecretMissing",
     "api",
+    "connect",
     "delete_configmap",
     "list_configmaps",
     "read_secret",
@@ -31,15 +32,21 @@ from kafka_rebalance_operator import names
 _API: client.ApiClient | None = None
 
 
+def connect() -> client.ApiClient:
+    """A new API client: in-cluster credentials, else $KUBECONFIG / ~/.kube/config."""
+    try:
+        config.load_incluster_config()
+        return client.ApiClient()
+    except config.ConfigException:
+        return config.new_client_from_config()
+
+
 def api() -> client.ApiClient:
-    """One shared API client: in-cluster credentials, else $KUBECONFIG / ~/.kube/config."""
+    """One shared API client, for scripts and tests that call these functions without passing
+    one (the operator builds its own with `connect` and hands it to its ports)."""
     global _API
     if _API is None:
-        try:
-            config.load_incluster_config()
-            _API = client.ApiClient()
-        except config.ConfigException:
-            _API = config.new_client_from_config()
+        _API = connect()
     return _API
 
 
@@ -52,9 +59,11 @@ class SecretMissing(LookupError):
     pass
 
 
-def read_secret(namespace: str, name: str) -> dict[str, str]:
+def read_secret(
+    namespace: str, name: str, *, api_client: client.ApiClient | None = None
+) -> dict[str, str]:
     """The Secret's data, decoded. Values are returned to the caller only, never logged."""
-    core = client.CoreV1Api(api())
+    core = client.CoreV1Api(api_client or api())
     try:
         secret = core.read_namespaced_secret(name, namespace)
     except ApiException as error:
@@ -70,8 +79,10 @@ def read_secret(namespace: str, name: str) -> dict[str, str]:
     return data
 
 
-def list_configmaps(namespace: str, policy: str) -> list[dict[str, Any]]:
-    core = client.CoreV1Api(api())
+def list_configmaps(
+    namespace: str, policy: str, *, api_client: client.ApiClient | None = None
+) -> list[dict[str, Any]]:
+    core = client.CoreV1Api(api_client or api())
     response = core.list_namespaced_config_map(
         namespace,
         label_selector=f"{names.LABEL_POLICY}={names.label_value(policy)},"
@@ -81,8 +92,10 @@ def list_configmaps(namespace: str, policy: str) -> list[dict[str, Any]]:
     return list(json.loads(response.data).get("items") or [])
 
 
-def upsert_configmap(body: Mapping[str, Any]) -> None:
-    core = client.CoreV1Api(api())
+def upsert_configmap(
+    body: Mapping[str, Any], *, api_client: client.ApiClient | None = None
+) -> None:
+    core = client.CoreV1Api(api_client or api())
     namespace = body["metadata"]["namespace"]
     name = body["metadata"]["name"]
     try:
@@ -93,8 +106,10 @@ def upsert_configmap(body: Mapping[str, Any]) -> None:
         core.replace_namespaced_config_map(name, namespace, body)
 
 
-def delete_configmap(namespace: str, name: str) -> None:
-    core = client.CoreV1Api(api())
+def delete_configmap(
+    namespace: str, name: str, *, api_client: client.ApiClient | None = None
+) -> None:
+    core = client.CoreV1Api(api_client or api())
     try:
         core.delete_namespaced_config_map(name, namespace)
     except ApiException as error:

@@ -1,15 +1,17 @@
-"""Operator-wide settings (from the command line), shared by the handlers."""
+"""Operator-wide settings, from the command line (kafka_rebalance/operator_command.py).
+
+Built once at start-up and handed to the handlers (handlers.registry, and kopf's memo) and from
+there to every poll; nothing reads them from a module global.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kafka_rebalance_operator.admission import AllowedServer
-from kafka_rebalance_operator.health import Liveness
-from kafka_rebalance_operator.telemetry import Telemetry
 
 
-@dataclass
+@dataclass(frozen=True)
 class OperatorSettings:
     # Multiplies pollInterval and cooldown. 1.0 in production; tests and local development set
     # it below 1 to run the CRD's 5s floor faster. Documented as a test/dev setting.
@@ -18,11 +20,6 @@ class OperatorSettings:
     kafka_timeout_s: float = 10.0
     cluster: str = "default"  # the `cluster` field of telemetry rows
     event_min_interval_s: float = 60.0  # at most one PlanApplied event per policy per interval
-    telemetry: Telemetry = field(default_factory=Telemetry)
-    liveness: Liveness = field(default_factory=lambda: Liveness(600.0))
     describe_group: bool = True  # group mode: read the actual assignment back (verify)
     # --allowed-bootstrap-servers, parsed (admission.py); empty: any server
     allowed_bootstrap_servers: tuple[AllowedServer, ...] = ()
-
-
-SETTINGS = OperatorSettings()

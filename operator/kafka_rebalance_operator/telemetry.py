@@ -136,6 +136,11 @@ class Telemetry:
     def __init__(self, sinks: Iterable[Sink] = ()) -> None:
         self.sinks = list(sinks)
 
+    @property
+    def enabled(self) -> bool:
+        """False with no sinks: callers skip building rows nobody reads."""
+        return bool(self.sinks)
+
     def emit(self, rows: list[dict[str, Any]]) -> None:
         for sink in self.sinks:
             try:

@@ -824,3 +824,69 @@ def test_group_mode_reports_members_on_another_assignor(
             lambda: condition(cluster.policy(name), "Ready").get("status") == "True",
             timeout=60,
         )
+
+
+def test_a_failing_policy_never_fails_the_operators_liveness(
+    k8s: Any, kafka: str, tmp_path: Path
+) -> None:
+    """Broken policies next to a healthy one (a missing Secret, a topicPattern that matches
+    nothing yet, a duplicate groupId): each is Stalled with its reason, the healthy one keeps
+    polling, and /healthz answers 200 at once throughout five times --liveness-max-age."""
+    env = make_env(k8s, kafka, tmp_path, "liveness", replicas=2, partitions=2)
+    cluster, group = env.cluster, f"group-{env.topic}"
+
+    def broken(name: str, group_id: str, **spec: Any) -> str:
+        body = json.loads(policy_manifest(name, group_id, kafka, env.topic, env.app))
+        body["spec"].update(spec)
+        if "topicPattern" in spec:
+            body["spec"].pop("topics")
+        return json.dumps(body)
+
+    with (
+        run_operator(env.installed, tmp_path, "--liveness-max-age", "3") as operator,
+        diagnostics(cluster, "healthy", operator),
+    ):
+        cluster.apply(policy_manifest("healthy", group, kafka, env.topic, env.app))
+        wait_for(
+            "healthy is Ready",
+            lambda: condition(cluster.policy("healthy"), "Ready").get("status") == "True",
+        )
+        cluster.apply(
+            broken(
+                "no-secret",
+                "group-no-secret",
+                kafka={"bootstrapServers": kafka, "secretRef": {"name": "absent"}},
+            )
+        )
+        cluster.apply(broken("no-topics", "group-no-topics", topicPattern="not-yet-created-.*"))
+        cluster.apply(broken("duplicate", group))
+        expected = {
+            "no-secret": "SecretNotFound",
+            "no-topics": "TopicsNotFound",
+            "duplicate": "ConflictingPolicy",
+        }
+        for name, reason in expected.items():
+            wait_for(
+                f"{name} Stalled/{reason}",
+                lambda n=name, r=reason: condition(cluster.policy(n), "Stalled").get("reason") == r,
+            )
+        first_poll = cluster.policy("healthy")["status"]["lastPollTime"]
+        deadline = time.monotonic() + 15
+        answers = 0
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            code, body = http_get(operator.health_port, "/healthz")
+            assert code == 200, body
+            assert time.monotonic() - started < 2
+            assert set(json.loads(body)["policies"]) == {
+                f"{cluster.namespace}/{n}" for n in ("healthy", *expected)
+            }
+            answers += 1
+            time.sleep(0.5)
+        assert answers >= 20
+        healthy = cluster.policy("healthy")["status"]
+        assert healthy["lastPollTime"] > first_poll, "the healthy policy keeps polling"
+        assert condition(cluster.policy("healthy"), "Ready")["status"] == "True"
+        for name, reason in expected.items():
+            stalled = condition(cluster.policy(name), "Stalled")
+            assert stalled["status"] == "True" and stalled["reason"] == reason

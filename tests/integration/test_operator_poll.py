@@ -2,12 +2,12 @@
 
 This checks the poll's sequencing with real offsets quickly and without a control plane; the
 same behaviour through the API server, kopf and the chart's RBAC is in test_operator_k8s.py.
-The in-memory store replaces only the three ConfigMap calls of `kube_io`.
+Only the ConfigMap port is in memory (tests/operator_ports.py); Kafka, the clock, metrics and
+telemetry are the operator's real ports.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import socket
 import time
@@ -18,66 +18,37 @@ import pytest
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
-from kafka_rebalance_operator import kube_io, reconcile
+from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.members import PodSummary
-from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.ports import Ports, PrometheusMetrics, SystemClock
 from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
+
+from tests.operator_ports import MemoryConfigMaps, MemorySecrets
+from tests.operator_ports import Policy as _Policy
 
 pytestmark = pytest.mark.integration
 
 
-class Store:
-    def __init__(self) -> None:
-        self.items: dict[str, dict[str, Any]] = {}
-        self.writes: list[str] = []
-
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(
-            kube_io,
-            "list_configmaps",
-            lambda ns, policy: [copy.deepcopy(v) for v in self.items.values()],
-        )
-        monkeypatch.setattr(kube_io, "upsert_configmap", self.upsert)
-        monkeypatch.setattr(kube_io, "delete_configmap", self.delete)
-
-    def upsert(self, body: dict[str, Any]) -> None:
-        self.writes.append(body["metadata"]["name"])
-        self.items[body["metadata"]["name"]] = copy.deepcopy(body)
-
-    def delete(self, namespace: str, name: str) -> None:
-        self.writes.append(f"-{name}")
-        self.items.pop(name, None)
-
-    def documents(self) -> dict[str, dict[str, Any]]:
-        return {
-            doc["member"]: doc
-            for doc in (json.loads(v["data"]["assignment.json"]) for v in self.items.values())
-        }
+def real_ports(store: MemoryConfigMaps, telemetry: Telemetry | None = None) -> Ports:
+    return Ports(
+        configmaps=store,
+        secrets=MemorySecrets(),
+        kafka=KafkaObserver,
+        clock=SystemClock(),
+        metrics=PrometheusMetrics(),
+        telemetry=telemetry or Telemetry(),
+    )
 
 
-class Policy:
-    """Drives polls the way the kopf handler does: status patches merged into the status."""
-
-    def __init__(self, spec: dict[str, Any], pods: list[PodSummary], settings=None) -> None:
-        self.spec, self.pods = spec, pods
-        self.status: dict[str, Any] = {}
-        self.runtime = reconcile.PolicyRuntime()
-        self.settings = settings or OperatorSettings(kafka_timeout_s=3)
-        self.events: list[tuple[str, str, str]] = []
-
-    def poll(self) -> reconcile.PollOutcome:
-        ctx = reconcile.PolicyContext("ns", "pol", "uid-1", 1, self.spec, self.status)
-        outcome = reconcile.poll(ctx, self.pods, self.runtime, self.settings)
-        for key, value in outcome.status.items():
-            if value is None:
-                self.status.pop(key, None)
-            else:
-                self.status[key] = value
-        self.events += outcome.events
-        return outcome
-
-    def condition(self, kind: str) -> dict[str, Any]:
-        return next(c for c in self.status["conditions"] if c["type"] == kind)
+class Policy(_Policy):
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        members: list[PodSummary],
+        store: MemoryConfigMaps,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        super().__init__(spec, members, real_ports(store, telemetry))
 
 
 def pods(count: int) -> list[PodSummary]:
@@ -115,15 +86,12 @@ def produce(kafka: str, topic: str, per_partition: dict[int, int]) -> None:
     producer.close()
 
 
-def test_enforce_plans_replans_on_skew_and_stays_quiet(kafka, monkeypatch, tmp_path) -> None:
-    store = Store()
-    store.install(monkeypatch)
+def test_enforce_plans_replans_on_skew_and_stays_quiet(kafka, tmp_path) -> None:
+    store = MemoryConfigMaps()
     topic = topic_with(kafka, 6)
     telemetry = tmp_path / "rows.jsonl"
-    settings = OperatorSettings(
-        kafka_timeout_s=3, telemetry=Telemetry([JsonLinesSink(str(telemetry))])
-    )
-    policy = Policy(spec_for(kafka, topic), pods(3), settings)
+    sink = Telemetry([JsonLinesSink(str(telemetry))])
+    policy = Policy(spec_for(kafka, topic), pods(3), store, sink)
 
     assert policy.poll().action == "apply"
     first = store.documents()
@@ -149,7 +117,7 @@ def test_enforce_plans_replans_on_skew_and_stays_quiet(kafka, monkeypatch, tmp_p
     assert policy.poll().action == "noop"
 
     # a restarted operator (fresh memory) keeps the epoch and rewrites nothing
-    restarted = Policy(policy.spec, policy.pods, settings)
+    restarted = Policy(policy.spec, policy.pods, store, sink)
     restarted.status = dict(policy.status)
     writes = len(store.writes)
     assert restarted.poll().action == "noop"
@@ -163,18 +131,18 @@ def test_enforce_plans_replans_on_skew_and_stays_quiet(kafka, monkeypatch, tmp_p
     assert sorted(p for d in docs.values() for p in d["partitions"][topic]) == list(range(6))
 
 
-def test_unreachable_kafka_stalls_and_changes_nothing(kafka, monkeypatch) -> None:
-    store = Store()
-    store.install(monkeypatch)
+def test_unreachable_kafka_stalls_and_changes_nothing(kafka) -> None:
+    store = MemoryConfigMaps()
     topic = topic_with(kafka, 3)
-    policy = Policy(spec_for(kafka, topic), pods(2))
+    policy = Policy(spec_for(kafka, topic), pods(2), store)
     policy.poll()
     epoch, writes = policy.status["epoch"], len(store.writes)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     policy.spec = {**policy.spec, "kafka": {"bootstrapServers": f"127.0.0.1:{port}"}}
-    assert policy.poll().action == "failed"
+    outcome = policy.poll()
+    assert outcome.action == "failed" and not outcome.succeeded
     stalled = policy.condition("Stalled")
     assert stalled["status"] == "True" and stalled["reason"] == "KafkaUnreachable"
     assert policy.condition("Ready")["status"] == "False"
@@ -184,13 +152,12 @@ def test_unreachable_kafka_stalls_and_changes_nothing(kafka, monkeypatch) -> Non
     assert [e[1] for e in policy.events].count("KafkaUnreachable") == 1  # once, not every poll
 
 
-def test_manual_approval_applies_only_the_approved_hash(kafka, monkeypatch) -> None:
-    store = Store()
-    store.install(monkeypatch)
+def test_manual_approval_applies_only_the_approved_hash(kafka) -> None:
+    store = MemoryConfigMaps()
     topic = topic_with(kafka, 4)
     spec = spec_for(kafka, topic)
     spec["rebalance"] = {**spec["rebalance"], "approval": "Manual"}
-    policy = Policy(spec, pods(2))
+    policy = Policy(spec, pods(2), store)
     assert policy.poll().action == "propose"
     proposal = policy.status["proposal"]
     assert policy.condition("Ready")["reason"] == "AwaitingApproval"
@@ -205,12 +172,11 @@ def test_manual_approval_applies_only_the_approved_hash(kafka, monkeypatch) -> N
     assert "proposal" not in policy.status
 
 
-def test_assign_mode_hands_over_in_two_steps(kafka, monkeypatch) -> None:
-    store = Store()
-    store.install(monkeypatch)
+def test_assign_mode_hands_over_in_two_steps(kafka) -> None:
+    store = MemoryConfigMaps()
     topic = topic_with(kafka, 4)
     spec = spec_for(kafka, topic, apply={"mode": "assign", "handoffTimeout": "60s"})
-    policy = Policy(spec, pods(2))
+    policy = Policy(spec, pods(2), store)
     policy.poll()
     first = store.documents()
     produce(kafka, topic, dict.fromkeys(first["c-0"]["partitions"][topic], 1000))
@@ -248,15 +214,14 @@ def test_assign_mode_hands_over_in_two_steps(kafka, monkeypatch) -> None:
     assert policy.status["epoch"] == epoch + 1
 
 
-def test_assign_mode_timed_out_revoke_returns_to_its_owner(kafka, monkeypatch) -> None:
+def test_assign_mode_timed_out_revoke_returns_to_its_owner(kafka) -> None:
     """No acknowledgement within handoffTimeout: the revoked partitions go back to their old
     owner in a new epoch (never to the planned new owner), Stalled says so until the retry."""
-    store = Store()
-    store.install(monkeypatch)
+    store = MemoryConfigMaps()
     topic = topic_with(kafka, 4)
     spec = spec_for(kafka, topic, apply={"mode": "assign", "handoffTimeout": "1s"})
     spec["rebalance"] = {**spec["rebalance"], "cooldown": "1h"}
-    policy = Policy(spec, pods(2))
+    policy = Policy(spec, pods(2), store)
     policy.poll()
     first = store.documents()
     produce(kafka, topic, dict.fromkeys(first["c-0"]["partitions"][topic], 1000))
@@ -288,16 +253,15 @@ def test_assign_mode_timed_out_revoke_returns_to_its_owner(kafka, monkeypatch) -
     assert len(store.writes) == writes
 
 
-def test_assign_mode_holds_plans_while_consumers_have_joined_the_group(kafka, monkeypatch) -> None:
+def test_assign_mode_holds_plans_while_consumers_have_joined_the_group(kafka) -> None:
     """A consumer that joined with subscribe() makes Kafka refuse manual commits: assign mode
     writes no new epoch (ProtocolMismatch) until the group is left to the sidecars."""
     from kafka import KafkaConsumer
 
-    store = Store()
-    store.install(monkeypatch)
+    store = MemoryConfigMaps()
     topic = topic_with(kafka, 2)
     group = f"group-{topic}"
-    policy = Policy(spec_for(kafka, topic, apply={"mode": "assign"}), pods(2))
+    policy = Policy(spec_for(kafka, topic, apply={"mode": "assign"}), pods(2), store)
     consumer = KafkaConsumer(topic, bootstrap_servers=kafka, group_id=group)
     try:
         deadline = time.monotonic() + 60
@@ -317,23 +281,18 @@ def test_assign_mode_holds_plans_while_consumers_have_joined_the_group(kafka, mo
     assert policy.condition("Stalled")["status"] == "False"
 
 
-def test_telemetry_rows_reach_the_kafka_topic(kafka, monkeypatch) -> None:
+def test_telemetry_rows_reach_the_kafka_topic(kafka) -> None:
     from kafka import KafkaConsumer
     from kafka_rebalance_operator.telemetry import KafkaSink
 
-    store = Store()
-    store.install(monkeypatch)
+    store = MemoryConfigMaps()
     topic = topic_with(kafka, 2)
     telemetry_topic = f"telemetry-{uuid.uuid4().hex[:6]}"
     admin = KafkaAdminClient(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(telemetry_topic, 1, 1)])
     admin.close()
     sink = KafkaSink(kafka, telemetry_topic)
-    policy = Policy(
-        spec_for(kafka, topic),
-        pods(2),
-        OperatorSettings(kafka_timeout_s=3, telemetry=Telemetry([sink])),
-    )
+    policy = Policy(spec_for(kafka, topic), pods(2), store, Telemetry([sink]))
     policy.poll()
     sink.close()
     consumer = KafkaConsumer(

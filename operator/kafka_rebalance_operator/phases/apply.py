@@ -1,0 +1,147 @@
+"""Apply: carry out the decision. Write the ConfigMaps of a new epoch (assign mode: the first
+step of a hand-over, revokes before grants) or repair the applied one, and put a proposal on
+offer. Every write goes through `ports.configmaps`; a refused write is a PollFailure, and the
+next poll re-reads the ConfigMaps and finishes or repairs what was partly written.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kafka_rebalance_operator import assignment_doc, handoff, planning, telemetry
+from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
+from kafka_rebalance_operator.phases.decide import Action, Decision
+from kafka_rebalance_operator.phases.observe import Observed
+from kafka_rebalance_operator.phases.plan import Assignment, Planned
+from kafka_rebalance_operator.planning import Proposal
+from kafka_rebalance_operator.ports import Ports, StoreError
+from kafka_rebalance_operator.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Applied:
+    assignment: Assignment  # what the members' ConfigMaps give them after this poll
+    epoch: int
+    written_hash: str | None = None  # APPLY: the hash of what was written (status.appliedPlan)
+    announcement: str | None = None  # APPLY: the PlanApplied event, unless one was posted lately
+    proposal: Proposal | None = None  # PROPOSE: the plan on offer
+
+
+def apply(
+    ctx: PolicyContext,
+    observed: Observed,
+    planned: Planned,
+    decision: Decision,
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> Applied:
+    if decision.action is Action.PROPOSE:
+        return Applied(_in_place(planned), observed.epoch, proposal=_offer(planned, memory, now))
+    if decision.action not in (Action.APPLY, Action.REPAIR):
+        return Applied(_in_place(planned), observed.epoch)
+    spec = observed.spec
+    assignment, revoking, written_hash = planned.assignment, {}, planned.hash
+    if spec.apply_mode == "assign" and decision.action is Action.APPLY and not planned.timed_out:
+        step = handoff.first_step(planned.live_docs, planned.assignment)
+        assignment, revoking = step.assignment, step.revoking
+        written_hash = planning.plan_hash(assignment)
+    documents = assignment_doc.render_documents(
+        spec.group_id, assignment, decision.epoch, written_hash, iso(now), revoking
+    )
+    writes = assignment_doc.diff(ctx.name, observed.current, documents)
+    try:
+        for item in writes.upserts:
+            ports.configmaps.upsert(
+                assignment_doc.configmap_body(ctx.name, ctx.uid, ctx.namespace, item)
+            )
+        for name in writes.deletes:
+            ports.configmaps.delete(ctx.namespace, name)
+    except StoreError as error:
+        raise PollFailure("ApplyFailed", f"writing ConfigMaps: {error}") from None
+    if decision.action is Action.REPAIR:
+        return Applied(assignment, decision.epoch)
+    memory.proposal = None
+    announcement = _applied(ctx, observed, planned, decision, len(writes.upserts), ports, now)
+    return Applied(
+        assignment,
+        decision.epoch,
+        written_hash=written_hash,
+        announcement=announcement
+        if _may_announce(memory, now, settings.event_min_interval_s)
+        else None,
+    )
+
+
+def _offer(planned: Planned, memory: PolicyMemory, now: float) -> Proposal:
+    """The proposal on offer: the one already offered while it is still the plan, else new."""
+    proposal = planned.proposal
+    if proposal is None or proposal.hash != planned.hash:
+        proposal = Proposal(
+            planned.hash,
+            planned.assignment,
+            planned.moves,
+            planned.ratio_before,
+            planned.ratio_after,
+            iso(now),
+        )
+    memory.proposal = proposal
+    return proposal
+
+
+def _applied(
+    ctx: PolicyContext,
+    observed: Observed,
+    planned: Planned,
+    decision: Decision,
+    written: int,
+    ports: Ports,
+    now: float,
+) -> str:
+    """A new epoch is written: count it, log it, emit its telemetry row; the Event text."""
+    spec = observed.spec
+    ports.metrics.plan_applied(ctx.namespace, ctx.name, spec.group_id, planned.moves)
+    message = (
+        f"epoch {decision.epoch}: plan {planned.hash}, {planned.moves} partitions moved, "
+        f"maxLoadRatio {_fmt(planned.ratio_before)} -> {_fmt(planned.ratio_after)}, "
+        f"{written} ConfigMaps written"
+    )
+    log.info("%s/%s %s", ctx.namespace, ctx.name, message)
+    ports.telemetry.emit(
+        [
+            telemetry.plan_row(
+                ts_ms=int(now * 1000),
+                group=spec.group_id,
+                epoch=decision.epoch,
+                strategy=spec.strategy,
+                moves=planned.moves,
+                before=planned.ratio_before,
+                after=planned.ratio_after,
+                namespace=ctx.namespace,
+                policy=ctx.name,
+            )
+        ]
+    )
+    return message
+
+
+def _may_announce(memory: PolicyMemory, now: float, min_interval_s: float) -> bool:
+    """At most one PlanApplied Event per policy per `min_interval_s`."""
+    if memory.last_event is not None and now - memory.last_event < min_interval_s:
+        return False
+    memory.last_event = now
+    return True
+
+
+def _in_place(planned: Planned) -> Assignment:
+    """What the present members' ConfigMaps give them now (nothing is written)."""
+    return {m: d.partitions for m, d in planned.live_docs.items()}
+
+
+def _fmt(value: float | None) -> str:
+    return "?" if value is None else f"{value:.3f}"

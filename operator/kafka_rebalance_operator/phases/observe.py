@@ -1,0 +1,220 @@
+"""Observe: what is true now. The policy's spec, the group's offsets and lag in Kafka, the
+members (Ready pods), the plan in place (the ConfigMaps) and a hand-over in flight.
+
+Reads only; the one state it updates is the per-partition memory (rates, time lag, last lag).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kafka_rebalance_common import redaction
+
+from kafka_rebalance_operator import admission, assignment_doc, handoff, kafka_security, protocol
+from kafka_rebalance_operator.assignment_doc import CurrentState
+from kafka_rebalance_operator.handoff import Pending
+from kafka_rebalance_operator.history import PartitionMemory
+from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
+from kafka_rebalance_operator.lag import LagState, PartitionLag, classify
+from kafka_rebalance_operator.members import PodSummary, select_members
+from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, parse_iso
+from kafka_rebalance_operator.policy import PolicyError, PolicySpec, parse_spec
+from kafka_rebalance_operator.ports import Observer, Ports, SecretMissing, StoreError
+from kafka_rebalance_operator.settings import OperatorSettings
+
+PartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Observed:
+    spec: PolicySpec
+    observation: Observation
+    lags: dict[PartitionKey, PartitionLag]
+    time_lags: dict[PartitionKey, float | None]
+    members: list[PodSummary]  # Running and Ready pods the selector matches
+    current: CurrentState  # the ConfigMaps in place
+    epoch: int  # the highest epoch in status or any ConfigMap
+    last_applied_at: float | None  # when the last epoch was applied (status)
+    spec_changed: bool  # the spec changed since the last poll reported on it
+    handoff: Pending | None  # assign mode: the revoke of the applied epoch, if any
+    mismatch: str | None  # the group's protocol does not fit spec.apply.mode
+
+    @property
+    def member_names(self) -> list[str]:
+        return [m.name for m in self.members]
+
+    @property
+    def total_lag(self) -> int:
+        return int(sum(s.lag for s in self.lags.values() if s.lag is not None))
+
+    @property
+    def unknown(self) -> int:
+        """Partitions whose lag could not be read this poll."""
+        return sum(1 for s in self.lags.values() if s.state is LagState.UNKNOWN)
+
+    def owners(self) -> dict[str, dict[str, list[int]]]:
+        """The partitions each member's ConfigMap gives it now."""
+        return {m: d.partitions for m, d in self.current.by_member.items()}
+
+
+def observe(
+    ctx: PolicyContext,
+    pods: Sequence[PodSummary],
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> Observed:
+    spec = admit(ctx, settings)
+    observer = _observer(spec, ctx, memory, ports, settings)
+    try:
+        observation = observer.observe(
+            spec.group_id, spec.topics, spec.topic_pattern, describe=settings.describe_group
+        )
+    except KafkaUnavailable as error:
+        memory.close()  # a fresh client next poll: the cluster may have moved
+        raise PollFailure("KafkaUnreachable", str(error)) from None
+    if observation.errors:
+        ports.metrics.partitions_unread(ctx.namespace, ctx.name, len(observation.errors))
+    if not observation.topics:
+        wanted = ", ".join(spec.topics) if spec.topics else f"pattern {spec.topic_pattern.pattern}"
+        raise PollFailure("TopicsNotFound", f"no topic found for {wanted}")
+    lags, time_lags = _lags(spec, observation, memory, now)
+    members = select_members(spec, pods)
+    try:
+        current = assignment_doc.read_current(ports.configmaps.list(ctx.namespace, ctx.name))
+    except StoreError as error:
+        raise PollFailure("ApplyFailed", f"listing ConfigMaps: {error}") from None
+    status_epoch = ctx.status.get("epoch") if isinstance(ctx.status.get("epoch"), int) else 0
+    reported = ctx.status.get("observedGeneration")
+    kind, kind_state = observation.group_type or (None, None)
+    return Observed(
+        spec=spec,
+        observation=observation,
+        lags=lags,
+        time_lags=time_lags,
+        members=members,
+        current=current,
+        epoch=max(status_epoch, current.epoch),
+        last_applied_at=parse_iso(ctx.status.get("lastAppliedTime")),
+        spec_changed=reported is not None and reported != ctx.generation,
+        handoff=_handoff(spec, current, members, observation, settings, now),
+        mismatch=protocol.mismatch(
+            spec.apply_mode, spec.group_id, observation.group, kind, kind_state
+        ),
+    )
+
+
+def admit(ctx: PolicyContext, settings: OperatorSettings) -> PolicySpec:
+    """The parsed spec, if this policy may run at all (checked before any I/O)."""
+    try:
+        spec = parse_spec(ctx.spec)
+    except PolicyError as error:
+        raise PollFailure("InvalidSpec", str(error)) from None
+    if ctx.conflict:
+        raise PollFailure(
+            "ConflictingPolicy",
+            f"policy {ctx.conflict} (older) already manages group {spec.group_id}; this one "
+            "does nothing",
+        )
+    refusal = admission.bootstrap_allowed(
+        spec.bootstrap_servers, settings.allowed_bootstrap_servers
+    )
+    if refusal is not None:
+        raise PollFailure(admission.REFUSAL_REASON, refusal)
+    return spec
+
+
+def _observer(
+    spec: PolicySpec,
+    ctx: PolicyContext,
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+) -> Observer:
+    """The policy's Kafka client, rebuilt when the servers or the Secrets change."""
+    secret = _secret(ports, ctx.namespace, spec.secret_name)
+    ca = _secret(ports, ctx.namespace, spec.ca_secret_name)
+    key = (spec.bootstrap_servers, kafka_security.fingerprint(secret, ca))
+    if memory.observer is None or memory.observer_key != key:
+        memory.close()
+        try:
+            security = kafka_security.client_settings(secret, ca)
+        except kafka_security.SecretError as error:
+            names = ", ".join(n for n in (spec.secret_name, spec.ca_secret_name) if n)
+            raise PollFailure("InvalidSecret", f"Secret {names}: {error}") from None
+        timeout = min(
+            settings.kafka_timeout_s, max(2.0, spec.poll_interval * settings.interval_scale)
+        )
+        try:
+            memory.observer = ports.kafka(spec.bootstrap_servers, security, timeout)
+        except KafkaUnavailable as error:
+            raise PollFailure("KafkaUnreachable", str(error)) from None
+        memory.observer_key = key
+    return memory.observer
+
+
+def _secret(ports: Ports, namespace: str, name: str | None) -> dict[str, str] | None:
+    if not name:
+        return None
+    try:
+        secret = ports.secrets.read(namespace, name)
+    except SecretMissing as error:
+        raise PollFailure("SecretNotFound", str(error)) from None
+    redaction.register(*(secret.get(k) for k in kafka_security.SECRET_KEYS))
+    return secret
+
+
+def _lags(
+    spec: PolicySpec, observation: Observation, memory: PolicyMemory, now: float
+) -> tuple[dict[PartitionKey, PartitionLag], dict[PartitionKey, float | None]]:
+    """Lag state and time lag per partition; updates the per-partition memory."""
+    lags: dict[PartitionKey, PartitionLag] = {}
+    time_lags: dict[PartitionKey, float | None] = {}
+    for key, offsets in observation.offsets.items():
+        history = memory.partitions.setdefault(key, PartitionMemory())
+        age = now - history.last_lag_t if history.last_lag_t is not None else 0.0
+        state = classify(offsets, spec.offset_reset, memory.lags.get(key), age)
+        known = state.state is not LagState.UNKNOWN
+        history.observe(
+            now,
+            offsets.log_end,
+            offsets.committed if known else None,
+            state.lag if known else None,
+        )
+        lags[key] = state
+        time_lags[key] = (
+            history.ends.time_lag(offsets.committed, now)
+            if state.state is LagState.OK and offsets.committed is not None
+            else None
+        )
+    for key in list(memory.partitions):
+        if key not in observation.offsets:
+            del memory.partitions[key]  # partition or topic gone
+    memory.lags = lags
+    return lags, time_lags
+
+
+def _handoff(
+    spec: PolicySpec,
+    current: CurrentState,
+    members: list[PodSummary],
+    observation: Observation,
+    settings: OperatorSettings,
+    now: float,
+) -> Pending | None:
+    """Assign mode: who has not yet acknowledged the revoke of the applied epoch."""
+    if spec.apply_mode != "assign":
+        return None
+    top = {m: d for m, d in current.by_member.items() if d.epoch == current.epoch}
+    started_at = min((parse_iso(d.generated_at) or now for d in top.values()), default=None)
+    return handoff.pending(
+        top,
+        [m.name for m in members],
+        observation.offsets,
+        now,
+        started_at,
+        spec.handoff_timeout * settings.interval_scale,
+    )

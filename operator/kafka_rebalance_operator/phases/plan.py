@@ -1,0 +1,190 @@
+"""Plan: the assignment this poll would like the group to have, from the real planner (the same
+`kafka_rebalance_assignors.plan` as `kafka-rebalance plan`), or the proposal already on offer,
+or the settlement of a hand-over that timed out.
+
+Pure except for the capacity estimator and the proposal kept in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import kafka_rebalance_assignors as assignors
+
+from kafka_rebalance_operator import handoff, planning
+from kafka_rebalance_operator.assignment_doc import MemberDocument
+from kafka_rebalance_operator.capacity import confirmed_owners
+from kafka_rebalance_operator.lag import LagState
+from kafka_rebalance_operator.members import resolve_weights
+from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure
+from kafka_rebalance_operator.phases.observe import Observed
+from kafka_rebalance_operator.planning import Proposal
+from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.verify import actual_assignment
+
+log = logging.getLogger(__name__)
+
+PartitionKey = tuple[str, int]
+Assignment = dict[str, dict[str, list[int]]]
+
+
+@dataclass(frozen=True)
+class Planned:
+    assignment: Assignment
+    hash: str
+    moves: int
+    ratio_before: float | None  # maxLoadRatio of the plan in place, for this poll's loads
+    ratio_after: float | None  # ... of `assignment`
+    live_docs: dict[str, MemberDocument]  # the ConfigMaps of members that are still present
+    proposal: Proposal | None  # the proposal on offer, when `assignment` is it
+    timed_out: dict[str, list[PartitionKey]]  # revokes nobody acknowledged in time (settled)
+    handoff_done: bool  # assign mode: the revoke of the applied epoch is over
+
+
+def plan(
+    ctx: PolicyContext,
+    observed: Observed,
+    memory: PolicyMemory,
+    settings: OperatorSettings,
+    now: float,
+) -> Planned:
+    spec = observed.spec
+    adaptive = _adaptive(ctx, observed, memory, settings, now)
+    weights = resolve_weights(spec, observed.members, adaptive)
+    live_docs = {m: d for m, d in observed.current.by_member.items() if m in weights}
+    document = planning.build_document(
+        spec,
+        observed.observation.topics,
+        weights,
+        live_docs,
+        {k: (float(s.lag) if s.lag is not None else None) for k, s in observed.lags.items()},
+        {k: m.produce.value for k, m in memory.partitions.items()},
+    )
+    try:
+        result = assignors.plan(document)
+    except assignors.PlanInputError as error:
+        raise PollFailure("PlanFailed", f"the planner refused the input: {error}") from None
+    pending = observed.handoff
+    planned = Planned(
+        assignment=result["assignment"],
+        hash=planning.plan_hash(result["assignment"]),
+        moves=len(result["moves"]),
+        ratio_before=_ratio(result["stats"].get("max_load_ratio_before")),
+        ratio_after=_ratio(result["stats"].get("max_load_ratio")),
+        live_docs=live_docs,
+        proposal=None,
+        timed_out=dict(pending.waiting) if pending is not None and pending.timed_out else {},
+        handoff_done=pending is not None,
+    )
+    if planned.timed_out:
+        planned = _settled(planned)
+    if spec.needs_approval:
+        planned = _on_offer(ctx, observed, planned, memory)
+    return planned
+
+
+def _settled(planned: Planned) -> Planned:
+    """A hand-over that timed out: never grant a partition its old owner may still consume.
+    The unacknowledged partitions go back to it, in a new epoch; the rest of the plan stands."""
+    previous = {
+        m: {
+            t: sorted(set(d.partitions.get(t, [])) | set(d.revoking.get(t, [])))
+            for t in set(d.partitions) | set(d.revoking)
+        }
+        for m, d in planned.live_docs.items()
+    }
+    assignment = handoff.settle_timed_out(
+        {m: d.partitions for m, d in planned.live_docs.items()},
+        planned.assignment,
+        planned.timed_out,
+    )
+    return replace(
+        planned,
+        assignment=assignment,
+        hash=planning.plan_hash(assignment),
+        moves=planning.moves_between(previous, assignment),
+        ratio_after=planned.ratio_before,
+    )
+
+
+def _on_offer(
+    ctx: PolicyContext, observed: Observed, planned: Planned, memory: PolicyMemory
+) -> Planned:
+    """Approval: the proposal on offer stays the same while it still fits the group and is not
+    applied, so the hash a user approves is the plan that gets applied even as lag moves. It is
+    kept in status as well, so an operator restart offers the same plan (and hash) again."""
+    kept = memory.proposal or planning.restore_proposal(ctx.status.get("proposal"))
+    if (
+        kept is None
+        or kept.hash == observed.current.applied_hash()
+        or not planning.proposal_fits(
+            kept.assignment, observed.observation.topics, observed.member_names
+        )
+    ):
+        memory.proposal = None
+        return planned
+    return replace(
+        planned,
+        assignment=kept.assignment,
+        hash=kept.hash,
+        moves=kept.moves,
+        ratio_before=kept.before,
+        ratio_after=kept.after,
+        proposal=kept,
+    )
+
+
+def _adaptive(
+    ctx: PolicyContext,
+    observed: Observed,
+    memory: PolicyMemory,
+    settings: OperatorSettings,
+    now: float,
+) -> dict[str, float] | None:
+    """weightFrom: adaptive: weights from measured capacity (capacity.py), or None."""
+    spec = observed.spec
+    if spec.weight_from != "adaptive":
+        return None
+    # capacity from committed-offset advances of partitions whose owner did not change, while
+    # backlogged; held inside a hysteresis band
+    estimator = memory.capacity
+    estimator.settle_s = spec.poll_interval * settings.interval_scale
+    ok = {k: s for k, s in observed.lags.items() if s.state is LagState.OK and s.lag is not None}
+    group = observed.observation.group if spec.apply_mode == "group" else None
+    offsets = observed.observation.offsets
+    names = observed.member_names
+    estimator.observe(
+        now,
+        confirmed_owners(
+            owners(observed.owners()),
+            owners(actual_assignment(group)) if group is not None else None,
+            group is not None and group.get("group_state") == "Stable",
+        ),
+        {k: c for k in ok if (c := offsets[k].committed) is not None},
+        {k: s.lag for k, s in ok.items() if s.lag is not None},
+        names,
+    )
+    demand = sum(m.produce.value or 0.0 for m in memory.partitions.values())
+    held = dict(estimator.used)
+    adaptive = estimator.weights(names, demand)
+    if adaptive != held:
+        log.info(
+            "%s/%s adaptive weights %s from capacity %s records/s",
+            ctx.namespace,
+            ctx.name,
+            {m: round(w, 3) for m, w in adaptive.items()},
+            {m: round(c, 1) for m, c in estimator.effective(names, demand).items()},
+        )
+    return adaptive
+
+
+def owners(assignment: Mapping[str, Mapping[str, list[int]]]) -> dict[PartitionKey, str]:
+    return {(t, p): m for m, ts in assignment.items() for t, ps in ts.items() for p in ps}
+
+
+def _ratio(value: Any) -> float | None:
+    return round(float(value), 6) if isinstance(value, int | float) else None

@@ -1,0 +1,262 @@
+"""Report: what the policy's status, Events, metrics and telemetry say after a poll.
+
+`status` is the one status builder: every poll, failed or not, writes its fields through it,
+and only fields that changed are patched. Three entry points, one per way a poll ends:
+`failed` (PollFailure), `waited` (stopped before planning), `polled` (decided, and applied).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_rebalance_common import redaction
+
+from kafka_rebalance_operator import conditions, planning, telemetry
+from kafka_rebalance_operator.conditions import Health
+from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.phases.apply import Applied
+from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
+from kafka_rebalance_operator.phases.decide import Action, Decision, Stop, Wait
+from kafka_rebalance_operator.phases.observe import Observed
+from kafka_rebalance_operator.phases.plan import Planned, owners
+from kafka_rebalance_operator.ports import Ports
+from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.verify import verify
+
+CONVERGENCE_POLLS = 5  # group mode: polls an applied epoch may take before NotConverged
+
+Event = tuple[str, str, str]  # (type, reason, message)
+
+
+@dataclass
+class PollOutcome:
+    status: dict[str, Any]  # the status fields to patch (only those that changed)
+    events: list[Event] = field(default_factory=list)
+    action: Action | Stop = Stop.FAILED
+    succeeded: bool = False
+
+
+def status(
+    ctx: PolicyContext,
+    now: float,
+    health: Health,
+    observed: Observed | None = None,
+    epoch: int | None = None,
+    **plan_fields: Any,
+) -> dict[str, Any]:
+    """The status fields of this poll that differ from the policy's status. Conditions always;
+    group facts once observed; plan facts (strategy, maxLoadRatio, appliedPlan,
+    lastAppliedTime, proposal) once decided. A None value removes the field."""
+    new: dict[str, Any] = {
+        "observedGeneration": ctx.generation,
+        "lastPollTime": iso(now),
+        "conditions": conditions.build(
+            health, ctx.status.get("conditions"), ctx.generation, iso(now)
+        ),
+    }
+    if observed is not None:
+        new["epoch"] = observed.epoch if epoch is None else epoch
+        new["members"] = len(observed.members)
+        new["totalLag"] = observed.total_lag
+    new.update(plan_fields)
+    return {k: v for k, v in new.items() if ctx.status.get(k) != v}
+
+
+def failed(
+    ctx: PolicyContext, failure: PollFailure, memory: PolicyMemory, ports: Ports, now: float
+) -> PollOutcome:
+    """Conditions only, and a Warning Event when the reason is new."""
+    message = redaction.redact(failure.message)
+    health = Health(
+        ready=False,
+        reason=failure.reason,
+        message=message,
+        stalled=failure.stalled,
+        reconciling=not failure.stalled,
+    )
+    repeated = ctx.previous_ready().get("reason") == failure.reason
+    ports.metrics.poll_failed(ctx.namespace, ctx.name, failure.reason)
+    events = [] if repeated else [("Warning", failure.reason, message)]
+    return PollOutcome(status(ctx, now, health), events, Stop.FAILED)
+
+
+def waited(
+    ctx: PolicyContext,
+    observed: Observed,
+    wait: Wait,
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> PollOutcome:
+    _telemetry(ctx, observed, observed.owners(), observed.epoch, ports, settings, now)
+    return PollOutcome(status(ctx, now, wait.health, observed), [], wait.stop, succeeded=True)
+
+
+def polled(
+    ctx: PolicyContext,
+    observed: Observed,
+    planned: Planned,
+    decision: Decision,
+    applied: Applied,
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> PollOutcome:
+    spec, action = observed.spec, decision.action
+    events: list[Event] = []
+    handoff_message = decision.message if decision.reason == "HandoffTimedOut" else ""
+    if handoff_message:
+        events.append(("Warning", "HandoffTimedOut", handoff_message))
+    if applied.announcement:
+        events.append(("Normal", "PlanApplied", applied.announcement))
+
+    fields: dict[str, Any] = {"strategy": spec.strategy}
+    ratio = planned.ratio_after if action is Action.APPLY else planned.ratio_before
+    if ratio is not None:
+        fields["maxLoadRatio"] = ratio
+    if action is Action.APPLY:
+        fields["lastAppliedTime"] = iso(now)
+        fields["appliedPlan"] = applied.written_hash
+    elif action is Action.NOOP:
+        fields["appliedPlan"] = observed.current.applied_hash()
+    if applied.proposal is not None:
+        fields["proposal"] = _proposal(applied.proposal, applied.epoch)
+        if (ctx.status.get("proposal") or {}).get("hash") != applied.proposal.hash:
+            events.append(("Normal", "AwaitingApproval", decision.message))
+    elif ctx.status.get("proposal") is not None and action is not Action.HOLD:
+        fields["proposal"] = None
+
+    health = _health(ctx, observed, decision, applied, memory, settings, now)
+    if observed.mismatch and ctx.previous_ready().get("reason") != "ProtocolMismatch":
+        events.append(("Warning", "ProtocolMismatch", observed.mismatch))
+    new_status = status(ctx, now, health, observed, applied.epoch, **fields)
+
+    ports.metrics.policy_state(
+        ctx.namespace,
+        ctx.name,
+        spec.group_id,
+        partitions=(
+            (t, p, s.state.value, s.lag, observed.time_lags.get((t, p)))
+            for (t, p), s in observed.lags.items()
+        ),
+        members={
+            member: (
+                len(keys := [(t, p) for t, ps in topics.items() for p in ps]),
+                float(sum(observed.lags[k].lag or 0 for k in keys if k in observed.lags)),
+            )
+            for member, topics in applied.assignment.items()
+        },
+        epoch=applied.epoch,
+        total_lag=observed.total_lag,
+        max_load_ratio=ratio,
+    )
+    _telemetry(ctx, observed, applied.assignment, applied.epoch, ports, settings, now)
+    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
+    return PollOutcome(new_status, events, action, succeeded=True)
+
+
+def _health(
+    ctx: PolicyContext,
+    observed: Observed,
+    decision: Decision,
+    applied: Applied,
+    memory: PolicyMemory,
+    settings: OperatorSettings,
+    now: float,
+) -> Health:
+    """Ready with the decision's reason, unless the group has not converged on the applied
+    plan (group mode), the protocol does not fit, or a hand-over timed out."""
+    spec, group = observed.spec, observed.observation.group
+    message = decision.message
+    reconciling = False
+    stalled_reason: str | None = None
+    if spec.apply_mode == "group" and group is not None and decision.action in _VERIFIED:
+        verification = verify(group, applied.assignment)
+        message = f"{message}; {verification.message}"
+        if verification.state == "converging":
+            if memory.converging_since is None or decision.action is Action.APPLY:
+                memory.converging_since = now
+            limit = CONVERGENCE_POLLS * spec.poll_interval * settings.interval_scale
+            if now - memory.converging_since > limit:
+                stalled_reason = "NotConverged"
+            else:
+                reconciling = True
+        else:
+            memory.converging_since = None
+    if observed.unknown:
+        message = f"{message}; lag unknown for {observed.unknown} partitions"
+    if observed.observation.missing_topics:
+        message = f"{message}; topics not found: {', '.join(observed.observation.missing_topics)}"
+    previous = ctx.previous_ready()
+    if observed.mismatch:
+        stalled_reason, message = "ProtocolMismatch", f"{observed.mismatch}; {message}"
+    elif decision.reason == "HandoffTimedOut":
+        stalled_reason, message = "HandoffTimedOut", decision.message
+    elif previous.get("reason") == "HandoffTimedOut" and decision.reason == "CoolingDown":
+        # still waiting to retry the move that timed out: keep saying so until it is retried
+        stalled_reason, message = "HandoffTimedOut", str(previous.get("message") or "")
+    if stalled_reason is not None:
+        return Health(False, stalled_reason, message, stalled=True)
+    if reconciling:
+        return Health(False, "Applying", message, reconciling=True)
+    return Health(True, decision.reason, message)
+
+
+_VERIFIED = (Action.NOOP, Action.APPLY, Action.REPAIR, Action.HOLD)
+
+
+def _proposal(proposal: planning.Proposal, epoch: int) -> dict[str, Any]:
+    """status.proposal: what is on offer, and the epoch approving it would write."""
+    fields = {
+        "hash": proposal.hash,
+        "moves": proposal.moves,
+        "before": proposal.before,
+        "after": proposal.after,
+        "generatedAt": proposal.generated_at,
+        "epoch": epoch + 1,
+        "assignment": planning.encode_assignment(proposal.assignment),
+    }
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _telemetry(
+    ctx: PolicyContext,
+    observed: Observed,
+    assignment: Mapping[str, Mapping[str, list[int]]],
+    epoch: int,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> None:
+    """One row per partition: offsets, lag, and the owner the ConfigMaps give it."""
+    if not ports.telemetry.enabled:
+        return
+    owner = owners(assignment)
+    ts_ms = int(now * 1000)
+    rows = []
+    for key, offsets in sorted(observed.observation.offsets.items()):
+        state = observed.lags[key]
+        rows.append(
+            telemetry.partition_row(
+                ts_ms=ts_ms,
+                cluster=settings.cluster,
+                namespace=ctx.namespace,
+                policy=ctx.name,
+                group=observed.spec.group_id,
+                topic=key[0],
+                partition=key[1],
+                log_start=offsets.log_start,
+                log_end=offsets.log_end,
+                committed=offsets.committed,
+                lag=state.lag,
+                lag_state=state.state.value,
+                time_lag_s=observed.time_lags.get(key),
+                owner=owner.get(key),
+                epoch=epoch,
+            )
+        )
+    ports.telemetry.emit(rows)

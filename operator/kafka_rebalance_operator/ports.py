@@ -1,0 +1,211 @@
+"""Everything a poll does to the outside world, as one object passed in (`Ports`).
+
+A poll reads a Secret and the policy's ConfigMaps, asks Kafka for offsets, writes ConfigMaps,
+reads the clock, and reports to metrics and telemetry. It reaches each through the port given to
+it, never through a module global, so the decision logic runs in unit tests with in-memory ports
+(tests/operator_ports.py) and the same code runs in the operator with the real ones built here
+(`real_ports`). The Protocols say exactly what a poll needs of each.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kafka_rebalance_operator import kube_io
+from kafka_rebalance_operator import metrics as prometheus
+from kafka_rebalance_operator.kafka_io import KafkaObserver, Observation
+from kafka_rebalance_operator.topic_pattern import TopicPattern
+
+PartitionKey = tuple[str, int]
+# (topic, partition, lag state, lag, time lag in seconds)
+PartitionRow = tuple[str, int, str, int | None, float | None]
+
+
+# The Secret a policy names does not exist or may not be read (the message names it).
+SecretMissing = kube_io.SecretMissing
+
+
+class StoreError(RuntimeError):
+    """A ConfigMap call the API server refused: HTTP status and reason, for the condition."""
+
+    def __init__(self, status: int | None, reason: str | None) -> None:
+        super().__init__(f"HTTP {status} {reason}")
+        self.status, self.reason = status, reason
+
+
+class ConfigMapStore(Protocol):
+    """The policy's per-pod ConfigMaps (raises StoreError)."""
+
+    def list(self, namespace: str, policy: str) -> list[dict[str, Any]]: ...
+    def upsert(self, body: Mapping[str, Any]) -> None: ...
+    def delete(self, namespace: str, name: str) -> None: ...
+
+
+class SecretReader(Protocol):
+    """A Secret's decoded text values (raises SecretMissing)."""
+
+    def read(self, namespace: str, name: str) -> dict[str, str]: ...
+
+
+class Observer(Protocol):
+    """One Kafka connection for one policy (raises kafka_io.KafkaUnavailable)."""
+
+    def observe(
+        self,
+        group_id: str,
+        topics: Iterable[str] | None,
+        pattern: TopicPattern | None,
+        describe: bool = False,
+    ) -> Observation: ...
+    def close(self) -> None: ...
+
+
+class ObserverFactory(Protocol):
+    """Connects to `bootstrap_servers` with kafka-python `security` settings."""
+
+    def __call__(
+        self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float
+    ) -> Observer: ...
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...  # wall time (status timestamps, rates)
+    def monotonic(self) -> float: ...  # durations
+
+
+class MetricsSink(Protocol):
+    """What a poll reports to Prometheus (metrics.py names the series)."""
+
+    def poll_finished(self, namespace: str, policy: str, seconds: float) -> None: ...
+    def poll_failed(self, namespace: str, policy: str, reason: str) -> None: ...
+    def partitions_unread(self, namespace: str, policy: str, count: int) -> None: ...
+    def plan_applied(self, namespace: str, policy: str, group: str, moves: int) -> None: ...
+    def policy_state(
+        self,
+        namespace: str,
+        policy: str,
+        group: str,
+        *,
+        partitions: Iterable[PartitionRow],
+        members: Mapping[str, tuple[int, float]],
+        epoch: int,
+        total_lag: int,
+        max_load_ratio: float | None,
+    ) -> None: ...
+    def poll_succeeded(self, namespace: str, policy: str, now: float) -> None: ...
+
+
+class TelemetrySink(Protocol):
+    """Telemetry rows (telemetry.py); `enabled` False spares building rows nobody reads."""
+
+    @property
+    def enabled(self) -> bool: ...
+    def emit(self, rows: list[dict[str, Any]]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Ports:
+    configmaps: ConfigMapStore
+    secrets: SecretReader
+    kafka: ObserverFactory
+    clock: Clock
+    metrics: MetricsSink
+    telemetry: TelemetrySink
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+class PrometheusMetrics:
+    """The operator's Prometheus series (metrics.REGISTRY, served on :9100/metrics)."""
+
+    def poll_finished(self, namespace: str, policy: str, seconds: float) -> None:
+        prometheus.POLL_SECONDS.labels(namespace, policy).observe(seconds)
+
+    def poll_failed(self, namespace: str, policy: str, reason: str) -> None:
+        prometheus.ERRORS.labels(namespace, policy, reason).inc()
+
+    def partitions_unread(self, namespace: str, policy: str, count: int) -> None:
+        prometheus.PARTITION_ERRORS.labels(namespace, policy).inc(count)
+
+    def plan_applied(self, namespace: str, policy: str, group: str, moves: int) -> None:
+        prometheus.PLANS.labels(namespace, policy, group).inc()
+        prometheus.MOVES.labels(namespace, policy, group).inc(moves)
+
+    def policy_state(
+        self,
+        namespace: str,
+        policy: str,
+        group: str,
+        *,
+        partitions: Iterable[PartitionRow],
+        members: Mapping[str, tuple[int, float]],
+        epoch: int,
+        total_lag: int,
+        max_load_ratio: float | None,
+    ) -> None:
+        prometheus.record_partitions(namespace, policy, group, partitions)
+        prometheus.record_members(namespace, policy, group, members)
+        prometheus.EPOCH.labels(namespace, policy, group).set(epoch)
+        prometheus.TOTAL_LAG.labels(namespace, policy, group).set(total_lag)
+        if max_load_ratio is not None:
+            prometheus.MAX_LOAD_RATIO.labels(namespace, policy, group).set(max_load_ratio)
+
+    def poll_succeeded(self, namespace: str, policy: str, now: float) -> None:
+        prometheus.LAST_SUCCESS.labels(namespace, policy).set(now)
+
+
+class KubeConfigMaps:
+    """ConfigMaps through the API server, with the client it is given."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.api_client = api_client
+
+    def list(self, namespace: str, policy: str) -> list[dict[str, Any]]:
+        try:
+            return kube_io.list_configmaps(namespace, policy, api_client=self.api_client)
+        except kube_io.ApiException as error:
+            raise StoreError(error.status, error.reason) from None
+
+    def upsert(self, body: Mapping[str, Any]) -> None:
+        try:
+            kube_io.upsert_configmap(body, api_client=self.api_client)
+        except kube_io.ApiException as error:
+            raise StoreError(error.status, error.reason) from None
+
+    def delete(self, namespace: str, name: str) -> None:
+        try:
+            kube_io.delete_configmap(namespace, name, api_client=self.api_client)
+        except kube_io.ApiException as error:
+            raise StoreError(error.status, error.reason) from None
+
+
+class KubeSecrets:
+    """Secrets through the API server, with the client it is given."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.api_client = api_client
+
+    def read(self, namespace: str, name: str) -> dict[str, str]:
+        return kube_io.read_secret(namespace, name, api_client=self.api_client)
+
+
+def real_ports(api_client: Any, telemetry: TelemetrySink) -> Ports:
+    """The operator's ports: the API server through `api_client`, Kafka through kafka-python,
+    the system clock, the Prometheus registry, and the configured telemetry sinks."""
+    return Ports(
+        configmaps=KubeConfigMaps(api_client),
+        secrets=KubeSecrets(api_client),
+        kafka=KafkaObserver,
+        clock=SystemClock(),
+        metrics=PrometheusMetrics(),
+        telemetry=telemetry,
+    )

@@ -1,0 +1,252 @@
+"""In-memory ports for whole polls without a broker or an API server (kafka_rebalance_operator.
+ports): ConfigMaps in a dict, Secrets in a dict, a Kafka cluster as a few dicts of offsets, a
+clock the test moves, and sinks that keep what they are given.
+
+They implement the same Protocols as the real ports; the integration tests
+(tests/integration/test_operator_poll.py, test_operator_k8s.py) prove the real ones.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_rebalance_operator import reconcile
+from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
+from kafka_rebalance_operator.lag import PartitionOffsets
+from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError
+from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.topic_pattern import TopicPattern
+
+PartitionKey = tuple[str, int]
+
+
+class MemoryConfigMaps:
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+        self.writes: list[str] = []  # names upserted, "-name" for deletes
+        self.refuse: StoreError | None = None  # raised by every call while set
+
+    def list(self, namespace: str, policy: str) -> list[dict[str, Any]]:
+        if self.refuse is not None:
+            raise self.refuse
+        return [copy.deepcopy(v) for v in self.items.values()]
+
+    def upsert(self, body: Mapping[str, Any]) -> None:
+        if self.refuse is not None:
+            raise self.refuse
+        self.writes.append(body["metadata"]["name"])
+        self.items[body["metadata"]["name"]] = copy.deepcopy(dict(body))
+
+    def delete(self, namespace: str, name: str) -> None:
+        if self.refuse is not None:
+            raise self.refuse
+        self.writes.append(f"-{name}")
+        self.items.pop(name, None)
+
+    def documents(self) -> dict[str, dict[str, Any]]:
+        """member -> its assignment document."""
+        return {
+            doc["member"]: doc
+            for doc in (json.loads(v["data"]["assignment.json"]) for v in self.items.values())
+        }
+
+
+class MemorySecrets:
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], dict[str, str]] = {}
+
+    def read(self, namespace: str, name: str) -> dict[str, str]:
+        try:
+            return dict(self.items[(namespace, name)])
+        except KeyError:
+            raise SecretMissing(f"Secret {namespace}/{name}: HTTP 404") from None
+
+
+@dataclass
+class MemoryKafka:
+    """One cluster: partition counts, log ends, commits ((offset, metadata)), the group as
+    describe_groups shows it, and whether it answers at all."""
+
+    topics: dict[str, int] = field(default_factory=dict)
+    log_end: dict[PartitionKey, int] = field(default_factory=dict)
+    committed: dict[PartitionKey, tuple[int, str]] = field(default_factory=dict)
+    group: dict[str, Any] | None = None
+    group_type: tuple[str, str] | None = None
+    reachable: bool = True
+    connections: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+
+    def __call__(
+        self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float
+    ) -> MemoryObserver:
+        if not self.reachable:
+            raise KafkaUnavailable(f"cannot reach {bootstrap_servers}: connection refused")
+        self.connections.append((bootstrap_servers, dict(security)))
+        return MemoryObserver(self)
+
+    def lag(self, topic: str, lags: Mapping[int, int]) -> None:
+        """Set each partition's lag (log end minus a commit at 0)."""
+        for partition, value in lags.items():
+            self.log_end[(topic, partition)] = value
+            self.committed.setdefault((topic, partition), (0, ""))
+
+
+class MemoryObserver:
+    def __init__(self, cluster: MemoryKafka) -> None:
+        self.cluster = cluster
+        self.closed = False
+
+    def observe(
+        self,
+        group_id: str,
+        topics: Iterable[str] | None,
+        pattern: TopicPattern | None,
+        describe: bool = False,
+    ) -> Observation:
+        cluster = self.cluster
+        if not cluster.reachable:
+            raise KafkaUnavailable("cannot read cluster metadata: connection refused")
+        if pattern is not None:
+            wanted = [t for t in cluster.topics if pattern.fullmatch(t)]
+        else:
+            wanted = list(topics or [])
+        counts = {t: cluster.topics[t] for t in sorted(wanted) if t in cluster.topics}
+        missing = sorted(t for t in wanted if t not in cluster.topics)
+        offsets = {}
+        for topic, count in counts.items():
+            for p in range(count):
+                commit = cluster.committed.get((topic, p))
+                offsets[(topic, p)] = PartitionOffsets(
+                    log_start=0,
+                    log_end=cluster.log_end.get((topic, p), 0),
+                    committed=commit[0] if commit else None,
+                    metadata=commit[1] if commit else None,
+                )
+        return Observation(
+            counts,
+            missing,
+            offsets,
+            group=copy.deepcopy(cluster.group) if describe else None,
+            group_type=cluster.group_type if describe else None,
+        )
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ManualClock:
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.wall = start
+        self.mono = 1000.0
+
+    def now(self) -> float:
+        return self.wall
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def advance(self, seconds: float) -> None:
+        self.wall += seconds
+        self.mono += seconds
+
+
+class RecordingMetrics:
+    """Keeps the last value per series name, and counts of the counters."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.plans = 0
+        self.moves = 0
+        self.unread = 0
+        self.polls = 0
+        self.successes = 0
+        self.state: dict[str, Any] = {}
+
+    def poll_finished(self, namespace: str, policy: str, seconds: float) -> None:
+        self.polls += 1
+
+    def poll_failed(self, namespace: str, policy: str, reason: str) -> None:
+        self.failures.append(reason)
+
+    def partitions_unread(self, namespace: str, policy: str, count: int) -> None:
+        self.unread += count
+
+    def plan_applied(self, namespace: str, policy: str, group: str, moves: int) -> None:
+        self.plans += 1
+        self.moves += moves
+
+    def policy_state(self, namespace: str, policy: str, group: str, **state: Any) -> None:
+        state["partitions"] = list(state["partitions"])
+        self.state = state
+
+    def poll_succeeded(self, namespace: str, policy: str, now: float) -> None:
+        self.successes += 1
+
+
+class ListTelemetry:
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    def emit(self, rows: list[dict[str, Any]]) -> None:
+        self.rows.extend(rows)
+
+
+def memory_ports(kafka: MemoryKafka | None = None) -> Ports:
+    return Ports(
+        configmaps=MemoryConfigMaps(),
+        secrets=MemorySecrets(),
+        kafka=kafka if kafka is not None else MemoryKafka(),
+        clock=ManualClock(),
+        metrics=RecordingMetrics(),
+        telemetry=ListTelemetry(),
+    )
+
+
+def pods(count: int, app: str = "c") -> list[PodSummary]:
+    return [PodSummary(f"{app}-{i}", {"app": app}, "Running", True) for i in range(count)]
+
+
+class Policy:
+    """Drives polls the way the kopf handler does: status patches merged into the status, the
+    policy's memory kept across polls, Events collected."""
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        members: list[PodSummary],
+        ports: Ports,
+        settings: OperatorSettings | None = None,
+        generation: int = 1,
+    ) -> None:
+        self.spec, self.pods, self.ports = spec, members, ports
+        self.settings = settings or OperatorSettings(kafka_timeout_s=3)
+        self.status: dict[str, Any] = {}
+        self.memory = PolicyMemory()
+        self.events: list[tuple[str, str, str]] = []
+        self.generation = generation
+        self.conflict: str | None = None
+
+    def poll(self) -> reconcile.PollOutcome:
+        ctx = reconcile.PolicyContext(
+            "ns", "pol", "uid-1", self.generation, self.spec, self.status, self.conflict
+        )
+        outcome = reconcile.poll(ctx, self.pods, self.memory, self.ports, self.settings)
+        for key, value in outcome.status.items():
+            if value is None:
+                self.status.pop(key, None)
+            else:
+                self.status[key] = value
+        self.events += outcome.events
+        return outcome
+
+    def condition(self, kind: str) -> dict[str, Any]:
+        return next(c for c in self.status["conditions"] if c["type"] == kind)

@@ -1,0 +1,486 @@
+"""Whole polls and each phase with in-memory ports (tests/operator_ports.py): no broker, no API
+server. One class per phase; the real-broker and real-API proofs of the same paths are
+tests/integration/test_operator_poll.py and test_operator_k8s.py."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from kafka_rebalance_common.replanning import Action
+from kafka_rebalance_operator import admission
+from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.phases.context import PolicyContext
+from kafka_rebalance_operator.phases.decide import Stop, decide, wait
+from kafka_rebalance_operator.phases.observe import observe
+from kafka_rebalance_operator.phases.plan import plan
+from kafka_rebalance_operator.ports import StoreError
+from kafka_rebalance_operator.settings import OperatorSettings
+
+from tests.operator_ports import MemoryKafka, Policy, memory_ports, pods
+
+TOPIC = "t"
+
+
+def spec(**extra: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "groupId": "g",
+        "kafka": {"bootstrapServers": "kafka:9092"},
+        "topics": [TOPIC],
+        "members": {"selector": {"matchLabels": {"app": "c"}}},
+        "strategy": "lag-aware",
+        "load": {"model": "lag"},
+        "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+    }
+    for key, value in extra.items():
+        base[key] = {**base[key], **value} if isinstance(value, dict) and key in base else value
+    return base
+
+
+def cluster(partitions: int = 6, lag: int = 100) -> MemoryKafka:
+    kafka = MemoryKafka(topics={TOPIC: partitions})
+    kafka.lag(TOPIC, dict.fromkeys(range(partitions), lag))
+    return kafka
+
+
+def policy(broker: MemoryKafka | None = None, members: int = 3, **extra: Any) -> Policy:
+    return Policy(spec(**extra), pods(members), memory_ports(broker or cluster()))
+
+
+def skew(policy: Policy, kafka: MemoryKafka, member: str = "c-0") -> None:
+    """Make `member`'s partitions the heavy ones."""
+    held = policy.ports.configmaps.documents()[member]["partitions"][TOPIC]
+    kafka.lag(TOPIC, {p: (5000 if p in held else 10) for p in range(kafka.topics[TOPIC])})
+
+
+def held(policy: Policy) -> list[int]:
+    return sorted(
+        p
+        for d in policy.ports.configmaps.documents().values()
+        for p in d["partitions"].get(TOPIC, [])
+    )
+
+
+class TestObserve:
+    def test_kafka_unreachable_stalls_once_and_changes_nothing(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka)
+        assert subject.poll().action is Action.APPLY
+        epoch, writes = subject.status["epoch"], list(subject.ports.configmaps.writes)
+        kafka.reachable = False
+        outcome = subject.poll()
+        assert outcome.action is Stop.FAILED and not outcome.succeeded
+        assert subject.condition("Stalled")["reason"] == "KafkaUnreachable"
+        assert subject.condition("Ready")["status"] == "False"
+        assert subject.status["epoch"] == epoch and subject.ports.configmaps.writes == writes
+        subject.poll()
+        assert [e[1] for e in subject.events].count("KafkaUnreachable") == 1
+        assert subject.memory.observer is None  # a fresh client when Kafka is back
+        kafka.reachable = True
+        assert subject.poll().action is Action.NOOP
+        assert subject.condition("Ready")["status"] == "True"
+        assert subject.ports.metrics.failures == ["KafkaUnreachable", "KafkaUnreachable"]
+
+    def test_missing_secret_stalls_before_connecting(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka, kafka={"secretRef": {"name": "creds"}})
+        outcome = subject.poll()
+        assert outcome.action is Stop.FAILED
+        stalled = subject.condition("Stalled")
+        assert stalled["reason"] == "SecretNotFound" and "ns/creds" in stalled["message"]
+        assert kafka.connections == [] and subject.ports.configmaps.items == {}
+        assert subject.events == [("Warning", "SecretNotFound", stalled["message"])]
+
+    def test_a_secret_is_read_and_a_changed_one_reconnects(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka, kafka={"secretRef": {"name": "creds"}})
+        secrets = subject.ports.secrets.items
+        sasl = {"securityProtocol": "SASL_PLAINTEXT", "saslMechanism": "PLAIN", "saslUsername": "u"}
+        secrets[("ns", "creds")] = {**sasl, "saslPassword": "p1-long-enough"}
+        assert subject.poll().action is Action.APPLY
+        assert kafka.connections[0][1]["sasl_plain_password"] == "p1-long-enough"
+        subject.poll()
+        assert len(kafka.connections) == 1  # unchanged Secret: the same client
+        secrets[("ns", "creds")] = {**sasl, "saslPassword": "p2-long-enough"}
+        subject.poll()
+        assert [c[1]["sasl_plain_password"] for c in kafka.connections] == [
+            "p1-long-enough",
+            "p2-long-enough",
+        ]
+
+    def test_an_unusable_secret_is_invalid_secret(self) -> None:
+        subject = policy(kafka={"secretRef": {"name": "creds"}})
+        subject.ports.secrets.items[("ns", "creds")] = {"securityProtocol": "CARRIER_PIGEON"}
+        subject.poll()
+        assert subject.condition("Stalled")["reason"] == "InvalidSecret"
+
+    def test_a_server_off_the_allowlist_is_refused_before_the_secret_is_read(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka, kafka={"secretRef": {"name": "absent"}})
+        subject.settings = OperatorSettings(
+            allowed_bootstrap_servers=admission.parse_allowlist(["kafka.internal:9092"])
+        )
+        subject.poll()
+        assert subject.condition("Stalled")["reason"] == admission.REFUSAL_REASON
+        assert kafka.connections == []
+
+    def test_invalid_spec_and_conflicting_policy(self) -> None:
+        subject = policy()
+        subject.spec = {k: v for k, v in spec().items() if k != "groupId"}
+        subject.poll()
+        stalled = subject.condition("Stalled")
+        assert stalled["reason"] == "InvalidSpec" and "spec.groupId" in stalled["message"]
+        subject.spec = spec()
+        subject.conflict = "older"
+        subject.poll()
+        stalled = subject.condition("Stalled")
+        assert stalled["reason"] == "ConflictingPolicy" and "older" in stalled["message"]
+
+    def test_no_topic_found(self) -> None:
+        subject = policy(topics=["absent"])
+        subject.poll()
+        assert subject.condition("Stalled")["reason"] == "TopicsNotFound"
+
+    def test_configmaps_that_cannot_be_listed(self) -> None:
+        subject = policy()
+        subject.ports.configmaps.refuse = StoreError(403, "Forbidden")
+        subject.poll()
+        stalled = subject.condition("Stalled")
+        assert stalled["reason"] == "ApplyFailed"
+        assert stalled["message"] == "listing ConfigMaps: HTTP 403 Forbidden"
+
+    def test_observed_facts(self) -> None:
+        kafka = cluster(partitions=4, lag=50)
+        del kafka.committed[(TOPIC, 3)]
+        ports, memory = memory_ports(kafka), PolicyMemory()
+        ctx = PolicyContext("ns", "pol", "uid", 1, spec(), {"epoch": 7})
+        observed = observe(ctx, pods(2), memory, ports, OperatorSettings(), ports.clock.now())
+        assert observed.member_names == ["c-0", "c-1"]
+        assert observed.epoch == 7 and observed.handoff is None and observed.mismatch is None
+        assert observed.total_lag == 150 + (observed.lags[(TOPIC, 3)].lag or 0)
+        assert set(memory.partitions) == {(TOPIC, p) for p in range(4)}
+
+
+class TestPlan:
+    def _planned(self, kafka: MemoryKafka, members: int = 3, status: dict | None = None):
+        ports, memory = memory_ports(kafka), PolicyMemory()
+        ctx = PolicyContext("ns", "pol", "uid", 1, spec(), status or {})
+        now = ports.clock.now()
+        observed = observe(ctx, pods(members), memory, ports, OperatorSettings(), now)
+        return ctx, observed, plan(ctx, observed, memory, OperatorSettings(), now)
+
+    def test_a_first_plan_covers_every_partition_once(self) -> None:
+        _, _, planned = self._planned(cluster(partitions=6))
+        owned = sorted(p for parts in planned.assignment.values() for p in parts.get(TOPIC, []))
+        assert owned == list(range(6)) and set(planned.assignment) == {"c-0", "c-1", "c-2"}
+        assert planned.proposal is None and not planned.timed_out and not planned.handoff_done
+
+    def test_load_drives_the_plan(self) -> None:
+        kafka = cluster(partitions=4)
+        kafka.lag(TOPIC, {0: 9000, 1: 9000, 2: 10, 3: 10})
+        _, _, planned = self._planned(kafka, members=2)
+        heavy = [sorted(parts[TOPIC]) for parts in planned.assignment.values()]
+        assert all(len({0, 1} & set(parts)) == 1 for parts in heavy)
+
+
+class TestDecide:
+    def test_first_plan_then_unchanged_plan(self) -> None:
+        subject = policy()
+        assert subject.poll().action is Action.APPLY
+        assert subject.status["epoch"] == 1 and held(subject) == list(range(6))
+        assert subject.condition("Ready")["status"] == "True"
+        writes = len(subject.ports.configmaps.writes)
+        for _ in range(3):
+            subject.ports.clock.advance(30)
+            assert subject.poll().action is Action.NOOP
+        assert len(subject.ports.configmaps.writes) == writes  # nothing written
+
+    def test_a_configmap_deleted_by_hand_is_repaired_at_the_same_epoch(self) -> None:
+        subject = policy()
+        subject.poll()
+        before = dict(subject.ports.configmaps.items)
+        name = sorted(before)[0]
+        del subject.ports.configmaps.items[name]
+        outcome = subject.poll()
+        assert outcome.action is Action.REPAIR and subject.status["epoch"] == 1
+        assert subject.ports.configmaps.items[name] == before[name]
+
+    def test_cooldown_holds_a_better_plan_until_it_has_passed(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka, rebalance={"cooldown": "5m"})
+        subject.poll()
+        skew(subject, kafka)
+        subject.ports.clock.advance(60)
+        outcome = subject.poll()
+        assert outcome.action is Action.HOLD
+        assert subject.condition("Ready")["reason"] == "CoolingDown"
+        assert "240s left" in subject.condition("Ready")["message"]
+        assert subject.status["epoch"] == 1
+        subject.ports.clock.advance(241)
+        assert subject.poll().action is Action.APPLY and subject.status["epoch"] == 2
+
+    def test_a_pod_leaving_is_placed_at_once_despite_the_cooldown(self) -> None:
+        subject = policy(rebalance={"cooldown": "1h"})
+        subject.poll()
+        subject.pods = pods(2)
+        assert subject.poll().action is Action.APPLY
+        assert set(subject.ports.configmaps.documents()) == {"c-0", "c-1"}
+        assert held(subject) == list(range(6))
+
+    def test_min_improvement_keeps_the_plan_for_a_small_gain(self) -> None:
+        """The planner gets minImprovement too, and keeps the applied assignment."""
+        kafka = cluster()
+        subject = policy(kafka, rebalance={"minImprovement": 0.99})
+        subject.poll()
+        writes = len(subject.ports.configmaps.writes)
+        skew(subject, kafka)
+        assert subject.poll().action is Action.NOOP
+        assert subject.status["epoch"] == 1 and len(subject.ports.configmaps.writes) == writes
+        assert subject.status["maxLoadRatio"] > 1.5  # imbalanced, and left so
+
+    def test_min_improvement_holds_a_plan_that_gains_too_little(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka, rebalance={"minImprovement": 0.2})
+        subject.poll()
+        ctx = PolicyContext("ns", "pol", "uid-1", 1, subject.spec, subject.status)
+        ports, settings = subject.ports, subject.settings
+        now = ports.clock.now() + 60
+        observed = observe(ctx, subject.pods, subject.memory, ports, settings, now)
+        planned = plan(ctx, observed, subject.memory, settings, now)
+        small = replace(planned, hash="other", ratio_before=2.0, ratio_after=1.8, moves=2)
+        held_back = decide(ctx, observed, small, settings, now)
+        assert held_back.action is Action.HOLD and held_back.epoch == 1
+        assert "1.800 is below minImprovement 0.2" in held_back.message
+        enough = replace(small, ratio_after=1.5)
+        assert decide(ctx, observed, enough, settings, now).action is Action.APPLY
+
+    def test_observe_mode_writes_nothing(self) -> None:
+        subject = policy(rebalance={"mode": "observe"})
+        assert subject.poll().action is Action.OBSERVE
+        assert subject.ports.configmaps.items == {}
+        assert subject.condition("Ready")["reason"] == "Observing"
+
+    def test_no_members_keeps_the_applied_plan(self) -> None:
+        subject = policy()
+        subject.poll()
+        items = dict(subject.ports.configmaps.items)
+        subject.pods = []
+        outcome = subject.poll()
+        assert outcome.action is Stop.NO_MEMBERS and outcome.succeeded
+        assert subject.condition("Stalled")["reason"] == "NoMembers"
+        assert subject.status["members"] == 0 and subject.status["epoch"] == 1
+        assert subject.ports.configmaps.items == items
+
+    def test_protocol_mismatch_holds_new_epochs_in_assign_mode(self) -> None:
+        kafka = cluster(partitions=2)
+        kafka.group = {
+            "group_state": "Stable",
+            "protocol_type": "consumer",
+            "protocol_data": "range",
+            "members": [{"member_id": "plain-1", "client_id": "plain"}],
+        }
+        subject = policy(kafka, members=2, apply={"mode": "assign"})
+        assert subject.poll().action is Action.HOLD
+        stalled = subject.condition("Stalled")
+        assert stalled["status"] == "True" and stalled["reason"] == "ProtocolMismatch"
+        assert "'range'" in stalled["message"] and subject.ports.configmaps.items == {}
+        subject.poll()
+        assert [e[:2] for e in subject.events] == [("Warning", "ProtocolMismatch")]
+        kafka.group = {"group_state": "Empty", "members": []}
+        assert subject.poll().action is Action.APPLY
+        assert subject.condition("Stalled")["status"] == "False"
+
+    def test_decide_is_pure(self) -> None:
+        """The same observations and plan give the same decision, and nothing is written."""
+        kafka = cluster()
+        ports, memory = memory_ports(kafka), PolicyMemory()
+        ctx = PolicyContext("ns", "pol", "uid", 1, spec(), {})
+        now = ports.clock.now()
+        observed = observe(ctx, pods(3), memory, ports, OperatorSettings(), now)
+        assert wait(observed) is None
+        planned = plan(ctx, observed, memory, OperatorSettings(), now)
+        first = decide(ctx, observed, planned, OperatorSettings(), now)
+        assert first == decide(ctx, observed, planned, OperatorSettings(), now)
+        assert first.action is Action.APPLY and first.epoch == 1
+        assert ports.configmaps.writes == []
+
+
+class TestApprove:
+    def test_a_proposal_is_applied_only_when_its_hash_is_approved(self) -> None:
+        kafka = cluster(partitions=4)
+        subject = policy(kafka, members=2, rebalance={"approval": "Manual"})
+        assert subject.poll().action is Action.PROPOSE
+        proposal = subject.status["proposal"]
+        assert proposal["epoch"] == 1 and subject.condition("Ready")["reason"] == "AwaitingApproval"
+        kafka.lag(TOPIC, {0: 500})  # lag moves; the proposal on offer does not
+        assert subject.poll().action is Action.PROPOSE
+        assert subject.status["proposal"]["hash"] == proposal["hash"]
+        assert [e[1] for e in subject.events] == ["AwaitingApproval"]
+        subject.spec = {**subject.spec, "approvedPlan": "0000"}
+        assert subject.poll().action is Action.PROPOSE and subject.ports.configmaps.items == {}
+        subject.spec = {**subject.spec, "approvedPlan": proposal["hash"]}
+        assert subject.poll().action is Action.APPLY
+        hashes = {d["planHash"] for d in subject.ports.configmaps.documents().values()}
+        assert hashes == {proposal["hash"]} and "proposal" not in subject.status
+
+    def test_a_restarted_operator_offers_the_same_proposal(self) -> None:
+        kafka = cluster(partitions=4)
+        subject = policy(kafka, members=2, rebalance={"approval": "Manual"})
+        subject.poll()
+        offered = subject.status["proposal"]["hash"]
+        subject.memory = PolicyMemory()  # restart: only status survives
+        kafka.lag(TOPIC, {0: 7000})
+        subject.poll()
+        assert subject.status["proposal"]["hash"] == offered
+
+
+class TestHandOver:
+    def _revoking(self, timeout: str = "60s"):
+        kafka = cluster(partitions=4)
+        subject = policy(kafka, members=2, apply={"mode": "assign", "handoffTimeout": timeout})
+        subject.poll()
+        skew(subject, kafka)
+        assert subject.poll().action is Action.APPLY
+        docs = subject.ports.configmaps.documents()
+        revoked = {(m, p) for m, d in docs.items() for p in d["revoking"].get(TOPIC, [])}
+        assert revoked, "the skew moves at least one partition"
+        return kafka, subject, revoked
+
+    def test_a_revoked_partition_is_held_by_nobody_until_acknowledged(self) -> None:
+        _, subject, revoked = self._revoking()
+        assert not set(held(subject)) & {p for _, p in revoked}
+        subject.ports.clock.advance(5)
+        assert subject.poll().action is Stop.HANDING_OFF
+        reconciling = subject.condition("Reconciling")
+        assert reconciling["status"] == "True" and reconciling["reason"] == "HandingOff"
+
+    def test_acknowledged_revokes_are_granted_in_the_next_epoch(self) -> None:
+        kafka, subject, revoked = self._revoking()
+        epoch = subject.status["epoch"]
+        for member, partition in revoked:
+            commit = json.dumps({"member": member, "epoch": epoch})
+            kafka.committed[(TOPIC, partition)] = (0, commit)
+        assert subject.poll().action is Action.APPLY
+        final = subject.ports.configmaps.documents()
+        assert all(not d["revoking"] for d in final.values())
+        assert held(subject) == list(range(4)) and subject.status["epoch"] == epoch + 1
+
+    def test_an_acknowledgement_for_another_epoch_does_not_count(self) -> None:
+        kafka, subject, revoked = self._revoking()
+        epoch = subject.status["epoch"]
+        for member, partition in revoked:
+            kafka.committed[(TOPIC, partition)] = (0, json.dumps({"member": member, "epoch": 1}))
+        assert epoch != 1
+        assert subject.poll().action is Stop.HANDING_OFF
+
+    def test_a_timed_out_revoke_returns_to_its_owner(self) -> None:
+        _, subject, revoked = self._revoking(timeout="10s")
+        epoch = subject.status["epoch"]
+        subject.spec = spec(
+            apply={"mode": "assign", "handoffTimeout": "10s"}, rebalance={"cooldown": "1h"}
+        )
+        subject.ports.clock.advance(11)
+        assert subject.poll().action is Action.APPLY
+        settled = subject.ports.configmaps.documents()
+        assert {d["epoch"] for d in settled.values()} == {epoch + 1}
+        for member, partition in revoked:
+            assert partition in settled[member]["partitions"][TOPIC], "back with its old owner"
+        assert held(subject) == list(range(4))
+        stalled = subject.condition("Stalled")
+        assert stalled["status"] == "True" and stalled["reason"] == "HandoffTimedOut"
+        assert ("Warning", "HandoffTimedOut") in {e[:2] for e in subject.events}
+        subject.ports.clock.advance(5)
+        assert subject.poll().action is Action.HOLD  # the retry waits for the cooldown
+        assert subject.condition("Stalled")["message"] == stalled["message"]
+
+
+class TestApply:
+    def test_a_refused_write_fails_the_poll_and_the_next_poll_finishes(self) -> None:
+        subject = policy()
+        subject.ports.configmaps.refuse = None
+        store = subject.ports.configmaps
+        original = store.upsert
+        calls = []
+
+        def refuse_second(body):
+            calls.append(body["metadata"]["name"])
+            if len(calls) == 2:
+                raise StoreError(422, "Unprocessable")
+            original(body)
+
+        store.upsert = refuse_second
+        outcome = subject.poll()
+        assert outcome.action is Stop.FAILED
+        assert (
+            subject.condition("Stalled")["message"] == "writing ConfigMaps: HTTP 422 Unprocessable"
+        )
+        assert "epoch" not in subject.status and len(store.items) == 1
+        store.upsert = original
+        assert subject.poll().action is Action.REPAIR  # epoch 1, partly written: finished
+        assert held(subject) == list(range(6)) and subject.status["epoch"] == 1
+        assert {d["epoch"] for d in store.documents().values()} == {1}
+
+    def test_plan_applied_events_are_rate_limited(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka)
+        subject.poll()
+        skew(subject, kafka)
+        subject.ports.clock.advance(10)
+        assert subject.poll().action is Action.APPLY
+        assert [e[1] for e in subject.events] == ["PlanApplied"]  # the second within 60s
+        assert subject.ports.metrics.plans == 2
+
+
+class TestReport:
+    def test_a_quiet_poll_patches_only_the_poll_time(self) -> None:
+        subject = policy()
+        subject.poll()
+        subject.ports.clock.advance(30)
+        assert set(subject.poll().status) == {"lastPollTime", "conditions"}  # "is current"
+        subject.ports.clock.advance(30)
+        assert set(subject.poll().status) == {"lastPollTime"}
+
+    def test_a_failed_poll_patches_only_conditions(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka)
+        subject.poll()
+        kafka.reachable = False
+        subject.ports.clock.advance(30)
+        assert set(subject.poll().status) == {"conditions", "lastPollTime"}
+
+    def test_status_metrics_and_telemetry_agree(self) -> None:
+        subject = policy()
+        subject.poll()
+        status, metrics = subject.status, subject.ports.metrics
+        assert status["strategy"] == "lag-aware" and status["members"] == 3
+        assert status["totalLag"] == 600 and status["appliedPlan"]
+        assert metrics.state["epoch"] == status["epoch"] == 1
+        assert metrics.state["total_lag"] == 600
+        assert metrics.state["max_load_ratio"] == status["maxLoadRatio"]
+        assert sum(count for count, _ in metrics.state["members"].values()) == 6
+        rows = subject.ports.telemetry.rows
+        plan_rows = [r for r in rows if r.get("kind") == "plan"]
+        partition_rows = [r for r in rows if r.get("kind") is None]
+        assert [r["epoch"] for r in plan_rows] == [1]
+        assert sorted(r["partition"] for r in partition_rows) == list(range(6))
+        assert {r["owner"] for r in partition_rows} == {"c-0", "c-1", "c-2"}
+        assert metrics.successes == 1 and metrics.polls == 1
+
+    def test_a_stopped_poll_reports_telemetry_with_the_owners_in_place(self) -> None:
+        subject = policy()
+        subject.poll()
+        subject.pods = []
+        before = len(subject.ports.telemetry.rows)
+        subject.poll()
+        rows = subject.ports.telemetry.rows[before:]
+        assert len(rows) == 6 and {r["owner"] for r in rows} == {"c-0", "c-1", "c-2"}
+        assert subject.ports.metrics.successes == 1  # a stop is not a success for the gauge
+
+
+@pytest.mark.parametrize("members", [1, 4])
+def test_every_partition_is_owned_once_whatever_the_member_count(members: int) -> None:
+    subject = policy(members=members)
+    subject.poll()
+    assert held(subject) == list(range(6))
