@@ -130,16 +130,21 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
             "strimzi": "NoMembers",  # the Secret and TLS worked: Kafka was read, no pod selected
             "elsewhere": "BootstrapNotAllowed",
             "lookahead": "InvalidSpec",
-            "catastrophic": "TopicsNotFound",  # matched every topic name, found none ending in x
+            # every topic name matched; the broker is shared with other tests, so a topic of
+            # theirs ending in 'x' would make it NoMembers: either way the pattern ran
+            "catastrophic": "TopicsNotFound",
         }
+        either = {"catastrophic": {"TopicsNotFound", "NoMembers"}}
         reasons: dict[str, str | None] = {}
         slowest = 0.0
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             started = time.monotonic()
             assert _healthz(operator.health_port) == 200
             slowest = max(slowest, time.monotonic() - started)
             reasons = {n: _ready(api.policy_status(n)).get("reason") for n in policies}
+            if reasons.get("catastrophic") in either["catastrophic"]:
+                reasons["catastrophic"] = expected["catastrophic"]
             if reasons == expected:
                 break
             time.sleep(1.0)
