@@ -1,0 +1,86 @@
+"""The alert rules under Prometheus' own rule engine: `promtool check rules` and `promtool test
+rules` (tests/prometheus/rules_test.yaml: each alert fires on its fault, and not on the
+neighbouring healthy or too-short states).
+
+promtool is built by scripts/provision-promtool (scripts/bootstrap runs it) into the project's
+cache; `$KAFKA_REBALANCE_PROMTOOL` or a `promtool` on $PATH (Debian's `prometheus` package) is
+used instead when set or present. Not provisioned is a failure, as for every other tool.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kafka_rebalance.devenv.toolchain import cache_root
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "charts" / "kafka-rebalance-operator" / "files" / "prometheus-rules.yaml"
+UNIT_TESTS = ROOT / "tests" / "prometheus" / "rules_test.yaml"
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    version = tomllib.loads((ROOT / "versions.toml").read_text())["promtool"]["version"]
+    candidates = [
+        os.environ.get("KAFKA_REBALANCE_PROMTOOL"),
+        str(cache_root() / "promtool" / version / "bin" / "promtool"),
+        shutil.which("promtool"),
+    ]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return candidate
+    pytest.fail(
+        f"not provisioned: promtool {version}; run `scripts/bootstrap` "
+        "(or scripts/provision-promtool)",
+        pytrace=False,
+    )
+
+
+def run(promtool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [promtool, *args], capture_output=True, text=True, timeout=300, cwd=UNIT_TESTS.parent
+    )
+
+
+def test_the_rules_file_is_valid(promtool: str) -> None:
+    result = run(promtool, "check", "rules", str(RULES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 6 rules found" in result.stdout
+
+
+def test_every_alert_fires_on_its_fault_and_only_then(promtool: str) -> None:
+    result = run(promtool, "test", "rules", UNIT_TESTS.name)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_every_alert_has_a_unit_test() -> None:
+    import yaml
+
+    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+    tested = {
+        t["alertname"]
+        for case in yaml.safe_load(UNIT_TESTS.read_text())["tests"]
+        for t in case.get("alert_rule_test", [])
+        if t.get("exp_alerts")
+    }
+    assert alerts == tested
+
+
+def test_a_broken_expectation_fails(promtool: str, tmp_path: Path) -> None:
+    """The harness can fail: the same tests with one expected label changed do not pass."""
+    text = UNIT_TESTS.read_text().replace("policy: frozen", "policy: alive")
+    broken = UNIT_TESTS.parent / f".broken-{os.getpid()}.yaml"
+    broken.write_text(text)
+    try:
+        result = run(promtool, "test", "rules", broken.name)
+    finally:
+        broken.unlink()
+    assert result.returncode != 0
+    assert "KafkaRebalanceOperatorNotPolling" in result.stdout + result.stderr
