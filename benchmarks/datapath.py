@@ -345,6 +345,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--no-latency", action="store_true")
     parser.add_argument("--max-poll-records", type=int, default=500)
+    parser.add_argument("--commit-interval-ms", type=int, default=200, help="the sidecar's")
     return parser.parse_args()
 
 
@@ -369,7 +370,10 @@ def main() -> None:
     broker = None if args.bootstrap else Broker(directory)
     bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
     app, url = start_app()
-    sidecar_options = {"max_poll_records": args.max_poll_records}
+    sidecar_options = {
+        "max_poll_records": args.max_poll_records,
+        "commit_interval_ms": args.commit_interval_ms,
+    }
     consumers = Consumers(bootstrap, classpath, url, sidecar_options)
     results: list[Result] = []
     started = time.monotonic()

@@ -153,6 +153,7 @@ def run_sidecar(spec: dict[str, Any], tally: Tally) -> None:
         member=member,
         apply_mode=spec["mode"],
         max_poll_records=spec.get("max_poll_records", 500),
+        commit_interval_ms=spec.get("commit_interval_ms", 200),
     )
     consumer = PlanFollowingConsumer(config, assignment_file=str(document), on_poison="skip")
     http = HttpDelivery(spec["url"]) if spec.get("url") else None

@@ -39,6 +39,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 0")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sidecar",
@@ -94,6 +101,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--session-timeout-ms", type=_positive, default=10_000, metavar="MS")
     parser.add_argument("--auto-offset-reset", choices=("earliest", "latest"), default="earliest")
     parser.add_argument("--max-poll-records", type=_positive, default=500, metavar="N")
+    parser.add_argument(
+        "--commit-interval-ms",
+        type=_non_negative,
+        default=200,
+        metavar="MS",
+        help="while behind (full batches), commit at most this often; 0: every batch (default 200)",
+    )
     _register_security(parser)
     parser.add_argument("--verbose", "-v", action="store_true")
     logformat.add_argument(parser)  # --log-format text|json
@@ -186,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
             session_timeout_ms=args.session_timeout_ms,
             auto_offset_reset=args.auto_offset_reset,
             max_poll_records=args.max_poll_records,
+            commit_interval_ms=args.commit_interval_ms,
             consumer_options=security,
         )
         source = DocumentSource(

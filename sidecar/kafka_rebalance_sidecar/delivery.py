@@ -21,6 +21,7 @@ import http.client
 import importlib
 import json
 import logging
+import socket
 import ssl
 import threading
 import urllib.parse
@@ -177,11 +178,18 @@ class HttpDelivery:
         self._connection: http.client.HTTPConnection | None = None
 
     def _connect(self) -> http.client.HTTPConnection:
+        connection: http.client.HTTPConnection
         if self._https:
-            return http.client.HTTPSConnection(
+            connection = http.client.HTTPSConnection(
                 self._host, self._port, timeout=self.timeout_s, context=ssl.create_default_context()
             )
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
+        else:
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
+        connection.connect()
+        # http.client sends the headers and the body in two writes; with Nagle's algorithm the
+        # body's last segment would wait for the application's delayed ACK of the headers.
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection
 
     def close(self) -> None:
         if self._connection is not None:
