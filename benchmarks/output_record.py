@@ -4,12 +4,16 @@ test inputs for speed-only changes (`benchmarks.digests` covers the benchmark in
     OUTPUT_RECORD=before.txt .venv/bin/python -m pytest -p benchmarks.output_record \
         --hypothesis-seed=0 tests/test_model.py ...
     OUTPUT_RECORD=after.txt  ... (same command)
-    .venv/bin/python -m benchmarks.output_record before.txt after.txt
+    .venv/bin/python -m benchmarks.output_record before.txt after.txt [--ignore STRATEGY ...]
 
 Each line is a digest of the input (the parsed group, options and strategy) and of the output of
 `plan_group` (the whole plan) or of a strategy's `assign` / `sticky_assignment` (the raw target,
-compared in its own order). The comparison matches lines by input digest, so only inputs that
-both runs saw count; it reports how many those were.
+compared in its own order). The input digest is taken over the parsed group and options whatever
+the call's shape (`assign(group, options)` or `assign(context)`, `sticky_assignment(group)` or
+`sticky_assignment(context)`), so records of code before and after a change of the strategy
+interface still match. The comparison matches lines by input digest, so only inputs that both runs
+saw count; it reports how many those were. `--ignore` leaves out the lines of a strategy another
+change is deliberately altering.
 """
 
 from __future__ import annotations
@@ -34,11 +38,24 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _input(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The parsed input of a recorded call, whatever its shape."""
+    if len(args) == 1 and hasattr(args[0], "strategy"):  # plan_group(request)
+        return (args[0].strategy, args[0].group, args[0].options)
+    if len(args) == 1 and hasattr(args[0], "options"):  # assign(context)
+        return (args[0].group, args[0].options)
+    return args
+
+
 def _wrap(kind: str, function: Callable[..., Any]) -> Callable[..., Any]:
     def recorded(*args: Any) -> Any:
-        key = _sha(kind + repr(args))  # taken before the call: a strategy must not mutate input
+        parsed = _input(args)
+        if kind == "sticky_assignment" and len(parsed) == 2:  # sticky_assignment(context)
+            parsed = (parsed[0],)
+        key = _sha(kind + repr(parsed))  # taken before the call: a strategy must not mutate input
+        label = f"{kind}:{parsed[0]}" if kind == "plan_group" else kind
         result = function(*args)
-        _lines.append(f"{key} {_sha(json.dumps(result, separators=(',', ':')))} {kind}")
+        _lines.append(f"{key} {_sha(json.dumps(result, separators=(',', ':')))} {label}")
         return result
 
     recorded.__wrapped__ = function  # type: ignore[attr-defined]
@@ -65,14 +82,15 @@ def pytest_unconfigure(config: Any) -> None:
             handle.write("\n".join(_lines) + "\n")
 
 
-def compare(before_path: str, after_path: str) -> int:
+def compare(before_path: str, after_path: str, ignore: tuple[str, ...] = ()) -> int:
     def read(path: str) -> dict[str, set[str]]:
         table: dict[str, set[str]] = {}
         with open(path) as handle:
             for line in handle:
                 if line.strip():
                     key, out, kind = line.split()
-                    table.setdefault(key, set()).add(f"{out} {kind}")
+                    if kind.removeprefix("plan_group:") not in ignore:
+                        table.setdefault(key, set()).add(f"{out} {kind}")
         return table
 
     before, after = read(before_path), read(after_path)
@@ -88,4 +106,6 @@ def compare(before_path: str, after_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(compare(sys.argv[1], sys.argv[2]))
+    arguments = sys.argv[1:]
+    ignored = tuple(arguments[arguments.index("--ignore") + 1 :]) if "--ignore" in arguments else ()
+    sys.exit(compare(arguments[0], arguments[1], ignored))

@@ -44,21 +44,21 @@ def measure(
     key = {"cluster": spec.cluster, "namespace": record.namespace, "policy": record.policy}
     key["group"] = record.group
     history = history_from_rows(key, pd.DataFrame(rows), record.capacity, "range")
-    real_plan = assignors.plan
+    real_plan = assignors.plan_request
     calls = 0
 
-    def counting(document: dict[str, Any]) -> dict[str, Any]:
+    def counting(request: assignors.PlanRequest) -> assignors.Plan:
         nonlocal calls
         calls += 1
-        return real_plan(document)
+        return real_plan(request)
 
-    assignors.plan = counting
+    assignors.plan_request = counting
     try:
         wall, cpu = time.perf_counter(), time.process_time()
         out = backtest_group(history, grid, share_plans=share)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
-        assignors.plan = real_plan
+        assignors.plan_request = real_plan
     candidates = GRIDS[grid]("range")
     return {
         "group": record.group,

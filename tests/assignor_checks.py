@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from itertools import chain
 
-from kafka_rebalance_assignors.model import Assignment, Group, resolve_ownership
+from kafka_rebalance_assignors.model import Assignment, Group
+from kafka_rebalance_assignors.ownership import resolve_ownership
 
 
 def check_valid(group: Group, assignment: Assignment) -> None:

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka_rebalance_assignors.model import Assignment, Group, Options, parse_request
+from kafka_rebalance_assignors.context import prepare
+from kafka_rebalance_assignors.model import Assignment, Group, Options
+from kafka_rebalance_assignors.parsing import parse_request
 from kafka_rebalance_assignors.plan import plan
 from kafka_rebalance_assignors.registry import strategy_function
 
@@ -37,7 +39,7 @@ def group_of(topics: dict[str, int], members: dict[str, Any]) -> Group:
 
 
 def run(strategy: str, group: Group) -> Assignment:
-    raw = strategy_function(strategy)(group, Options())
+    raw = strategy_function(strategy)(prepare(group, Options()))
     check_valid(group, raw)
     return {
         m: {t: sorted(ps) for t, ps in sorted(raw.get(m, {}).items()) if ps} for m in group.members

@@ -14,15 +14,9 @@ from kafka_rebalance_assignors.load import (
     max_load_ratio,
     partition_loads,
 )
-from kafka_rebalance_assignors.model import (
-    FlatAssignment,
-    Group,
-    Member,
-    Options,
-    parse_max_moves,
-    previous_owner_array,
-    resolve_ownership,
-)
+from kafka_rebalance_assignors.model import FlatAssignment, Group, Member, Options
+from kafka_rebalance_assignors.ownership import resolve, resolve_ownership
+from kafka_rebalance_assignors.parsing import parse_max_moves
 
 
 def _doc(**overrides):
@@ -219,7 +213,7 @@ def test_disjoint_claims_keep_their_owner_in_the_flat_array_too():
     resolved, conflicts = resolve_ownership(group)
     assert resolved == {"a": {"orders": [0, 2], "payments": [1]}, "b": {"orders": [1]}, "c": {}}
     assert conflicts == 0
-    assert previous_owner_array(group) == [0, 1, 0, -1, 0]
+    assert resolve(group).owners == [0, 1, 0, -1, 0]
 
 
 def test_a_claim_twice_over_is_resolved_topic_by_topic():
@@ -231,7 +225,7 @@ def test_a_claim_twice_over_is_resolved_topic_by_topic():
         },
     )
     assert resolve_ownership(group) == ({"a": {"t": [0]}, "b": {"t": [1]}}, 1)
-    assert previous_owner_array(group) == [0, 1]
+    assert resolve(group).owners == [0, 1]
 
 
 def _flat_result(group: Group, owners: list[int], lists: dict) -> FlatAssignment:
@@ -257,7 +251,7 @@ def test_a_flat_result_failing_its_array_check_is_checked_list_by_list(
         "topics": {"orders": 3},
         "members": {"a": {"topics": ["orders"]}, "b": {"topics": ["orders"]}, "c": {"topics": []}},
     }
-    flat = lambda g, o: _flat_result(g, owners, lists)  # noqa: E731
+    flat = lambda context: _flat_result(context.group, owners, lists)  # noqa: E731
     monkeypatch.setattr(plan_module, "strategy_function", lambda name: flat)
     with pytest.raises(plan_module.PlanInvariantError, match=message):
         plan_module.plan(document)
@@ -269,12 +263,12 @@ def test_a_flat_result_is_measured_like_a_plain_one(monkeypatch):
     document["members"]["a"]["owned"] = {"orders": [0, 1], "payments": [0, 1]}
     document["members"]["b"]["owned"] = {"orders": [2]}
     lists = {"a": {"orders": [0], "payments": [0, 1]}, "b": {"orders": [1, 2]}}
-    flat = lambda g, o: _flat_result(g, [0, 1, 1, 0, 0], lists)  # noqa: E731
+    flat = lambda context: _flat_result(context.group, [0, 1, 1, 0, 0], lists)  # noqa: E731
     monkeypatch.setattr(plan_module, "strategy_function", lambda name: flat)
     with monkeypatch.context() as patched:  # the array's own path, not the list-by-list one
         patched.setattr(plan_module, "_check_and_measure", None)
         from_array = plan_module.plan(document)
-    monkeypatch.setattr(plan_module, "strategy_function", lambda name: lambda g, o: lists)
+    monkeypatch.setattr(plan_module, "strategy_function", lambda name: lambda context: lists)
     from_lists = plan_module.plan(document)
     assert json.dumps(from_array) == json.dumps(from_lists)
     assert from_array["moves"] == [{"topic": "orders", "partition": 1, "from": "a", "to": "b"}]
@@ -360,7 +354,7 @@ def test_an_invalid_strategy_result_is_a_loud_bug(monkeypatch, bad_assignment, m
     # `assignors.plan` the attribute is the function; the module is reached through importlib.
     plan_module = importlib.import_module("kafka_rebalance_assignors.plan")
 
-    monkeypatch.setattr(plan_module, "strategy_function", lambda name: lambda g, o: bad_assignment)
+    monkeypatch.setattr(plan_module, "strategy_function", lambda name: lambda _: bad_assignment)
     document = _doc(topics={"orders": 3, "payments": 2})
     document["members"]["a"]["topics"] = ["orders"]
     document["members"]["b"]["topics"] = ["orders"]

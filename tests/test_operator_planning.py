@@ -38,9 +38,14 @@ def test_document_is_accepted_by_the_planner_and_carries_ownership() -> None:
     assert document["members"]["a"]["owned"] == {"t": [0, 1, 2]}
     assert document["members"]["a"]["generation"] == 5
     assert document["members"]["b"]["weight"] == 2.0
-    # unknown partition 2 takes the mean of the known ones, never zero
-    assert document["lag"]["t"][2] == pytest.approx((1000 + 10 + 30) / 3)
-    assert document["rate"]["t"] == [5.0, 5.0, 5.0, 5.0]
+    # what was not observed goes to the planner as unknown, where it counts as the topic's mean
+    assert document["lag"]["t"] == [1000.0, 10.0, None, 30.0]
+    assert document["rate"]["t"] == [5.0, None, None, None]
+    from kafka_rebalance_assignors.load import partition_loads
+
+    group = assignors.parse_request(document).group
+    _, lags = partition_loads(group, assignors.Options(load_model="lag"))
+    assert lags["t"][2] == pytest.approx((1000 + 10 + 30) / 3)
     assert document["options"]["max_moves"] == 2
     result = assignors.plan(document)  # the contract accepts it
     assert sorted(p for parts in result["assignment"].values() for p in parts.get("t", [])) == [

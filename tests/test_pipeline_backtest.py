@@ -140,18 +140,18 @@ def test_sharing_planner_answers_between_candidates_changes_no_result(
     import kafka_rebalance_assignors as assignors
 
     history, _ = group_history(spec)
-    real_plan = assignors.plan
+    real_plan = assignors.plan_request
     calls = {False: 0, True: 0}
     rows = {}
     for share in (False, True):
 
-        def counting(document: dict[str, Any], share: bool = share) -> dict[str, Any]:
+        def counting(request: assignors.PlanRequest, share: bool = share) -> assignors.Plan:
             calls[share] += 1
-            return real_plan(document)
+            return real_plan(request)
 
-        monkeypatch.setattr(assignors, "plan", counting)
+        monkeypatch.setattr(assignors, "plan_request", counting)
         rows[share] = backtest_group(history, "full", share_plans=share)
-        monkeypatch.setattr(assignors, "plan", real_plan)
+        monkeypatch.setattr(assignors, "plan_request", real_plan)
     assert rows[True] == rows[False]
     assert sum(r["plans"] for r in rows[False]) == calls[False]  # every decision, one call
     assert 0 < calls[True] < calls[False]

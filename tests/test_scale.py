@@ -18,8 +18,15 @@ from itertools import repeat
 from typing import Any
 
 import pytest
-from kafka_rebalance_assignors.model import Assignment, Group, Member
-from kafka_rebalance_assignors.sticky_core import sticky_assignment
+from kafka_rebalance_assignors import sticky_core
+from kafka_rebalance_assignors.context import prepare
+from kafka_rebalance_assignors.model import Assignment, Group, Member, Options
+
+
+def sticky_assignment(group: Group) -> Assignment:
+    """The sticky target for `group`, with its planning context prepared as `plan` does."""
+    return sticky_core.sticky_assignment(prepare(group, Options()))
+
 
 TOPICS = 500
 PARTITIONS = 2_000

@@ -17,16 +17,12 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka_rebalance_assignors.model import (
-    Assignment,
-    Group,
-    Options,
-    parse_request,
-    resolve_ownership,
-)
+from kafka_rebalance_assignors.context import prepare
+from kafka_rebalance_assignors.model import Assignment, Group, Options
+from kafka_rebalance_assignors.ownership import resolve, resolve_ownership
+from kafka_rebalance_assignors.parsing import parse_request
 from kafka_rebalance_assignors.plan import plan
 from kafka_rebalance_assignors.registry import strategy_function
-from kafka_rebalance_assignors.sticky_core import claims_resolution
 
 from tests.assignor_checks import (
     balance_violation,
@@ -42,7 +38,7 @@ EXAMPLES = settings(max_examples=int(os.environ.get("STICKY_EXAMPLES", "80")), d
 
 
 def run(strategy: str, group: Group) -> Assignment:
-    raw = strategy_function(strategy)(group, Options())
+    raw = strategy_function(strategy)(prepare(group, Options()))
     check_valid(group, raw)
     return {
         m: {t: sorted(ps) for t, ps in sorted(raw.get(m, {}).items()) if ps} for m in group.members
@@ -248,15 +244,24 @@ def test_cooperative_transfers_converge_on_the_general_path(group: Group) -> Non
 
 @EXAMPLES
 @given(groups())
-def test_claim_resolution_agrees_with_the_model(group: Group) -> None:
-    owned, _, _ = claims_resolution(group)
-    resolved, _ = resolve_ownership(group)
-    ours = {
-        m: {t: sorted(ps) for t, ps in mine.items() if ps}
-        for m, mine in zip(group.members, owned, strict=True)
-    }
-    theirs = {m: {t: sorted(ps) for t, ps in mine.items()} for m, mine in resolved.items()}
-    assert ours == theirs
+def test_the_runner_up_is_the_unique_claimant_of_the_next_lower_generation(group: Group) -> None:
+    """KIP-341's "previous owner", which the sticky paths move a partition back to: for every
+    contested partition, exactly the claimants below the top generation decide it."""
+    ownership = resolve(group)
+    members = list(group.members.values())
+    for topic in group.topics:
+        claimants: dict[int, list[tuple[int, int]]] = {}
+        for index, member in enumerate(members):
+            generation = -1 if member.generation is None else member.generation
+            for partition in member.claimed.get(topic, ()):
+                claimants.setdefault(partition, []).append((generation, index))
+        for partition, claims in claimants.items():
+            top = max(generation for generation, _ in claims)
+            lower = [g for g, _ in claims if g < top]
+            below = max(lower, default=None)
+            unique = [i for g, i in claims if g == below]
+            expected = unique[0] if len(claims) > 1 and len(unique) == 1 else None
+            assert ownership.runner_up.get(topic, {}).get(partition) == expected
 
 
 @EXAMPLES

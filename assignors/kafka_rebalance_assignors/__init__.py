@@ -1,28 +1,41 @@
 """Pure partition planning for Kafka consumer groups: no I/O, deterministic, typed.
 
-`plan(document)` implements the plan contract of docs/architecture.md; strategies live one per
-module and are listed in `kafka_rebalance_assignors.registry`.
+In-process callers build a typed `PlanRequest` and call `plan_request`, which returns a `Plan`;
+`plan(document)` is the plan contract's JSON adapter (docs/planning.md) with the same steps.
+Strategies live one per module and are listed in `kafka_rebalance_assignors.registry`.
 """
 
-from kafka_rebalance_assignors.model import (
-    Assignment,
-    Group,
-    Member,
-    Options,
-    PlanInputError,
-    parse_request,
-)
-from kafka_rebalance_assignors.plan import plan, plan_group
+from kafka_rebalance_assignors.model import Assignment, Group, Member, Options, PlanInputError
+from kafka_rebalance_assignors.parsing import parse_request
+from kafka_rebalance_assignors.plan import moves_between, plan, plan_group, plan_request
 from kafka_rebalance_assignors.registry import STRATEGY_NAMES
+from kafka_rebalance_assignors.request import (
+    MemberRequest,
+    Move,
+    Plan,
+    PlanOptions,
+    PlanRequest,
+    PlanStats,
+    group_request,
+)
 
 __all__ = [
     "STRATEGY_NAMES",
     "Assignment",
     "Group",
     "Member",
+    "MemberRequest",
+    "Move",
     "Options",
+    "Plan",
     "PlanInputError",
+    "PlanOptions",
+    "PlanRequest",
+    "PlanStats",
+    "group_request",
+    "moves_between",
     "parse_request",
     "plan",
     "plan_group",
+    "plan_request",
 ]

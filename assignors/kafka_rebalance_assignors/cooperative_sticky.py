@@ -12,10 +12,11 @@ rounds (revoke, then grant); partitions nobody owned are granted in the first ro
 
 from __future__ import annotations
 
-from kafka_rebalance_assignors.model import Assignment, Group, Options
+from kafka_rebalance_assignors.context import PlanContext
+from kafka_rebalance_assignors.model import Assignment
 from kafka_rebalance_assignors.sticky_core import sticky_assignment
 
 
-def assign(group: Group, options: Options) -> Assignment:
-    del options  # no tunables, as in Kafka
-    return sticky_assignment(group)
+def assign(context: PlanContext) -> Assignment:
+    # no tunables, as in Kafka
+    return sticky_assignment(context)

@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import heapq
 
+from kafka_rebalance_assignors.context import PlanContext
 from kafka_rebalance_assignors.load import partition_loads
-from kafka_rebalance_assignors.model import Assignment, Group, Options
+from kafka_rebalance_assignors.model import Assignment, Options
 
 _LAG_ONLY = Options(load_model="lag")
 
 
-def assign(group: Group, options: Options) -> Assignment:
+def assign(context: PlanContext) -> Assignment:
     # KIP-169 balances offset lag whatever the requested load model; unknown lags take the mean of
     # the known ones (see assignors.load), and with no lag at all every partition weighs the same.
-    del options
-    _, loads = partition_loads(group, _LAG_ONLY)
+    group = context.group
+    if context.load_model == "lag":
+        loads = context.loads
+    else:
+        _, loads = partition_loads(group, _LAG_ONLY)
     assignment: Assignment = {member_id: {} for member_id in group.members}
-    for topic, subscribers in group.subscribers().items():
+    for topic, subscribers in context.subscriber_ids().items():
         lags = loads[topic]
         order = sorted(range(group.topics[topic]), key=lags.__getitem__, reverse=True)
         # (partitions so far, lag so far, member id): the heap top is KIP-169's choice.

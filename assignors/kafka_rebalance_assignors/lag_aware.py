@@ -19,14 +19,14 @@ normalised load max_i(sum of l_p on i) / w_i, then the number of partitions move
 
 from __future__ import annotations
 
+from kafka_rebalance_assignors.context import PlanContext
 from kafka_rebalance_assignors.lag_aware_search import Search
-from kafka_rebalance_assignors.load import partition_loads
-from kafka_rebalance_assignors.model import Assignment, Group, Options
+from kafka_rebalance_assignors.model import Assignment
 
 
-def assign(group: Group, options: Options) -> Assignment:
-    _, loads = partition_loads(group, options)
-    search = Search(group, loads, options)
+def assign(context: PlanContext) -> Assignment:
+    options = context.options
+    search = Search(context)
     search.keep_owned()
     search.place_free()
     base_owner = search.snapshot()

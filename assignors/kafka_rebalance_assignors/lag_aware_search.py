@@ -22,17 +22,8 @@ from fractions import Fraction
 from itertools import compress, groupby
 from operator import ne
 
-from kafka_rebalance_assignors.load import Loads
-from kafka_rebalance_assignors.model import (
-    Assignment,
-    FlatAssignment,
-    Group,
-    Options,
-    owned_loads,
-    previous_owner_array,
-    resolve_ownership,
-    summed_loads,
-)
+from kafka_rebalance_assignors.context import PlanContext
+from kafka_rebalance_assignors.model import Assignment, FlatAssignment, summed_loads
 
 # Stop improving once the most loaded member is within this fraction of the lower bound: further
 # moves buy less balance than they cost in churn.
@@ -56,11 +47,12 @@ _EPS = 1e-12
 class Search:
     """One planning round's state. Build, `keep_owned`, `place_free`, then `improve`."""
 
-    def __init__(self, group: Group, loads: Loads, options: Options) -> None:
+    def __init__(self, context: PlanContext) -> None:
+        group, loads, options = context.group, context.loads, context.options
+        self.context = context
         self.strict = options.count_balance == "strict"
         self.max_moves = options.max_moves
         self.ids = list(group.members)
-        index = {member_id: i for i, member_id in enumerate(self.ids)}
         self.w = [group.members[m].weight for m in self.ids]
         self.topic_names = list(group.topics)
         self.sizes = [group.topics[t] for t in self.topic_names]
@@ -74,19 +66,17 @@ class Search:
             self.topic_of.extend([t] * self.sizes[t])
         total = len(self.load)
 
-        subscribers = group.subscribers()
-        self.subs: list[list[int]] = [
-            list(map(index.__getitem__, subscribers.get(name, ()))) for name in self.topic_names
-        ]
+        subscribers = context.subscribers
+        self.subs: list[list[int]] = [subscribers.get(name, []) for name in self.topic_names]
         # Previous owner per partition, only when that owner still subscribes (else the partition
         # is free: moving it costs no budget). Built from the group's flat resolution; only a
         # member that claims topics it no longer subscribes to needs a pass over its claims.
         self.group = group
-        self.previous_all = previous_owner_array(group)  # unsubscribed claims included
+        self.previous_all = context.ownership.owners  # unsubscribed claims included
         self.prev = prev = list(self.previous_all)
         # (member, topic -> partitions) per member with kept claims, for `keep_owned`
         self.claims: list[tuple[int, dict[str, list[int]]]] = []
-        previous, _ = resolve_ownership(group)
+        previous = context.ownership.resolved
         base_of = dict(zip(self.topic_names, self.offsets, strict=True))
         subscription_sets: dict[tuple[str, ...], frozenset[str]] = {}
         for i, owned in enumerate(previous.values()):
@@ -247,8 +237,8 @@ class Search:
             # Each claim's load summed per topic list, then in topic order (the float result
             # depends on that order, and the plan's figures must not change with the code):
             # the group's shared figure unless the member lost topics.
-            shared = owned_loads(self.group, self.load_of)
-            resolved, _ = resolve_ownership(self.group)
+            shared = self.context.owned_loads
+            resolved = self.context.ownership.resolved
             for i, owned in self.claims:
                 member_id = self.ids[i]
                 if owned is resolved[member_id]:
@@ -658,7 +648,7 @@ class Search:
             result.update(self._build(owner, None))
             return result
         built = self._build(owner, changed) if changed else {}
-        resolved, _ = resolve_ownership(self.group)
+        resolved = self.context.ownership.resolved
         for i, (member_id, owned) in enumerate(resolved.items()):
             if i in changed:
                 result[member_id] = built[member_id]

@@ -1,13 +1,19 @@
 """Per-partition load under the lag-aware objective's load models, and its lower bound.
 
-Unknown is not zero: a partition whose lag or rate was not reported gets the mean of the known
-values of that quantity, so a missing metric neither attracts nor repels partitions. With nothing
-known at all every partition weighs 1 and planning degrades to weighted count balance.
+Unknown is not zero, and this module is the one place that says what it counts as: a partition
+whose lag or rate was not reported (a null in its topic's array) gets the mean of its topic's
+reported values; a topic with nothing reported (absent from the map) gets the mean over every
+partition of the topics that have values, so a missing metric neither attracts nor repels
+partitions. The topic is the grain first because partitions of one topic share a producer and a
+consumer code path, so their lags are alike; across topics they need not be. With nothing known
+at all every partition weighs 1 and planning degrades to weighted count balance.
+
+Pure: no caches. `context.prepare` computes the loads of a plan once and hands them around.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import chain
 
 from kafka_rebalance_assignors.model import Assignment, Group, LoadModel, Options
@@ -26,40 +32,35 @@ def choose_load_model(group: Group, options: Options) -> LoadModel:
     return "count"
 
 
-def _filled(group: Group, reported: Mapping[str, tuple[float, ...]]) -> Loads | None:
-    """Reported values per topic, unknown partitions set to the mean of known ones."""
-    known = [value for values in reported.values() for value in values]
+def _filled(
+    group: Group, reported: Mapping[str, tuple[float | None, ...]], name: str
+) -> Loads | None:
+    """Reported values per topic, unknown partitions filled (see the module docstring); None
+    when nothing at all is known."""
+    topics: dict[str, list[float]] = {}
+    for topic, values in reported.items():
+        if (name, topic) not in group.gaps:
+            topics[topic] = list(values)
+            continue
+        known = [value for value in values if value is not None]
+        if known:
+            mean = sum(known) / len(known)
+            topics[topic] = [mean if value is None else value for value in values]
+    known = [value for values in topics.values() for value in values]
     if not known:
         return None
     mean = sum(known) / len(known)
     return {
-        topic: list(reported[topic]) if topic in reported else [mean] * count
+        topic: topics[topic] if topic in topics else [mean] * count
         for topic, count in group.topics.items()
     }
 
 
-# The strategy and the plan's stats both need the loads of the same (group, options); at a million
-# partitions computing them costs as much as a simple strategy. One entry, matched by identity
-# (the cache holds both objects, so their ids cannot be reused while the entry lives). Callers
-# must treat the returned lists as read-only.
-_last: tuple[Group, Options, tuple[LoadModel, Loads]] | None = None
-
-
 def partition_loads(group: Group, options: Options) -> tuple[LoadModel, Loads]:
     """The load model in force and each partition's load under it (see the module docstring)."""
-    global _last
-    last = _last  # one read: another thread may replace the entry meanwhile
-    if last is not None and last[0] is group and last[1] is options:
-        return last[2]
-    result = _compute_loads(group, options)
-    _last = (group, options, result)
-    return result
-
-
-def _compute_loads(group: Group, options: Options) -> tuple[LoadModel, Loads]:
     model = choose_load_model(group, options)
-    lag = _filled(group, group.lag)
-    rate = _filled(group, group.rate)
+    lag = _filled(group, group.lag, "lag")
+    rate = _filled(group, group.rate, "rate")
     if model == "lag" and lag is not None:
         return model, lag
     if model == "rate" and rate is not None:
@@ -84,10 +85,11 @@ def member_loads(assignment: Assignment, loads: Loads) -> dict[str, float]:
     }
 
 
-def lower_bound(group: Group, loads: Loads) -> float:
-    """LB = max(sum l / sum w, max_p l_p / max_i w_i) over subscribed partitions and subscribing
-    members: no assignment can place its most loaded member below it."""
-    subscribed = group.subscribed_topics()
+def lower_bound(group: Group, loads: Loads, subscribed: Iterable[str] | None = None) -> float:
+    """LB = max(sum l / sum w, max_p l_p / max_i w_i) over subscribed partitions (`subscribed`:
+    the group's subscribed topics when already known) and subscribing members: no assignment can
+    place its most loaded member below it."""
+    subscribed = list(group.subscribed_topics() if subscribed is None else subscribed)
     weights = [m.weight for m in group.members.values() if m.topics]
     if not weights or not subscribed:
         return 0.0

@@ -1,35 +1,37 @@
 """One planning round: validated input -> target assignment, moves and stats (the plan contract).
 
-This is the function the `plan` command and the operator share, so what a user previews is what
-the operator applies. Pure: no I/O, deterministic for the same input. Everything here works on
-flat owner arrays (one entry per partition of the group, see `Group.offsets`) and C-level maps
-over each member's lists, so that it stays linear and cheap at a million partitions.
+`plan(document)` is the JSON adapter the `plan` command uses; in-process callers build a typed
+`request.PlanRequest` and call `plan_request`, which runs the very same steps (so what a user
+previews is what the operator applies). `plan_group` prepares the planning context once (see
+`assignors.context`), runs the strategy on it, and measures the result against the same context.
+Pure: no I/O, deterministic for the same input. Everything here works on flat owner arrays (one
+entry per partition of the group, see `Group.offsets`) and C-level maps over each member's lists,
+so that it stays linear and cheap at a million partitions.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
-from itertools import compress, repeat
+from collections.abc import Mapping, Sequence
+from itertools import accumulate, compress, repeat
 from operator import add, itemgetter, lt, ne
 from typing import Any
 
 from kafka_rebalance_assignors.collector import collector_paused
-from kafka_rebalance_assignors.load import Loads, lower_bound, partition_loads
+from kafka_rebalance_assignors.context import PlanContext, prepare
+from kafka_rebalance_assignors.load import lower_bound
 from kafka_rebalance_assignors.model import (
     Assignment,
     FlatAssignment,
-    Group,
+    ParsedRequest,
     PlanInputError,
-    PlanRequest,
     global_numbers,
-    owned_loads,
-    parse_request,
-    previous_owner_array,
-    resolve_ownership,
     summed_loads,
 )
+from kafka_rebalance_assignors.parsing import parse_request
 from kafka_rebalance_assignors.registry import STRATEGY_MODULES, strategy_function
+from kafka_rebalance_assignors.request import Move, Plan, PlanRequest
 
 
 class PlanInvariantError(RuntimeError):
@@ -37,7 +39,7 @@ class PlanInvariantError(RuntimeError):
 
 
 def _check_and_measure(
-    group: Group, raw: Assignment, loads: Loads, unit: bool = False
+    context: PlanContext, raw: Assignment, unit: bool = False
 ) -> tuple[Assignment, list[int], dict[str, float]]:
     """One pass over the strategy's result: normalise it (every member present, topics and
     partitions sorted, no empty lists), refuse anything Kafka would refuse (an unknown member, a
@@ -50,11 +52,12 @@ def _check_and_measure(
     lists are checked, placed and summed with nested C-level maps rather than a Python step per
     list. Anything suspicious sends the whole check to `_check_slowly`, the list-by-list
     reference, which names the problem exactly as it always has."""
+    group, loads = context.group, context.loads
     unknown = sorted(set(raw) - set(group.members))
     if unknown:
         raise PlanInvariantError(f"assignment names unknown member {unknown[0]!r}")
     counts = group.topics
-    offsets = group.offsets()
+    offsets = context.offsets
     adders = {topic: offset.__add__ for topic, offset in offsets.items()}
     getters = {topic: loads[topic].__getitem__ for topic in counts}
     owners = [-1] * sum(counts.values())
@@ -81,7 +84,7 @@ def _check_and_measure(
             and min(map(itemgetter(0), lists)) >= 0
             and all(map(lt, map(itemgetter(-1), lists), map(counts.__getitem__, names)))
         ):
-            _check_slowly(group, raw, loads)
+            _check_slowly(context, raw)
             raise PlanInvariantError(f"{member_id}: invalid assignment")  # not reached
         normalised = assignment[member_id] = dict(zip(names, lists, strict=True))
         size = sum(map(len, lists))
@@ -96,10 +99,10 @@ def _check_and_measure(
         member_load[member_id] = float(size) if unit else summed_loads(getters, normalised, 0.0)
     unassigned = owners.count(-1)
     if listed != len(owners) - unassigned:  # some partition was listed twice
-        _check_slowly(group, raw, loads)
+        _check_slowly(context, raw)
         raise PlanInvariantError("a partition was assigned twice")  # not reached
     if unassigned:
-        for topic in group.subscribed_topics():
+        for topic in context.subscribed_topics():
             start = offsets[topic]
             table = owners[start : start + counts[topic]]
             if -1 in table:
@@ -108,7 +111,7 @@ def _check_and_measure(
 
 
 def _measure_flat(
-    group: Group, raw: FlatAssignment, loads: Loads
+    context: PlanContext, raw: FlatAssignment
 ) -> tuple[Assignment, list[int], dict[str, float]] | None:
     """`_check_and_measure` for a result that came with its flat owner array (see
     `FlatAssignment`): the array is checked at C speed (every subscribed partition has an owner,
@@ -117,25 +120,25 @@ def _measure_flat(
     order). None when the result does not belong to this group or the group's topics are not
     in name order (then the lists' topic order is not the plan's); a result that fails the check
     goes through `_check_and_measure`, which names the problem."""
+    group, loads = context.group, context.loads
     if raw.group is not group or list(group.topics) != sorted(group.topics):
         return None
-    owners, previous = raw.owners, previous_owner_array(group)
+    owners, previous = raw.owners, context.ownership.owners
     if len(owners) != len(previous):
         return None
-    index = {member_id: i for i, member_id in enumerate(group.members)}
-    subscribers = group.subscribers()
-    offsets = group.offsets()
+    subscribers = context.subscribers
+    offsets = context.offsets
     for topic, count in group.topics.items():
         start = offsets[topic]
         held = set(owners[start : start + count])
-        allowed = set(map(index.__getitem__, subscribers.get(topic, ()))) or {-1}
+        allowed = set(subscribers.get(topic, ())) or {-1}
         if not held <= allowed:  # a gap, a stranger, or a topic nobody wants handed out
-            return _check_and_measure(group, dict(raw), loads)
+            return _check_and_measure(context, dict(raw))
     changed: set[int] = set()
     if owners != previous:
         differs = list(map(ne, previous, owners))
         changed.update(compress(previous, differs), compress(owners, differs))
-    before = owned_loads(group, loads)
+    before = context.owned_loads
     getters = {topic: values.__getitem__ for topic, values in loads.items()}
     member_load = {
         member_id: summed_loads(getters, raw[member_id], 0.0)
@@ -146,10 +149,11 @@ def _measure_flat(
     return dict(raw), owners, member_load
 
 
-def _check_slowly(group: Group, raw: Assignment, loads: Loads) -> None:
+def _check_slowly(context: PlanContext, raw: Assignment) -> None:
     """The list-by-list check `_check_and_measure` falls back to on a bad result: it raises
     PlanInvariantError naming the first problem (member by member, topic by topic in sorted
     order; then duplicates and gaps topic by topic)."""
+    group = context.group
     owners: dict[str, list[str | None]] = {topic: [None] * n for topic, n in group.topics.items()}
     listed = dict.fromkeys(group.topics, 0)
     for member_id, member in group.members.items():
@@ -176,7 +180,7 @@ def _check_slowly(group: Group, raw: Assignment, loads: Loads) -> None:
             for partition in partitions:
                 table[partition] = member_id
             listed[topic] += len(partitions)
-    subscribed_topics = group.subscribed_topics()
+    subscribed_topics = context.subscribed_topics()
     for topic, table in owners.items():
         missing = table.count(None)
         if listed[topic] != len(table) - missing:
@@ -185,16 +189,59 @@ def _check_slowly(group: Group, raw: Assignment, loads: Loads) -> None:
             raise PlanInvariantError(f"{topic}-{table.index(None)} left unassigned")
 
 
-def compute_moves(group: Group, previous: list[int], target: list[int]) -> list[dict[str, Any]]:
+def compute_moves(
+    context: PlanContext, previous: list[int], target: list[int]
+) -> list[dict[str, Any]]:
+    """The plan's moves between two flat owner arrays of its group (see `_moves`)."""
+    ids: list[str | None] = [*context.group.members, None]  # index -1: nobody
+    return _moves(ids, list(context.group.topics), list(context.offsets.values()), previous, target)
+
+
+def moves_between(
+    topics: Mapping[str, int],
+    before: Mapping[str, Mapping[str, Sequence[int]]],
+    after: Mapping[str, Mapping[str, Sequence[int]]],
+) -> list[Move]:
+    """The moves from one assignment of `topics` to another, counted as a plan counts them (a
+    plan kept on offer is compared with the current ownership the way a new plan would be).
+    Partitions outside `topics` are ignored, as the planner drops stale claims."""
+    ids: list[str | None] = sorted(set(before) | set(after))
+    index = {member_id: i for i, member_id in enumerate(ids)}
+    ids.append(None)  # index -1: nobody
+    names = sorted(topics)
+    starts = list(accumulate((topics[t] for t in names), initial=0))[:-1]
+    offsets = dict(zip(names, starts, strict=True))
+    arrays = []
+    for assignment in (before, after):
+        owners = [-1] * sum(topics.values())
+        for member_id, owned in assignment.items():
+            for topic, partitions in owned.items():
+                count = topics.get(topic)
+                if count is not None:
+                    for partition in partitions:
+                        if 0 <= partition < count:
+                            owners[offsets[topic] + partition] = index[member_id]
+        arrays.append(owners)
+    return [
+        Move(move["topic"], move["partition"], move["from"], move["to"])
+        for move in _moves(ids, names, starts, arrays[0], arrays[1])
+    ]
+
+
+def _moves(
+    ids: list[str | None],
+    names: list[str],
+    starts: list[int],
+    previous: list[int],
+    target: list[int],
+) -> list[dict[str, Any]]:
     """Partitions that change owner: what a cooperative protocol would revoke and re-grant.
     Partitions nobody owned before are grants, not moves; a partition of a topic nobody
-    subscribes to any more moves to None. Both arrays are flat (see `Group.offsets`); the
-    differences are found at C speed, only the moves themselves are visited."""
+    subscribes to any more moves to None. Both arrays are flat (topic `names[t]` starts at
+    `starts[t]`; owners are indexes into `ids`, whose last entry is None); the differences are
+    found at C speed, only the moves themselves are visited."""
     if previous == target:
         return []
-    ids: list[str | None] = [*group.members, None]  # index -1: nobody
-    names = list(group.topics)
-    starts = list(group.offsets().values())
     moves = []
     for number in compress(range(len(target)), map(ne, previous, target)):
         old = previous[number]
@@ -212,38 +259,39 @@ def compute_moves(group: Group, previous: list[int], target: list[int]) -> list[
     return moves
 
 
-def plan_group(request: PlanRequest) -> dict[str, Any]:
+def plan_group(request: ParsedRequest) -> dict[str, Any]:
     """Run the request's strategy and return the plan document (collector paused: see
     `assignors.collector`)."""
     with collector_paused():
         return _plan_group(request)
 
 
-def _plan_group(request: PlanRequest) -> dict[str, Any]:
-    """Run the request's strategy and return the plan document."""
-    group, options = request.group, request.options
+def _plan_group(request: ParsedRequest) -> dict[str, Any]:
+    """Prepare the context, run the request's strategy on it, return the plan document."""
+    group = request.group
     assign = strategy_function(request.strategy)
-    raw = assign(group, options)
-    model, loads = partition_loads(group, options)
-    measured = _measure_flat(group, raw, loads) if isinstance(raw, FlatAssignment) else None
+    context = prepare(group, request.options)
+    raw = assign(context)
+    model, loads = context.load_model, context.loads
+    measured = _measure_flat(context, raw) if isinstance(raw, FlatAssignment) else None
     if measured is None:
-        measured = _check_and_measure(group, raw, loads, model == "count")
+        measured = _check_and_measure(context, raw, model == "count")
     assignment, target, per_member = measured
-    _, conflicts = resolve_ownership(group)
-    previous = previous_owner_array(group)
-    owned_load = owned_loads(group, loads, model == "count")
-    moves = compute_moves(group, previous, target)
+    conflicts = context.ownership.conflicts
+    previous = context.ownership.owners
+    owned_load = context.owned_loads
+    moves = compute_moves(context, previous, target)
     subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
     budgeted = sum(1 for move in moves if move["topic"] in subscriptions[move["from"]])
     # Every subscribed partition is assigned (checked above): the grants are exactly the
     # subscribed partitions that had no previous owner.
-    offsets = group.offsets()
+    offsets = context.offsets
     granted = sum(
         previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
-        for topic in group.subscribed_topics()
+        for topic in context.subscribed_topics()
     )
 
-    bound = lower_bound(group, loads)
+    bound = lower_bound(group, loads, context.subscribed_topics())
     summary = {
         member_id: {
             "weight": member.weight,
@@ -259,7 +307,7 @@ def _plan_group(request: PlanRequest) -> dict[str, Any]:
     before = max(
         (owned_load[m] / member.weight for m, member in group.members.items()), default=0.0
     )
-    subscribed = group.subscribed_topics()
+    subscribed = context.subscribed_topics()
     counts = [entry["partitions"] for entry in summary.values()]
     stats = {
         "strategy": request.strategy,
@@ -299,3 +347,10 @@ def plan(document: Any, strategy: str | None = None) -> dict[str, Any]:
         # follows re-enabling it then scans only the plan, not the parsed group as well.
         del request
     return result
+
+
+def plan_request(request: PlanRequest) -> Plan:
+    """Plan a typed request: validated and planned by exactly the steps `plan` takes for its
+    plan-contract document, so the command's preview and this call cannot differ. Raises
+    PlanInputError on bad input."""
+    return Plan.from_document(plan(request.to_document()))

@@ -19,16 +19,16 @@ from collections import deque
 from itertools import accumulate, chain, repeat
 
 from kafka_rebalance_assignors.collector import collector_paused
-from kafka_rebalance_assignors.model import Assignment, Group, Options
-from kafka_rebalance_assignors.sticky_core import subscribers_by_topic
+from kafka_rebalance_assignors.context import PlanContext
+from kafka_rebalance_assignors.model import Assignment
 
 
-def assign(group: Group, options: Options) -> Assignment:
-    del options  # range has no tunables
+def assign(context: PlanContext) -> Assignment:
+    group = context.group  # range has no tunables: only the group matters
     member_ids = list(group.members)  # sorted by id
     results: list[dict[str, list[int]]] = [{} for _ in member_ids]
     with collector_paused():
-        for topic, subscribers in subscribers_by_topic(group).items():  # indexes in id order
+        for topic, subscribers in context.subscribers.items():  # indexes in id order
             count = group.topics[topic]
             if count == 0:
                 continue

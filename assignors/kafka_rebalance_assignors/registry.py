@@ -1,20 +1,23 @@
 """Strategy names (shared by the CLI, the CRD and the benchmarks) and their implementations.
 
-Every strategy module exposes `assign(group: Group, options: Options) -> Assignment`: a pure
-function returning the target assignment. It may omit members that get nothing, may list
-partitions in any order, and may share one immutable sequence (a tuple) between entries, so the
-result is read-only; `assignors.plan` normalises it into fresh sorted lists and checks its
-validity.
+Every strategy module exposes `assign(context: PlanContext) -> Assignment`: a pure function
+returning the target assignment for `context.group` under `context.options`, reading the
+prepared loads, ownership and subscribers from the context (see `assignors.context`). It may
+omit members that get nothing, may list partitions in any order, and may share one immutable
+sequence (a tuple) between entries, so the result is read-only; `assignors.plan` normalises it
+into fresh sorted lists and checks its validity.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 
-from kafka_rebalance_assignors.model import Assignment, Group, Options
+from kafka_rebalance_assignors.context import PlanContext
+from kafka_rebalance_assignors.model import Assignment
 
-StrategyFunction = Callable[[Group, Options], Assignment]
+StrategyFunction = Callable[[PlanContext], Assignment]
 
 STRATEGY_MODULES: dict[str, str] = {
     "range": "kafka_rebalance_assignors.range_assignor",
@@ -30,6 +33,11 @@ STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGY_MODULES)
 
 
 def strategy_function(name: str) -> StrategyFunction:
-    """The `assign` function of a strategy; KeyError for an unknown name."""
+    """The `assign` function of a strategy; KeyError for an unknown name. A strategy still
+    written as `assign(group, options)` (weighted-sticky, until its rework lands) is called with
+    the context's group and options."""
     module = importlib.import_module(STRATEGY_MODULES[name])
-    return module.assign
+    assign = module.assign
+    if len(inspect.signature(assign).parameters) == 2:
+        return lambda context: assign(context.group, context.options)
+    return assign

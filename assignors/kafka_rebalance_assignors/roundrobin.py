@@ -19,17 +19,17 @@ from collections import deque
 from itertools import repeat
 
 from kafka_rebalance_assignors.collector import collector_paused
-from kafka_rebalance_assignors.model import Assignment, Group, Options
-from kafka_rebalance_assignors.sticky_core import subscribers_by_topic
+from kafka_rebalance_assignors.context import PlanContext
+from kafka_rebalance_assignors.model import Assignment
 
 
-def assign(group: Group, options: Options) -> Assignment:
-    del options  # roundrobin has no tunables
+def assign(context: PlanContext) -> Assignment:
+    group = context.group  # roundrobin has no tunables
     member_ids = list(group.members)  # sorted by id
     results: list[dict[str, list[int]]] = [{} for _ in member_ids]
     cursor = 0  # index (in member_ids) the circular iterator points at
     with collector_paused():
-        for topic, positions in subscribers_by_topic(group).items():  # topics in name order
+        for topic, positions in context.subscribers.items():  # topics in name order
             count = group.topics[topic]
             if count == 0:
                 continue

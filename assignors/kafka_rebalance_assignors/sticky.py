@@ -8,10 +8,11 @@ the plan's `moves` list is what changes owner between the previous and the targe
 
 from __future__ import annotations
 
-from kafka_rebalance_assignors.model import Assignment, Group, Options
+from kafka_rebalance_assignors.context import PlanContext
+from kafka_rebalance_assignors.model import Assignment
 from kafka_rebalance_assignors.sticky_core import sticky_assignment
 
 
-def assign(group: Group, options: Options) -> Assignment:
-    del options  # balance and stickiness have no tunables in Kafka's sticky assignors
-    return sticky_assignment(group)
+def assign(context: PlanContext) -> Assignment:
+    # balance and stickiness have no tunables in Kafka's sticky assignors
+    return sticky_assignment(context)

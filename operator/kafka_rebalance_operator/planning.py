@@ -1,8 +1,8 @@
-"""From observations to the plan-contract document, and the decision what to do with a plan.
+"""From observations to the planning request, and the decision what to do with a plan.
 
-Pure. The operator calls `assignors.plan` (the same function as `kafka-rebalance plan`) on the
-document built here, so a user can preview exactly what the operator will apply by feeding the
-same document to the command.
+Pure. The operator plans the typed request built here with `assignors.plan_request`, which runs
+exactly the steps `kafka-rebalance plan` runs on the request's document (`build_document`), so a
+user can preview what the operator will apply by feeding that document to the command.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import kafka_rebalance_assignors as assignors
 from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
@@ -20,14 +21,43 @@ from kafka_rebalance_operator.policy import PolicySpec
 PartitionKey = tuple[str, int]
 
 
-def _fill(values: list[float | None]) -> list[float] | None:
-    """Unknown entries take the mean of the known ones (neither attracting nor repelling load);
-    None when nothing is known for the topic, so the planner treats the topic as unmeasured."""
-    known = [v for v in values if v is not None]
-    if not known:
-        return None
-    mean = sum(known) / len(known)
-    return [mean if v is None else v for v in values]
+def build_request(
+    spec: PolicySpec,
+    topics: Mapping[str, int],
+    weights: Mapping[str, float],
+    current: Mapping[str, MemberDocument],
+    lag: Mapping[PartitionKey, float | None],
+    rate: Mapping[PartitionKey, float | None],
+) -> assignors.PlanRequest:
+    """The planning request for this poll.
+
+    Every member subscribes to every topic of the policy. Previous ownership comes from the
+    members' current ConfigMaps, with the ConfigMap's epoch as the KIP-341 generation. A lag or
+    rate that was not observed is passed as unknown: the planner says what it counts as.
+    """
+    owned = {
+        name: document.partitions
+        for name, document in current.items()
+        if name in weights and document.partitions
+    }
+    options = assignors.PlanOptions(
+        count_balance=spec.count_balance,
+        max_moves=spec.move_budget(sum(topics.values())),
+        min_improvement=spec.min_improvement,
+        load_model=spec.load_model or None,
+        target_drain_seconds=spec.target_drain_seconds,
+    )
+    return assignors.group_request(
+        strategy=spec.strategy,
+        topics=topics,
+        members=weights,
+        owned=owned,
+        lag=lag,
+        rate=rate,
+        weights=weights,
+        generations={name: current[name].epoch for name in owned},
+        options=options,
+    )
 
 
 def build_document(
@@ -38,51 +68,8 @@ def build_document(
     lag: Mapping[PartitionKey, float | None],
     rate: Mapping[PartitionKey, float | None],
 ) -> dict[str, Any]:
-    """The plan-contract input for this poll.
-
-    Every member subscribes to every topic of the policy. Previous ownership comes from the
-    members' current ConfigMaps, with the ConfigMap's epoch as the KIP-341 generation.
-    """
-    subscribed = sorted(topics)
-    members: dict[str, Any] = {}
-    for name in sorted(weights):
-        entry: dict[str, Any] = {"topics": subscribed, "weight": weights[name]}
-        document = current.get(name)
-        if document is not None and document.partitions:
-            entry["owned"] = {t: list(p) for t, p in document.partitions.items()}
-            entry["generation"] = document.epoch
-        members[name] = entry
-    lag_arrays: dict[str, list[float]] = {}
-    rate_arrays: dict[str, list[float]] = {}
-    for topic in subscribed:
-        count = topics[topic]
-        filled = _fill([lag.get((topic, p)) for p in range(count)])
-        if filled is not None and count:
-            lag_arrays[topic] = filled
-        filled = _fill([rate.get((topic, p)) for p in range(count)])
-        if filled is not None and count:
-            rate_arrays[topic] = [max(0.0, v) for v in filled]
-    options: dict[str, Any] = {
-        "min_improvement": spec.min_improvement,
-        "count_balance": spec.count_balance,
-        "target_drain_seconds": spec.target_drain_seconds,
-    }
-    budget = spec.move_budget(sum(topics.values()))
-    if budget is not None:
-        options["max_moves"] = budget
-    if spec.load_model:
-        options["load_model"] = spec.load_model
-    document: dict[str, Any] = {
-        "strategy": spec.strategy,
-        "topics": dict(sorted(topics.items())),
-        "members": members,
-        "options": options,
-    }
-    if lag_arrays:
-        document["lag"] = lag_arrays
-    if rate_arrays:
-        document["rate"] = rate_arrays
-    return document
+    """The plan-contract document of `build_request`: what `kafka-rebalance plan` previews."""
+    return build_request(spec, topics, weights, current, lag, rate).to_document()
 
 
 def plan_hash(assignment: Mapping[str, Mapping[str, list[int]]]) -> str:
@@ -268,17 +255,11 @@ def decide(
 
 
 def moves_between(before: Assignment, after: Mapping[str, Mapping[str, list[int]]]) -> int:
-    """Partitions whose owner differs (unowned partitions granted are not moves)."""
-    owner: dict[tuple[str, int], str] = {}
-    for member, parts in before.items():
+    """Partitions whose owner differs (unowned partitions granted are not moves), counted by the
+    planner's own rule over the partitions `after` assigns."""
+    topics: dict[str, int] = {}
+    for parts in after.values():
         for topic, ps in parts.items():
-            for p in ps:
-                owner[(topic, p)] = member
-    count = 0
-    for member, parts in after.items():
-        for topic, ps in parts.items():
-            for p in ps:
-                previous = owner.get((topic, p))
-                if previous is not None and previous != member:
-                    count += 1
-    return count
+            if ps:
+                topics[topic] = max(topics.get(topic, 0), max(ps) + 1)
+    return len(assignors.moves_between(topics, before, after))

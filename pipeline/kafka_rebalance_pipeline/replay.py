@@ -26,7 +26,7 @@ from kafka_rebalance_pipeline.simulate import Score, drain_step, score, time_lag
 LOAD_DRIVEN = frozenset({"kip169", "lag-aware"})
 DEFAULT_COOLDOWN_S = 300.0
 # (poll, candidate's document key, owners, integer lags) -> the planner's answer; per group.
-PlanCache = dict[tuple[Any, ...], dict[str, Any]]
+PlanCache = dict[tuple[Any, ...], assignors.Plan]
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ class ReplayResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _plan_document(
+def _plan_request(
     history: GroupHistory,
     candidate: Candidate,
     owners: Sequence[str | None],
@@ -239,31 +239,23 @@ def _plan_document(
     lag: Sequence[float],
     rate: Sequence[float],
     weights: Mapping[str, float],
-) -> dict[str, Any]:
+) -> assignors.PlanRequest:
+    """The request the operator would build at this poll (`assignors.group_request`, as the
+    operator's `planning.build_request`): every present member subscribes to every topic."""
     owned: dict[str, dict[str, list[int]]] = {m: {} for m in present}
     for (topic, part), owner in zip(history.partitions, owners, strict=True):
         if owner in owned:
             owned[owner].setdefault(topic, []).append(part)
-    subscribed = list(history.topics)
-    members = {}
-    for m in present:
-        entry: dict[str, Any] = {"topics": subscribed, "owned": owned[m]}
-        if candidate.weights == "capacity":
-            entry["weight"] = weights[m]
-        members[m] = entry
-    lag_doc: dict[str, list[int]] = {t: [0] * n for t, n in history.topics.items()}
-    rate_doc: dict[str, list[float]] = {t: [0.0] * n for t, n in history.topics.items()}
-    for (topic, part), value, r in zip(history.partitions, lag, rate, strict=True):
-        lag_doc[topic][part] = max(0, int(value))
-        rate_doc[topic][part] = round(max(0.0, r), 6)
-    return {
-        "strategy": candidate.strategy,
-        "topics": dict(history.topics),
-        "members": members,
-        "lag": lag_doc,
-        "rate": rate_doc,
-        "options": candidate.plan_options(),
-    }
+    return assignors.group_request(
+        strategy=candidate.strategy,
+        topics=history.topics,
+        members=present,
+        owned=owned,
+        lag={tp: max(0, int(value)) for tp, value in zip(history.partitions, lag, strict=True)},
+        rate={tp: round(max(0.0, r), 6) for tp, r in zip(history.partitions, rate, strict=True)},
+        weights=weights if candidate.weights == "capacity" else None,
+        options=assignors.PlanOptions(**candidate.plan_options()),
+    )
 
 
 def _ratio(value: Any) -> float | None:
@@ -350,10 +342,10 @@ def replay(
         try:
             result = plans_cache.get(key) if plans_cache is not None else None
             if result is None:
-                document = _plan_document(
+                request = _plan_request(
                     history, candidate, owners, present, lag, history.rates[t], weights
                 )
-                result = assignors.plan(document)
+                result = assignors.plan_request(request)
                 if plans_cache is not None:
                     plans_cache[key] = result
         except Exception as exc:  # a planner bug must not kill the other groups' backtests
@@ -367,12 +359,12 @@ def replay(
             )
         plans += 1
         target: list[str | None] = [None] * count
-        for member, owned in result["assignment"].items():
+        for member, owned in result.assignment.items():
             for topic, parts in owned.items():
                 for part in parts:
                     target[position[(topic, part)]] = member
         in_place = f"epoch {epochs}"  # decide() compares plan identities, nothing else
-        stats = result["stats"]
+        stats = result.stats
         decision = replanning.decide(
             rules,
             now=now,
@@ -382,13 +374,13 @@ def replay(
             writes_needed=False,
             structural=structural,
             last_applied_at=last_applied,
-            ratio_before=_ratio(stats.get("max_load_ratio_before")),
-            ratio_after=_ratio(stats.get("max_load_ratio")),
-            moves=len(result["moves"]),
+            ratio_before=_ratio(stats.max_load_ratio_before),
+            ratio_after=_ratio(stats.max_load_ratio),
+            moves=len(result.moves),
         )
         if decision.action is replanning.Action.APPLY:
             epochs += 1
-            moves += len(result["moves"])
+            moves += len(result.moves)
             last_applied = now
             for p in range(count):
                 if target[p] != owners[p]:

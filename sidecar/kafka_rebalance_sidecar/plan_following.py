@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kafka_rebalance_assignors import plan
+from kafka_rebalance_assignors import MemberRequest, PlanRequest, plan_request
 
 from kafka_rebalance_sidecar.user_data import NO_EPOCH, Claim
 
@@ -122,8 +122,8 @@ def _fallback(
         for owner in owners:
             if owner is not None:
                 claimed_count[owner] = claimed_count.get(owner, 0) + 1
-    document_topics = {topic: len(parts) for topic, parts in free.items()}
-    document_members = {}
+    request_topics = {topic: len(parts) for topic, parts in free.items()}
+    request_members: dict[str, MemberRequest] = {}
     for view in members:
         owned = {}
         for topic, parts in view.owned.items():
@@ -137,15 +137,15 @@ def _fallback(
         if pinned:
             # A space is not allowed in Kafka topic names: no clash with a real topic.
             private = _PINNED_PREFIX + view.member_id
-            document_topics[private] = pinned
+            request_topics[private] = pinned
             topics.append(private)
             owned[private] = list(range(pinned))
-        document_members[view.member_id] = {"topics": topics, "owned": owned}
-    result = plan(
-        {"strategy": FALLBACK_STRATEGY, "topics": document_topics, "members": document_members}
+        request_members[view.member_id] = MemberRequest(topics=topics, owned=owned)
+    result = plan_request(
+        PlanRequest(topics=request_topics, members=request_members, strategy=FALLBACK_STRATEGY)
     )
     placed = 0
-    for member_id, topics in result["assignment"].items():
+    for member_id, topics in result.assignment.items():
         for topic, indexes in topics.items():
             if topic not in free:
                 continue  # the member's own claimed partitions, which stay where they are

@@ -1,0 +1,217 @@
+"""The typed planning API: callers build a `PlanRequest` and get a `Plan` back.
+
+`plan_request(request)` is what in-process callers (the operator, the pipeline's replay, the
+sidecar's fallback) use; `plan(document)` is the plan contract's JSON adapter that the
+`kafka-rebalance plan` command uses. A request is validated by the very code that validates a
+document (`PlanRequest.to_document()` is its plan-contract form), so what a user previews with
+the command is what the operator does; a test holds `plan(request.to_document())` equal to
+`plan_request(request)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_rebalance_assignors.model import DEFAULT_STRATEGY, Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRequest:
+    """One consumer as a caller knows it: what it subscribes to and what it claims to own (stale
+    claims and unknown topics are dropped and counted by the planner, as Kafka does)."""
+
+    topics: Sequence[str]
+    weight: float = 1.0
+    owned: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    generation: int | None = None  # KIP-341: the generation the claims were made in
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    """Strategy options; None leaves the planner's default (see `model.Options`)."""
+
+    count_balance: str | None = None  # "strict" | "relaxed"
+    max_moves: int | str | None = None  # an integer, or a percentage of all partitions: "25%"
+    min_improvement: float | None = None
+    load_model: str | None = None  # "count" | "lag" | "rate" | "drain"; None: chosen from data
+    target_drain_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """One planning round's input. `lag` and `rate` hold one value per partition, None where it
+    was not observed (`load` says what an unknown value counts as); a topic with nothing
+    observed is left out."""
+
+    topics: Mapping[str, int]
+    members: Mapping[str, MemberRequest]
+    strategy: str = DEFAULT_STRATEGY
+    lag: Mapping[str, Sequence[float | None]] = field(default_factory=dict)
+    rate: Mapping[str, Sequence[float | None]] = field(default_factory=dict)
+    options: PlanOptions = field(default_factory=PlanOptions)
+
+    def to_document(self) -> dict[str, Any]:
+        """The plan-contract document of this request (fields at their default left out)."""
+        members: dict[str, Any] = {}
+        for member_id, member in self.members.items():
+            entry: dict[str, Any] = {"topics": list(member.topics)}
+            if member.weight != 1.0:
+                entry["weight"] = member.weight
+            if member.owned:
+                entry["owned"] = {topic: list(parts) for topic, parts in member.owned.items()}
+            if member.generation is not None:
+                entry["generation"] = member.generation
+            members[member_id] = entry
+        document: dict[str, Any] = {
+            "strategy": self.strategy,
+            "topics": dict(self.topics),
+            "members": members,
+        }
+        if self.lag:
+            document["lag"] = {topic: list(values) for topic, values in self.lag.items()}
+        if self.rate:
+            document["rate"] = {topic: list(values) for topic, values in self.rate.items()}
+        options = {
+            name: getattr(self.options, name)
+            for name in PlanOptions.__slots__
+            if getattr(self.options, name) is not None
+        }
+        if options:
+            document["options"] = options
+        return document
+
+
+def group_request(
+    *,
+    strategy: str,
+    topics: Mapping[str, int],
+    members: Iterable[str],
+    owned: Mapping[str, Mapping[str, Sequence[int]]],
+    lag: Mapping[tuple[str, int], float | None],
+    rate: Mapping[tuple[str, int], float | None],
+    weights: Mapping[str, float] | None = None,
+    generations: Mapping[str, int] | None = None,
+    options: PlanOptions | None = None,
+) -> PlanRequest:
+    """The request for a group whose members all subscribe to every topic: the operator's
+    policy and the pipeline's replay of it. Ownership per member (its KIP-341 generation in
+    `generations`), weights (1.0 when absent), and lag and rate per (topic, partition): a
+    partition missing from the map, or None, was not observed; a negative rate counts as 0."""
+    subscribed = sorted(topics)
+    requested: dict[str, MemberRequest] = {}
+    for member_id in sorted(members):
+        requested[member_id] = MemberRequest(
+            topics=subscribed,
+            weight=1.0 if weights is None else weights[member_id],
+            owned=owned.get(member_id, {}),
+            generation=None if generations is None else generations.get(member_id),
+        )
+    return PlanRequest(
+        topics=dict(sorted(topics.items())),
+        members=requested,
+        strategy=strategy,
+        lag=_observed(lag, subscribed, topics, clamp=False),
+        rate=_observed(rate, subscribed, topics, clamp=True),
+        options=options or PlanOptions(),
+    )
+
+
+def _observed(
+    values: Mapping[tuple[str, int], float | None],
+    subscribed: list[str],
+    topics: Mapping[str, int],
+    clamp: bool,
+) -> dict[str, list[float | None]]:
+    """topic -> value per partition (None: not observed), topics with nothing observed left
+    out. `clamp`: negative values count as 0 (a rate from offsets that went backwards)."""
+    arrays: dict[str, list[float | None]] = {}
+    for topic in subscribed:
+        array = [values.get((topic, p)) for p in range(topics[topic])]
+        if any(value is not None for value in array):
+            arrays[topic] = [max(0.0, v) if clamp and v is not None else v for v in array]
+    return arrays
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A partition that changes owner (`to_member` None: nobody subscribes to its topic now)."""
+
+    topic: str
+    partition: int
+    from_member: str
+    to_member: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    weight: float
+    partitions: int
+    load: float
+    normalised_load: float
+
+
+@dataclass(frozen=True, slots=True)
+class PlanStats:
+    """The plan's figures (docs/planning.md, "The plan contract", describes each)."""
+
+    strategy: str
+    members: int
+    topics: int
+    partitions: int
+    assigned: int
+    unassigned: int
+    moves: int
+    budgeted_moves: int
+    granted_unowned: int
+    count_spread: int
+    load_model: str
+    max_load: float
+    lower_bound: float
+    max_load_ratio: float
+    max_load_before: float
+    max_load_ratio_before: float
+    conflicting_claims: int
+    stale_ownership_dropped: int
+    unknown_subscriptions_ignored: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A planning round's result: the target assignment (every member present, topics and
+    partitions sorted), the moves from the resolved previous ownership, and the figures."""
+
+    assignment: Assignment
+    members: dict[str, MemberSummary]
+    moves: tuple[Move, ...]
+    stats: PlanStats
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> Plan:
+        """The typed form of a plan-contract result (what `plan` returns)."""
+        return cls(
+            assignment=document["assignment"],
+            members={m: MemberSummary(**entry) for m, entry in document["members"].items()},
+            moves=tuple(
+                Move(move["topic"], move["partition"], move["from"], move["to"])
+                for move in document["moves"]
+            ),
+            stats=PlanStats(**document["stats"]),
+        )
+
+    def to_document(self) -> dict[str, Any]:
+        """The plan-contract result (the `plan` command's output)."""
+        return {
+            "assignment": self.assignment,
+            "members": {
+                m: {name: getattr(entry, name) for name in MemberSummary.__slots__}
+                for m, entry in self.members.items()
+            },
+            "moves": [
+                {"topic": move.topic, "partition": move.partition}
+                | {"from": move.from_member, "to": move.to_member}
+                for move in self.moves
+            ],
+            "stats": {name: getattr(self.stats, name) for name in PlanStats.__slots__},
+        }

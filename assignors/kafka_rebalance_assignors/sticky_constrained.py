@@ -1,0 +1,307 @@
+"""The sticky assignors' path for identical subscriptions: Kafka's KAFKA-9987 constrained
+algorithm (see `sticky_core` for the rules and why revoked partitions are dealt last). The
+counterpart of Kafka's UniformHomogeneousAssignmentBuilder."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from itertools import chain, filterfalse, repeat
+
+from kafka_rebalance_assignors.context import PlanContext
+from kafka_rebalance_assignors.model import Assignment
+from kafka_rebalance_assignors.sticky_ownership import (
+    Owned,
+    Previous,
+    _collect,
+    _discard,
+    free_partitions,
+    partition_numbers,
+)
+
+
+def _add(target: dict[str, list[int]], topic: str, piece: list[int]) -> None:
+    current = target.get(topic)
+    if current is None:
+        target[topic] = piece
+    elif type(current) is tuple:  # a shared single from `_Dealer._deal_columns`: never mutate
+        target[topic] = [*current, *piece]
+    else:
+        current.extend(piece)
+
+
+def constrained(
+    context: PlanContext, owned: Owned, previous: Previous, claimed: set[int] | None
+) -> Assignment:
+    """The KAFKA-9987 path. `claimed`: global numbers of all claims when none conflicted (it is
+    consumed: partitions not kept are removed from it)."""
+    group = context.group
+    member_ids = list(group.members)
+    size = len(member_ids)
+    topics = next(iter(group.members.values())).topics
+    if not topics:
+        return {member_id: {} for member_id in member_ids}
+    topic_index = {topic: i for i, topic in enumerate(topics)}
+    total = sum(group.topics[t] for t in topics)
+    min_quota, extra = divmod(total, size)
+    max_quota = min_quota + 1 if extra else min_quota
+
+    # Retention.
+    offsets = context.offsets
+    taken: set[int] = claimed if claimed is not None else set()
+    subscribed = topic_index.keys()
+    trimmed = []
+    for mine in owned:
+        if mine and not mine.keys() <= subscribed:
+            dropped = {t: mine[t] for t in mine if t not in subscribed}
+            if claimed is not None:
+                _discard(taken, dropped, offsets)
+            mine = {t: mine[t] for t in mine if t in subscribed}
+        trimmed.append(mine)
+    owned = trimmed
+    owned_counts = [sum(map(len, mine.values())) for mine in owned]
+    kept: list[dict[str, list[int]]] = []
+    counts = [0] * size
+    max_slots_used = 0
+    revoked: dict[str, list[int]] = {}  # owned partitions given up to meet the quota
+    for index, mine in enumerate(owned):
+        held = owned_counts[index]
+        cap = held
+        if held > min_quota:
+            if extra and held >= max_quota and max_slots_used < extra:
+                cap = max_quota
+                max_slots_used += 1
+            else:
+                cap = min_quota
+        if held > cap:
+            keep = _keep_first(mine, cap, topic_index, previous, owned_counts, min_quota)
+            if claimed is not None:
+                _discard(taken, mine, offsets)
+                _collect(taken, keep, offsets)
+            for topic, partitions in mine.items():
+                given_up = set(partitions).difference(keep.get(topic, ()))
+                if given_up:
+                    revoked.setdefault(topic, []).extend(given_up)
+            mine = keep
+        kept.append(dict(zip(mine.keys(), map(list, mine.values()), strict=True)))
+        counts[index] = min(held, cap)
+    if claimed is None:
+        for mine in kept:
+            _collect(taken, mine, offsets)
+
+    # Unassigned partitions, topic by topic in name order (global numbers: `Group.offsets`): first
+    # those nobody owned, then those revoked above. Dealing the revoked ones last makes the plan
+    # stable under the cooperative protocol: after round one (target minus transfers) the only
+    # unowned partitions are exactly the revoked ones, the fill starts from the same counts, and
+    # the memoryless least-loaded rule hands each to the same member again.
+    held_topics: set[str] = set()  # topics some member keeps partitions of
+    segments: list[tuple[str, list[int]]] = []
+    numbers = partition_numbers(group.topics[t] for t in topics)
+    for topic in topics:
+        count = group.topics[topic]
+        if taken:
+            free = free_partitions(numbers, count, offsets[topic], taken)
+            if len(free) < count:
+                held_topics.add(topic)
+        else:
+            free = numbers[:count]
+        given_up = revoked.get(topic)
+        if given_up:
+            free = list(filterfalse(set(given_up).__contains__, free))
+            held_topics.add(topic)
+        if previous.get(topic) and free:
+            free = _return_to_previous(topic, free, previous[topic], kept, counts, min_quota)
+            held_topics.add(topic)  # the dealer must merge into this topic from now on
+        if free:
+            segments.append((topic, free))
+    segments.extend((topic, sorted(revoked[topic])) for topic in topics if topic in revoked)
+
+    # Fill: least loaded first, ties by id, in phases of identical rounds.
+    remaining = sum(len(free) for _, free in segments)
+    dealer = _Dealer(segments, kept, held_topics, numbers)
+    order = sorted(range(size), key=counts.__getitem__)  # stable: ties stay in id order
+    active: list[int] = []
+    next_member = 0
+    level = counts[order[0]]
+    while remaining > 0:
+        joining = []
+        while next_member < size and counts[order[next_member]] == level:
+            joining.append(order[next_member])
+            next_member += 1
+        if joining:
+            active = sorted(active + joining)
+        if level < min_quota:
+            ceiling = counts[order[next_member]] if next_member < size else min_quota
+            rounds = min(ceiling, min_quota) - level
+            dealer.deal(active, rounds)
+            remaining -= len(active) * rounds
+            level += rounds
+        else:  # everyone is at minQuota: the remainder goes one each, in id order
+            if remaining > len(active):
+                raise AssertionError("constrained fill: more leftovers than maxQuota slots")
+            dealer.deal(active[:remaining], 1)
+            remaining = 0
+    if remaining < 0:
+        raise AssertionError("constrained fill: quota accounting went negative")
+    return dict(zip(member_ids, kept, strict=True))
+
+
+def _keep_first(
+    mine: dict[str, Sequence[int]],
+    cap: int,
+    topic_index: dict[str, int],
+    previous: Previous,
+    owned_counts: list[int],
+    min_quota: int,
+) -> dict[str, Sequence[int]]:
+    """The `cap` partitions a member over its quota keeps: (partition, topic) order, except that
+    partitions whose previous-generation owner is short of minQuota are given up first."""
+    width = len(topic_index)
+    keys: list[int] = []
+    homeless_rank = 1 << 62
+    for topic, partitions in mine.items():
+        t = topic_index[topic]
+        back = previous.get(topic)
+        for p in partitions:
+            key = p * width + t
+            if back is not None:
+                owner = back.get(p)
+                if owner is not None and owned_counts[owner] < min_quota:
+                    key += homeless_rank
+            keys.append(key)
+    keys.sort()
+    names = list(topic_index)
+    result: dict[str, list[int]] = {}
+    for key in keys[:cap]:
+        p, t = divmod(key % homeless_rank, width)
+        result.setdefault(names[t], []).append(p)
+    return result  # type: ignore[return-value]
+
+
+def _return_to_previous(
+    topic: str,
+    free: list[int],
+    back: dict[int, int],
+    kept: list[dict[str, list[int]]],
+    counts: list[int],
+    min_quota: int,
+) -> list[int]:
+    still_free = []
+    for p in free:
+        owner = back.get(p)
+        if owner is not None and counts[owner] < min_quota:
+            _add(kept[owner], topic, [p])
+            counts[owner] += 1
+        else:
+            still_free.append(p)
+    return still_free
+
+
+class _Dealer:
+    """Hands out the unassigned sequence (concatenated topic segments) round by round.
+
+    Within one segment each receiving member gets exactly one extended slice, so when no member
+    holds the topic yet the slices are stored with C-level `map` calls; only topics some member
+    already holds need a per-member merge."""
+
+    def __init__(
+        self,
+        segments: list[tuple[str, list[int]]],
+        result: list[dict],
+        held: set[str],
+        numbers: list[int],
+    ) -> None:
+        self.segments = segments
+        self.result = result
+        self.held = held  # topics some member already has partitions of
+        self.numbers = numbers  # the shared 0..n-1 (see `partition_numbers`)
+        self.segment = 0
+        self.offset = 0
+        self._singles: list[tuple[int]] | None = None
+
+    def deal(self, members: list[int], rounds: int) -> None:
+        """Each of `members` (in this order) gets one partition per round, `rounds` times."""
+        if self._deal_columns(members, rounds):
+            return
+        width = len(members)
+        total = width * rounds
+        dealt = 0
+        result = self.result
+        while dealt < total:
+            topic, free = self.segments[self.segment]
+            start = self.offset
+            take = min(len(free) - start, total - dealt)
+            stop = start + take
+            receivers = min(width, take)
+            shift = dealt % width
+            order = members[shift:] + members[:shift] if shift else members
+            if take <= width:  # one partition each: one-element lists, no slice objects
+                pieces = map(list, zip(free[start:stop]))
+            else:
+                pieces = map(
+                    free.__getitem__,
+                    map(slice, range(start, start + receivers), repeat(stop), repeat(width)),
+                )
+            targets = map(result.__getitem__, order[:receivers])
+            if topic in self.held:
+                for target, piece in zip(targets, pieces, strict=True):
+                    _add(target, topic, piece)
+            else:
+                deque(map(dict.__setitem__, targets, repeat(topic), pieces), maxlen=0)
+                self.held.add(topic)
+            dealt += take
+            if stop == len(free):
+                self.segment += 1
+                self.offset = 0
+            else:
+                self.offset = stop
+
+    def _deal_columns(self, members: list[int], rounds: int) -> bool:
+        """`deal` member by member instead of topic by topic, when every topic this call reaches
+        is new to every member and no topic gives any member more than one partition (each
+        segment dealt here is no longer than the round): the fresh identical-subscription case,
+        where the result is one one-partition list per (member, topic), a million at Kafka's
+        scale. Position k of the dealt sequence goes to members[k % width], so member j's share
+        is the strided slice [j::width] of the concatenated segments: each member's dict is
+        then extended in one C-level update, in the same topic order the segment-by-segment
+        deal would insert. Each one-partition entry is a shared, immutable 1-tuple rather than a
+        new list: at that scale the million small lists (and the collector's later scan of them)
+        were most of the assignment's cost, where Kafka's Java side only stores references to
+        TopicPartition objects it already has. Strategy results are read-only (see
+        `assignors.registry`); `plan` copies them into sorted lists. False (nothing done) when
+        the case does not apply."""
+        if self.offset:
+            return False
+        width = len(members)
+        need = width * rounds
+        reached: list[tuple[str, list[int], int]] = []
+        index = self.segment
+        while need > 0:
+            topic, free = self.segments[index]
+            take = min(len(free), need)
+            if topic in self.held or take > width:
+                return False
+            reached.append((topic, free, take))
+            need -= take
+            index += 1
+        partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
+        topics = list(chain.from_iterable(repeat(topic, take) for topic, _, take in reached))
+        if self._singles is None:
+            self._singles = list(zip(self.numbers))
+        single = self._singles.__getitem__
+        result = self.result
+        first = topics[0::width]
+        template = dict.fromkeys(first)
+        for j, member in enumerate(members):
+            keys = topics[j::width]
+            target = result[member]
+            if not target and keys == first:  # the usual case: a presized copy, no rehashing
+                target = result[member] = template.copy()
+            target.update(zip(keys, map(single, partitions[j::width]), strict=True))
+        self.held.update(topic for topic, _, _ in reached)
+        _, free, take = reached[-1]
+        if take == len(free):
+            self.segment = index
+        else:
+            self.segment, self.offset = index - 1, take
+        return True
