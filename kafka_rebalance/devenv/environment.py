@@ -21,6 +21,7 @@ from kafka_rebalance.devenv import (
     kafka_broker,
     kafka_protocol,
     kafka_secured,
+    mounts,
     node,
     pod_network,
     processes,
@@ -297,6 +298,7 @@ class DevEnvironment:
         killed = processes.stop_all(list(reversed(records)), grace=grace)
         if info.get("pod_bridge") or info.get("containerd_socket"):
             node.teardown(self.state_dir / "node", str(info.get("pod_bridge") or "") or None)
+            mounts.unmount_under(self.state_dir)  # e.g. what an interrupted `dev image` left
         ports = [p for r in records for p in r.ports.values()]
         deadline = time.monotonic() + 5.0  # the kernel may need a moment to close sockets
         still_open = [p for p in ports if is_listening(p)]
