@@ -196,7 +196,10 @@ def _dockerfile_stages() -> list[list[str]]:
 
 def test_dockerfile_is_multi_stage_and_runs_as_non_root() -> None:
     text = (ROOT / "Dockerfile").read_text()
-    assert "ARG PYTHON_IMAGE=python:3.11-slim" in text
+    (base,) = [line for line in text.splitlines() if line.startswith("ARG PYTHON_IMAGE=")]
+    # A user's `docker build .` gets Python 3.11 slim, pinned by digest (a tag can move).
+    assert base.startswith("ARG PYTHON_IMAGE=python:3.11") and "-slim" in base
+    assert re.search(r"@sha256:[0-9a-f]{64}$", base)
     stages = _dockerfile_stages()
     assert len(stages) == 2
     builder, final = stages
@@ -307,6 +310,8 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
         "8080",
         "--metrics-port",
         "9100",
+        "--log-format",
+        "text",
     ]
     sc = container["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False
@@ -344,6 +349,8 @@ def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> N
         "8080",
         "--metrics-port",
         "9100",
+        "--log-format",
+        "text",
     ]
 
 
@@ -366,6 +373,8 @@ def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
         "8080",
         "--metrics-port",
         "9100",
+        "--log-format",
+        "text",
     ]
 
 
