@@ -167,6 +167,16 @@ REFUSED: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["spec.topicPattern", "mutually exclusive"],
     ),
     ("neither-topics-nor-pattern", _drop("topics"), ["spec.topics", "is required"]),
+    (
+        "topicPattern-lookahead",
+        lambda spec: (_drop("topics")(spec), _set("topicPattern", "orders-(?!test).*")(spec)),
+        ["spec.topicPattern", "lookarounds", "RE2 syntax"],
+    ),
+    (
+        "topicPattern-atomic-group",
+        lambda spec: (_drop("topics")(spec), _set("topicPattern", "(?>orders|payments)-.*")(spec)),
+        ["spec.topicPattern", "atomic groups"],
+    ),
     ("empty-topics", _set("topics", []), ["spec.topics"]),
     ("bad-topic-name", _set("topics", ["orders!"]), ["spec.topics[0]"]),
     ("missing-bootstrap", _set("kafka", {}), ["spec.kafka.bootstrapServers", "Required value"]),
@@ -240,6 +250,35 @@ def test_the_base_policy_is_accepted_and_defaulted(k8s: Any, namespace: str) -> 
         "countBalance": "relaxed",
     }
     assert spec["apply"] == {"mode": "group", "handoffTimeout": "60s"}
+
+
+@pytest.mark.parametrize("pattern", ["([a-z]+-?)*x", "(?P<env>eu|us)-orders", "(?i)orders\\..*"])
+def test_re2_topic_patterns_are_accepted(k8s: Any, namespace: str, pattern: str) -> None:
+    result = _create(
+        k8s,
+        namespace,
+        _with(lambda spec: (_drop("topics")(spec), _set("topicPattern", pattern)(spec))),
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_cluster_ca_secret_reference_is_kept(k8s: Any, namespace: str) -> None:
+    """spec.kafka.caSecretRef (a Strimzi cluster CA Secret) survives the API server's pruning."""
+    result = _create(
+        k8s,
+        namespace,
+        _with(
+            lambda spec: (
+                _set("kafka.secretRef", {"name": "orders-user"})(spec),
+                _set("kafka.caSecretRef", {"name": "my-cluster-cluster-ca-cert"})(spec),
+            )
+        ),
+    )
+    assert result.returncode == 0, result.stderr
+    kafka = json.loads(k8s.kubectl("-n", namespace, "get", "cgp", "orders", "-o", "json").stdout)[
+        "spec"
+    ]["kafka"]
+    assert kafka["caSecretRef"] == {"name": "my-cluster-cluster-ca-cert"}
 
 
 @pytest.mark.parametrize(
