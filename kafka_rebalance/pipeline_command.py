@@ -7,10 +7,12 @@ JSON-lines or Parquet paths, or `kafka://BOOTSTRAP/TOPIC` for the telemetry topi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rates.add_argument("--backlog-seconds", type=float, default=5.0)
     rates.add_argument("--min-saturated", type=int, default=3)
     _spark_options(rates)
+    _progress_option(rates)
     rates.set_defaults(handler=run_rates)
 
     back = steps.add_parser("backtest", help="replay every group under every candidate")
@@ -87,6 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "strategy, with and without capacity weights (9)",
     )
     _spark_options(back)
+    _progress_option(back)
     back.set_defaults(handler=run_backtest)
 
     rec = steps.add_parser("recommend", help="patches (YAML) and an HTML report")
@@ -101,7 +105,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rec.add_argument("--min-lag-gain", type=float, default=0.2)
     rec.add_argument("--min-lag-gain-records", type=float, default=100.0)
     rec.add_argument("--plots", type=int, default=20, help="groups with plots in the report")
+    _progress_option(rec)
     rec.set_defaults(handler=run_recommend)
+
+
+def _progress_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print only the JSON summary (no progress on stderr, as when it is not a terminal)",
+    )
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace) -> Iterator[Any]:
+    """Stages and counts on stderr for a person at a terminal; QUIET otherwise."""
+    from kafka_rebalance_pipeline.progress import QUIET
+
+    from kafka_rebalance.progress_line import ProgressLine, wanted
+
+    if not wanted(sys.stderr, args.json):
+        yield QUIET
+        return
+    line = ProgressLine(sys.stderr)
+    try:
+        yield line
+    finally:
+        line.close()
 
 
 def _range(text: str, name: str) -> tuple[int, int]:
@@ -188,34 +218,55 @@ def _connector_jars() -> list[Path]:
 def run_rates(args: argparse.Namespace) -> int:
     from kafka_rebalance_pipeline.rates_job import run_rates as job
 
-    spark = _session(args, "kafka-rebalance-rates")
-    try:
-        _print(job(spark, args.input, args.out, args.slo, args.backlog_seconds, args.min_saturated))
-    finally:
-        spark.stop()
+    from kafka_rebalance.progress_line import SparkTasks
+
+    with _progress(args) as progress:
+        progress.stage("starting Spark")
+        spark = _session(args, "kafka-rebalance-rates")
+        try:
+            with SparkTasks(spark, progress):
+                summary = job(
+                    spark,
+                    args.input,
+                    args.out,
+                    args.slo,
+                    args.backlog_seconds,
+                    args.min_saturated,
+                    progress=progress,
+                )
+        finally:
+            spark.stop()
+    _print(summary)
     return 0
 
 
 def run_backtest(args: argparse.Namespace) -> int:
     from kafka_rebalance_pipeline.backtest_job import run_backtest as job
 
-    spark = _session(args, "kafka-rebalance-backtest")
-    try:
-        _print(
-            job(
-                spark,
-                args.input,
-                args.rates,
-                args.out,
-                handoff_s=args.handoff,
-                slo_s=args.slo,
-                default_strategy=args.default_strategy,
-                groups=args.group,
-                grid=args.grid,
-            )
-        )
-    finally:
-        spark.stop()
+    from kafka_rebalance.progress_line import SparkTasks
+
+    with _progress(args) as progress:
+        progress.stage("starting Spark")
+        spark = _session(args, "kafka-rebalance-backtest")
+        try:
+            replayed = spark.sparkContext.accumulator(0)
+            with SparkTasks(spark, progress, replayed, "groups replayed"):
+                summary = job(
+                    spark,
+                    args.input,
+                    args.rates,
+                    args.out,
+                    handoff_s=args.handoff,
+                    slo_s=args.slo,
+                    default_strategy=args.default_strategy,
+                    groups=args.group,
+                    grid=args.grid,
+                    progress=progress,
+                    replayed=replayed,
+                )
+        finally:
+            spark.stop()
+    _print(summary)
     return 0
 
 
@@ -228,5 +279,7 @@ def run_recommend(args: argparse.Namespace) -> int:
         min_lag_gain=args.min_lag_gain,
         min_lag_gain_records=args.min_lag_gain_records,
     )
-    _print(job(args.backtest, args.out, margins, args.plots))
+    with _progress(args) as progress:
+        summary = job(args.backtest, args.out, margins, args.plots, progress=progress)
+    _print(summary)
     return 0

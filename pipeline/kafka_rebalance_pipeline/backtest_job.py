@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_pipeline.progress import QUIET, Progress
 from kafka_rebalance_pipeline.rates_job import KEY
 from kafka_rebalance_pipeline.replay import backtest_group, history_from_rows
 from kafka_rebalance_pipeline.spark_io import read_telemetry, write_json
@@ -55,8 +56,10 @@ def make_group_function(
     handoff_s: float,
     slo_s: float,
     grid: str = "full",
+    replayed: Any = None,
 ) -> Any:
-    """The applyInPandas function: one group's rows in, one row per candidate out."""
+    """The applyInPandas function: one group's rows in, one row per candidate out. `replayed`:
+    a Spark accumulator counting the groups done (the driver sees it as tasks finish)."""
 
     def run(key: tuple[Any, ...], rows: Any) -> Any:
         import pandas as pd
@@ -66,6 +69,8 @@ def make_group_function(
         strategy = current.get(names["group"], default_strategy)
         history = history_from_rows(names, rows, capacity, strategy)
         out = backtest_group(history, grid, handoff_s=handoff_s, slo_s=slo_s)
+        if replayed is not None:
+            replayed.add(1)
         return pd.DataFrame(out, columns=OUTPUT_COLUMNS)
 
     return run
@@ -82,10 +87,13 @@ def run_backtest(
     default_strategy: str = "range",
     groups: Sequence[str] = (),
     grid: str = "full",
+    progress: Progress = QUIET,
+    replayed: Any = None,
 ) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     started = time.perf_counter()
+    progress.stage("reading telemetry, capacities and current strategies")
     telemetry = read_telemetry(spark, sources, cache=False)
     frame = telemetry.partitions.select(
         *KEY, "ts_ms", "topic", "partition", "log_end", "lag", "owner"
@@ -99,9 +107,12 @@ def run_backtest(
         handoff_s,
         slo_s,
         grid,
+        replayed,
     )
     results = frame.groupBy(*KEY).applyInPandas(function, schema=OUTPUT_SCHEMA)
+    progress.stage("replaying groups")
     results.write.mode("overwrite").parquet(str(out / "backtest"))
+    progress.stage("summarising")
     written = spark.read.parquet(str(out / "backtest"))
     counts = written.agg(
         F.countDistinct(*KEY).alias("groups"),

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_pipeline.progress import QUIET, Progress
 from kafka_rebalance_pipeline.spark_io import read_telemetry, write_json
 
 KEY = ["cluster", "namespace", "policy", "group"]
@@ -158,11 +159,13 @@ def run_rates(
     slo_s: float = 60.0,
     backlog_seconds: float = 5.0,
     min_saturated: int = 3,
+    progress: Progress = QUIET,
 ) -> dict[str, Any]:
     """Read, validate, aggregate, write Parquet; returns the summary (also in summary.json)."""
     from pyspark import StorageLevel
 
     started = time.perf_counter()
+    progress.stage("reading and validating telemetry")
     telemetry = read_telemetry(spark, sources)
     # Three aggregations read the same windowed rows: compute the window once.
     intervals = with_intervals(telemetry.partitions).persist(StorageLevel.MEMORY_AND_DISK)
@@ -173,7 +176,9 @@ def run_rates(
         "group_plans": group_plans(telemetry.plans),
     }
     for name, frame in outputs.items():
+        progress.stage(f"computing and writing {name}")
         frame.write.mode("overwrite").parquet(str(out / name))
+    progress.stage("schema error report")
     errors = telemetry.error_report()
     write_json(out / "schema_errors.json", errors)
     intervals.unpersist()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_pipeline.progress import QUIET, Progress
 from kafka_rebalance_pipeline.recommend import Margins, patch_yaml, recommend_all, summary_row
 from kafka_rebalance_pipeline.report import render
 from kafka_rebalance_pipeline.spark_io import write_json
@@ -23,11 +24,19 @@ def read_backtest(backtest_dir: Path) -> list[dict[str, Any]]:
 
 
 def run_recommend(
-    backtest_dir: Path, out: Path, margins: Margins | None = None, max_plotted: int = 20
+    backtest_dir: Path,
+    out: Path,
+    margins: Margins | None = None,
+    max_plotted: int = 20,
+    progress: Progress = QUIET,
 ) -> dict[str, Any]:
     started = time.perf_counter()
+    progress.stage("reading the backtest")
     rows = read_backtest(backtest_dir)
+    progress.stage("choosing a policy per group")
     recs = recommend_all(rows, margins or Margins())
+    progress.count(len(recs), len(recs), "groups")
+    progress.stage("writing patches")
     patches = out / "patches"
     if patches.exists():
         for old in patches.rglob("*.yaml"):
@@ -40,8 +49,10 @@ def run_recommend(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(patch_yaml(rec))
         written.append(str(path))
+        progress.count(len(written), None, "patches")
     write_json(out / "recommendations.json", [summary_row(r) for r in recs])
     report = out / "report.html"
+    progress.stage("rendering the report")
     report.write_text(render(recs, "kafka-rebalance: recommended policies", max_plotted))
     summary = {
         "groups": len(recs),
