@@ -57,6 +57,14 @@ class MemoryConfigMaps:
         }
 
 
+class MemoryStatus:
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    def patch(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.patches.append(dict(status))
+
+
 class MemorySecrets:
     def __init__(self) -> None:
         self.items: dict[tuple[str, str], dict[str, str]] = {}
@@ -203,6 +211,7 @@ class ListTelemetry:
 def memory_ports(kafka: MemoryKafka | None = None) -> Ports:
     return Ports(
         configmaps=MemoryConfigMaps(),
+        status=MemoryStatus(),
         secrets=MemorySecrets(),
         kafka=kafka if kafka is not None else MemoryKafka(),
         clock=ManualClock(),
@@ -234,12 +243,16 @@ class Policy:
         self.events: list[tuple[str, str, str]] = []
         self.generation = generation
         self.conflict: str | None = None
+        self.status_writes_fail = False  # as with an admission policy refusing /status
 
     def poll(self) -> reconcile.PollOutcome:
         ctx = reconcile.PolicyContext(
             "ns", "pol", "uid-1", self.generation, self.spec, self.status, self.conflict
         )
         outcome = reconcile.poll(ctx, self.pods, self.memory, self.ports, self.settings)
+        if self.status_writes_fail:
+            self.events += outcome.events
+            return outcome
         for key, value in outcome.status.items():
             if value is None:
                 self.status.pop(key, None)

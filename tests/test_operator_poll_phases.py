@@ -484,3 +484,68 @@ def test_every_partition_is_owned_once_whatever_the_member_count(members: int) -
     subject = policy(members=members)
     subject.poll()
     assert held(subject) == list(range(6))
+
+
+class TestSafeguardsWithoutStatus:
+    """Status writes that fail (an admission policy on /status, an object over the limit) must
+    not undo cooldown, minImprovement or the epoch: the operator remembers them too."""
+
+    def test_cooldown_holds_though_status_never_records_the_apply(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka, rebalance={"cooldown": "5m"})
+        subject.status_writes_fail = True
+        assert subject.poll().action is Action.APPLY
+        assert "lastAppliedTime" not in subject.status
+        actions = []
+        for heavy in ("c-0", "c-1", "c-2"):
+            skew(subject, kafka, heavy)
+            subject.ports.clock.advance(30)
+            actions.append(subject.poll().action)
+        assert Action.HOLD in actions and Action.APPLY not in actions  # a better plan waits
+        assert {d["epoch"] for d in subject.ports.configmaps.documents().values()} == {1}
+
+    def test_a_spec_change_skips_the_cooldown_once_not_every_poll(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka, rebalance={"cooldown": "5m"})
+        subject.poll()  # status written: observedGeneration 1, lastAppliedTime
+        subject.status_writes_fail = True
+        subject.generation = 2
+        subject.spec = spec(rebalance={"cooldown": "5m", "minImprovement": 0.06})
+        skew(subject, kafka)
+        assert subject.poll().action is Action.APPLY  # the first plan after a spec change
+        assert subject.status["observedGeneration"] == 1  # never written
+        actions = []
+        for heavy in ("c-0", "c-1", "c-2"):
+            skew(subject, kafka, heavy)
+            subject.ports.clock.advance(30)
+            actions.append(subject.poll().action)
+        assert Action.HOLD in actions and Action.APPLY not in actions  # a better plan waits
+        assert {d["epoch"] for d in subject.ports.configmaps.documents().values()} == {2}
+
+    def test_the_epoch_never_goes_back_when_configmaps_and_status_forget_it(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka)
+        subject.status_writes_fail = True
+        subject.poll()
+        skew(subject, kafka)
+        assert subject.poll().action is Action.APPLY
+        subject.ports.configmaps.items.clear()  # deleted by hand; status never had the epoch
+        assert subject.poll().action is Action.APPLY
+        assert {d["epoch"] for d in subject.ports.configmaps.documents().values()} == {3}
+
+    def test_a_proposal_too_large_for_status_stays_in_memory_and_says_so(self) -> None:
+        kafka = cluster(partitions=4)
+        subject = policy(kafka, members=2, rebalance={"approval": "Manual"})
+        subject.settings = OperatorSettings(proposal_budget_bytes=10)
+        assert subject.poll().action is Action.PROPOSE
+        proposal = subject.status["proposal"]
+        assert "assignment" not in proposal and proposal["hash"]
+        ready = subject.condition("Ready")
+        assert "kept in the operator's memory only" in ready["message"]
+        kafka.lag(TOPIC, {0: 900})
+        assert subject.poll().action is Action.PROPOSE
+        assert subject.status["proposal"]["hash"] == proposal["hash"]  # still on offer
+        subject.spec = {**subject.spec, "approvedPlan": proposal["hash"]}
+        assert subject.poll().action is Action.APPLY
+        hashes = {d["planHash"] for d in subject.ports.configmaps.documents().values()}
+        assert hashes == {proposal["hash"]}

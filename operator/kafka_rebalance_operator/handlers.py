@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import kopf
+from kafka_rebalance_common import redaction
 
 from kafka_rebalance_operator import metrics, names
 from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
-from kafka_rebalance_operator.ports import Ports
+from kafka_rebalance_operator.ports import Ports, StoreError
 from kafka_rebalance_operator.reconcile import PolicyContext, poll
 from kafka_rebalance_operator.settings import OperatorSettings
 
@@ -137,7 +138,6 @@ async def poll_policy(
     spec: kopf.Spec,
     status: kopf.Status,
     memo: kopf.Memo,
-    patch: kopf.Patch,
     body: kopf.Body,
     pods_by_namespace: kopf.Index[str, PodSummary],
     policies_by_namespace: kopf.Index[str, tuple[str, str, str]],
@@ -181,10 +181,35 @@ async def poll_policy(
         raise kopf.TemporaryError("poll failed; retrying", delay=operator.settings.tick_s) from None
     finally:
         operator.liveness.poll_finished(key)
-    for field, value in outcome.status.items():
-        patch.status[field] = value
     for kind, reason, message in outcome.events:
         kopf.event(body, type=kind, reason=reason, message=message)
+    if outcome.status:
+        await _write_status(operator, memory, body, namespace, name, outcome.status)
+
+
+async def _write_status(
+    operator: Operator,
+    memory: PolicyMemory,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    status: dict[str, Any],
+) -> None:
+    """Patch the policy's status. A refused write costs this policy its status report, never
+    its polls: the safeguards status carries are also in its memory. A Warning Event says so
+    when writes start failing, and `kafka_rebalance_poll_errors_total{reason=
+    "StatusWriteFailed"}` counts every refused write."""
+    try:
+        await asyncio.to_thread(operator.ports.status.patch, namespace, name, status)
+    except StoreError as error:
+        operator.ports.metrics.poll_failed(namespace, name, "StatusWriteFailed")
+        message = redaction.redact(f"status not written: {error}")[:1000]
+        log.warning("%s/%s %s", namespace, name, message)
+        if not memory.status_failing:
+            kopf.event(body, type="Warning", reason="StatusWriteFailed", message=message)
+        memory.status_failing = True
+    else:
+        memory.status_failing = False
 
 
 def _plain(value: Any) -> Any:

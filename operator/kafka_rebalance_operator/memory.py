@@ -32,6 +32,15 @@ class PolicyMemory:
     converging_since: float | None = None  # group mode: when verification last started
     polls: int = 0
     capacity: CapacityEstimator = field(default_factory=CapacityEstimator)  # adaptive weights
+    # Safeguards, remembered here as well as in status, so that a status write that fails (an
+    # admission policy on /status, an object over the size limit) cannot undo them: the last
+    # applied epoch and when it was applied (cooldown), and the spec generation the last poll
+    # reported on (a spec change skips cooldown and minImprovement for one plan, not for every
+    # poll until a status write succeeds).
+    applied_epoch: int = 0
+    applied_at: float | None = None
+    reported_generation: int | None = None
+    status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def close(self) -> None:
         """Close the Kafka client (a fresh one connects at the next poll)."""

@@ -9,12 +9,15 @@ it, never through a module global, so the decision logic runs in unit tests with
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kafka_rebalance_operator import kube_io
+from kubernetes import client
+
+from kafka_rebalance_operator import kube_io, names
 from kafka_rebalance_operator import metrics as prometheus
 from kafka_rebalance_operator.kafka_io import KafkaObserver, Observation
 from kafka_rebalance_operator.topic_pattern import TopicPattern
@@ -42,6 +45,12 @@ class ConfigMapStore(Protocol):
     def list(self, namespace: str, policy: str) -> list[dict[str, Any]]: ...
     def upsert(self, body: Mapping[str, Any]) -> None: ...
     def delete(self, namespace: str, name: str) -> None: ...
+
+
+class StatusWriter(Protocol):
+    """Merge-patches a policy's status (None removes a field; raises StoreError)."""
+
+    def patch(self, namespace: str, name: str, status: Mapping[str, Any]) -> None: ...
 
 
 class SecretReader(Protocol):
@@ -109,6 +118,7 @@ class TelemetrySink(Protocol):
 @dataclass(frozen=True)
 class Ports:
     configmaps: ConfigMapStore
+    status: StatusWriter
     secrets: SecretReader
     kafka: ObserverFactory
     clock: Clock
@@ -188,6 +198,37 @@ class KubeConfigMaps:
             raise StoreError(error.status, error.reason) from None
 
 
+class KubeStatus:
+    """The policy's status subresource through the API server. Written here rather than by
+    kopf's patch: kopf ends a timer whose status patch is refused (an admission policy on
+    /status, an oversized object), and the policy would then never be polled again."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.api_client = api_client
+
+    def patch(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            client.CustomObjectsApi(self.api_client).patch_namespaced_custom_object_status(
+                names.GROUP,
+                names.VERSION,
+                namespace,
+                names.PLURAL,
+                name,
+                {"status": dict(status)},
+                _content_type="application/merge-patch+json",
+            )
+        except kube_io.ApiException as error:
+            raise StoreError(error.status, _reason(error)) from None
+
+
+def _reason(error: Any) -> str:
+    """The API server's message (an admission policy's, say), else the HTTP reason."""
+    try:
+        return str(json.loads(error.body).get("message") or error.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(error.reason)
+
+
 class KubeSecrets:
     """Secrets through the API server, with the client it is given."""
 
@@ -203,6 +244,7 @@ def real_ports(api_client: Any, telemetry: TelemetrySink) -> Ports:
     the system clock, the Prometheus registry, and the configured telemetry sinks."""
     return Ports(
         configmaps=KubeConfigMaps(api_client),
+        status=KubeStatus(api_client),
         secrets=KubeSecrets(api_client),
         kafka=KafkaObserver,
         clock=SystemClock(),

@@ -21,5 +21,7 @@ class OperatorSettings:
     cluster: str = "default"  # the `cluster` field of telemetry rows
     event_min_interval_s: float = 60.0  # at most one PlanApplied event per policy per interval
     describe_group: bool = True  # group mode: read the actual assignment back (verify)
+    # status.proposal.assignment is left out above this size (phases/report.py)
+    proposal_budget_bytes: int = 512_000
     # --allowed-bootstrap-servers, parsed (admission.py); empty: any server
     allowed_bootstrap_servers: tuple[AllowedServer, ...] = ()

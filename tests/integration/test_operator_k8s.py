@@ -890,3 +890,107 @@ def test_a_failing_policy_never_fails_the_operators_liveness(
         for name, reason in expected.items():
             stalled = condition(cluster.policy(name), "Stalled")
             assert stalled["status"] == "True" and stalled["reason"] == reason
+
+
+@contextlib.contextmanager
+def _refuse_status_writes(k8s: Any, namespace: str) -> Iterator[None]:
+    """A ValidatingAdmissionPolicy that refuses every write to policies' /status in
+    `namespace` (as a cluster's own admission policy might), removed afterwards."""
+    name = f"refuse-status-{namespace}"
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {
+                        "resourceRules": [
+                            {
+                                "apiGroups": ["kafka-rebalance.io"],
+                                "apiVersions": ["*"],
+                                "operations": ["UPDATE"],
+                                "resources": ["consumergrouppolicies/status"],
+                            }
+                        ]
+                    },
+                    "validations": [{"expression": "false", "message": "status is read-only"}],
+                },
+            },
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {
+                    "policyName": name,
+                    "validationActions": ["Deny"],
+                    "matchResources": {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": namespace}
+                        }
+                    },
+                },
+            },
+        ],
+    }
+    path = Path(k8s.kubeconfig).parent / f"{name}.json"
+    path.write_text(json.dumps(manifest))
+    k8s.kubectl("apply", "-f", str(path))
+    try:
+        yield
+    finally:
+        k8s.kubectl("delete", "-f", str(path), "--ignore-not-found", check=False)
+
+
+def test_a_failing_status_write_does_not_undo_cooldown(
+    k8s: Any, kafka: str, tmp_path: Path
+) -> None:
+    """Status writes refused by an admission policy after the first plan, then a spec change
+    and a skewed group: the spec change does not turn every poll into a replan that skips the
+    cooldown (the operator remembers what it reported and applied), so the epoch stays."""
+    env = make_env(k8s, kafka, tmp_path, "safeguard", replicas=2, partitions=4)
+    cluster, name, group = env.cluster, "guarded", f"group-{env.topic}"
+    with (
+        run_operator(env.installed, tmp_path) as operator,
+        diagnostics(cluster, name, operator),
+    ):
+        cluster.apply(
+            policy_manifest(name, group, kafka, env.topic, env.app, cooldown="1h")
+        )  # 720 s at the tests' interval scale
+        wait_for("epoch 1 in status", lambda: cluster.policy(name).get("status", {}).get("epoch"))
+        first = cluster.assignments(name)
+        assert {d["epoch"] for d in first.values()} == {1}
+        with _refuse_status_writes(k8s, cluster.namespace):
+
+            def refused() -> bool:
+                probe = cluster.k8s.kubectl(
+                    "-n",
+                    cluster.namespace,
+                    "patch",
+                    "consumergrouppolicies.kafka-rebalance.io",
+                    name,
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    json.dumps({"status": {"epoch": 1}}),
+                    check=False,
+                )
+                return probe.returncode != 0 and "read-only" in probe.stderr
+
+            wait_for("status writes refused", refused)
+            cluster.patch_policy(name, {"spec": {"rebalance": {"minImprovement": 0.06}}})
+            polls = _poll_count(operator)
+            wait_for("polls of the new spec", lambda: _poll_count(operator) >= polls + 5)
+            for member in sorted(first):
+                heavy = first[member]["partitions"][env.topic]
+                produce(kafka, env.topic, dict.fromkeys(heavy, 800))
+                polls = _poll_count(operator)
+                wait_for("more polls", lambda p=polls: _poll_count(operator) >= p + 8)
+                epochs = {d["epoch"] for d in cluster.assignments(name).values()}
+                assert epochs == {1}, f"replanned inside the cooldown: epochs {epochs}"
+            policy = cluster.policy(name)
+            assert policy["metadata"]["generation"] == 2
+            assert policy["status"]["observedGeneration"] == 1, "status writes were refused"

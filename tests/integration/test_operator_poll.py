@@ -23,7 +23,7 @@ from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.ports import Ports, PrometheusMetrics, SystemClock
 from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
 
-from tests.operator_ports import MemoryConfigMaps, MemorySecrets
+from tests.operator_ports import MemoryConfigMaps, MemorySecrets, MemoryStatus
 from tests.operator_ports import Policy as _Policy
 
 pytestmark = pytest.mark.integration
@@ -32,6 +32,7 @@ pytestmark = pytest.mark.integration
 def real_ports(store: MemoryConfigMaps, telemetry: Telemetry | None = None) -> Ports:
     return Ports(
         configmaps=store,
+        status=MemoryStatus(),
         secrets=MemorySecrets(),
         kafka=KafkaObserver,
         clock=SystemClock(),
@@ -225,7 +226,9 @@ def test_assign_mode_timed_out_revoke_returns_to_its_owner(kafka) -> None:
     policy.poll()
     first = store.documents()
     produce(kafka, topic, dict.fromkeys(first["c-0"]["partitions"][topic], 1000))
-    policy.status.pop("lastAppliedTime")  # as if the first plan were older than the cooldown
+    # as if the first plan were older than the cooldown (status and the operator's memory)
+    policy.status.pop("lastAppliedTime")
+    policy.memory.applied_at = None
     assert policy.poll().action == "apply"
     revoke = store.documents()
     revoked = {(m, p) for m, d in revoke.items() for p in d["revoking"].get(topic, [])}

@@ -67,6 +67,7 @@ def apply(
     if decision.action is Action.REPAIR:
         return Applied(assignment, decision.epoch)
     memory.proposal = None
+    memory.applied_epoch, memory.applied_at = decision.epoch, now
     announcement = _applied(ctx, observed, planned, decision, len(writes.upserts), ports, now)
     return Applied(
         assignment,

@@ -35,8 +35,8 @@ class Observed:
     time_lags: dict[PartitionKey, float | None]
     members: list[PodSummary]  # Running and Ready pods the selector matches
     current: CurrentState  # the ConfigMaps in place
-    epoch: int  # the highest epoch in status or any ConfigMap
-    last_applied_at: float | None  # when the last epoch was applied (status)
+    epoch: int  # the highest epoch in status, any ConfigMap or memory
+    last_applied_at: float | None  # when the last epoch was applied (status or memory)
     spec_changed: bool  # the spec changed since the last poll reported on it
     handoff: Pending | None  # assign mode: the revoke of the applied epoch, if any
     mismatch: str | None  # the group's protocol does not fit spec.apply.mode
@@ -88,7 +88,10 @@ def observe(
     except StoreError as error:
         raise PollFailure("ApplyFailed", f"listing ConfigMaps: {error}") from None
     status_epoch = ctx.status.get("epoch") if isinstance(ctx.status.get("epoch"), int) else 0
-    reported = ctx.status.get("observedGeneration")
+    applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
+    reported = memory.reported_generation
+    if reported is None:
+        reported = ctx.status.get("observedGeneration")
     kind, kind_state = observation.group_type or (None, None)
     return Observed(
         spec=spec,
@@ -97,8 +100,8 @@ def observe(
         time_lags=time_lags,
         members=members,
         current=current,
-        epoch=max(status_epoch, current.epoch),
-        last_applied_at=parse_iso(ctx.status.get("lastAppliedTime")),
+        epoch=max(status_epoch, current.epoch, memory.applied_epoch),
+        last_applied_at=max((t for t in applied_at if t is not None), default=None),
         spec_changed=reported is not None and reported != ctx.generation,
         handoff=_handoff(spec, current, members, observation, settings, now),
         mismatch=protocol.mismatch(

@@ -1,8 +1,10 @@
 """Report: what the policy's status, Events, metrics and telemetry say after a poll.
 
 `status` is the one status builder: every poll, failed or not, writes its fields through it,
-and only fields that changed are patched. Three entry points, one per way a poll ends:
-`failed` (PollFailure), `waited` (stopped before planning), `polled` (decided, and applied).
+and only fields that changed are patched. The generation reported on is also remembered
+(memory.reported_generation), in case the status write fails. Three entry points, one per
+way a poll ends: `failed` (PollFailure), `waited` (stopped before planning), `polled` (decided,
+and applied).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def failed(
     ctx: PolicyContext, failure: PollFailure, memory: PolicyMemory, ports: Ports, now: float
 ) -> PollOutcome:
     """Conditions only, and a Warning Event when the reason is new."""
+    memory.reported_generation = ctx.generation
     message = redaction.redact(failure.message)
     health = Health(
         ready=False,
@@ -91,6 +94,7 @@ def waited(
     settings: OperatorSettings,
     now: float,
 ) -> PollOutcome:
+    memory.reported_generation = ctx.generation
     _telemetry(ctx, observed, observed.owners(), observed.epoch, ports, settings, now)
     return PollOutcome(status(ctx, now, wait.health, observed), [], wait.stop, succeeded=True)
 
@@ -107,6 +111,7 @@ def polled(
     now: float,
 ) -> PollOutcome:
     spec, action = observed.spec, decision.action
+    memory.reported_generation = ctx.generation
     events: list[Event] = []
     handoff_message = decision.message if decision.reason == "HandoffTimedOut" else ""
     if handoff_message:
@@ -123,30 +128,45 @@ def polled(
         fields["appliedPlan"] = applied.written_hash
     elif action is Action.NOOP:
         fields["appliedPlan"] = observed.current.applied_hash()
+    note = ""
     if applied.proposal is not None:
-        fields["proposal"] = _proposal(applied.proposal, applied.epoch)
+        fields["proposal"], note = _proposal(
+            applied.proposal, applied.epoch, settings.proposal_budget_bytes
+        )
         if (ctx.status.get("proposal") or {}).get("hash") != applied.proposal.hash:
             events.append(("Normal", "AwaitingApproval", decision.message))
     elif ctx.status.get("proposal") is not None and action is not Action.HOLD:
         fields["proposal"] = None
 
-    health = _health(ctx, observed, decision, applied, memory, settings, now)
+    health = _health(ctx, observed, decision, applied, memory, settings, now, note)
     if observed.mismatch and ctx.previous_ready().get("reason") != "ProtocolMismatch":
         events.append(("Warning", "ProtocolMismatch", observed.mismatch))
     new_status = status(ctx, now, health, observed, applied.epoch, **fields)
 
+    _metrics(ctx, observed, applied, ratio, ports)
+    _telemetry(ctx, observed, applied.assignment, applied.epoch, ports, settings, now)
+    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
+    return PollOutcome(new_status, events, action, succeeded=True)
+
+
+def _metrics(
+    ctx: PolicyContext, observed: Observed, applied: Applied, ratio: float | None, ports: Ports
+) -> None:
+    """Per partition: lag state, lag, time lag; per member of the applied plan: partitions and
+    their summed lag; the epoch, total lag and maxLoadRatio the status reports."""
+    lags = observed.lags
     ports.metrics.policy_state(
         ctx.namespace,
         ctx.name,
-        spec.group_id,
+        observed.spec.group_id,
         partitions=(
             (t, p, s.state.value, s.lag, observed.time_lags.get((t, p)))
-            for (t, p), s in observed.lags.items()
+            for (t, p), s in lags.items()
         ),
         members={
             member: (
                 len(keys := [(t, p) for t, ps in topics.items() for p in ps]),
-                float(sum(observed.lags[k].lag or 0 for k in keys if k in observed.lags)),
+                float(sum(lags[k].lag or 0 for k in keys if k in lags)),
             )
             for member, topics in applied.assignment.items()
         },
@@ -154,9 +174,6 @@ def polled(
         total_lag=observed.total_lag,
         max_load_ratio=ratio,
     )
-    _telemetry(ctx, observed, applied.assignment, applied.epoch, ports, settings, now)
-    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
-    return PollOutcome(new_status, events, action, succeeded=True)
 
 
 def _health(
@@ -167,11 +184,12 @@ def _health(
     memory: PolicyMemory,
     settings: OperatorSettings,
     now: float,
+    note: str = "",
 ) -> Health:
     """Ready with the decision's reason, unless the group has not converged on the applied
     plan (group mode), the protocol does not fit, or a hand-over timed out."""
     spec, group = observed.spec, observed.observation.group
-    message = decision.message
+    message = f"{decision.message}; {note}" if note else decision.message
     reconciling = False
     stalled_reason: str | None = None
     if spec.apply_mode == "group" and group is not None and decision.action in _VERIFIED:
@@ -209,8 +227,15 @@ def _health(
 _VERIFIED = (Action.NOOP, Action.APPLY, Action.REPAIR, Action.HOLD)
 
 
-def _proposal(proposal: planning.Proposal, epoch: int) -> dict[str, Any]:
-    """status.proposal: what is on offer, and the epoch approving it would write."""
+def _proposal(proposal: planning.Proposal, epoch: int, budget: int) -> tuple[dict[str, Any], str]:
+    """status.proposal: what is on offer, and the epoch approving it would write; and a note
+    when its assignment is left out.
+
+    The assignment is there so a restarted operator offers the same plan (and hash). A status
+    that outgrows the API server's limits (about 1.5 MiB per object in etcd) is refused whole,
+    and with it every safeguard status carries; so an assignment over `budget` bytes stays in
+    the operator's memory only, and the condition says so."""
+    text = planning.encode_assignment(proposal.assignment)
     fields = {
         "hash": proposal.hash,
         "moves": proposal.moves,
@@ -218,9 +243,17 @@ def _proposal(proposal: planning.Proposal, epoch: int) -> dict[str, Any]:
         "after": proposal.after,
         "generatedAt": proposal.generated_at,
         "epoch": epoch + 1,
-        "assignment": planning.encode_assignment(proposal.assignment),
+        "assignment": text,
     }
-    return {k: v for k, v in fields.items() if v is not None}
+    note = ""
+    if len(text.encode()) > budget:
+        fields["assignment"] = None
+        note = (
+            f"the proposed assignment ({len(text.encode())} bytes) is over the status budget "
+            f"({budget} bytes) and is kept in the operator's memory only: after an operator "
+            "restart a new plan (and hash) is offered"
+        )
+    return {k: v for k, v in fields.items() if v is not None}, note
 
 
 def _telemetry(
