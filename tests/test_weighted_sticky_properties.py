@@ -27,7 +27,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka_rebalance_assignors import parse_request, plan
-from kafka_rebalance_assignors.model import resolve_ownership
+from kafka_rebalance_assignors.ownership import resolve_ownership
 
 from tests.assignor_checks import check_valid
 

@@ -60,7 +60,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from itertools import chain
 
-from kafka_rebalance_assignors.model import Assignment, Group, Options, resolve_ownership
+from kafka_rebalance_assignors.context import PlanContext
+from kafka_rebalance_assignors.model import Assignment
 
 
 def integer_weights(weights: Sequence[float]) -> list[int]:
@@ -154,7 +155,9 @@ class _TopicSeats:
 class _SeatPlan:
     """The extra seats of every topic and each member's bounds on how many it holds."""
 
-    def __init__(self, group: Group, previous: Assignment) -> None:
+    def __init__(self, context: PlanContext) -> None:
+        group = context.group
+        previous = context.ownership.resolved
         self.member_ids = list(group.members)
         index = {m: i for i, m in enumerate(self.member_ids)}
         units = integer_weights([member.weight for member in group.members.values()])
@@ -178,7 +181,8 @@ class _SeatPlan:
                     owners.setdefault(topic, {})[i] = len(partitions)
         self.topics: list[_TopicSeats] = []
         keys: dict[int, tuple[int, ...]] = {}  # id(subscriber list) -> its class key
-        for topic, subscribers in _subscriber_indices(group, index):
+        # The context's subscriber lists are shared between topics with the same subscribers.
+        for topic, subscribers in context.subscribers.items():
             count = group.topics[topic]
             key = keys.get(id(subscribers))
             if key is None:
@@ -486,21 +490,6 @@ class _SeatPlan:
         self.improve()
 
 
-def _subscriber_indices(group: Group, index: Mapping[str, int]) -> Iterator[tuple[str, list[int]]]:
-    """(topic, its subscribers as member indices) for every topic somebody subscribes to. With
-    identical subscriptions every topic shares one list (no members x topics table)."""
-    members = list(group.members.values())
-    if members and group.subscriptions_identical():
-        everyone = list(range(len(members)))
-        subscribed = set(members[0].topics)
-        for topic in group.topics:
-            if topic in subscribed:
-                yield topic, everyone
-        return
-    for topic, subscriber_ids in group.subscribers().items():
-        yield topic, list(map(index.__getitem__, subscriber_ids))
-
-
 def _lowest(
     queue: list[tuple[float, int]],
     wanted: int,
@@ -533,10 +522,11 @@ def _lowest(
     return chosen
 
 
-def assign(group: Group, options: Options) -> Assignment:
-    del options  # counts only: loads, budgets and hysteresis belong to lag-aware
-    previous, _ = resolve_ownership(group)
-    seats = _SeatPlan(group, previous)
+def assign(context: PlanContext) -> Assignment:
+    # counts only: loads, budgets and hysteresis belong to lag-aware
+    group = context.group
+    previous = context.ownership.resolved
+    seats = _SeatPlan(context)
     seats.solve()
     member_ids = seats.member_ids
     assignment: Assignment = {member_id: {} for member_id in member_ids}
