@@ -518,6 +518,20 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
         print(f"pod {name}-1 recreated in {back:.1f}s: generations {before} -> {after}, "
               f"epochs {epoch_before} -> {epoch()}")  # fmt: skip
 
+        # The operator pod deleted: its Deployment brings it back (Ready through its probe)
+        # and the group keeps consuming meanwhile (the ledger check below covers the gap).
+        old_operator = operator_pod(node, namespace)["metadata"]["name"]
+        deleted = time.monotonic()
+        node.kubectl("delete", "pod", old_operator, "-n", namespace, "--wait=true")
+
+        def replacement() -> dict[str, Any] | None:
+            pod = operator_pod(node, namespace)
+            fresh = pod and pod["metadata"]["name"] != old_operator
+            return pod if fresh and is_ready(pod) else None
+
+        wait_for("the operator pod replaced and Ready", replacement, timeout=120)
+        print(f"operator pod replaced and Ready in {time.monotonic() - deleted:.1f}s")
+
         # A rolling restart of the whole StatefulSet.
         gens_before, epoch_before = max(generations_seen(node, namespace, name)), epoch()
         restarted = time.monotonic()
