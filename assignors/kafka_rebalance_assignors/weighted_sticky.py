@@ -243,7 +243,7 @@ class _SeatPlan:
         # Topics with a seat whose holder gains nothing from it (few, after the greedy), and
         # each member's topics where a seat would save a move: all an improving chain can use
         # while it has saved only one move (see `_improving_chain`).
-        self.idle: dict[int, int] = {}  # topic number -> how many such seats
+        self.idle: dict[int, set[int]] = {}  # topic number -> holders gaining nothing
         self.gaining_topics: list[list[int]] = [[] for _ in range(size)]
         for number, seats in enumerate(self.topics):
             for m in seats.gainers:
@@ -258,15 +258,16 @@ class _SeatPlan:
         topic.seats.add(member)
         self.holding[member].add(number)
         if member not in topic.gainers:
-            self.idle[number] = self.idle.get(number, 0) + 1
+            self.idle.setdefault(number, set()).add(member)
 
     def _drop(self, member: int, number: int) -> None:
         topic = self.topics[number]
         topic.seats.remove(member)
         self.holding[member].discard(number)
         if member not in topic.gainers:
-            self.idle[number] -= 1
-            if not self.idle[number]:
+            idle = self.idle[number]
+            idle.remove(member)
+            if not idle:
                 del self.idle[number]
 
     # ----------------------------------------------------------------- a: greedy
@@ -428,7 +429,9 @@ class _SeatPlan:
         def evictions(joiner: int, joined: int, saved: int) -> tuple[int, int] | None:
             nonlocal order
             topic = topics[joined]
-            for holder in sorted(topic.seats):
+            # with one move saved, evicting a holder that gains from its seat would spend it
+            holders = topic.seats if saved >= 2 else self.idle.get(joined, ())
+            for holder in sorted(holders):
                 left = saved - topic.gains(holder)
                 if left < 1:
                     continue
