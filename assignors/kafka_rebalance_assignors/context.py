@@ -13,6 +13,7 @@ from collections.abc import KeysView
 from dataclasses import dataclass
 from itertools import repeat
 
+from kafka_rebalance_assignors.collector import collector_paused
 from kafka_rebalance_assignors.load import Loads, partition_loads
 from kafka_rebalance_assignors.model import Group, LoadModel, Options, summed_loads
 from kafka_rebalance_assignors.ownership import Ownership, resolve
@@ -46,19 +47,21 @@ class PlanContext:
 
 
 def prepare(group: Group, options: Options) -> PlanContext:
-    """Derive everything a plan needs from its validated input, once."""
-    model, loads = partition_loads(group, options)
-    ownership = resolve(group)
-    return PlanContext(
-        group=group,
-        options=options,
-        load_model=model,
-        loads=loads,
-        offsets=group.offsets(),
-        subscribers=group.subscriber_indexes(),
-        ownership=ownership,
-        owned_loads=_owned_loads(ownership, loads, model == "count"),
-    )
+    """Derive everything a plan needs from its validated input, once (collector paused: the
+    resolution of a million claims builds as many small lists, see `assignors.collector`)."""
+    with collector_paused():
+        model, loads = partition_loads(group, options)
+        ownership = resolve(group)
+        return PlanContext(
+            group=group,
+            options=options,
+            load_model=model,
+            loads=loads,
+            offsets=group.offsets(),
+            subscribers=group.subscriber_indexes(),
+            ownership=ownership,
+            owned_loads=_owned_loads(ownership, loads, model == "count"),
+        )
 
 
 def _owned_loads(ownership: Ownership, loads: Loads, unit: bool) -> dict[str, float]:
