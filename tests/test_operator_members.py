@@ -63,6 +63,20 @@ def test_only_running_ready_matching_pods_are_members_sorted() -> None:
     assert [p.name for p in select_members(policy(), pods)] == ["a", "c"]
 
 
+def test_readiness_admits_a_member_and_only_stopping_or_deletion_removes_it() -> None:
+    """An admitted member that turns NotReady (its sidecar mid hand-over) stays; a never-Ready
+    pod is not admitted; admission does not keep a pod that stopped running or is deleted."""
+    pods = [
+        pod("a", ready=False),  # admitted earlier, now handing over
+        pod("b", ready=False),  # never admitted
+        pod("c", ready=False, phase="Failed"),
+        pod("d", ready=False, deleting=True),
+        pod("e"),
+    ]
+    members = select_members(policy(), pods, admitted={"a", "c", "d"})
+    assert [p.name for p in members] == ["a", "e"]
+
+
 def test_summarise_pod_reads_readiness_and_cpu_requests() -> None:
     body = {
         "metadata": {"name": "orders-0", "labels": {"app": "orders"}},

@@ -7,7 +7,7 @@ would cost memory per pod in the namespace).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,18 +70,27 @@ def summarise_pod(body: Mapping[str, Any]) -> PodSummary:
     )
 
 
-def select_members(spec: PolicySpec, pods: Iterable[PodSummary]) -> list[PodSummary]:
-    """Running, Ready, not terminating pods that match the selector, sorted by name.
+def select_members(
+    spec: PolicySpec, pods: Iterable[PodSummary], admitted: Collection[str] = ()
+) -> list[PodSummary]:
+    """Running, not terminating pods that match the selector and are Ready or already
+    `admitted` (they have an assignment document), sorted by name.
 
-    A pod that is not Ready yet gets no partitions: handing partitions to a pod that cannot
-    consume them would stall them until it is."""
+    Readiness admits a pod; it does not keep one. A pod that was never Ready gets no partitions
+    (they would stall until it is). But a member's sidecar reports NotReady while it hands
+    partitions over, and a member that is Running may still be consuming: dropping it on
+    NotReady would replan, which starts another hand-over, which flips readiness again (a
+    rebalance storm), and in assign mode would grant its partitions while it may still hold
+    them. So a member leaves when its pod stops running or is deleted, as Kafka's own group
+    membership ends with the session, not with a slow batch."""
+    known = set(admitted)
     chosen = {
         pod.name: pod
         for pod in pods
         if pod.name
         and not pod.deleting
         and pod.phase == "Running"
-        and pod.ready
+        and (pod.ready or pod.name in known)
         and matches(spec.selector, pod.labels)
     }
     return [chosen[name] for name in sorted(chosen)]

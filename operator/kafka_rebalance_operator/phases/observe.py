@@ -82,11 +82,11 @@ def observe(
         wanted = ", ".join(spec.topics) if spec.topics else f"pattern {spec.topic_pattern.pattern}"
         raise PollFailure("TopicsNotFound", f"no topic found for {wanted}")
     lags, time_lags = _lags(spec, observation, memory, now)
-    members = select_members(spec, pods)
     try:
         current = assignment_doc.read_current(ports.configmaps.list(ctx.namespace, ctx.name))
     except StoreError as error:
         raise PollFailure("ApplyFailed", f"listing ConfigMaps: {error}") from None
+    members = select_members(spec, pods, admitted=current.by_member)
     status_epoch = ctx.status.get("epoch") if isinstance(ctx.status.get("epoch"), int) else 0
     applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
     reported = memory.reported_generation
