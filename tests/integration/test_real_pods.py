@@ -468,10 +468,9 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
         *ledger_volume(namespace, ledger_dir),
         consumer_statefulset(name, node.image_ref, node.pod_bootstrap, topic, name, 3),
     ]
-    # No readiness probe on /readyz: wired as one, a hand-over slowed by the kubelet's refresh
-    # makes pods unready, the operator (counting Ready pods) replans, and that repeats: see
-    # docs/development.md, "Real pods".
-    manifests[-1]["spec"]["template"]["spec"]["containers"][0].pop("readinessProbe")
+    # The sidecar's /readyz is the readiness probe: it turns NotReady while a hand-over waits
+    # for the kubelet's refresh, and the operator must not count that as the member leaving
+    # (readiness admits a member; only a stopped or deleted pod removes it).
     (tmp_path / "consumers.json").write_text(json.dumps({"kind": "List", "apiVersion": "v1",
                                                           "items": manifests}))  # fmt: skip
     node.kubectl("apply", "-n", namespace, "-f", str(tmp_path / "consumers.json"))
