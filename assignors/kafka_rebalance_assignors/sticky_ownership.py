@@ -13,6 +13,7 @@ from itertools import chain, compress
 from operator import not_
 
 from kafka_rebalance_assignors.context import PlanContext
+from kafka_rebalance_assignors.model import global_numbers
 
 # Per member (by index in id order): topic -> partitions it still owns after KIP-341 resolution.
 Owned = list[dict[str, Sequence[int]]]
@@ -31,8 +32,13 @@ def sticky_claims(context: PlanContext) -> tuple[Owned, Previous, set[int] | Non
     ownership = context.ownership
     owned: Owned = list(ownership.resolved.values())
     if not ownership.conflicts:
-        owners = ownership.owners
-        return owned, {}, set(compress(range(len(owners)), map((-1).__ne__, owners)))
+        # Each member's global numbers at C speed: the cost follows the claims, not the group.
+        adders = {topic: offset.__add__ for topic, offset in context.offsets.items()}
+        numbers: set[int] = set()
+        for mine in owned:
+            if mine:
+                numbers.update(global_numbers(adders, mine))
+        return owned, {}, numbers
     members = context.group.members.values()
     order = dict.fromkeys(chain.from_iterable(member.claimed for member in members))
     owned = [{t: mine[t] for t in order if t in mine} if len(mine) > 1 else mine for mine in owned]
