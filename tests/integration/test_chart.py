@@ -179,6 +179,8 @@ def test_default_install_creates_the_operator_and_exactly_its_permissions(
         "8080",
         "--metrics-port",
         "9100",
+        "--log-format",
+        "text",
     ]
     sa = _get(k8s, "-n", ns, "serviceaccount", "kro-kafka-rebalance-operator")
     assert sa["metadata"]["labels"]["app.kubernetes.io/instance"] == "kro"
@@ -244,6 +246,8 @@ def test_all_namespaces_binds_cluster_wide_and_uninstall_removes_it(
         "8080",
         "--metrics-port",
         "9100",
+        "--log-format",
+        "text",
     ]
 
     helm("uninstall", name, "--namespace", home, "--wait")
