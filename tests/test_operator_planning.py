@@ -1,4 +1,5 @@
-"""From observations to the plan document, plan hashes, and the apply/hold/propose decision."""
+"""From observations to the plan document, plan hashes, placement and proposals (the
+apply/hold/propose decision is in test_operator_decide.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import pytest
 from kafka_rebalance_operator.assignment_doc import render_documents
 from kafka_rebalance_operator.planning import (
     build_document,
-    decide,
     moves_between,
     placement_needed,
     plan_hash,
@@ -83,77 +83,6 @@ def test_proposal_fits_only_the_same_members_and_partitions() -> None:
     assert proposal_fits(proposal, {"t": 2}, ["a", "b"])
     assert not proposal_fits(proposal, {"t": 3}, ["a", "b"])
     assert not proposal_fits(proposal, {"t": 2}, ["a", "b", "c"])
-
-
-def decision(spec, **kw):
-    base = dict(
-        now=1000.0,
-        new_hash="new",
-        applied_hash="old",
-        current_epoch=4,
-        writes_needed=False,
-        structural=False,
-        last_applied_at=None,
-        ratio_before=2.0,
-        ratio_after=1.0,
-        moves=3,
-    )
-    base.update(kw)
-    return decide(spec, **base)
-
-
-def test_unchanged_plan_is_noop_or_repair_never_a_new_epoch() -> None:
-    assert decision(policy(), new_hash="old").action == "noop"
-    repaired = decision(policy(), new_hash="old", writes_needed=True)
-    assert repaired.action == "repair" and repaired.epoch == 4
-
-
-def test_apply_bumps_the_epoch_by_one() -> None:
-    result = decision(policy(cooldown="0s"))
-    assert result.action == "apply" and result.epoch == 5
-
-
-def test_cooldown_holds_a_rebalance_but_not_a_placement() -> None:
-    spec = policy(cooldown="5m")
-    assert decision(spec, last_applied_at=900.0).reason == "CoolingDown"
-    assert decision(spec, last_applied_at=600.0).action == "apply"
-    assert decision(spec, last_applied_at=900.0, structural=True).action == "apply"
-
-
-def test_min_improvement_holds_small_gains() -> None:
-    spec = policy(minImprovement=0.2)
-    held = decision(spec, ratio_before=1.5, ratio_after=1.3)
-    assert held.action == "hold" and "minImprovement" in held.message
-    assert decision(spec, ratio_before=1.5, ratio_after=1.1).action == "apply"
-    assert decision(spec, ratio_before=1.5, ratio_after=1.6).action == "hold"
-    assert decision(spec, ratio_before=1.5, ratio_after=1.6, structural=True).action == "apply"
-
-
-def test_observe_mode_never_writes() -> None:
-    spec = policy(mode="observe")
-    assert decision(spec).action == "observe"
-    assert decision(spec, structural=True).action == "observe"
-    assert decision(spec, new_hash="old", writes_needed=True).action == "noop"
-
-
-@pytest.mark.parametrize("rebalance", [{"mode": "propose"}, {"approval": "Manual"}])
-def test_approval_gates_apply(rebalance) -> None:
-    spec = policy(**rebalance)
-    assert decision(spec).action == "propose"
-    assert decision(spec, structural=True).action == "propose"
-    approved = parse_spec({**_raw(spec), "approvedPlan": "new"})
-    assert decision(approved).action == "apply"
-    assert decision(approved, new_hash="other").action == "propose"
-
-
-def _raw(spec):
-    return {
-        "groupId": spec.group_id,
-        "kafka": {"bootstrapServers": spec.bootstrap_servers},
-        "topics": list(spec.topics),
-        "members": {"selector": dict(spec.selector)},
-        "rebalance": {"mode": spec.mode, "approval": spec.approval},
-    }
 
 
 def test_moves_between_counts_owner_changes_only() -> None:

@@ -1,4 +1,5 @@
-"""From observations to the planning request, and the decision what to do with a plan.
+"""From observations to the planning request, plan hashes, placement and proposals (what to do
+with a plan is decided by `kafka_rebalance_common.replanning`).
 
 Pure. The operator plans the typed request built here with `assignors.plan_request`, which runs
 exactly the steps `kafka-rebalance plan` runs on the request's document (`build_document`), so a
@@ -128,14 +129,9 @@ class Proposal:
     generated_at: str
 
 
-def encode_assignment(assignment: Mapping[str, Mapping[str, list[int]]]) -> str:
-    """Compact JSON text of an assignment, for `status.proposal.assignment`. Members without
-    partitions stay in (they are part of the hash)."""
-    canonical = {
-        member: {t: sorted(p) for t, p in sorted(topics.items()) if p}
-        for member, topics in sorted(assignment.items())
-    }
-    return json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+# The canonical text of an assignment (what `status.proposal.assignment` stores) is a wire
+# format: one copy, in kafka_rebalance_common.wire.
+encode_assignment = wire.encode_assignment
 
 
 def restore_proposal(status_proposal: Any) -> Proposal | None:
@@ -170,87 +166,6 @@ def restore_proposal(status_proposal: Any) -> Proposal | None:
         before=number("before"),
         after=number("after"),
         generated_at=str(status_proposal.get("generatedAt") or ""),
-    )
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What this poll does with the plan.
-
-    action: apply (new epoch), repair (rewrite ConfigMaps at the current epoch: same plan),
-    noop, hold (cooldown or too small an improvement), propose (waiting for approval),
-    observe (status only).
-    """
-
-    action: str
-    reason: str
-    message: str
-    epoch: int
-
-
-def decide(
-    spec: PolicySpec,
-    *,
-    now: float,
-    new_hash: str,
-    applied_hash: str | None,
-    current_epoch: int,
-    writes_needed: bool,
-    structural: bool,
-    last_applied_at: float | None,
-    ratio_before: float | None,
-    ratio_after: float | None,
-    moves: int,
-    force: bool = False,
-) -> Decision:
-    """The mode, approval, cooldown and minImprovement rules, in that order of precedence:
-    an unchanged plan is never a change; observe never writes; a plan the group needs for
-    coverage skips cooldown and the improvement threshold; approval gates everything else."""
-    if applied_hash is not None and new_hash == applied_hash:
-        if writes_needed and spec.mode != "observe":
-            return Decision(
-                "repair", "Balanced", "rewrote ConfigMaps of the applied plan", current_epoch
-            )
-        return Decision("noop", "Balanced", "the applied plan is current", current_epoch)
-    if spec.mode == "observe":
-        return Decision(
-            "observe",
-            "Observing",
-            f"observe mode: a plan would move {moves} partitions",
-            current_epoch,
-        )
-    if force:  # finishing an assign-mode hand-over the user already approved
-        return Decision(
-            "apply", "Balanced", f"granted revoked partitions (plan {new_hash})", current_epoch + 1
-        )
-    if not structural:
-        if last_applied_at is not None and now - last_applied_at < spec.cooldown:
-            left = spec.cooldown - (now - last_applied_at)
-            return Decision(
-                "hold",
-                "CoolingDown",
-                f"a better plan waits for the cooldown ({left:.0f}s left)",
-                current_epoch,
-            )
-        if ratio_before is not None and ratio_after is not None:
-            gain = ratio_before - ratio_after
-            if gain < spec.min_improvement * ratio_before or gain <= 0:
-                return Decision(
-                    "hold",
-                    "Balanced",
-                    f"maxLoadRatio {ratio_before:.3f} -> {ratio_after:.3f} is below "
-                    f"minImprovement {spec.min_improvement}",
-                    current_epoch,
-                )
-    if spec.needs_approval and spec.approved_plan != new_hash:
-        return Decision(
-            "propose",
-            "AwaitingApproval",
-            f"plan {new_hash} moves {moves} partitions; set spec.approvedPlan to apply it",
-            current_epoch,
-        )
-    return Decision(
-        "apply", "Balanced", f"applied plan {new_hash} ({moves} moves)", current_epoch + 1
     )
 
 
