@@ -182,7 +182,7 @@ def test_highest_generation_wins_and_ties_are_dropped():
     }
     request = parse_request(document)
     resolved, conflicts = resolve_ownership(request.group)
-    assert resolved == {"new": {"t": [0]}, "old": {"t": [1]}, "twin": {}}
+    assert resolved == {"new": {"t": (0,)}, "old": {"t": (1,)}, "twin": {}}
     assert conflicts == 2
 
 
@@ -195,13 +195,14 @@ def test_missing_generation_loses_to_any_generation():
         },
     }
     resolved, _ = resolve_ownership(parse_request(document).group)
-    assert resolved["b"] == {"t": [0]}
+    assert resolved["b"] == {"t": (0,)}
     assert resolved["a"] == {}
 
 
 def test_disjoint_claims_keep_their_owner_in_the_flat_array_too():
     # Claims given out of order by a caller that builds the Group itself: sorted on resolution,
-    # and the flat array (global numbers: orders 0-2, payments 3-4) says the same.
+    # and the flat array (global numbers: orders 0-2, payments 3-4) says the same. Claims in
+    # parsing's normal form (`b`) are kept as they are, not copied.
     group = Group(
         topics={"orders": 3, "payments": 2},
         members={
@@ -211,7 +212,8 @@ def test_disjoint_claims_keep_their_owner_in_the_flat_array_too():
         },
     )
     resolved, conflicts = resolve_ownership(group)
-    assert resolved == {"a": {"orders": [0, 2], "payments": [1]}, "b": {"orders": [1]}, "c": {}}
+    assert resolved == {"a": {"orders": (0, 2), "payments": (1,)}, "b": {"orders": (1,)}, "c": {}}
+    assert resolved["b"] is group.members["b"].claimed
     assert conflicts == 0
     assert resolve(group).owners == [0, 1, 0, -1, 0]
 
@@ -224,7 +226,7 @@ def test_a_claim_twice_over_is_resolved_topic_by_topic():
             "b": Member("b", ("t",), claimed={"t": (1,)}, generation=2),
         },
     )
-    assert resolve_ownership(group) == ({"a": {"t": [0]}, "b": {"t": [1]}}, 1)
+    assert resolve_ownership(group) == ({"a": {"t": (0,)}, "b": {"t": (1,)}}, 1)
     assert resolve(group).owners == [0, 1]
 
 

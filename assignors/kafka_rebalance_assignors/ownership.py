@@ -14,11 +14,15 @@ read-only.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import repeat
-from operator import itemgetter
+from itertools import islice, repeat
+from operator import itemgetter, lt
 
-from kafka_rebalance_assignors.model import Assignment, Group, global_numbers
+from kafka_rebalance_assignors.model import Group, global_numbers
+
+# member id -> topic -> the ascending partitions it keeps (read-only: shared with the input).
+Resolved = dict[str, Mapping[str, tuple[int, ...]]]
 
 # topic -> partition -> index (in member order) of the runner-up claimant, in the order topics are
 # first claimed (members in id order, each member's topics by name).
@@ -30,8 +34,8 @@ class Ownership:
     """The resolved previous ownership of one group, in the shapes the planners need."""
 
     # member id -> topic -> ascending partitions it keeps after resolution (every member present,
-    # topics it no longer subscribes to included).
-    resolved: Assignment
+    # topics it no longer subscribes to included, topics in topic order).
+    resolved: Resolved
     # partitions claimed by more than one member (0: no partition was claimed twice).
     conflicts: int
     # for every partition in the global numbering of `Group.offsets`, the index (in member
@@ -54,7 +58,7 @@ def resolve(group: Group) -> Ownership:
             if partitions:
                 claims.setdefault(topic, []).append((generation, index, partitions))
     member_ids = list(group.members)
-    resolved: Assignment = {member_id: {} for member_id in member_ids}
+    kept: dict[str, dict[str, list[int]]] = {member_id: {} for member_id in member_ids}
     conflicts = 0
     runner_up: RunnerUp = {}
     for topic in group.topics:
@@ -65,17 +69,19 @@ def resolve(group: Group) -> Ownership:
             set().union(*map(_CLAIM_PARTITIONS, topic_claims))
         ):
             for _, index, partitions in topic_claims:
-                resolved[member_ids[index]][topic] = (
-                    [partitions[0]] if len(partitions) == 1 else sorted(partitions)
-                )
+                kept[member_ids[index]][topic] = sorted(partitions)
             continue
         owner_of, contested, second = _resolve_topic(group.topics[topic], topic_claims)
         conflicts += contested
         for partition, owner in enumerate(owner_of):
             if owner >= 0:
-                resolved[member_ids[owner]].setdefault(topic, []).append(partition)
+                kept[member_ids[owner]].setdefault(topic, []).append(partition)
         if second:
             runner_up[topic] = second
+    resolved: Resolved = {
+        member_id: {topic: tuple(partitions) for topic, partitions in mine.items()}
+        for member_id, mine in kept.items()
+    }
     owners = [-1] * sum(group.topics.values())
     adders = {topic: offset.__add__ for topic, offset in group.offsets().items()}
     for index, owned in enumerate(resolved.values()):
@@ -86,7 +92,7 @@ def resolve(group: Group) -> Ownership:
     return Ownership(resolved, conflicts, owners, runner_up)
 
 
-def resolve_ownership(group: Group) -> tuple[Assignment, int]:
+def resolve_ownership(group: Group) -> tuple[Resolved, int]:
     """(resolved assignment, conflicting partitions): `resolve` in its two-value form."""
     ownership = resolve(group)
     return ownership.resolved, ownership.conflicts
@@ -95,36 +101,60 @@ def resolve_ownership(group: Group) -> tuple[Assignment, int]:
 _CLAIM_PARTITIONS = itemgetter(2)  # (generation, member index, partitions) -> partitions
 
 
-def _resolve_disjoint(group: Group) -> tuple[Assignment, list[int]] | None:
-    """The usual case at scale, recognised member by member at C speed: every claim is a
-    non-empty list of an existing topic, each member's claims are in topic order, and no
-    partition is claimed twice anywhere (each member's global numbers are written into one flat
-    array, and as many entries must end up set as were written). Then nothing needs resolving
-    and each member keeps its claims, sorted. None otherwise: the topic-by-topic resolution
-    handles every other case (and gives the same result when this one applies)."""
-    position = {topic: i for i, topic in enumerate(group.topics)}
-    adders = {topic: offset.__add__ for topic, offset in group.offsets().items()}
-    total = sum(group.topics.values())
-    owners = [-1] * total
+def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
+    """The usual case at scale: no partition is claimed twice. Then nothing needs resolving and
+    each member keeps its claims as they are: the member's own mapping is shared, not copied,
+    when its topics are in topic order and each claim is an ascending tuple of in-range
+    partitions (what parsing builds), otherwise a sorted copy. The flat owner array is filled
+    claim by claim (one store for a one-partition claim, the usual shape of a member owning a
+    little of many topics), and as many entries must end up set as were written. None when a
+    claim names an unknown topic or a partition out of range, or some partition is claimed
+    twice: the topic-by-topic resolution handles those (and gives the same owners otherwise)."""
+    offsets = group.offsets()
+    counts = group.topics
+    position = {topic: i for i, topic in enumerate(counts)}
+    owners = [-1] * sum(counts.values())
     written = 0
-    resolved: Assignment = {}
+    resolved: Resolved = {}
     for index, (member_id, member) in enumerate(group.members.items()):
         claimed = member.claimed
-        if not claimed:
-            resolved[member_id] = {}
-            continue
-        if not position.keys() >= claimed.keys() or not all(claimed.values()):
-            return None
-        order = list(map(position.__getitem__, claimed))
-        if len(order) > 1 and order != sorted(order):
-            return None
-        numbers = list(global_numbers(adders, claimed))
-        if min(numbers) < 0 or max(numbers) >= total:
-            return None
-        deque(map(owners.__setitem__, numbers, repeat(index)), maxlen=0)
-        written += len(numbers)
-        resolved[member_id] = dict(zip(claimed, map(sorted, claimed.values()), strict=True))
-    if total - owners.count(-1) != written:
+        in_order = True
+        if len(claimed) > 1:
+            if not position.keys() >= claimed.keys():
+                return None
+            order = list(map(position.__getitem__, claimed))
+            in_order = order == sorted(order)
+        for topic, partitions in claimed.items():
+            start, count = offsets.get(topic), counts.get(topic)
+            if start is None or count is None or not partitions:
+                return None
+            if len(partitions) == 1:
+                partition = partitions[0]
+                if not 0 <= partition < count:
+                    return None
+                owners[start + partition] = index
+            else:
+                ascending = all(map(lt, partitions, islice(partitions, 1, None)))
+                low, high = (
+                    (partitions[0], partitions[-1])
+                    if ascending
+                    else (
+                        min(partitions),
+                        max(partitions),
+                    )
+                )
+                if low < 0 or high >= count:
+                    return None
+                in_order = in_order and ascending and type(partitions) is tuple
+                deque(map(owners.__setitem__, map(start.__add__, partitions), repeat(index)), 0)
+            written += len(partitions)
+        if in_order:
+            resolved[member_id] = claimed
+        else:
+            resolved[member_id] = {
+                topic: tuple(sorted(claimed[topic])) for topic in sorted(claimed, key=position.get)
+            }
+    if len(owners) - owners.count(-1) != written:
         return None  # some partition was claimed twice
     return resolved, owners
 

@@ -13,9 +13,11 @@ from kafka_rebalance_assignors.model import Assignment
 from kafka_rebalance_assignors.sticky_ownership import (
     Owned,
     Previous,
+    Taken,
     _collect,
     _discard,
     free_partitions,
+    no_partitions_taken,
     partition_numbers,
 )
 
@@ -31,10 +33,10 @@ def _add(target: dict[str, list[int]], topic: str, piece: list[int]) -> None:
 
 
 def constrained(
-    context: PlanContext, owned: Owned, previous: Previous, claimed: set[int] | None
+    context: PlanContext, owned: Owned, previous: Previous, claimed: Taken | None
 ) -> Assignment:
-    """The KAFKA-9987 path. `claimed`: global numbers of all claims when none conflicted (it is
-    consumed: partitions not kept are removed from it)."""
+    """The KAFKA-9987 path. `claimed`: the flags of all claims when none conflicted (it is
+    consumed: partitions not kept are cleared in it)."""
     group = context.group
     member_ids = list(group.members)
     size = len(member_ids)
@@ -48,7 +50,7 @@ def constrained(
 
     # Retention.
     offsets = context.offsets
-    taken: set[int] = claimed if claimed is not None else set()
+    taken = claimed if claimed is not None else no_partitions_taken(len(context.ownership.owners))
     subscribed = topic_index.keys()
     trimmed = []
     for mine in owned:
@@ -97,9 +99,10 @@ def constrained(
     held_topics: set[str] = set()  # topics some member keeps partitions of
     segments: list[tuple[str, list[int]]] = []
     numbers = partition_numbers(group.topics[t] for t in topics)
+    any_taken = 1 in taken
     for topic in topics:
         count = group.topics[topic]
-        if taken:
+        if any_taken:
             free = free_partitions(numbers, count, offsets[topic], taken)
             if len(free) < count:
                 held_topics.add(topic)

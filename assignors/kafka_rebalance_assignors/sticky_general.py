@@ -14,15 +14,17 @@ from kafka_rebalance_assignors.model import Assignment
 from kafka_rebalance_assignors.sticky_ownership import (
     Owned,
     Previous,
+    Taken,
     _collect,
     _discard,
     free_partitions,
+    no_partitions_taken,
     partition_numbers,
 )
 
 
 def general(
-    context: PlanContext, owned: Owned, previous: Previous, claimed: set[int] | None
+    context: PlanContext, owned: Owned, previous: Previous, claimed: Taken | None
 ) -> Assignment:
     state = _General(context, owned, previous, claimed)
     state.place_unassigned()
@@ -40,7 +42,7 @@ class _General:
     `grants[m]` those it received in this round (moving a grant again costs no stickiness)."""
 
     def __init__(
-        self, context: PlanContext, owned: Owned, previous: Previous, claimed: set[int] | None
+        self, context: PlanContext, owned: Owned, previous: Previous, claimed: Taken | None
     ) -> None:
         group = context.group
         self.group = group
@@ -70,10 +72,10 @@ class _General:
             self.kept[index] = dict(zip(mine.keys(), map(list, mine.values()), strict=True))
             self.counts[index] = sum(map(len, mine.values()))
         if claimed is None:  # conflicting claims: number what is kept now
-            claimed = set()
+            claimed = no_partitions_taken(len(context.ownership.owners))
             for mine in self.kept:
                 _collect(claimed, mine, offsets)
-        self.claimed = claimed  # global numbers of every kept partition
+        self.claimed = claimed  # flags of every kept partition
 
     def _holders(self, topic: str) -> set[int]:
         kept, grants = self.kept, self.grants
@@ -84,9 +86,10 @@ class _General:
         order = sorted(self.subscribers, key=lambda t: (len(self.subscribers[t]), t))
         claimed = self.claimed
         numbers = partition_numbers(self.group.topics[t] for t in order)
+        any_claimed = 1 in claimed
         for topic in order:
             count = self.group.topics[topic]
-            if claimed:
+            if any_claimed:
                 free = free_partitions(numbers, count, self.offsets[topic], claimed)
             else:
                 free = numbers[:count]

@@ -548,7 +548,7 @@ def assign(context: PlanContext) -> Assignment:
         for m in topic.owned:
             quota = quotas.get(m, 0)
             if quota:
-                keep = previous[member_ids[m]][name][:quota]  # resolved ownership is sorted
+                keep = list(previous[member_ids[m]][name][:quota])  # resolved: ascending
                 lists[m] = keep
                 for partition in keep:
                     taken[partition] = True
