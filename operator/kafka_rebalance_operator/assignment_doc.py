@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from kafka_rebalance_common import wire
@@ -86,8 +87,9 @@ class CurrentState:
     configmaps: dict[str, CurrentConfigMap]  # ConfigMap name -> content
     by_member: dict[str, MemberDocument]
 
-    @property
+    @cached_property
     def epoch(self) -> int:
+        """The highest epoch any document carries (computed once: a poll asks per member)."""
         return max((d.epoch for d in self.by_member.values()), default=0)
 
     def applied_hash(self) -> str | None:
