@@ -34,6 +34,8 @@ def sticky_claims(context: PlanContext) -> tuple[Owned, Previous, Taken | None]:
     ownership = context.ownership
     owned: Owned = list(ownership.resolved.values())
     if not ownership.conflicts:
+        if not any(owned):  # a fresh group: no scan of the owner array
+            return owned, {}, no_partitions_taken(len(ownership.owners))
         return owned, {}, bytearray(map((-1).__ne__, ownership.owners))
     members = context.group.members.values()
     order = dict.fromkeys(chain.from_iterable(member.claimed for member in members))
