@@ -1,8 +1,10 @@
 """Reading a group's offsets from Kafka (kafka-python 3.0 admin API). Blocking: call it from a
 worker thread, never from the event loop.
 
-kafka-python raises for the whole call when any one partition fails, so reads are split per
-topic and a failing topic is bisected down to the partitions that fail: a partition without a
+Log offsets are read for every partition of the policy in one call per offset kind (kafka-python
+sends one ListOffsets request per leader), so a poll's round trips do not grow with its topics.
+kafka-python raises for the whole call when any one partition fails, so a failed call is retried
+per topic and a failing topic is bisected down to the partitions that fail: a partition without a
 leader degrades that partition (state unknown), not the poll. Only when cluster metadata itself
 cannot be read is Kafka unreachable.
 """
@@ -129,6 +131,28 @@ class KafkaObserver:
             found.update(self._list_offsets(partitions[middle:], spec, errors, deadline))
             return found
 
+    def _offsets_of_all(
+        self,
+        by_topic: Mapping[str, list[TopicPartition]],
+        spec: int,
+        errors: list[str],
+        deadline: float,
+    ) -> dict[TopicPartition, int]:
+        """Offsets for every partition of `by_topic`: one call, per topic only if it fails."""
+        everything = [tp for partitions in by_topic.values() for tp in partitions]
+        if len(by_topic) > 1 and time.monotonic() <= deadline:
+            try:
+                result = self.admin.list_partition_offsets(
+                    dict.fromkeys(everything, spec), timeout_ms=self.timeout_ms
+                )
+                return {tp: value.offset for tp, value in result.items()}
+            except Exception:
+                log.debug("one ListOffsets call for every topic failed; per topic", exc_info=True)
+        found: dict[TopicPartition, int] = {}
+        for partitions in by_topic.values():
+            found.update(self._list_offsets(partitions, spec, errors, deadline))
+        return found
+
     def committed(
         self, group_id: str, errors: list[str]
     ) -> dict[PartitionKey, tuple[int, str | None]] | None:
@@ -177,10 +201,13 @@ class KafkaObserver:
         committed = self.committed(group_id, errors)
         offsets: dict[PartitionKey, PartitionOffsets] = {}
         deadline = started + 3 * self.timeout_ms / 1000.0
-        for topic, count in counts.items():
-            partitions = [TopicPartition(topic, p) for p in range(count)]
-            starts = self._list_offsets(partitions, OffsetSpec.EARLIEST, errors, deadline)
-            ends = self._list_offsets(partitions, OffsetSpec.LATEST, errors, deadline)
+        by_topic = {
+            topic: [TopicPartition(topic, p) for p in range(count)]
+            for topic, count in counts.items()
+        }
+        starts = self._offsets_of_all(by_topic, OffsetSpec.EARLIEST, errors, deadline)
+        ends = self._offsets_of_all(by_topic, OffsetSpec.LATEST, errors, deadline)
+        for topic, partitions in by_topic.items():
             for tp in partitions:
                 key = (topic, tp.partition)
                 commit = committed.get(key) if committed is not None else None
