@@ -1,0 +1,457 @@
+"""The operator's whole poll of one big group, phase by phase, on the real broker and API server.
+
+    .venv/bin/python -m benchmarks.operator_full_poll --topics 100 --partitions 100 \
+        --members 1000 [--brokers 1] [--polls 5] [--strategy lag-aware] [--mode assign]
+
+Starts its own Kafka cluster (`--brokers` KRaft nodes) and control plane (etcd, kube-apiserver,
+KWOK) in a temporary directory, or uses running ones (`--bootstrap` and `--kubeconfig`, e.g. from
+`kafka-rebalance dev up --print-env`). It then builds what a user with a big group has:
+`--topics` topics of `--partitions` partitions, records in every partition and the group's
+committed offsets behind them (so every partition has a lag), `--members` consumer pods running
+on KWOK nodes, and one ConsumerGroupPolicy over the topics (by `topicPattern`) with telemetry on.
+
+The poll is the operator's own `reconcile.poll` with its real ports (kafka-python against the
+broker, the kubernetes client against the API server, the Prometheus registry, a JSON-lines
+telemetry sink), each port and each phase wrapped in a timer; the status write the kopf handler
+does after the poll is timed as its own phase. The first poll applies epoch 1 (it writes every
+member's ConfigMap); the steady polls that follow find nothing to change, which is what a poll
+costs every `pollInterval` (default 30 s) in a settled group. Prints the phase table, the port
+calls inside it, and the process's peak RSS. Figures only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.measure import load_average, table
+
+PHASES = ("observe", "plan", "decide", "apply", "report")
+
+
+@dataclass
+class Clocks:
+    """Wall seconds per label for the current poll, and every finished poll's totals."""
+
+    current: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    polls: list[dict[str, float]] = field(default_factory=list)
+    counts: list[dict[str, int]] = field(default_factory=list)
+
+    def add(self, label: str, seconds: float) -> None:
+        self.current[label] += seconds
+        self.calls[label] += 1
+
+    def finish(self) -> None:
+        self.polls.append(dict(self.current))
+        self.counts.append(dict(self.calls))
+        self.current, self.calls = defaultdict(float), defaultdict(int)
+
+    def timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.add(label, time.perf_counter() - started)
+
+        return wrapper
+
+
+class TimedPort:
+    """Any port object with each public method timed under `<name>.<method>`."""
+
+    def __init__(self, inner: Any, name: str, clocks: Clocks) -> None:
+        self._inner, self._name, self._clocks = inner, name, clocks
+
+    def __getattr__(self, attribute: str) -> Any:
+        value = getattr(self._inner, attribute)
+        if callable(value) and not attribute.startswith("_"):
+            return self._clocks.timed(f"{self._name}.{attribute}", value)
+        return value
+
+
+# ------------------------------------------------------------------------------------- the world
+
+
+@contextlib.contextmanager
+def environment(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    """(bootstrap servers, kubeconfig path): the given ones, or a cluster and control plane of
+    the benchmark's own, stopped on exit."""
+    if args.bootstrap and args.kubeconfig:
+        yield args.bootstrap, args.kubeconfig
+        return
+    from kafka_rebalance.devenv import control_plane, kafka_broker
+    from kafka_rebalance.devenv.processes import StateFile
+    from kafka_rebalance.devenv.supervisor import Supervisor
+    from kafka_rebalance.devenv.toolchain import toolchain
+
+    tools = toolchain()
+    missing = [m for m in tools.missing() if m.split(" ", 1)[0] in ("kafka", "etcd", "kubernetes")]
+    if missing:
+        sys.exit(f"not provisioned: {', '.join(missing)}; run scripts/bootstrap")
+    with tempfile.TemporaryDirectory(prefix="full-poll-") as root:
+        supervisor = Supervisor(StateFile(Path(root) / "state.json"), die_with_parent=True)
+        try:
+            started = time.perf_counter()
+            cluster = kafka_broker.start_cluster(
+                "bench-kafka",
+                Path(root) / "kafka",
+                tools,
+                supervisor,
+                nodes=args.brokers,
+                heap=args.broker_heap,
+                timeout=300,
+            )
+            plane = control_plane.start(Path(root) / "kubernetes", tools, supervisor)
+            print(
+                f"started {args.brokers} broker(s) and the control plane in "
+                f"{time.perf_counter() - started:.1f} s"
+            )
+            yield cluster.bootstrap_servers, str(plane.kubeconfig)
+        finally:
+            supervisor.stop(grace=10)
+
+
+def create_topics(bootstrap: str, prefix: str, topics: int, partitions: int) -> list[str]:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    names = [f"{prefix}-t{i:04d}" for i in range(topics)]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
+    try:
+        for start in range(0, topics, 50):
+            batch = [NewTopic(n, partitions, 1) for n in names[start : start + 50]]
+            admin.create_topics(batch, timeout_ms=300_000)
+        deadline = time.monotonic() + 600
+        while True:  # every partition has a leader before anything is written
+            described = admin.describe_topics(names)
+            ready = sum(
+                1
+                for topic in described
+                for p in topic.get("partitions", [])
+                if p.get("leader_id", p.get("leader", -1)) >= 0
+            )
+            if ready == topics * partitions:
+                return names
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{ready} of {topics * partitions} partitions have a leader")
+            time.sleep(2)
+    finally:
+        admin.close()
+
+
+def write_records_and_offsets(bootstrap: str, names: list[str], partitions: int, group: str) -> int:
+    """1-3 records in every partition; the group committed at offset 0 or 1, so lags are 1-3."""
+    from kafka import KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=100, batch_size=65536)
+    written = 0
+    for topic in names:
+        for p in range(partitions):
+            for _ in range(1 + p % 3):
+                producer.send(topic, value=b"x", partition=p)
+                written += 1
+    producer.flush(600)
+    producer.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
+    try:
+        offsets = {
+            TopicPartition(t, p): OffsetAndMetadata(p % 2, "", -1)
+            for t in names
+            for p in range(partitions)
+        }
+        items = list(offsets.items())
+        for start in range(0, len(items), 20_000):
+            chunk = dict(items[start : start + 20_000])
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    admin.alter_group_offsets(group, chunk)
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(1)
+    finally:
+        admin.close()
+    return written
+
+
+def create_pods(api: Any, namespace: str, label: str, members: int) -> None:
+    """`members` pods on KWOK nodes of the benchmark's own (250 pods fit on the environment's)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    with contextlib.suppress(client.ApiException):
+        core.create_namespace({"metadata": {"name": namespace}})
+    per_node = 500
+    nodes = []
+    for n in range((members + per_node - 1) // per_node):
+        name = f"{label}-node-{n}"
+        capacity = {"cpu": "512", "memory": "2Ti", "pods": str(per_node + 10)}
+        core.create_node(
+            {
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                    "labels": {"type": "kwok", "kubernetes.io/hostname": name},
+                },
+                "status": {"allocatable": capacity, "capacity": capacity},
+            }
+        )
+        nodes.append(name)
+    for i in range(members):
+        core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": f"{label}-{i:04d}", "labels": {"app": label}},
+                "spec": {
+                    "nodeName": nodes[i // per_node],
+                    "containers": [
+                        {
+                            "name": "consumer",
+                            "image": "consumer:bench",
+                            "resources": {"requests": {"cpu": "500m"}},
+                        }
+                    ],
+                    "tolerations": [{"operator": "Exists"}],
+                },
+            },
+        )
+    deadline = time.monotonic() + 600
+    while True:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"app={label}").items
+        ready = sum(1 for p in pods if _ready(p))
+        if ready == members:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{ready} of {members} pods Ready after 600 s")
+        time.sleep(2)
+
+
+def _ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def pod_index(api: Any, namespace: str, label: str) -> list[Any]:
+    """What kopf's pod index holds for the namespace, built the way the operator builds it."""
+    from kafka_rebalance_operator.members import summarise_pod
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    raw = core.list_namespaced_pod(namespace, label_selector=f"app={label}", _preload_content=False)
+    import json
+
+    return [summarise_pod(item) for item in json.loads(raw.data)["items"]]
+
+
+# ----------------------------------------------------------------------------------- measurement
+
+
+def instrument(clocks: Clocks) -> None:
+    """Time each phase where `reconcile` calls it."""
+    from kafka_rebalance_operator import reconcile
+    from kafka_rebalance_operator.phases import report
+
+    for phase in ("observe", "plan", "decide", "apply"):
+        setattr(reconcile, phase, clocks.timed(phase, getattr(reconcile, phase)))
+    for outcome in ("polled", "waited", "failed"):
+        setattr(report, outcome, clocks.timed("report", getattr(report, outcome)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=100, help="per topic")
+    parser.add_argument("--members", type=int, default=1000)
+    parser.add_argument("--polls", type=int, default=5, help="steady polls after the first")
+    parser.add_argument("--strategy", default="lag-aware")
+    parser.add_argument("--mode", default="assign", choices=["assign", "group"])
+    parser.add_argument("--brokers", type=int, default=1, help="KRaft nodes to start")
+    parser.add_argument("--broker-heap", default="1g")
+    parser.add_argument(
+        "--profile", type=int, default=0, help="then profile one more poll: print this many rows"
+    )
+    parser.add_argument("--bootstrap")
+    parser.add_argument("--kubeconfig")
+    args = parser.parse_args(argv)
+
+    from kafka_rebalance_operator import metrics, ports, reconcile
+    from kafka_rebalance_operator.memory import PolicyMemory
+    from kafka_rebalance_operator.settings import OperatorSettings
+    from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
+    from kubernetes import client, config
+
+    from kafka_rebalance.demo.cluster import install_crd
+    from kafka_rebalance.devenv.toolchain import toolchain
+
+    total = args.topics * args.partitions
+    run = uuid.uuid4().hex[:5]
+    prefix, label, namespace = f"fp{run}", f"fp{run}", f"full-poll-{run}"
+    group = f"{prefix}-group"
+    print(
+        f"# operator full poll: {total:,} partitions ({args.topics} topics x {args.partitions}), "
+        f"{args.members} members, {args.strategy}, apply.mode {args.mode}"
+    )
+    print(f"load average at start: {load_average()}")
+    with environment(args) as (bootstrap, kubeconfig):
+        started = time.perf_counter()
+        names = create_topics(bootstrap, prefix, args.topics, args.partitions)
+        print(f"topics created in {time.perf_counter() - started:.1f} s")
+        started = time.perf_counter()
+        written = write_records_and_offsets(bootstrap, names, args.partitions, group)
+        print(
+            f"{written:,} records and {total:,} committed offsets in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        api = config.new_client_from_config(config_file=kubeconfig)
+        install_crd(toolchain().kubectl, Path(kubeconfig))
+        started = time.perf_counter()
+        create_pods(api, namespace, label, args.members)
+        print(f"{args.members} pods Ready in {time.perf_counter() - started:.1f} s")
+        started = time.perf_counter()
+        pods = pod_index(api, namespace, label)
+        print(
+            f"pod list -> index entries (once per watch, not per poll): "
+            f"{(time.perf_counter() - started) * 1000:.0f} ms"
+        )
+
+        spec = {
+            "groupId": group,
+            "kafka": {"bootstrapServers": bootstrap},
+            "topicPattern": f"{prefix}-t[0-9]+",
+            "members": {"selector": {"matchLabels": {"app": label}}},
+            "strategy": args.strategy,
+            "rebalance": {"cooldown": "0s"},
+            "apply": {"mode": args.mode},
+        }
+        custom = client.CustomObjectsApi(api)
+        created = custom.create_namespaced_custom_object(
+            "kafka-rebalance.io",
+            "v1alpha1",
+            namespace,
+            "consumergrouppolicies",
+            {
+                "apiVersion": "kafka-rebalance.io/v1alpha1",
+                "kind": "ConsumerGroupPolicy",
+                "metadata": {"name": "bench"},
+                "spec": spec,
+            },
+        )
+        uid = created["metadata"]["uid"]
+
+        clocks = Clocks()
+        instrument(clocks)
+        telemetry_file = Path(tempfile.mkdtemp(prefix="full-poll-telemetry-")) / "rows.jsonl"
+        real = ports.real_ports(api, Telemetry([JsonLinesSink(str(telemetry_file))]))
+        timed_ports = replace(
+            real,
+            configmaps=TimedPort(real.configmaps, "configmaps", clocks),
+            status=TimedPort(real.status, "status", clocks),
+            metrics=TimedPort(real.metrics, "metrics", clocks),
+            telemetry=TimedPort(real.telemetry, "telemetry", clocks),
+            kafka=_timed_factory(real.kafka, clocks),
+        )
+        memory, settings = PolicyMemory(), OperatorSettings()
+        status: dict[str, Any] = {}
+        actions = []
+        for _ in range(1 + args.polls):
+            ctx = reconcile.PolicyContext(namespace, "bench", uid, 1, spec, status)
+            started = time.perf_counter()
+            outcome = reconcile.poll(ctx, pods, memory, timed_ports, settings)
+            clocks.add("poll", time.perf_counter() - started)
+            if outcome.status:
+                started = time.perf_counter()
+                timed_ports.status.patch(namespace, "bench", outcome.status)
+                clocks.add("status write", time.perf_counter() - started)
+            status = {**status, **{k: v for k, v in outcome.status.items() if v is not None}}
+            actions.append(outcome.action)
+            clocks.finish()
+        if args.profile:
+            import cProfile
+            import pstats
+
+            ctx = reconcile.PolicyContext(namespace, "bench", uid, 1, spec, status)
+            profiler = cProfile.Profile()
+            profiler.runcall(reconcile.poll, ctx, pods, memory, real, settings)
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+        memory.close()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        series = sum(len(family.samples) for family in metrics.REGISTRY.collect())
+        print(
+            f"actions: {actions}; epoch {status.get('epoch')}, "
+            f"maxLoadRatio {status.get('maxLoadRatio')}"
+        )
+        print(f"telemetry rows written: {len(telemetry_file.read_text().splitlines()):,}")
+        print(f"load average at end: {load_average()}")
+        report_table(clocks, total, args, peak, series)
+
+
+def _timed_factory(factory: Callable[..., Any], clocks: Clocks) -> Callable[..., Any]:
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        return TimedPort(clocks.timed("kafka.connect", factory)(*args, **kwargs), "kafka", clocks)
+
+    return connect
+
+
+def report_table(
+    clocks: Clocks, total: int, args: argparse.Namespace, peak_mib: float, series: int | None
+) -> None:
+    first, steady = clocks.polls[0], clocks.polls[1:]
+    labels = ["poll", *PHASES, "status write"]
+    labels += sorted({k for p in clocks.polls for k in p} - set(labels))
+    rows = []
+    for label in labels:
+        values = [p.get(label, 0.0) for p in steady]
+        rows.append(
+            [
+                label,
+                f"{first.get(label, 0.0) * 1000:,.0f}",
+                f"{statistics.median(values) * 1000:,.0f}" if values else "-",
+                f"{max(values) * 1000:,.0f}" if values else "-",
+                str(clocks.counts[-1].get(label, 0)),
+            ]
+        )
+    print()
+    print(f"## {total:,} partitions, {args.members} members: wall ms per poll")
+    print(
+        table(
+            [
+                "phase / port call",
+                "first poll (epoch 1)",
+                "steady median",
+                "steady max",
+                "calls (last poll)",
+            ],
+            rows,
+        )
+    )
+    whole = [p.get("poll", 0.0) + p.get("status write", 0.0) for p in steady]
+    if whole:
+        verdict = "met" if statistics.median(whole) < 3.0 else "NOT met"
+        print(
+            f"steady poll + status write, median {statistics.median(whole):.2f} s: "
+            f"3 s target {verdict}"
+        )
+    print(f"peak RSS of this process (the operator's poll code, no kopf): {peak_mib:,.0f} MiB")
+    if series is not None:
+        print(f"samples in the operator's Prometheus registry: {series:,}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    main()
