@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import resource
+import signal
 import statistics
 import sys
 import tempfile
@@ -158,15 +158,19 @@ def write_records_and_offsets(bootstrap: str, names: list[str], partitions: int,
     from kafka.admin import KafkaAdminClient
     from kafka.structs import OffsetAndMetadata
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=100, batch_size=65536)
     written = 0
-    for topic in names:
-        for p in range(partitions):
-            for _ in range(1 + p % 3):
-                producer.send(topic, value=b"x", partition=p)
-                written += 1
-    producer.flush(600)
-    producer.close()
+    # One producer per 50 topics: a producer refreshes the metadata of every topic it has sent
+    # to whenever it meets a new one, so one producer for 1,000 topics decodes ~50M partition
+    # entries before its last send.
+    for start in range(0, len(names), 50):
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=100, batch_size=65536)
+        for topic in names[start : start + 50]:
+            for p in range(partitions):
+                for _ in range(1 + p % 3):
+                    producer.send(topic, value=b"x", partition=p)
+                    written += 1
+        producer.flush(600)
+        producer.close()
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
     try:
         offsets = {
@@ -452,6 +456,10 @@ def report_table(
         print(f"samples in the operator's Prometheus registry: {series:,}")
 
 
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds `environment`, which stops what it started
+
+
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     main()
