@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka_rebalance_assignors import plan
 
+from tests.test_weighted_sticky_properties import counts, shares, within_one
+
 PRODUCT = ("kip169", "weighted-sticky", "lag-aware")
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
@@ -215,3 +217,14 @@ def test_weighted_sticky_counts_within_one_of_quota_and_keeps_what_it_can(docume
                 assert not any(
                     move["to"] == member_id and move["topic"] == topic for move in result["moves"]
                 )
+
+
+@SETTINGS
+@given(groups(weights=(1.0, 2.0, 4.0)))
+def test_lag_aware_equal_loads_every_member_within_one_of_its_weighted_share(document):
+    """No lag known (the count model): whatever was owned before, every member ends with the
+    floor or the ceiling of its weighted share, n_t * w / W_t summed over its topics."""
+    document.pop("lag", None)
+    _, total = shares(document)
+    got = counts(plan(document, "lag-aware")["assignment"])
+    assert all(within_one(got.get(m, 0), share) for m, share in total.items())

@@ -15,12 +15,19 @@ normalised load max_i(sum of l_p on i) / w_i, then the number of partitions move
    their previous owners wherever that does not raise the maximum, and repeat.
 4. Hysteresis: if the improved plan does not beat the base plan by at least `min_improvement`
    (a fraction of the base objective), return the base plan: only free partitions move.
+5. Equal loads (the count model, or lags all alike): every member is brought within one
+   partition of its weighted share (`lag_aware_shares`, which says why that comes first there),
+   with the move budget left; when hysteresis kept the base plan (`min_improvement` > 0), with
+   no budget: again only free partitions move.
 """
 
 from __future__ import annotations
 
+import math
+
 from kafka_rebalance_assignors.context import PlanContext
 from kafka_rebalance_assignors.lag_aware_search import Search
+from kafka_rebalance_assignors.lag_aware_shares import ShareProblem, repair_shares
 from kafka_rebalance_assignors.model import Assignment
 
 
@@ -34,5 +41,31 @@ def assign(context: PlanContext) -> Assignment:
     search.improve()
     best = search.max_normalised()
     if best < base and base - best >= options.min_improvement * base:
-        return search.to_assignment(search.owner)
-    return search.to_assignment(base_owner)
+        chosen, budget = search.owner, search.budget_left
+    elif options.min_improvement > 0:
+        chosen, budget = base_owner, 0.0  # hysteresis: only free partitions move
+    else:
+        chosen = base_owner
+        budget = math.inf if options.max_moves is None else float(options.max_moves)
+    if not search.strict and _equal_loads(search):
+        class_sizes = [0] * len(search.class_members)
+        for t, c in enumerate(search.topic_class):
+            if c >= 0:
+                class_sizes[c] += search.sizes[t]
+        problem = ShareProblem(
+            search.topic_of, search.subs, search.w, search.prev, search.class_members, class_sizes
+        )
+        chosen = repair_shares(problem, chosen, budget)
+    return search.to_assignment(chosen)
+
+
+def _equal_loads(search: Search) -> bool:
+    """Every subscribed partition weighs the same (then counts decide among equal plans)."""
+    seen: set[float] = set()
+    for t, subs in enumerate(search.subs):
+        if subs and search.sizes[t]:
+            start = search.offsets[t]
+            seen.update(search.load[start : start + search.sizes[t]])
+            if len(seen) > 1:
+                return False
+    return True
