@@ -87,9 +87,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "*.domain[:port]; comma-separated, repeatable); others are Stalled BootstrapNotAllowed. "
         "Default: any",
     )
+    parser.add_argument(
+        "--max-partition-series",
+        type=_non_negative,
+        default=10_000,
+        metavar="N",
+        help="per-partition metric series per policy at most (the rest are counted in "
+        "kafka_rebalance_partition_series_dropped_total); default 10000",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     logformat.add_argument(parser)  # --log-format text|json
     parser.set_defaults(handler=run)
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     telemetry = Telemetry(sinks)
     operator = handlers.Operator(
         settings=settings,
-        ports=ports.real_ports(kube_io.connect(), telemetry),
+        ports=ports.real_ports(kube_io.connect(), telemetry, args.max_partition_series),
         liveness=health.Liveness(args.liveness_max_age),
     )
     if args.metrics_port:

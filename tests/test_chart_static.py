@@ -310,6 +310,8 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
         "8080",
         "--metrics-port",
         "9100",
+        "--max-partition-series",
+        "10000",
         "--log-format",
         "text",
     ]
@@ -349,6 +351,8 @@ def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> N
         "8080",
         "--metrics-port",
         "9100",
+        "--max-partition-series",
+        "10000",
         "--log-format",
         "text",
     ]
@@ -373,6 +377,8 @@ def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
         "8080",
         "--metrics-port",
         "9100",
+        "--max-partition-series",
+        "10000",
         "--log-format",
         "text",
     ]

@@ -1,7 +1,13 @@
 """Prometheus metrics (`kafka_rebalance_*`, docs/naming.md), served on :9100/metrics.
 
 Per-partition series are removed when a partition or member leaves a policy, so a long-running
-operator does not export the lag of partitions that no longer exist.
+operator does not export the lag of partitions that no longer exist. Their labels name the
+partition only (its lag state is counted per policy in `kafka_rebalance_partitions`), so a series
+keeps its identity while its lag state changes. Each policy exports at most `max_partition_series`
+partitions: those that had a series at the last poll keep it, new ones take the free places in
+(topic, partition) order, and the rest are counted in
+`kafka_rebalance_partition_series_dropped_total` (one tenant's `topicPattern: .*` cannot flood
+the operator's /metrics or crowd out another policy's series).
 """
 
 from __future__ import annotations
@@ -15,11 +21,27 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 REGISTRY = CollectorRegistry(auto_describe=True)
 POLICY = ("namespace", "policy", "group")
 
+# The default cap on per-partition series per policy (`--max-partition-series`).
+DEFAULT_MAX_PARTITION_SERIES = 10_000
+
 PARTITION_LAG = Gauge(
     "kafka_rebalance_partition_lag",
     "Offset lag of a partition at the last poll (records; unknown partitions carry the last "
     "known value)",
-    (*POLICY, "topic", "partition", "state"),
+    (*POLICY, "topic", "partition"),
+    registry=REGISTRY,
+)
+PARTITIONS_BY_STATE = Gauge(
+    "kafka_rebalance_partitions",
+    "Partitions of a policy in each lag state at the last poll",
+    (*POLICY, "state"),
+    registry=REGISTRY,
+)
+PARTITION_SERIES_DROPPED = Counter(
+    "kafka_rebalance_partition_series_dropped",
+    "Partitions left without per-partition series at a poll because the policy has more than "
+    "--max-partition-series (counted once per poll)",
+    ("namespace", "policy"),
     registry=REGISTRY,
 )
 PARTITION_TIME_LAG = Gauge(
@@ -92,6 +114,7 @@ _SERIES_LOCK = threading.Lock()
 _PARTITION_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
 _MEMBER_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
 _CONDITION_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+_STATE_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
 
 
 def _replace_series(
@@ -115,22 +138,60 @@ def record_partitions(
     policy: str,
     group: str,
     rows: Iterable[tuple[str, int, str, int | None, float | None]],
+    max_series: int = DEFAULT_MAX_PARTITION_SERIES,
 ) -> None:
-    """rows: (topic, partition, state, lag, time_lag_s)."""
+    """rows: (topic, partition, state, lag, time_lag_s); see the module docstring for the cap."""
+    rows = list(rows)
+    states: dict[str, int] = {}
+    for row in rows:
+        states[row[2]] = states.get(row[2], 0) + 1
+    key = (namespace, policy)
+    with _SERIES_LOCK:
+        before = _PARTITION_SERIES.get(key, set())
+    kept = _within_cap(rows, before, max_series)
     series: set[tuple[str, ...]] = set()
-    for topic, partition, state, lag, time_lag in rows:
+    for topic, partition, _state, lag, time_lag in kept:
         labels = (namespace, policy, group, topic, str(partition))
+        series.add(labels)
         if lag is not None:
-            PARTITION_LAG.labels(*labels, state).set(lag)
-            series.add((*labels, state))
+            PARTITION_LAG.labels(*labels).set(lag)
+        else:
+            with contextlib.suppress(KeyError):
+                PARTITION_LAG.remove(*labels)
         if time_lag is not None:
             PARTITION_TIME_LAG.labels(*labels).set(time_lag)
         else:
             with contextlib.suppress(KeyError):
                 PARTITION_TIME_LAG.remove(*labels)
     _replace_series(
-        _PARTITION_SERIES, (namespace, policy), series, (PARTITION_LAG,), {PARTITION_LAG: 6}
+        _PARTITION_SERIES,
+        key,
+        series,
+        (PARTITION_LAG, PARTITION_TIME_LAG),
+        {PARTITION_LAG: 5, PARTITION_TIME_LAG: 5},
     )
+    state_series = {(namespace, policy, group, state) for state in states}
+    for state, count in states.items():
+        PARTITIONS_BY_STATE.labels(namespace, policy, group, state).set(count)
+    _replace_series(
+        _STATE_SERIES, key, state_series, (PARTITIONS_BY_STATE,), {PARTITIONS_BY_STATE: 4}
+    )
+    if len(rows) > len(kept):
+        PARTITION_SERIES_DROPPED.labels(namespace, policy).inc(len(rows) - len(kept))
+
+
+def _within_cap(
+    rows: list[tuple[str, int, str, int | None, float | None]],
+    before: set[tuple[str, ...]],
+    cap: int,
+) -> list[tuple[str, int, str, int | None, float | None]]:
+    """The rows that get series: all when they fit, else those that had one (stable between
+    polls), then new ones in (topic, partition) order."""
+    if len(rows) <= cap:
+        return rows
+    had = {(labels[3], labels[4]) for labels in before}
+    ordered = sorted(rows, key=lambda row: ((row[0], str(row[1])) not in had, row[0], row[1]))
+    return ordered[: max(cap, 0)]
 
 
 def record_members(
@@ -177,7 +238,14 @@ def serve(port: int, address: str = "0.0.0.0") -> None:
 def forget(namespace: str, policy: str) -> None:
     """Drop every series of a deleted policy."""
     _replace_series(
-        _PARTITION_SERIES, (namespace, policy), set(), (PARTITION_LAG,), {PARTITION_LAG: 6}
+        _PARTITION_SERIES,
+        (namespace, policy),
+        set(),
+        (PARTITION_LAG, PARTITION_TIME_LAG),
+        {PARTITION_LAG: 5, PARTITION_TIME_LAG: 5},
+    )
+    _replace_series(
+        _STATE_SERIES, (namespace, policy), set(), (PARTITIONS_BY_STATE,), {PARTITIONS_BY_STATE: 4}
     )
     _replace_series(
         _MEMBER_SERIES,
@@ -189,7 +257,7 @@ def forget(namespace: str, policy: str) -> None:
     _replace_series(
         _CONDITION_SERIES, (namespace, policy), set(), (POLICY_CONDITION,), {POLICY_CONDITION: 4}
     )
-    for gauge in (PARTITION_TIME_LAG, EPOCH, MAX_LOAD_RATIO, TOTAL_LAG, PLANS, MOVES):
+    for gauge in (EPOCH, MAX_LOAD_RATIO, TOTAL_LAG, PLANS, MOVES, PARTITION_SERIES_DROPPED):
         for sample_labels in [
             labels
             for labels in list(getattr(gauge, "_metrics", {}))

@@ -135,7 +135,11 @@ class SystemClock:
 
 
 class PrometheusMetrics:
-    """The operator's Prometheus series (metrics.REGISTRY, served on :9100/metrics)."""
+    """The operator's Prometheus series (metrics.REGISTRY, served on :9100/metrics), at most
+    `max_partition_series` per-partition series per policy."""
+
+    def __init__(self, max_partition_series: int = prometheus.DEFAULT_MAX_PARTITION_SERIES):
+        self.max_partition_series = max_partition_series
 
     def poll_finished(self, namespace: str, policy: str, seconds: float) -> None:
         prometheus.POLL_SECONDS.labels(namespace, policy).observe(seconds)
@@ -162,7 +166,9 @@ class PrometheusMetrics:
         total_lag: int,
         max_load_ratio: float | None,
     ) -> None:
-        prometheus.record_partitions(namespace, policy, group, partitions)
+        prometheus.record_partitions(
+            namespace, policy, group, partitions, self.max_partition_series
+        )
         prometheus.record_members(namespace, policy, group, members)
         prometheus.EPOCH.labels(namespace, policy, group).set(epoch)
         prometheus.TOTAL_LAG.labels(namespace, policy, group).set(total_lag)
@@ -239,7 +245,11 @@ class KubeSecrets:
         return kube_io.read_secret(namespace, name, api_client=self.api_client)
 
 
-def real_ports(api_client: Any, telemetry: TelemetrySink) -> Ports:
+def real_ports(
+    api_client: Any,
+    telemetry: TelemetrySink,
+    max_partition_series: int = prometheus.DEFAULT_MAX_PARTITION_SERIES,
+) -> Ports:
     """The operator's ports: the API server through `api_client`, Kafka through kafka-python,
     the system clock, the Prometheus registry, and the configured telemetry sinks."""
     return Ports(
@@ -248,6 +258,6 @@ def real_ports(api_client: Any, telemetry: TelemetrySink) -> Ports:
         secrets=KubeSecrets(api_client),
         kafka=KafkaObserver,
         clock=SystemClock(),
-        metrics=PrometheusMetrics(),
+        metrics=PrometheusMetrics(max_partition_series),
         telemetry=telemetry,
     )

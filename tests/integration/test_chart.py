@@ -179,6 +179,8 @@ def test_default_install_creates_the_operator_and_exactly_its_permissions(
         "8080",
         "--metrics-port",
         "9100",
+        "--max-partition-series",
+        "10000",
         "--log-format",
         "text",
     ]
@@ -246,6 +248,8 @@ def test_all_namespaces_binds_cluster_wide_and_uninstall_removes_it(
         "8080",
         "--metrics-port",
         "9100",
+        "--max-partition-series",
+        "10000",
         "--log-format",
         "text",
     ]

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_rebalance.demo.cluster import wait_for
 from kafka_rebalance.demo.operator_process import OperatorProcess, free_port
@@ -369,6 +370,16 @@ def test_enforce_lifecycle(k8s: Any, kafka: str, tmp_path: Path) -> None:
             "kafka_rebalance_partition_lag{" in text
             and "kafka_rebalance_poll_duration_seconds_bucket" in text
         )
+        # one series per partition (no lag-state label), the states counted per policy
+        samples = [
+            sample
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.labels.get("policy") == name
+        ]
+        lag_labels = [s.labels for s in samples if s.name == "kafka_rebalance_partition_lag"]
+        assert lag_labels and all("state" not in labels for labels in lag_labels)
+        assert {s.labels["state"] for s in samples if s.name == "kafka_rebalance_partitions"}
         code, body = http_get(operator.health_port, "/healthz")
         assert code == 200 and json.loads(body)["alive"] is True
 
