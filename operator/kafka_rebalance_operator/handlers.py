@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,27 +101,51 @@ def pods_by_namespace(namespace: str, body: kopf.Body, **_: Any) -> dict[str, Po
     return {namespace: summarise_pod(body)}
 
 
+PolicyEntry = tuple[str, str, str, tuple[str, ...]]
+
+
 def policies_by_namespace(
     namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
-) -> dict[str, tuple[str, str, str]]:
-    """(creationTimestamp, name, groupId) per policy: to find two policies for one group."""
-    return {namespace: (str(meta.get("creationTimestamp") or ""), name, str(spec.get("groupId")))}
+) -> dict[str, PolicyEntry]:
+    """(creationTimestamp, name, groupId, bootstrap servers) per policy: to find two policies
+    for one group of one cluster, in this namespace or any other the operator watches."""
+    kafka = spec.get("kafka") or {}
+    servers = str(kafka.get("bootstrapServers") or "")
+    return {
+        namespace: (
+            str(meta.get("creationTimestamp") or ""),
+            name,
+            str(spec.get("groupId")),
+            tuple(sorted({s.strip().lower() for s in servers.split(",") if s.strip()})),
+        )
+    }
 
 
-def _conflict(namespace: str, name: str, spec: Any, index: kopf.Index) -> str | None:
-    """The older policy that manages the same group in this namespace, if any (it wins)."""
+def _conflict(
+    namespace: str, name: str, spec: Any, index: Mapping[str, Iterable[PolicyEntry]]
+) -> str | None:
+    """The older policy that manages the same group on the same Kafka cluster (a bootstrap
+    server in common, as this operator resolves it), in any watched namespace, if any: it wins.
+    Older means an earlier creationTimestamp, then (namespace, name): both sides agree. Named
+    `name` in this namespace, `namespace/name` in another."""
     group = spec.get("groupId")
-    mine = None
-    others = []
-    for created, other, other_group in index.get(namespace, []):
-        if other == name:
-            mine = (created, other)
-        elif other_group == group:
-            others.append((created, other))
+    entries = [
+        ((created, other_namespace, other), other_group, set(servers))
+        for other_namespace, stored in index.items()
+        for created, other, other_group, servers in stored
+    ]
+    mine = next((e for e in entries if e[0][1:] == (namespace, name)), None)
     if mine is None:
         return None
-    older = sorted(o for o in others if o < mine)
-    return older[0][1] if older else None
+    rivals = [
+        key
+        for key, other_group, servers in entries
+        if other_group == group and key < mine[0] and servers & mine[2]
+    ]
+    if not rivals:
+        return None
+    _, other_namespace, other = min(rivals)
+    return other if other_namespace == namespace else f"{other_namespace}/{other}"
 
 
 def _interval(spec: Any, settings: OperatorSettings) -> float:
@@ -140,7 +165,7 @@ async def poll_policy(
     memo: kopf.Memo,
     body: kopf.Body,
     pods_by_namespace: kopf.Index[str, PodSummary],
-    policies_by_namespace: kopf.Index[str, tuple[str, str, str]],
+    policies_by_namespace: kopf.Index[str, PolicyEntry],
     **_: Any,
 ) -> None:
     operator: Operator = memo.operator

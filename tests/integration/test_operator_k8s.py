@@ -54,8 +54,11 @@ class Installed:
     args: list[str]  # the Deployment container's args (`operator --namespace NS ...`)
 
 
-def helm_install(k8s: Any, namespace: str, home: Path) -> Installed:
-    """`helm install` the chart watching `namespace`; a token kubeconfig of its ServiceAccount."""
+def helm_install(
+    k8s: Any, namespace: str, home: Path, also_watch: tuple[str, ...] = ()
+) -> Installed:
+    """`helm install` the chart watching `namespace` (and `also_watch`, created here too); a
+    token kubeconfig of its ServiceAccount."""
     from kubernetes import client
 
     home.mkdir(parents=True, exist_ok=True)
@@ -66,7 +69,9 @@ def helm_install(k8s: Any, namespace: str, home: Path) -> Installed:
         "HELM_CONFIG_HOME": str(home / "config"),
         "HELM_DATA_HOME": str(home / "data"),
     }
-    k8s.kubectl("create", "namespace", namespace)
+    for created in (namespace, *also_watch):
+        k8s.kubectl("create", "namespace", created)
+    watched = ",".join((namespace, *also_watch))
     installed = subprocess.run(
         [
             str(k8s.tools.helm),
@@ -76,7 +81,7 @@ def helm_install(k8s: Any, namespace: str, home: Path) -> Installed:
             "--namespace",
             namespace,
             "--set",
-            f"watchNamespaces={{{namespace}}}",
+            f"watchNamespaces={{{watched}}}",
             "--set",
             "replicaCount=0",
             "--wait",
@@ -1005,3 +1010,59 @@ def test_a_failing_status_write_does_not_undo_cooldown(
             policy = cluster.policy(name)
             assert policy["metadata"]["generation"] == 2
             assert policy["status"]["observedGeneration"] == 1, "status writes were refused"
+
+
+def test_one_group_on_one_cluster_has_one_policy_across_watched_namespaces(
+    k8s: Any, kafka: str, tmp_path: Path
+) -> None:
+    """The operator watches two namespaces; a second policy for the same group and cluster in
+    the other namespace is Stalled ConflictingPolicy naming the first (namespace/name) while the
+    first keeps working; the same groupId on another cluster is no conflict; deleting the first
+    frees the second."""
+    home = f"conflict-{uuid.uuid4().hex[:6]}"
+    other = f"{home}-b"
+    installed = helm_install(k8s, home, tmp_path / "helm", also_watch=(other,))
+    first, second = Cluster(k8s, home), Cluster(k8s, other)
+    for cluster in (first, second):
+        cluster.apply(pause_statefulset("consumer", 1, cpu_request="100m"))
+    topic = f"conflict-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(topic, 2, 1)])
+    admin.close()
+    group = f"group-{topic}"
+    elsewhere = "127.0.0.1:1"  # another cluster as far as the operator can tell
+    with run_operator(installed, tmp_path) as operator, diagnostics(first, "orders", operator):
+        first.apply(policy_manifest("orders", group, kafka, topic, "consumer"))
+        wait_for(
+            "the first policy Ready",
+            lambda: condition(first.policy("orders"), "Ready").get("status") == "True",
+        )
+        second.apply(policy_manifest("orders-copy", group, kafka, topic, "consumer"))
+        second.apply(policy_manifest("orders-elsewhere", group, elsewhere, topic, "consumer"))
+        stalled = wait_for(
+            "the copy Stalled ConflictingPolicy",
+            lambda: (
+                (c := condition(second.policy("orders-copy"), "Stalled")).get("reason")
+                == "ConflictingPolicy"
+                and c
+            ),
+        )
+        assert f"{home}/orders" in stalled["message"]
+        wait_for(
+            "the other cluster's policy polled",
+            lambda: (
+                condition(second.policy("orders-elsewhere"), "Stalled").get("reason")
+                not in (None, "ConflictingPolicy")
+            ),
+        )
+        assert condition(first.policy("orders"), "Ready")["status"] == "True"
+        first.k8s.kubectl(
+            "-n", home, "delete", "consumergrouppolicies.kafka-rebalance.io", "orders"
+        )
+        wait_for(
+            "the copy no longer conflicting",
+            lambda: (
+                condition(second.policy("orders-copy"), "Stalled").get("reason")
+                != "ConflictingPolicy"
+            ),
+        )
