@@ -7,7 +7,12 @@ and broker, with policies that ordinary tenants produce next to each other.
 - a topicPattern with a backreference is Stalled InvalidSpec naming the construct (lookarounds
   are already refused by the API server's CEL rule);
 - the catastrophic `([a-z]+-?)*x` next to a 36-character topic name is matched in linear time:
-  the policy gets its status and /healthz keeps answering within 2 s throughout.
+  the policy gets its status;
+- and the ordinary mistakes beside a healthy policy with pods: a topicPattern that matches
+  nothing yet, a Secret that does not exist, a second policy for the healthy one's group.
+
+For 75 s, /healthz answers 200 within 2 s, the healthy policy keeps polling and stays Ready, and
+every other policy carries its own Stalled reason (the Strimzi one works).
 """
 
 from __future__ import annotations
@@ -88,6 +93,9 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
             },
         },
     )
+    api.create_statefulset("consumer", 2)
+    api.wait_pods("consumer", ["consumer-0", "consumer-1"])
+    healthy_group = f"tenancy-healthy-{uuid.uuid4().hex[:6]}"
     allowed = f"{cluster.bootstrap_servers},{cluster.ssl_bootstrap_servers}"
     operator = OperatorProcess(
         k8s.kubeconfig,
@@ -98,7 +106,13 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
     )
     operator.start()
     try:
+        healthy_spec = {
+            "groupId": healthy_group,
+            "topics": [topic],
+            "members": {"selector": {"matchLabels": {"app": "consumer"}}},
+        }
         policies = {
+            "healthy": _policy("healthy", cluster.bootstrap_servers, **healthy_spec),
             "strimzi": _policy(
                 "strimzi",
                 cluster.ssl_bootstrap_servers,
@@ -123,9 +137,25 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
             "catastrophic": _policy(
                 "catastrophic", cluster.bootstrap_servers, topicPattern="([a-z]+-?)*x"
             ),
+            "no-topics": _policy(
+                "no-topics", cluster.bootstrap_servers, topicPattern="not-yet-created-.*"
+            ),
+            "no-secret": _policy(
+                "no-secret",
+                cluster.bootstrap_servers,
+                topics=[topic],
+                kafka={
+                    "bootstrapServers": cluster.bootstrap_servers,
+                    "secretRef": {"name": "absent"},
+                },
+            ),
+            "duplicate": _policy("duplicate", cluster.bootstrap_servers, **healthy_spec),
         }
-        for body in policies.values():
-            api.apply_policy(body)
+        api.apply_policy(policies["healthy"])  # first: the duplicate is the younger one
+        time.sleep(1.5)  # creationTimestamp has one-second resolution
+        for name, body in policies.items():
+            if name != "healthy":
+                api.apply_policy(body)
 
         expected = {
             "strimzi": "NoMembers",  # the Secret and TLS worked: Kafka was read, no pod selected
@@ -134,23 +164,49 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
             # every topic name matched; the broker is shared with other tests, so a topic of
             # theirs ending in 'x' would make it NoMembers: either way the pattern ran
             "catastrophic": "TopicsNotFound",
+            "no-topics": "TopicsNotFound",
+            "no-secret": "SecretNotFound",
+            "duplicate": "ConflictingPolicy",
         }
         either = {"catastrophic": {"TopicsNotFound", "NoMembers"}}
         reasons: dict[str, str | None] = {}
-        slowest = 0.0
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+        slowest, answers, settled_at = 0.0, 0, None
+        healthy_polls: list[str] = []
+        started_run = time.monotonic()
+        while time.monotonic() - started_run < 75:
             started = time.monotonic()
             assert _healthz(operator.health_port) == 200
             slowest = max(slowest, time.monotonic() - started)
-            reasons = {n: _ready(api.policy_status(n)).get("reason") for n in policies}
+            answers += 1
+            reasons = {
+                n: _ready(api.policy_status(n)).get("reason") for n in policies if n != "healthy"
+            }
             if reasons.get("catastrophic") in either["catastrophic"]:
                 reasons["catastrophic"] = expected["catastrophic"]
-            if reasons == expected:
-                break
+            if reasons == expected and settled_at is None:
+                settled_at = time.monotonic() - started_run
+            healthy_polls.append(api.policy_status("healthy").get("lastPollTime", ""))
             time.sleep(1.0)
         assert reasons == expected, reasons
         assert slowest < 2.0
+        assert answers >= 60
+        late = [t for t in healthy_polls[len(healthy_polls) // 2 :] if t]
+        assert len(set(late)) >= 5, "the healthy policy keeps polling through the second half"
+        stalled = {
+            n: next(
+                (c for c in api.policy_status(n).get("conditions") or [] if c["type"] == "Stalled"),
+                {},
+            )
+            for n in policies
+        }
+        assert stalled["healthy"].get("status") != "True"
+        assert _ready(api.policy_status("healthy")).get("status") == "True"
+        for name in ("elsewhere", "backref", "no-secret", "duplicate"):
+            assert stalled[name].get("status") == "True", (name, stalled[name])
+        print(
+            f"\nsix-policy run: {answers} /healthz answers over 75 s, slowest {slowest:.3f} s; "
+            f"every reason as expected after {settled_at:.1f} s"
+        )
 
         messages = {n: _ready(api.policy_status(n)).get("message", "") for n in policies}
         assert "kafka.attacker.example:9092" in messages["elsewhere"]
