@@ -17,6 +17,7 @@ from kubernetes.client.rest import ApiException
 
 __all__ = [
     "ApiException",
+    "ForeignConfigMap",
     "SecretMissing",
     "api",
     "connect",
@@ -92,9 +93,24 @@ def list_configmaps(
     return list(json.loads(response.data).get("items") or [])
 
 
+class ForeignConfigMap(Exception):
+    """A ConfigMap with the name the operator would write exists and no policy of that name
+    owns it: it is somebody else's, and the operator never overwrites it."""
+
+    def __init__(self, namespace: str, name: str, owners: str) -> None:
+        super().__init__(
+            f"ConfigMap {namespace}/{name} exists and is not this policy's ({owners}); the "
+            "operator does not overwrite it: rename or delete it"
+        )
+        self.namespace, self.name = namespace, name
+
+
 def upsert_configmap(
     body: Mapping[str, Any], *, api_client: client.ApiClient | None = None
 ) -> None:
+    """Create the policy's ConfigMap, or replace it when a policy of the same name owns it (an
+    earlier incarnation of the policy counts: its ConfigMaps are the ones the sidecars read).
+    Raises ForeignConfigMap for any other ConfigMap of that name."""
     core = client.CoreV1Api(api_client or api())
     namespace = body["metadata"]["namespace"]
     name = body["metadata"]["name"]
@@ -103,6 +119,15 @@ def upsert_configmap(
     except ApiException as error:
         if error.status != 409:
             raise
+        existing = core.read_namespaced_config_map(name, namespace)
+        owners = existing.metadata.owner_references or []
+        policy = body["metadata"]["ownerReferences"][0]["name"]
+        if not any(
+            o.kind == names.KIND and o.api_version == names.API_VERSION and o.name == policy
+            for o in owners
+        ):
+            described = ", ".join(f"owned by {o.kind} {o.name}" for o in owners) or "no owner"
+            raise ForeignConfigMap(namespace, name, described) from None
         core.replace_namespaced_config_map(name, namespace, body)
 
 

@@ -29,6 +29,8 @@ PartitionRow = tuple[str, int, str, int | None, float | None]
 
 # The Secret a policy names does not exist or may not be read (the message names it).
 SecretMissing = kube_io.SecretMissing
+# A ConfigMap the policy would write exists and is not the policy's (the message names it).
+ForeignConfigMap = kube_io.ForeignConfigMap
 
 
 class StoreError(RuntimeError):
@@ -40,7 +42,8 @@ class StoreError(RuntimeError):
 
 
 class ConfigMapStore(Protocol):
-    """The policy's per-pod ConfigMaps (raises StoreError)."""
+    """The policy's per-pod ConfigMaps (raises StoreError; `upsert` raises ForeignConfigMap
+    rather than overwrite a ConfigMap the policy does not own)."""
 
     def list(self, namespace: str, policy: str) -> list[dict[str, Any]]: ...
     def upsert(self, body: Mapping[str, Any]) -> None: ...

@@ -1066,3 +1066,50 @@ def test_one_group_on_one_cluster_has_one_policy_across_watched_namespaces(
                 != "ConflictingPolicy"
             ),
         )
+
+
+def test_configmaps_the_policy_does_not_own_are_never_overwritten(
+    k8s: Any, kafka: str, tmp_path: Path
+) -> None:
+    """A user's own ConfigMap with the name a member's document would get, and the `<policy>-
+    <pod>` collision of policy `orders` with pod `eu-orders-0` and policy `orders-eu` with pod
+    `orders-0`: the operator refuses to write over either (Stalled ConfigMapConflict naming the
+    object), the objects keep their content and owner, and the other policy is unaffected."""
+    namespace = f"foreign-{uuid.uuid4().hex[:6]}"
+    installed = helm_install(k8s, namespace, tmp_path / "helm")
+    cluster = Cluster(k8s, namespace)
+    cluster.apply(pause_statefulset("eu-orders", 1, cpu_request="100m"))
+    cluster.apply(pause_statefulset("orders", 1, cpu_request="100m"))
+    cluster.apply(pause_statefulset("users", 1, cpu_request="100m"))
+    for app in ("eu-orders", "orders", "users"):
+        rollout = f"statefulset/{app}"
+        k8s.kubectl("-n", namespace, "rollout", "status", rollout, "--timeout=120s", timeout=150)
+    topic = f"foreign-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(topic, 2, 1)])
+    admin.close()
+    own = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine-users-0"}}
+    cluster.apply(json.dumps({**own, "data": {"settings.ini": "keep me"}}))
+
+    def configmap(name: str) -> dict[str, Any]:
+        return cluster.get("configmap", name)
+
+    def stalled(policy: str) -> dict[str, Any]:
+        entry = condition(cluster.policy(policy), "Stalled")
+        return entry if entry.get("reason") == "ConfigMapConflict" else {}
+
+    with run_operator(installed, tmp_path) as operator, diagnostics(cluster, "orders", operator):
+        cluster.apply(policy_manifest("orders", f"g1-{topic}", kafka, topic, "eu-orders"))
+        wait_for("orders writes its ConfigMap", lambda: cluster.assignments("orders"))
+        written = configmap("orders-eu-orders-0")
+        cluster.apply(policy_manifest("orders-eu", f"g2-{topic}", kafka, topic, "orders"))
+        cluster.apply(policy_manifest("mine", f"g3-{topic}", kafka, topic, "users"))
+        for policy, name in (("orders-eu", "orders-eu-orders-0"), ("mine", "mine-users-0")):
+            entry = wait_for(f"{policy} Stalled ConfigMapConflict", lambda p=policy: stalled(p))
+            assert f"{namespace}/{name}" in entry["message"], entry
+        assert configmap("mine-users-0")["data"] == {"settings.ini": "keep me"}
+        assert not configmap("mine-users-0")["metadata"].get("ownerReferences")
+        after = configmap("orders-eu-orders-0")
+        assert after["data"] == written["data"]
+        assert [o["name"] for o in after["metadata"]["ownerReferences"]] == ["orders"]
+        assert condition(cluster.policy("orders"), "Ready")["status"] == "True"

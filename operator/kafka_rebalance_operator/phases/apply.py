@@ -16,7 +16,7 @@ from kafka_rebalance_operator.phases.decide import Action, Decision
 from kafka_rebalance_operator.phases.observe import Observed
 from kafka_rebalance_operator.phases.plan import Assignment, Planned
 from kafka_rebalance_operator.planning import Proposal
-from kafka_rebalance_operator.ports import Ports, StoreError
+from kafka_rebalance_operator.ports import ForeignConfigMap, Ports, StoreError
 from kafka_rebalance_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ def apply(
             ports.configmaps.delete(ctx.namespace, name)
     except StoreError as error:
         raise PollFailure("ApplyFailed", f"writing ConfigMaps: {error}") from None
+    except ForeignConfigMap as error:
+        raise PollFailure("ConfigMapConflict", str(error)) from None
     if decision.action is Action.REPAIR:
         return Applied(assignment, decision.epoch)
     memory.proposal = None
