@@ -77,6 +77,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="join kopf peering NAME (a KopfPeering object must exist); default: standalone",
     )
     parser.add_argument("--priority", type=int, default=0, help="kopf peering priority")
+    election = parser.add_argument_group(
+        "leader election (several replicas, one active: docs/install.md, High availability)"
+    )
+    election.add_argument(
+        "--leader-election",
+        action="store_true",
+        help="reconcile only while holding a coordination.k8s.io Lease; exit when it is lost",
+    )
+    election.add_argument(
+        "--leader-election-namespace",
+        metavar="NS",
+        help="the Lease's namespace (default: $POD_NAMESPACE, else default)",
+    )
+    election.add_argument(
+        "--leader-election-name", default="kafka-rebalance-operator", metavar="NAME"
+    )
+    election.add_argument(
+        "--leader-election-lease",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="a standby takes over after this long without a renewal (default 15)",
+    )
+    election.add_argument(
+        "--leader-election-renew-deadline",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="the leader exits when it could not renew for this long (default 10)",
+    )
+    election.add_argument(
+        "--leader-election-retry",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often candidates try and the leader renews (default 2)",
+    )
     parser.add_argument("--kafka-timeout", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument(
         "--allowed-bootstrap-servers",
@@ -98,6 +135,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--verbose", "-v", action="store_true")
     logformat.add_argument(parser)  # --log-format text|json
     parser.set_defaults(handler=run)
+
+
+def _lead(args: argparse.Namespace) -> None:
+    """Block until this replica holds the Lease. A leader that cannot renew exits (status 3) by
+    its renew deadline, which is shorter than the lease a standby waits out, so two replicas
+    never reconcile at the same time; its pod restarts as a standby. A new leader starts from
+    what the API server holds (status, ConfigMaps), so its epochs continue from the highest one
+    written. Health and metrics are served while it waits: a standby is alive and exports no
+    policy series."""
+    import socket
+
+    from kafka_rebalance_operator import kube_io, leadership
+
+    log = logging.getLogger(__name__)
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    config = leadership.LeaseConfig(
+        namespace=args.leader_election_namespace or os.environ.get("POD_NAMESPACE") or "default",
+        name=args.leader_election_name,
+        identity=identity,
+        lease_duration=args.leader_election_lease,
+        renew_deadline=args.leader_election_renew_deadline,
+        retry_period=args.leader_election_retry,
+    )
+
+    def lost() -> None:
+        log.critical("leader election: %s lost the Lease; exiting for a standby", identity)
+        logging.shutdown()
+        os._exit(3)
+
+    log.info("leader election: %s waiting for Lease %s/%s", identity, config.namespace, config.name)
+    elector = leadership.wait_for_leadership(kube_io.connect(), config, lost)
+    log.info(
+        "leader election: %s leads (Lease %s/%s, transitions %d)",
+        identity,
+        config.namespace,
+        config.name,
+        elector.transitions,
+    )
 
 
 def _non_negative(text: str) -> int:
@@ -151,6 +226,18 @@ def run(args: argparse.Namespace) -> int:
         metrics.serve(args.metrics_port, args.bind)
     if args.health_port:
         health.serve(operator.liveness, args.health_port, args.bind)
+
+    if args.leader_election:
+        if args.peering:
+            logging.getLogger(__name__).error(
+                "--leader-election and --peering exclude each other: choose one"
+            )
+            return 2
+        try:
+            _lead(args)
+        except ValueError as error:  # inconsistent durations
+            logging.getLogger(__name__).error("--leader-election-*: %s", error)
+            return 2
 
     import kopf
 

@@ -432,10 +432,46 @@ def test_service_monitor_is_off_by_default_and_renders_when_enabled(helm: Path) 
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
 
 
+def test_leader_election_adds_a_lease_role_in_the_release_namespace_and_its_flags(
+    helm: Path,
+) -> None:
+    docs = _render(helm, "leaderElection.enabled=true", "replicaCount=2")
+    roles = {r["metadata"]["name"]: r for r in _of_kind(docs, "Role")}
+    lease_role = roles["kro-kafka-rebalance-operator-leader-election"]
+    assert lease_role["metadata"]["namespace"] == "ops"
+    assert _rules(lease_role) == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+    (binding,) = [
+        b
+        for b in _of_kind(docs, "RoleBinding")
+        if b["roleRef"]["name"] == "kro-kafka-rebalance-operator-leader-election"
+    ]
+    assert binding["subjects"][0]["name"] == "kro-kafka-rebalance-operator"
+    (deployment,) = _of_kind(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--leader-election") :][:3] == [
+        "--leader-election",
+        "--leader-election-namespace",
+        "ops",
+    ]
+    both = _helm(
+        helm,
+        "template",
+        "kro",
+        str(CHART),
+        "--set",
+        "leaderElection.enabled=true",
+        "--set",
+        "peering.enabled=true",
+        check=False,
+    )
+    assert both.returncode != 0 and "exclude each other" in both.stderr
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("replicaCount=2", "replicaCount > 1 needs peering.enabled=true"),
+        ("replicaCount=2", "replicaCount > 1 needs leaderElection.enabled=true"),
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
         ("metrics.port=70000", "port"),

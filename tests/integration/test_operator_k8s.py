@@ -55,7 +55,11 @@ class Installed:
 
 
 def helm_install(
-    k8s: Any, namespace: str, home: Path, also_watch: tuple[str, ...] = ()
+    k8s: Any,
+    namespace: str,
+    home: Path,
+    also_watch: tuple[str, ...] = (),
+    values: tuple[str, ...] = (),
 ) -> Installed:
     """`helm install` the chart watching `namespace` (and `also_watch`, created here too); a
     token kubeconfig of its ServiceAccount."""
@@ -84,6 +88,7 @@ def helm_install(
             f"watchNamespaces={{{watched}}}",
             "--set",
             "replicaCount=0",
+            *(arg for value in values for arg in ("--set", value)),
             "--wait",
             "--timeout=2m",
         ],
