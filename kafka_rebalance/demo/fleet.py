@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,10 +36,12 @@ class SidecarSettings:
     max_poll_records: int = 20
     session_timeout_ms: int = 10000
     apply_mode: str = "group"  # the policy's spec.apply.mode: group or assign
+    metrics: bool = False  # serve each sidecar's /metrics on a loopback port of its own
 
 
-def sidecar_command(settings: SidecarSettings, member: str) -> list[str]:
-    """The exact command line a pod's sidecar container would run, for member `member`."""
+def sidecar_command(settings: SidecarSettings, member: str, metrics_port: int = 0) -> list[str]:
+    """The exact command line a pod's sidecar container would run, for member `member`
+    (`metrics_port` 0: no /metrics)."""
     return [
         sys.executable,
         "-m",
@@ -65,7 +68,7 @@ def sidecar_command(settings: SidecarSettings, member: str) -> list[str]:
         "--health-port",
         "0",
         "--metrics-port",
-        "0",
+        str(metrics_port),
         "--auto-offset-reset",
         "earliest",
         "--session-timeout-ms",
@@ -84,6 +87,7 @@ class Fleet:
         self.slow_ms: dict[str, int] = {}
         self.starts: dict[str, int] = {}
         self.stopped: set[str] = set()  # stopped or killed on purpose (not a crash)
+        self.metrics_ports: dict[str, int] = {}  # member -> its /metrics port (settings.metrics)
         settings.ledger_dir.mkdir(parents=True, exist_ok=True)
         settings.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -104,13 +108,23 @@ class Fleet:
         log = self.settings.log_dir / f"sidecar-{member}.log"
         with open(log, "ab") as output:
             self.processes[member] = subprocess.Popen(
-                sidecar_command(self.settings, member),
+                sidecar_command(self.settings, member, self._metrics_port(member)),
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 env=env,
                 cwd=ROOT,
                 start_new_session=True,
             )
+
+    def _metrics_port(self, member: str) -> int:
+        """The member's /metrics port, the same across restarts (0 without settings.metrics)."""
+        if not self.settings.metrics:
+            return 0
+        if member not in self.metrics_ports:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                self.metrics_ports[member] = int(sock.getsockname()[1])
+        return self.metrics_ports[member]
 
     def alive(self, member: str) -> bool:
         process = self.processes.get(member)

@@ -39,6 +39,7 @@ class GroupHarness:
         interval_scale: float = 0.4,
         max_poll_records: int = 20,
         apply_mode: str = "group",
+        sidecar_metrics: bool = False,
         log: Callable[[str], None] = lambda message: None,
     ) -> None:
         suffix = uuid.uuid4().hex[:6]
@@ -69,6 +70,7 @@ class GroupHarness:
                 log_dir=workdir / "logs",
                 max_poll_records=max_poll_records,
                 apply_mode=apply_mode,
+                metrics=sidecar_metrics,
             )
         )
         self.apply_mode = apply_mode

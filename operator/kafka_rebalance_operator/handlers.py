@@ -208,6 +208,9 @@ async def poll_policy(
         operator.liveness.poll_finished(key)
     for kind, reason, message in outcome.events:
         kopf.event(body, type=kind, reason=reason, message=message)
+    conditions = (outcome.status or {}).get("conditions")
+    if conditions:  # what the alert rules key on, also while status writes fail
+        metrics.record_conditions(namespace, name, conditions)
     if outcome.status:
         await _write_status(operator, memory, body, namespace, name, outcome.status)
 

@@ -1,8 +1,8 @@
 """Leader election on a coordination.k8s.io/v1 Lease: one active operator among replicas.
 
 `kafka-rebalance operator --leader-election` calls `wait_for_leadership` before starting kopf
-(chart value `leaderElection.enabled`). It follows the rules client-go's leader election is built on, because they are what make it safe
-where kopf peering is not:
+(chart value `leaderElection.enabled`). It follows the rules client-go's leader election is built
+on, because they are what make it safe where kopf peering is not:
 
 - No clock is compared across machines. A candidate never reads the holder's `renewTime` as a
   time; it remembers when *it* last saw the Lease change (its own monotonic clock) and treats the
