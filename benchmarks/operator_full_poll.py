@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.measure import load_average, table
+from benchmarks.operator_poll import commit_group_offsets
 
 PHASES = ("observe", "plan", "decide", "apply", "report")
 
@@ -180,16 +181,7 @@ def write_records_and_offsets(bootstrap: str, names: list[str], partitions: int,
         }
         items = list(offsets.items())
         for start in range(0, len(items), 20_000):
-            chunk = dict(items[start : start + 20_000])
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    admin.alter_group_offsets(group, chunk)
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(1)
+            commit_group_offsets(admin, group, dict(items[start : start + 20_000]), 120)
     finally:
         admin.close()
     return written

@@ -66,17 +66,25 @@ def prepare(bootstrap: str, partitions: int, group: str) -> str:
     offsets = {
         TopicPartition(topic, p): OffsetAndMetadata(1, "", -1) for p in range(0, partitions, 2)
     }
-    deadline = time.monotonic() + 60
+    commit_group_offsets(admin, group, offsets)
+    admin.close()
+    return topic
+
+
+def commit_group_offsets(
+    admin: KafkaAdminClient, group: str, offsets: dict[Any, Any], timeout_s: float = 60
+) -> None:
+    """alter_group_offsets, retried for `timeout_s`: the group coordinator of a just-started
+    broker answers COORDINATOR_NOT_AVAILABLE for a while."""
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
             admin.alter_group_offsets(group, offsets)
-            break
+            return
         except Exception:
             if time.monotonic() > deadline:
                 raise
             time.sleep(1)
-    admin.close()
-    return topic
 
 
 class InMemoryConfigMaps:

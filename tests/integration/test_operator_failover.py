@@ -22,10 +22,10 @@ from kafka_rebalance.demo.cluster import wait_for
 from kafka_rebalance.demo.operator_process import OperatorProcess
 from tests.integration.manifests import pause_statefulset
 from tests.integration.test_operator_k8s import (
-    SCALE,
     Cluster,
     condition,
     helm_install,
+    operator_process,
     policy_manifest,
 )
 
@@ -36,16 +36,7 @@ RETRY = ("--leader-election-retry", "0.5")
 
 
 def _replica(installed: Any, workdir: Path, label: str) -> OperatorProcess:
-    return OperatorProcess(
-        installed.kubeconfig,
-        installed.namespace,
-        workdir,
-        interval_scale=SCALE,
-        tick=0.2,
-        args=installed.args,
-        extra=(*LEASE, *RETRY),
-        log_name=f"replica-{label}",
-    )
+    return operator_process(installed, workdir, *LEASE, *RETRY, log_name=f"replica-{label}")
 
 
 def _leads(replica: OperatorProcess) -> bool:

@@ -147,13 +147,12 @@ def http_get(port: int, path: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-@contextlib.contextmanager
-def run_operator(installed: Installed, workdir: Path, *extra: str) -> Iterator[OperatorProcess]:
-    """The chart Deployment's command line as a subprocess, as the chart's ServiceAccount.
-
-    The test's flags come after the chart's args (argparse keeps the last value): local ports
-    on 127.0.0.1 and the test/dev interval scale."""
-    operator = OperatorProcess(
+def operator_process(
+    installed: Installed, workdir: Path, *extra: str, log_name: str | None = None
+) -> OperatorProcess:
+    """The chart Deployment's command line as a (not yet started) subprocess, as the chart's
+    ServiceAccount, with the test's local ports and interval scale."""
+    return OperatorProcess(
         installed.kubeconfig,
         installed.namespace,
         workdir,
@@ -161,8 +160,17 @@ def run_operator(installed: Installed, workdir: Path, *extra: str) -> Iterator[O
         tick=0.2,
         args=installed.args,
         extra=extra,
-        log_name=f"operator-{uuid.uuid4().hex[:6]}",
+        log_name=log_name or f"operator-{uuid.uuid4().hex[:6]}",
     )
+
+
+@contextlib.contextmanager
+def run_operator(installed: Installed, workdir: Path, *extra: str) -> Iterator[OperatorProcess]:
+    """The chart Deployment's command line as a subprocess, as the chart's ServiceAccount.
+
+    The test's flags come after the chart's args (argparse keeps the last value): local ports
+    on 127.0.0.1 and the test/dev interval scale."""
+    operator = operator_process(installed, workdir, *extra)
     try:
         operator.start(timeout=60)
         yield operator
