@@ -159,6 +159,12 @@ def test_consumer_example_wires_the_sidecar_to_its_own_configmap() -> None:
     assert sidecar["command"] == ["kafka-rebalance", "sidecar"]
     env = {e["name"]: e for e in sidecar["env"]}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    # the kubelet probes the pod's address: the health port must be bound there
+    assert "--bind=0.0.0.0" in sidecar["args"]
+    ports = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
+    assert f"--health-port={ports['sidecar-health']}" in sidecar["args"]
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "sidecar-health"}
+    assert sidecar["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "sidecar-health"}
     (mount,) = [m for m in sidecar["volumeMounts"] if m["name"] == "assignment"]
     assert any(
         a == f"--assignment={mount['mountPath']}/$(POD_NAME)/assignment.json"
