@@ -244,10 +244,11 @@ class Policy:
         self.generation = generation
         self.conflict: str | None = None
         self.status_writes_fail = False  # as with an admission policy refusing /status
+        self.uid = "uid-1"  # the incarnation: a policy deleted and created again gets a new one
 
     def poll(self) -> reconcile.PollOutcome:
         ctx = reconcile.PolicyContext(
-            "ns", "pol", "uid-1", self.generation, self.spec, self.status, self.conflict
+            "ns", "pol", self.uid, self.generation, self.spec, self.status, self.conflict
         )
         outcome = reconcile.poll(ctx, self.pods, self.memory, self.ports, self.settings)
         if self.status_writes_fail:

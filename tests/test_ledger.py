@@ -106,3 +106,20 @@ def test_record_without_a_directory_refuses(monkeypatch: pytest.MonkeyPatch) -> 
 def test_ledger_path_keeps_pod_names_and_neutralises_others(tmp_path: Path) -> None:
     assert ledger.ledger_path(tmp_path, "orders-0") == tmp_path / "orders-0.jsonl"
     assert ledger.ledger_path(tmp_path, "../x/y") == tmp_path / ".._x_y.jsonl"
+
+
+def test_concurrent_owners_are_overlapping_spans_of_two_members_on_one_partition() -> None:
+    def entry(member: str, epoch: int, ts: int, partition: int = 0) -> ledger.Entry:
+        return ledger.Entry("t", partition, ts, member, epoch, ts)
+
+    handed_over = [entry("a", 1, 100), entry("a", 1, 200), entry("b", 3, 250), entry("b", 3, 400)]
+    back_again = [entry("a", 5, 500), entry("a", 5, 600)]
+    other_partition = [entry("c", 1, 150, partition=1)]
+    assert ledger.concurrent_owners(handed_over + back_again + other_partition) == ()
+    still_consuming = [*handed_over, entry("a", 1, 300)]  # a kept going after b started
+    (overlap,) = ledger.concurrent_owners(still_consuming)
+    assert (overlap.partition, overlap.first, overlap.second) == (
+        0,
+        ("a", 1, 100, 300),
+        ("b", 3, 250, 400),
+    )

@@ -396,6 +396,144 @@ class TestHandOver:
         assert subject.condition("Stalled")["message"] == stalled["message"]
 
 
+class TestWhoMayConsume:
+    """Assign mode never grants a partition to one member while another may still consume it:
+    what a member acts on is its ConfigMap, or what the operator last wrote for it, or (after a
+    restart) what its own commits say, and a pod that still runs is asked to give up first."""
+
+    def _assigned(self, members: int = 2) -> tuple[MemoryKafka, Policy]:
+        kafka = cluster(partitions=4)
+        subject = policy(kafka, members=members, apply={"mode": "assign"})
+        assert subject.poll().action is Action.APPLY
+        return kafka, subject
+
+    def _delete_configmap(self, subject: Policy, member: str) -> list[int]:
+        name = next(
+            n
+            for n, body in subject.ports.configmaps.items.items()
+            if json.loads(body["data"]["assignment.json"])["member"] == member
+        )
+        document = json.loads(subject.ports.configmaps.items.pop(name)["data"]["assignment.json"])
+        return document["partitions"][TOPIC]
+
+    def _assert_revoked_not_granted(self, subject: Policy, member: str, held: list[int]) -> None:
+        docs = subject.ports.configmaps.documents()
+        others = {p for m, d in docs.items() if m != member for p in d["partitions"].get(TOPIC, [])}
+        assert not others & set(held), "granted while its old owner may still consume it"
+        assert set(docs[member]["revoking"].get(TOPIC, [])) == set(held) - set(
+            docs[member]["partitions"].get(TOPIC, [])
+        )
+
+    def test_a_configmap_deleted_by_hand_still_counts_as_what_its_member_consumes(self) -> None:
+        kafka, subject = self._assigned()
+        held_by_c0 = self._delete_configmap(subject, "c-0")
+        skew(subject, kafka, "c-1")  # the plan now moves partitions towards c-0 ...
+        kafka.lag(TOPIC, dict.fromkeys(held_by_c0, 9000))  # ... and away from it
+        assert subject.poll().action is Action.APPLY
+        self._assert_revoked_not_granted(subject, "c-0", held_by_c0)
+        assert subject.ports.configmaps.documents()["c-0"]["revoking"], "nothing moved"
+
+    def test_after_a_restart_the_members_own_commits_say_what_it_consumes(self) -> None:
+        kafka, subject = self._assigned()
+        epoch = subject.status["epoch"]
+        held_by_c0 = self._delete_configmap(subject, "c-0")
+        for p in held_by_c0:
+            kafka.committed[(TOPIC, p)] = (0, json.dumps({"member": "c-0", "epoch": epoch}))
+        subject.memory = PolicyMemory()  # the operator restarted: its memory is gone
+        kafka.lag(TOPIC, dict.fromkeys(held_by_c0, 9000))
+        assert subject.poll().action is Action.APPLY
+        self._assert_revoked_not_granted(subject, "c-0", held_by_c0)
+        assert subject.status["epoch"] > epoch
+
+    def test_a_running_pod_that_left_the_selector_gives_up_before_anyone_gets_its_share(
+        self,
+    ) -> None:
+        kafka, subject = self._assigned(members=3)
+        gone = subject.ports.configmaps.documents()["c-2"]["partitions"][TOPIC]
+        subject.pods = [
+            replace(p, labels={"app": "other"}) if p.name == "c-2" else p for p in subject.pods
+        ]
+        assert subject.poll().action is Action.APPLY
+        docs = subject.ports.configmaps.documents()
+        assert docs["c-2"]["partitions"] == {} and docs["c-2"]["revoking"] == {TOPIC: gone}
+        self._assert_revoked_not_granted(subject, "c-2", gone)
+        subject.ports.clock.advance(5)
+        assert subject.poll().action is Stop.HANDING_OFF
+        epoch = subject.status["epoch"]
+        for p in gone:
+            kafka.committed[(TOPIC, p)] = (0, json.dumps({"member": "c-2", "epoch": epoch}))
+        assert subject.poll().action is Action.APPLY
+        docs = subject.ports.configmaps.documents()
+        assert held(subject) == list(range(4))
+        assert "c-2" not in docs or docs["c-2"]["partitions"] == {}
+
+    def test_a_pod_that_stopped_running_needs_no_acknowledgement(self) -> None:
+        _, subject = self._assigned(members=3)
+        subject.pods = [p for p in subject.pods if p.name != "c-2"]
+        assert subject.poll().action is Action.APPLY
+        docs = subject.ports.configmaps.documents()
+        assert "c-2" not in docs and held(subject) == list(range(4))
+        assert all(not d["revoking"] for d in docs.values())
+
+
+class TestRecreatedPolicy:
+    """A policy deleted and created again is a new incarnation: its documents say so, its epochs
+    start above every epoch in place or committed, and no commit of the old incarnation
+    acknowledges one of its revokes."""
+
+    def _recreate(self, subject: Policy) -> None:
+        subject.uid, subject.status, subject.memory = "uid-2", {}, PolicyMemory()
+
+    def test_documents_name_the_incarnation_and_a_new_one_takes_over_in_a_new_epoch(
+        self,
+    ) -> None:
+        kafka = cluster()
+        subject = policy(kafka)
+        assert subject.poll().action is Action.APPLY
+        docs = subject.ports.configmaps.documents()
+        assert {d["policyUid"] for d in docs.values()} == {"uid-1"}
+        self._recreate(subject)  # the old ConfigMaps are still there (not yet collected)
+        assert subject.poll().action is Action.APPLY
+        after = subject.ports.configmaps.documents()
+        assert {(d["policyUid"], d["epoch"]) for d in after.values()} == {("uid-2", 2)}
+        assert {m: d["partitions"] for m, d in after.items()} == {
+            m: d["partitions"] for m, d in docs.items()
+        }
+        assert subject.poll().action is Action.NOOP
+
+    def test_epochs_start_above_the_old_incarnations_commits(self) -> None:
+        kafka = cluster(partitions=4)
+        subject = policy(kafka, members=2, apply={"mode": "assign"})
+        subject.poll()
+        for p in range(4):
+            kafka.committed[(TOPIC, p)] = (0, json.dumps({"member": "c-9", "epoch": 41}))
+        subject.ports.configmaps.items.clear()  # collected with the old policy
+        self._recreate(subject)
+        assert subject.poll().action is Action.APPLY
+        assert subject.status["epoch"] == 42
+
+    def test_an_old_incarnations_commit_acknowledges_nothing(self) -> None:
+        kafka = cluster(partitions=4)
+        subject = policy(kafka, members=2, apply={"mode": "assign"})
+        subject.poll()
+        self._recreate(subject)
+        subject.poll()  # takes over: epoch 2 of uid-2
+        skew(subject, kafka)
+        assert subject.poll().action is Action.APPLY
+        epoch = subject.status["epoch"]
+        docs = subject.ports.configmaps.documents()
+        revoked = [(m, p) for m, d in docs.items() for p in d["revoking"].get(TOPIC, [])]
+        assert revoked
+        for member, p in revoked:
+            old = {"member": member, "epoch": epoch + 5, "policy": "uid-1"}
+            kafka.committed[(TOPIC, p)] = (0, json.dumps(old))
+        assert subject.poll().action is Stop.HANDING_OFF
+        for member, p in revoked:
+            new = {"member": member, "epoch": epoch, "policy": "uid-2"}
+            kafka.committed[(TOPIC, p)] = (0, json.dumps(new))
+        assert subject.poll().action is Action.APPLY
+
+
 class TestApply:
     def test_a_refused_write_fails_the_poll_and_the_next_poll_finishes(self) -> None:
         subject = policy()
@@ -522,16 +660,23 @@ class TestSafeguardsWithoutStatus:
         assert Action.HOLD in actions and Action.APPLY not in actions  # a better plan waits
         assert {d["epoch"] for d in subject.ports.configmaps.documents().values()} == {2}
 
-    def test_the_epoch_never_goes_back_when_configmaps_and_status_forget_it(self) -> None:
+    def test_configmaps_deleted_by_hand_come_back_at_their_epoch_when_status_forgot_it(
+        self,
+    ) -> None:
         kafka = cluster()
         subject = policy(kafka)
         subject.status_writes_fail = True
         subject.poll()
         skew(subject, kafka)
         assert subject.poll().action is Action.APPLY
+        before = subject.ports.configmaps.documents()
         subject.ports.configmaps.items.clear()  # deleted by hand; status never had the epoch
-        assert subject.poll().action is Action.APPLY
-        assert {d["epoch"] for d in subject.ports.configmaps.documents().values()} == {3}
+        assert subject.poll().action is Action.REPAIR  # what the sidecars still act on
+        after = subject.ports.configmaps.documents()
+        assert {d["epoch"] for d in after.values()} == {2}
+        assert {m: d["partitions"] for m, d in after.items()} == {
+            m: d["partitions"] for m, d in before.items()
+        }
 
     def test_a_proposal_too_large_for_status_stays_in_memory_and_says_so(self) -> None:
         kafka = cluster(partitions=4)

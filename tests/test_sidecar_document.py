@@ -311,3 +311,28 @@ def test_claim_round_trip_property(epoch: int, partitions: dict[str, list[int]])
     )
     claim = decode_claim(encode_claim(doc))
     assert claim == Claim(epoch, dict(doc.partitions))
+
+
+def test_a_new_incarnation_of_the_policy_is_accepted_whatever_its_epoch() -> None:
+    tracker = AssignmentTracker(group="orders-processor", member="orders-0")
+    assert tracker.offer(doc_text(epoch=9, policyUid="uid-a"), "file").accepted
+    lower_same = tracker.offer(doc_text(epoch=3, policyUid="uid-a"), "file")
+    assert lower_same.status is OfferStatus.REJECTED  # epochs count within an incarnation
+    recreated = tracker.offer(doc_text(epoch=2, policyUid="uid-b", partitions={"orders": [5]}), "f")
+    assert recreated.accepted and tracker.current is not None
+    assert (tracker.current.policy_uid, tracker.current.epoch) == ("uid-b", 2)
+    stale = tracker.offer(doc_text(epoch=10, policyUid="uid-a"), "file")
+    assert stale.status is OfferStatus.REJECTED and "deleted incarnation" in stale.reason
+    assert tracker.current.partitions == {"orders": (5,)}
+
+
+def test_a_document_that_names_no_incarnation_is_judged_by_epoch_and_named_later() -> None:
+    tracker = AssignmentTracker(group="orders-processor", member="orders-0")
+    assert tracker.offer(doc_text(epoch=4), "file").accepted  # an operator from before policyUid
+    assert tracker.offer(doc_text(epoch=3, policyUid="uid-a"), "file").status is (
+        OfferStatus.REJECTED
+    )
+    named = tracker.offer(doc_text(epoch=4, policyUid="uid-a"), "file")
+    assert named.status is OfferStatus.UNCHANGED
+    assert tracker.current is not None and tracker.current.policy_uid == "uid-a"
+    assert tracker.offer(doc_text(epoch=1, policyUid="uid-b"), "file").accepted

@@ -3,6 +3,8 @@ naming the field (the operator then counts it as no acknowledgement)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -46,3 +48,17 @@ def test_other_metadata_is_refused_naming_the_field(text: str | None, field: str
 def test_later_keys_are_ignored() -> None:
     text = '{"member":"m","epoch":4,"note":"a later sidecar may add keys"}'
     assert wire.decode_commit_metadata(text) == wire.CommitMetadata("m", 4)
+
+
+def test_an_incarnation_acknowledges_only_its_own_revokes() -> None:
+    named = commit_metadata("m", 7, "uid-new")
+    assert json.loads(named) == {"member": "m", "epoch": 7, "policy": "uid-new"}
+    assert wire.decode_commit_metadata(named) == wire.CommitMetadata("m", 7, "uid-new")
+    assert acknowledged(named, "m", 7, "uid-new")
+    assert not acknowledged(named, "m", 7, "uid-old"), "another incarnation's commit"
+    unnamed = commit_metadata("m", 7)
+    assert "policy" not in json.loads(unnamed)
+    assert acknowledged(unnamed, "m", 7, "uid-new")  # an older sidecar: judged by epoch
+    assert not acknowledged(unnamed, "m", 8, "uid-new")
+    with pytest.raises(wire.MetadataError, match=r"^policy: "):
+        wire.decode_commit_metadata('{"member":"m","epoch":1,"policy":3}')

@@ -133,6 +133,18 @@ class Conflict:
 
 
 @dataclass(frozen=True)
+class Overlap:
+    """Two members processed records of one partition during overlapping spans of wall time
+    (each span: first to last record one member processed of it under one epoch). A hand-over
+    that revokes before it grants never does this, whatever the epochs."""
+
+    topic: str
+    partition: int
+    first: tuple[str, int, int, int]  # (member, epoch, from ms, to ms)
+    second: tuple[str, int, int, int]
+
+
+@dataclass(frozen=True)
 class LedgerReport:
     produced: int  # records produced (distinct coordinates)
     processed: int  # ledger lines read (every delivery, duplicates included)
@@ -144,6 +156,7 @@ class LedgerReport:
     per_member: dict[str, int] = field(default_factory=dict)  # ledger lines per member
     lost_examples: tuple[Coordinate, ...] = ()  # the first lost records, sorted
     conflicts: tuple[Conflict, ...] = ()  # see `same_epoch_conflicts`
+    overlaps: tuple[Overlap, ...] = ()  # see `concurrent_owners`
 
     @property
     def nothing_lost(self) -> bool:
@@ -154,7 +167,8 @@ class LedgerReport:
         return (
             f"produced {self.produced}, processed {self.processed} ({self.unique} unique), "
             f"lost {self.lost}, duplicates {self.duplicates}, unexpected {self.unexpected}, "
-            f"same-epoch conflicts {len(self.conflicts)}, malformed lines {self.malformed_lines}"
+            f"same-epoch conflicts {len(self.conflicts)}, concurrent owners "
+            f"{len(self.overlaps)}, malformed lines {self.malformed_lines}"
         )
 
 
@@ -180,6 +194,35 @@ def same_epoch_conflicts(entries: Iterable[Entry]) -> tuple[Conflict, ...]:
     )
 
 
+def concurrent_owners(entries: Iterable[Entry]) -> tuple[Overlap, ...]:
+    """Pairs of members whose spans on one partition overlap in time, sorted."""
+    spans: dict[tuple[str, int], dict[tuple[str, int], list[int]]] = {}
+    for entry in entries:
+        span = spans.setdefault((entry.topic, entry.partition), {}).setdefault(
+            (entry.member, entry.epoch), [entry.ts, entry.ts]
+        )
+        span[0], span[1] = min(span[0], entry.ts), max(span[1], entry.ts)
+    found: list[Overlap] = []
+    for (topic, partition), by_owner in sorted(spans.items()):
+        owned = sorted(
+            (start, end, member, epoch) for (member, epoch), (start, end) in by_owner.items()
+        )
+        for i, (start, end, member, epoch) in enumerate(owned):
+            for later_start, later_end, other, other_epoch in owned[i + 1 :]:
+                if later_start > end:
+                    break
+                if other != member:
+                    found.append(
+                        Overlap(
+                            topic,
+                            partition,
+                            (member, epoch, start, end),
+                            (other, other_epoch, later_start, later_end),
+                        )
+                    )
+    return tuple(found)
+
+
 def reconcile(
     produced: Mapping[tuple[str, int], int] | Iterable[Coordinate],
     processed_dir: Path,
@@ -200,4 +243,5 @@ def reconcile(
         per_member=dict(sorted(Counter(e.member for e in entries).items())),
         lost_examples=tuple(lost[:EXAMPLES]),
         conflicts=same_epoch_conflicts(entries),
+        overlaps=concurrent_owners(entries),
     )

@@ -33,6 +33,7 @@ class MemberDocument:
     plan_hash: str
     generated_at: str
     revoking: dict[str, list[int]] = field(default_factory=dict)
+    policy_uid: str = ""  # the incarnation of the policy that wrote it ("" = not said)
 
     def to_wire(self) -> wire.AssignmentDocument:
         return wire.AssignmentDocument(
@@ -43,6 +44,7 @@ class MemberDocument:
             revoking={t: tuple(p) for t, p in self.revoking.items()},
             plan_hash=self.plan_hash,
             generated_at=self.generated_at,
+            policy_uid=self.policy_uid,
         )
 
     @classmethod
@@ -55,6 +57,7 @@ class MemberDocument:
             plan_hash=document.plan_hash,
             generated_at=document.generated_at,
             revoking={t: list(p) for t, p in document.revoking.items()},
+            policy_uid=document.policy_uid,
         )
 
     def to_json(self) -> str:
@@ -135,8 +138,10 @@ def render_documents(
     plan_hash: str,
     generated_at: str,
     revoking: Mapping[str, Mapping[str, list[int]]] | None = None,
+    policy_uid: str = "",
 ) -> dict[str, MemberDocument]:
-    """Member -> the document it should read (`revoking`: assign mode's first hand-over step)."""
+    """Member -> the document it should read (`revoking`: assign mode's first hand-over step),
+    stamped with the incarnation of the policy that writes it."""
     revoking = revoking or {}
     return {
         member: MemberDocument(
@@ -147,6 +152,7 @@ def render_documents(
             plan_hash=plan_hash,
             generated_at=generated_at,
             revoking={t: sorted(p) for t, p in sorted((revoking.get(member) or {}).items()) if p},
+            policy_uid=policy_uid,
         )
         for member, topics in sorted(assignment.items())
     }

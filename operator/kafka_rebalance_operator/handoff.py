@@ -65,11 +65,12 @@ def first_step(current: Mapping[str, MemberDocument], target: Assignment) -> Ste
     return Step(assignment, revoking)
 
 
-def acknowledged(metadata: str | None, member: str, epoch: int) -> bool:
-    """Commit metadata `{"member": member, "epoch": >= epoch}` acknowledges a revoke; anything
-    else (another client's metadata, none) does not."""
+def acknowledged(metadata: str | None, member: str, epoch: int, policy_uid: str = "") -> bool:
+    """Commit metadata `{"member": member, "epoch": >= epoch}` of this incarnation of the policy
+    acknowledges a revoke; anything else (another incarnation's, another client's, none) does
+    not."""
     try:
-        return wire.decode_commit_metadata(metadata).acknowledges(member, epoch)
+        return wire.decode_commit_metadata(metadata).acknowledges(member, epoch, policy_uid)
     except wire.MetadataError:
         return False
 
@@ -106,7 +107,9 @@ def pending(
         for topic, parts in document.revoking.items():
             for p in parts:
                 read = offsets.get((topic, p))
-                if read is None or not acknowledged(read.metadata, member, document.epoch):
+                if read is None or not acknowledged(
+                    read.metadata, member, document.epoch, document.policy_uid
+                ):
                     waiting.setdefault(member, []).append((topic, p))
     timed_out = started_at is not None and now - started_at > timeout_s
     return Pending(waiting, timed_out)

@@ -2,14 +2,16 @@
 
 It lives in the policy's kopf memo and is passed to every poll explicitly. It is in memory only:
 an operator restart loses rate history, capacity estimates and the open Kafka client, nothing
-that decides correctness (epochs and assignments are re-read from status and ConfigMaps, and a
-proposal on offer from status.proposal).
+that decides correctness on its own: epochs and assignments are re-read from status, the
+ConfigMaps and the group's commits (`ownership`), and a proposal on offer from status.proposal.
+What it adds is the documents members act on when a ConfigMap no longer shows them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kafka_rebalance_operator.assignment_doc import MemberDocument
 from kafka_rebalance_operator.capacity import CapacityEstimator
 from kafka_rebalance_operator.history import PartitionMemory
 from kafka_rebalance_operator.lag import PartitionLag
@@ -40,6 +42,9 @@ class PolicyMemory:
     applied_epoch: int = 0
     applied_at: float | None = None
     reported_generation: int | None = None
+    # The document each member's sidecar acts on, as last written or read: a ConfigMap deleted,
+    # corrupted or rewritten by hand does not make its partitions look unowned (`ownership`).
+    documents: dict[str, MemberDocument] = field(default_factory=dict)
     status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def close(self) -> None:

@@ -57,6 +57,9 @@ class AssignRunner(Runner):
     def epoch(self) -> int:
         return self.applied.epoch if self.applied is not None else -1
 
+    def incarnation(self) -> str:
+        return self.applied.policy_uid if self.applied is not None else ""
+
     def _existing(self, document: AssignmentDocument) -> list[TopicPartition]:
         """The document's partitions that exist. A partition of a topic not in --topics is
         ignored; one the metadata does not show (yet) is remembered in `_unknown` and looked for
@@ -143,7 +146,7 @@ class AssignRunner(Runner):
         if not self._unacked:
             return
         assert self.consumer is not None
-        metadata = commit_metadata(self.config.member, self._unacked_epoch)
+        metadata = commit_metadata(self.config.member, self._unacked_epoch, self.incarnation())
         offsets = {tp: OffsetAndMetadata(o, metadata, -1) for tp, o in self._unacked.items()}
         try:
             self.consumer.commit(offsets, timeout_ms=self.config.commit_timeout_ms)
@@ -162,7 +165,11 @@ class AssignRunner(Runner):
 
     def _step(self) -> None:
         document = self.tracker.current
-        if document is not None and (self.applied is None or document.epoch != self.applied.epoch):
+        if document is not None and (
+            self.applied is None
+            or document.epoch != self.applied.epoch
+            or document.policy_uid != self.applied.policy_uid
+        ):
             try:
                 self.apply(document)
             except Exception as error:  # a broker call failed: nothing changed, try again

@@ -4,7 +4,10 @@ that decides which version of it the sidecar acts on.
 The document arrives by a mounted file or a ConfigMap watch, both of which can deliver stale,
 half-written or foreign content. The tracker therefore keeps the last good document and only moves
 forward: a lower epoch, a malformed text, a document for another group or member, or a rewrite of
-the same epoch with different content is refused with one log line, never acted on. The operator
+the same epoch with different content is refused with one log line, never acted on. Epochs count
+within one incarnation of the policy (`policyUid`): a policy deleted and created again writes a
+new incarnation, which is accepted whatever its epoch, and the incarnation it replaced is never
+accepted again. The operator
 rewrites an epoch only with identical content (it may change `generatedAt`, which is not part of
 the plan and is ignored here). Decoding either document version is the wire module's
 (`kafka_rebalance_common.wire.document`, shared with the operator's encoder); deciding whether to
@@ -89,6 +92,7 @@ class AssignmentTracker:
         self._notify = threading.RLock()
         self._current: AssignmentDocument | None = None
         self._subscribers: list[Subscriber] = []
+        self._retired: set[str] = set()  # incarnations a later one replaced
         self.rejected = 0  # count of refused offers, for metrics
 
     @property
@@ -118,6 +122,24 @@ class AssignmentTracker:
                 return self._reject(source, str(error))
             with self._lock:
                 current = self._current
+                if document.policy_uid in self._retired:
+                    self.rejected += 1
+                    reason = (
+                        f"policyUid: {document.policy_uid} is a deleted incarnation of the policy"
+                    )
+                    log.warning("rejected assignment from %s: %s", source, reason)
+                    return OfferResult(OfferStatus.REJECTED, reason, current)
+                if current is not None and not document.same_incarnation(current):
+                    log.warning(
+                        "assignment from %s is a new incarnation of the policy (policyUid %s "
+                        "replaces %s): its epochs start again at %d",
+                        source,
+                        document.policy_uid,
+                        current.policy_uid,
+                        document.epoch,
+                    )
+                    self._retired.add(current.policy_uid)
+                    current = None  # epochs are not comparable across incarnations
                 if current is not None:
                     if document.epoch < current.epoch:
                         reason = (
@@ -126,6 +148,8 @@ class AssignmentTracker:
                         result = None
                     elif document.epoch == current.epoch:
                         if document == current:
+                            if document.policy_uid and not current.policy_uid:
+                                self._current = document  # the incarnation is named now
                             return OfferResult(OfferStatus.UNCHANGED, "same plan", current)
                         reason = f"epoch: {document.epoch} rewritten with different content"
                         result = None

@@ -80,9 +80,10 @@ class SidecarConfig:
             raise ValueError(f"--commit-interval-ms {self.commit_interval_ms}: must be >= 0")
 
 
-def commit_metadata(member: str, epoch: int) -> str:
-    """`{"member": M, "epoch": E}`, the text the operator's handoff check parses (wire.commit)."""
-    return encode_commit_metadata(CommitMetadata(member, epoch))
+def commit_metadata(member: str, epoch: int, policy_uid: str = "") -> str:
+    """`{"member": M, "epoch": E}` (and `"policy"` when the document named its incarnation), the
+    text the operator's handoff check parses (wire.commit)."""
+    return encode_commit_metadata(CommitMetadata(member, epoch, policy_uid))
 
 
 def to_batch(member: str, epoch: int, polled: Mapping[Any, list[Any]]) -> Batch:
@@ -228,6 +229,11 @@ class Runner:
 
     # -- delivery and commits --------------------------------------------------------------
 
+    def incarnation(self) -> str:
+        """The policy incarnation the consumed records belong to, for the commit metadata ("":
+        not said; assign mode, whose commits are hand-over acknowledgements, says it)."""
+        return ""
+
     def consume_once(self, epoch_now: Callable[[], int]) -> int:
         """Poll once, deliver what came, commit it. Returns the number of records.
 
@@ -243,7 +249,7 @@ class Runner:
         epoch = epoch_now()
         batch = to_batch(self.config.member, epoch, polled)
         self.deliverer.deliver(batch)  # raises Stopped: nothing committed, delivered again later
-        metadata = commit_metadata(self.config.member, epoch)
+        metadata = commit_metadata(self.config.member, epoch, self.incarnation())
         with self._lock:
             for tp, offset in next_offsets(polled).items():
                 self._pending[tp] = OffsetAndMetadata(offset, metadata, -1)

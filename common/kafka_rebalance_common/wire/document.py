@@ -7,6 +7,12 @@ encodes it, the sidecar decodes it, and both use this module.
 {"epoch":12,...,"partitions":{"orders":"0-99,150"},...,"version":2}                   version 2
 ```
 
+Both versions may carry `policyUid`, the uid of the policy that wrote the document. Epochs count
+within one incarnation of a policy: a policy deleted and created again starts a new one, and a
+reader compares epochs only between documents of the same incarnation. A document without it
+comes from an operator that did not write it; readers ignore keys they do not know, so adding it
+changes nothing for them.
+
 Version 1 has no `version` key. Version 2 differs only in how partitions are written (one string
 per topic, `wire.partitions`), which keeps a member owning 500k partitions far below the 1 MiB a
 ConfigMap may hold. A version-1 reader (which ignores the `version` key) refuses a version-2
@@ -52,6 +58,9 @@ class AssignmentDocument:
     revoking: Partitions = field(default_factory=dict)
     plan_hash: str = ""
     generated_at: str = field(default="", compare=False)
+    # which incarnation of the policy wrote it ("" = not said); not part of the plan either:
+    # readers compare it on its own (`same_incarnation`)
+    policy_uid: str = field(default="", compare=False)
 
     def owned(self) -> frozenset[tuple[str, int]]:
         """The (topic, partition) pairs this member should consume."""
@@ -60,6 +69,12 @@ class AssignmentDocument:
     def revoking_set(self) -> frozenset[tuple[str, int]]:
         """The (topic, partition) pairs this member must stop consuming and acknowledge."""
         return frozenset((t, p) for t, parts in self.revoking.items() for p in parts)
+
+    def same_incarnation(self, other: AssignmentDocument) -> bool:
+        """Written by the same incarnation of the policy, as far as both say: epochs of the
+        two are comparable. A document that does not say is taken as the same (an operator
+        from before `policyUid` writing for a policy that still exists)."""
+        return not self.policy_uid or not other.policy_uid or self.policy_uid == other.policy_uid
 
 
 def _text(document: AssignmentDocument, version: int) -> str:
@@ -78,6 +93,8 @@ def _text(document: AssignmentDocument, version: int) -> str:
         "planHash": document.plan_hash,
         "generatedAt": document.generated_at,
     }
+    if document.policy_uid:
+        raw["policyUid"] = document.policy_uid
     if version > 1:
         raw["version"] = version
     return json.dumps(raw, sort_keys=True, separators=(",", ":"))
@@ -157,4 +174,5 @@ def decode_document(text: str | bytes) -> AssignmentDocument:
         revoking=revoking,
         plan_hash=_string(raw, "planHash", required=False),
         generated_at=_string(raw, "generatedAt", required=False),
+        policy_uid=_string(raw, "policyUid", required=False),
     )

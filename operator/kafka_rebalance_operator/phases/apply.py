@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kafka_rebalance_operator import assignment_doc, handoff, planning, telemetry
+from kafka_rebalance_operator import assignment_doc, handoff, ownership, planning, telemetry
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision
@@ -48,11 +48,11 @@ def apply(
     spec = observed.spec
     assignment, revoking, written_hash = planned.assignment, {}, planned.hash
     if spec.apply_mode == "assign" and decision.action is Action.APPLY and not planned.timed_out:
-        step = handoff.first_step(planned.live_docs, planned.assignment)
+        step = handoff.first_step(planned.holders, planned.with_lingering(planned.assignment))
         assignment, revoking = step.assignment, step.revoking
         written_hash = planning.plan_hash(assignment)
     documents = assignment_doc.render_documents(
-        spec.group_id, assignment, decision.epoch, written_hash, iso(now), revoking
+        spec.group_id, assignment, decision.epoch, written_hash, iso(now), revoking, ctx.uid
     )
     writes = assignment_doc.diff(ctx.name, observed.current, documents)
     try:
@@ -66,6 +66,7 @@ def apply(
         raise PollFailure("ApplyFailed", f"writing ConfigMaps: {error}") from None
     except ForeignConfigMap as error:
         raise PollFailure("ConfigMapConflict", str(error)) from None
+    ownership.remember_written(memory.documents, documents)
     if decision.action is Action.REPAIR:
         return Applied(assignment, decision.epoch)
     memory.proposal = None

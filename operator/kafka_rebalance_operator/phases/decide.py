@@ -113,6 +113,15 @@ def decide(
         moves=planned.moves,
         force=planned.handoff_done and spec.mode != "observe",
     )
+    if observed.inherited and decision.action in (Action.NOOP, Action.REPAIR):
+        # a policy deleted and created again: its epochs restart above everything seen, and the
+        # plan in place is taken over in a new epoch stamped with this incarnation
+        return Decision(
+            Action.APPLY,
+            "Balanced",
+            f"took over the plan an earlier incarnation of this policy applied ({planned.hash})",
+            observed.epoch + 1,
+        )
     if decision.action is not Action.APPLY:
         return decision
     if planned.timed_out:

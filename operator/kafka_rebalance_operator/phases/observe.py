@@ -1,7 +1,9 @@
 """Observe: what is true now. The policy's spec, the group's offsets and lag in Kafka, the
-members (Ready pods), the plan in place (the ConfigMaps) and a hand-over in flight.
+members (Ready pods), the plan in place (the ConfigMaps, corrected by `ownership` where they no
+longer show what members act on), pods that linger with partitions, and a hand-over in flight.
 
-Reads only; the one state it updates is the per-partition memory (rates, time lag, last lag).
+Reads only; the state it updates is the per-partition memory (rates, time lag, last lag) and the
+remembered documents.
 """
 
 from __future__ import annotations
@@ -11,8 +13,15 @@ from dataclasses import dataclass
 
 from kafka_rebalance_common import redaction
 
-from kafka_rebalance_operator import admission, assignment_doc, handoff, kafka_security, protocol
-from kafka_rebalance_operator.assignment_doc import CurrentState
+from kafka_rebalance_operator import (
+    admission,
+    assignment_doc,
+    handoff,
+    kafka_security,
+    ownership,
+    protocol,
+)
+from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
 from kafka_rebalance_operator.handoff import Pending
 from kafka_rebalance_operator.history import PartitionMemory
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
@@ -34,12 +43,14 @@ class Observed:
     lags: dict[PartitionKey, PartitionLag]
     time_lags: dict[PartitionKey, float | None]
     members: list[PodSummary]  # Running and Ready pods the selector matches
-    current: CurrentState  # the ConfigMaps in place
-    epoch: int  # the highest epoch in status, any ConfigMap or memory
+    current: CurrentState  # what members act on: the ConfigMaps, corrected (`ownership`)
+    lingering: dict[str, MemberDocument]  # assign mode: running non-members still holding some
+    epoch: int  # the highest epoch in status, any document, memory or sidecar commit
     last_applied_at: float | None  # when the last epoch was applied (status or memory)
     spec_changed: bool  # the spec changed since the last poll reported on it
     handoff: Pending | None  # assign mode: the revoke of the applied epoch, if any
     mismatch: str | None  # the group's protocol does not fit spec.apply.mode
+    inherited: bool  # documents in place were written by an earlier incarnation of the policy
 
     @property
     def member_names(self) -> list[str]:
@@ -86,7 +97,15 @@ def observe(
         current = assignment_doc.read_current(ports.configmaps.list(ctx.namespace, ctx.name))
     except StoreError as error:
         raise PollFailure("ApplyFailed", f"listing ConfigMaps: {error}") from None
+    current = ownership.with_memory(current, memory.documents)
+    ownership.remember_read(memory.documents, current)
     members = select_members(spec, pods, admitted=current.by_member)
+    present = {m.name for m in members}
+    committers = ownership.last_committers(observation.offsets)
+    lingering: dict[str, MemberDocument] = {}
+    if spec.apply_mode == "assign":
+        current = ownership.with_commits(current, spec.group_id, present, committers)
+        lingering = ownership.lingering(current, present, pods)
     status_epoch = ctx.status.get("epoch") if isinstance(ctx.status.get("epoch"), int) else 0
     applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
     reported = memory.reported_generation
@@ -100,13 +119,22 @@ def observe(
         time_lags=time_lags,
         members=members,
         current=current,
-        epoch=max(status_epoch, current.epoch, memory.applied_epoch),
+        lingering=lingering,
+        epoch=max(
+            status_epoch,
+            current.epoch,
+            memory.applied_epoch,
+            max((c.epoch for c in committers.values()), default=0),
+        ),
         last_applied_at=max((t for t in applied_at if t is not None), default=None),
         spec_changed=reported is not None and reported != ctx.generation,
-        handoff=_handoff(spec, current, members, observation, settings, now),
+        handoff=_handoff(
+            spec, current, sorted(present | set(lingering)), observation, settings, now
+        ),
         mismatch=protocol.mismatch(
             spec.apply_mode, spec.group_id, observation.group, kind, kind_state
         ),
+        inherited=any(d.policy_uid and d.policy_uid != ctx.uid for d in current.by_member.values()),
     )
 
 
@@ -203,19 +231,20 @@ def _lags(
 def _handoff(
     spec: PolicySpec,
     current: CurrentState,
-    members: list[PodSummary],
+    holders: list[str],
     observation: Observation,
     settings: OperatorSettings,
     now: float,
 ) -> Pending | None:
-    """Assign mode: who has not yet acknowledged the revoke of the applied epoch."""
+    """Assign mode: who has not yet acknowledged the revoke of the applied epoch (members, and
+    running pods that left with partitions)."""
     if spec.apply_mode != "assign":
         return None
     top = {m: d for m, d in current.by_member.items() if d.epoch == current.epoch}
     started_at = min((parse_iso(d.generated_at) or now for d in top.values()), default=None)
     return handoff.pending(
         top,
-        [m.name for m in members],
+        holders,
         observation.offsets,
         now,
         started_at,

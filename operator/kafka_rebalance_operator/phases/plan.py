@@ -39,10 +39,21 @@ class Planned:
     moves: int
     ratio_before: float | None  # maxLoadRatio of the plan in place, for this poll's loads
     ratio_after: float | None  # ... of `assignment`
-    live_docs: dict[str, MemberDocument]  # the ConfigMaps of members that are still present
+    live_docs: dict[str, MemberDocument]  # the documents of members that are still present
+    lingering: dict[str, MemberDocument]  # assign mode: running non-members still holding some
     proposal: Proposal | None  # the proposal on offer, when `assignment` is it
     timed_out: dict[str, list[PartitionKey]]  # revokes nobody acknowledged in time (settled)
     handoff_done: bool  # assign mode: the revoke of the applied epoch is over
+
+    @property
+    def holders(self) -> dict[str, MemberDocument]:
+        """Everyone who may consume a partition now: members, and pods that linger."""
+        return {**self.lingering, **self.live_docs}
+
+    def with_lingering(self, assignment: Assignment) -> Assignment:
+        """`assignment` plus an empty entry for each lingering pod, so its document is written
+        (giving everything up) rather than its ConfigMap deleted while it may still consume."""
+        return {**{m: {} for m in self.lingering}, **assignment}
 
 
 def plan(
@@ -76,6 +87,7 @@ def plan(
         ratio_before=_ratio(result["stats"].get("max_load_ratio_before")),
         ratio_after=_ratio(result["stats"].get("max_load_ratio")),
         live_docs=live_docs,
+        lingering=dict(observed.lingering),
         proposal=None,
         timed_out=dict(pending.waiting) if pending is not None and pending.timed_out else {},
         handoff_done=pending is not None,
@@ -90,16 +102,17 @@ def plan(
 def _settled(planned: Planned) -> Planned:
     """A hand-over that timed out: never grant a partition its old owner may still consume.
     The unacknowledged partitions go back to it, in a new epoch; the rest of the plan stands."""
+    holders = planned.holders
     previous = {
         m: {
             t: sorted(set(d.partitions.get(t, [])) | set(d.revoking.get(t, [])))
             for t in set(d.partitions) | set(d.revoking)
         }
-        for m, d in planned.live_docs.items()
+        for m, d in holders.items()
     }
     assignment = handoff.settle_timed_out(
-        {m: d.partitions for m, d in planned.live_docs.items()},
-        planned.assignment,
+        {m: d.partitions for m, d in holders.items()},
+        planned.with_lingering(planned.assignment),
         planned.timed_out,
     )
     return replace(

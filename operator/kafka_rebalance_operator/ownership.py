@@ -1,0 +1,145 @@
+"""Who may be consuming which partition: the ConfigMaps, corrected by what only the operator and
+Kafka still know.
+
+The ConfigMaps are what the operator reads back every poll, but a member's sidecar acts on the
+last document it *accepted*, which a ConfigMap can stop showing:
+- deleted by hand: the sidecar keeps its last good document;
+- made unreadable, or rewritten at the same or a lower epoch: the sidecar refuses it and keeps
+  its last good document.
+In assign mode nothing fences a consumer, so a partition such a member still holds must be
+revoked and acknowledged before anyone else is given it. Three sources say what a member holds,
+in this order:
+1. its ConfigMap, when the sidecar would accept it (readable, and not older than what this
+   operator last wrote for the member);
+2. the document this operator last wrote or read for it (`PolicyMemory.documents`);
+3. after an operator restart with neither: the partitions whose latest commit names the member
+   in its metadata (a sidecar commits what it consumes, with its member and epoch).
+
+A pod that still runs but is no longer a member (it stopped matching the selector, or is
+terminating) may also still consume what its document gives it: it *lingers* until it has
+acknowledged giving everything up, or its pod stops running.
+
+Pure: ConfigMap bodies, pods and offsets in, documents out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
+
+from kafka_rebalance_common import wire
+
+from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
+from kafka_rebalance_operator.lag import PartitionOffsets
+from kafka_rebalance_operator.members import PodSummary
+
+PartitionKey = tuple[str, int]
+
+
+def accepted_by_sidecar(shown: MemberDocument | None, written: MemberDocument) -> bool:
+    """Would a sidecar that holds `written` act on `shown`? Only on a later epoch, or the same
+    plan again; everything else it refuses (the wire tracker's rules)."""
+    if shown is None:
+        return False
+    return shown.epoch > written.epoch or shown.same_plan(written)
+
+
+def with_memory(current: CurrentState, remembered: Mapping[str, MemberDocument]) -> CurrentState:
+    """`current` with each remembered member's document put back where its ConfigMap is gone,
+    unreadable or one its sidecar would refuse. The ConfigMaps themselves stay as read, so the
+    poll's diff rewrites them (the repair)."""
+    by_member = dict(current.by_member)
+    changed = False
+    for member, written in remembered.items():
+        if not accepted_by_sidecar(by_member.get(member), written):
+            by_member[member] = written
+            changed = True
+    if not changed:
+        return current
+    return CurrentState(dict(current.configmaps), by_member)
+
+
+def last_committers(
+    offsets: Mapping[PartitionKey, PartitionOffsets],
+) -> dict[PartitionKey, wire.CommitMetadata]:
+    """The sidecar metadata of each partition's latest commit (other clients' commits left out)."""
+    found: dict[PartitionKey, wire.CommitMetadata] = {}
+    for key, read in offsets.items():
+        if read.metadata:
+            try:
+                found[key] = wire.decode_commit_metadata(read.metadata)
+            except wire.MetadataError:
+                continue
+    return found
+
+
+def with_commits(
+    current: CurrentState,
+    group: str,
+    members: Collection[str],
+    committers: Mapping[PartitionKey, wire.CommitMetadata],
+) -> CurrentState:
+    """For each member with no document at all, the partitions its own commits were last made
+    by, as long as no other document claims them: an operator that lost its memory still does
+    not hand those to someone else without a revoke. The document's epoch is the highest such
+    commit's, so the next epoch written is above it."""
+    claimed = {
+        (topic, p)
+        for document in current.by_member.values()
+        for topic, parts in (*document.partitions.items(), *document.revoking.items())
+        for p in parts
+    }
+    held: dict[str, dict[str, list[int]]] = {}
+    epochs: dict[str, int] = {}
+    for (topic, p), metadata in sorted(committers.items()):
+        member = metadata.member
+        if member in current.by_member or member not in members or (topic, p) in claimed:
+            continue
+        held.setdefault(member, {}).setdefault(topic, []).append(p)
+        epochs[member] = max(epochs.get(member, 0), metadata.epoch)
+    if not held:
+        return current
+    by_member = dict(current.by_member)
+    for member, partitions in held.items():
+        by_member[member] = MemberDocument(
+            group=group,
+            member=member,
+            epoch=epochs[member],
+            partitions=partitions,
+            plan_hash="",
+            generated_at="",
+        )
+    return CurrentState(dict(current.configmaps), by_member)
+
+
+def lingering(
+    current: CurrentState, members: Collection[str], pods: Iterable[PodSummary]
+) -> dict[str, MemberDocument]:
+    """Documents of pods that are not members but still run (terminating, or no longer matching
+    the selector) and still hold or are giving up partitions: their sidecars may consume those."""
+    running = {pod.name for pod in pods if pod.phase == "Running"}
+    return {
+        member: document
+        for member, document in sorted(current.by_member.items())
+        if member not in members
+        and member in running
+        and (document.partitions or document.revoking)
+    }
+
+
+def remember_read(remembered: dict[str, MemberDocument], current: CurrentState) -> None:
+    """Adopt what the ConfigMaps show where a sidecar would act on it (a later epoch written by
+    another replica of the operator, or by hand): the memory never lags what members may hold."""
+    for member, document in current.by_member.items():
+        kept = remembered.get(member)
+        if kept is None or accepted_by_sidecar(document, kept):
+            remembered[member] = replace(document, generated_at="")
+
+
+def remember_written(
+    remembered: dict[str, MemberDocument], documents: Mapping[str, MemberDocument]
+) -> None:
+    """After a successful write of the whole desired state: exactly these documents are what
+    the members act on from now (members without one had their ConfigMap deleted)."""
+    remembered.clear()
+    remembered.update({m: replace(d, generated_at="") for m, d in documents.items()})
