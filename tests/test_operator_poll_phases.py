@@ -512,6 +512,23 @@ class TestRecreatedPolicy:
         assert subject.poll().action is Action.APPLY
         assert subject.status["epoch"] == 42
 
+    def test_what_the_commits_say_is_written_down_even_when_no_better_plan_is_due(self) -> None:
+        kafka = cluster(partitions=4)
+        subject = policy(
+            kafka, members=2, apply={"mode": "assign"}, rebalance={"minImprovement": 0.5}
+        )
+        subject.poll()
+        held = {m: d["partitions"][TOPIC] for m, d in subject.ports.configmaps.documents().items()}
+        for member, parts in held.items():
+            for p in parts:
+                kafka.committed[(TOPIC, p)] = (0, json.dumps({"member": member, "epoch": 1}))
+        subject.ports.configmaps.items.clear()  # collected with the old policy
+        self._recreate(subject)
+        assert subject.poll().action is Action.APPLY
+        docs = subject.ports.configmaps.documents()
+        assert {m: d["partitions"][TOPIC] for m, d in docs.items()} == held
+        assert {(d["policyUid"], d["epoch"]) for d in docs.values()} == {("uid-2", 2)}
+
     def test_an_old_incarnations_commit_acknowledges_nothing(self) -> None:
         kafka = cluster(partitions=4)
         subject = policy(kafka, members=2, apply={"mode": "assign"})

@@ -29,6 +29,7 @@ from dataclasses import replace
 
 from kafka_rebalance_common import wire
 
+from kafka_rebalance_operator import names
 from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
 from kafka_rebalance_operator.lag import PartitionOffsets
 from kafka_rebalance_operator.members import PodSummary
@@ -125,6 +126,18 @@ def lingering(
         and member in running
         and (document.partitions or document.revoking)
     }
+
+
+def unwritten(current: CurrentState, policy: str) -> list[str]:
+    """Members whose ConfigMap does not show the document they act on (restored from memory or
+    read off their commits): the plan in place has to be written again, as if a member had
+    joined."""
+    missing = []
+    for member, document in sorted(current.by_member.items()):
+        shown = current.configmaps.get(names.configmap_name(policy, member))
+        if shown is None or shown.document is None or not shown.document.same_plan(document):
+            missing.append(member)
+    return missing
 
 
 def remember_read(remembered: dict[str, MemberDocument], current: CurrentState) -> None:

@@ -167,8 +167,7 @@ def test_a_policy_deleted_and_created_again_carries_on(
         harness.cluster.delete_policy(harness.policy)
         wait_for(
             "the policy and its ConfigMaps to be gone",
-            lambda: not harness.cluster.policy_status(harness.policy)
-            and not harness.assignments(),
+            lambda: not harness.cluster.policy_status(harness.policy) and not harness.assignments(),
             timeout=90,
             every=0.5,
         )

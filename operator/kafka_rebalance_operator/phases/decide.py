@@ -88,10 +88,15 @@ def decide(
 ) -> Decision:
     spec = observed.spec
     applied_hash = observed.current.applied_hash()
-    # A plan the group needs for coverage, or the first plan after the user changed the spec,
-    # is not held back by cooldown or minImprovement (approval still applies).
-    structural = observed.spec_changed or planning.placement_needed(
-        observed.observation.topics, observed.member_names, observed.current.by_member
+    # A plan the group needs for coverage, the first plan after the user changed the spec, or
+    # one that writes again what a member's ConfigMap no longer shows, is not held back by
+    # cooldown or minImprovement (approval still applies).
+    structural = (
+        observed.spec_changed
+        or bool(observed.unwritten)
+        or planning.placement_needed(
+            observed.observation.topics, observed.member_names, observed.current.by_member
+        )
     )
     rendered = assignment_doc.render_documents(
         spec.group_id, planned.assignment, observed.epoch, planned.hash, ""

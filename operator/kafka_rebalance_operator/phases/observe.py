@@ -51,6 +51,7 @@ class Observed:
     handoff: Pending | None  # assign mode: the revoke of the applied epoch, if any
     mismatch: str | None  # the group's protocol does not fit spec.apply.mode
     inherited: bool  # documents in place were written by an earlier incarnation of the policy
+    unwritten: list[str]  # members whose ConfigMap does not show what they act on
 
     @property
     def member_names(self) -> list[str]:
@@ -134,6 +135,7 @@ def observe(
         mismatch=protocol.mismatch(
             spec.apply_mode, spec.group_id, observation.group, kind, kind_state
         ),
+        unwritten=ownership.unwritten(current, ctx.name),
         inherited=any(d.policy_uid and d.policy_uid != ctx.uid for d in current.by_member.values()),
     )
 
