@@ -7,6 +7,7 @@ path: logging with secret redaction, metrics on :9100, liveness on :8080, then k
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 
@@ -132,6 +133,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="per-partition metric series per policy at most (the rest are counted in "
         "kafka_rebalance_partition_series_dropped_total); default 10000",
     )
+    parser.add_argument(
+        "--pod-audit-interval",
+        type=_non_negative,
+        default=60,
+        metavar="SECONDS",
+        help="list each watched namespace's pods at most this often to drop pods the watch "
+        "index kept after missing their deletion (0: never); default 60",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     logformat.add_argument(parser)  # --log-format text|json
     parser.set_defaults(handler=run)
@@ -195,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
 
     from kafka_rebalance_common import redaction
     from kafka_rebalance_operator import admission, handlers, health, kube_io, metrics, ports
+    from kafka_rebalance_operator.pod_audit import PodAudit
     from kafka_rebalance_operator.settings import OperatorSettings
     from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, Telemetry
 
@@ -217,10 +227,15 @@ def run(args: argparse.Namespace) -> int:
     if args.telemetry_bootstrap:
         sinks.append(KafkaSink(args.telemetry_bootstrap, args.telemetry_topic))
     telemetry = Telemetry(sinks)
+    api_client = kube_io.connect()
     operator = handlers.Operator(
         settings=settings,
-        ports=ports.real_ports(kube_io.connect(), telemetry, args.max_partition_series),
+        ports=ports.real_ports(api_client, telemetry, args.max_partition_series),
         liveness=health.Liveness(args.liveness_max_age),
+        pod_audit=PodAudit(
+            functools.partial(kube_io.list_pod_uids, api_client=api_client),
+            args.pod_audit_interval,
+        ),
     )
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.bind)

@@ -27,6 +27,7 @@ from kafka_rebalance_operator import metrics, names
 from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
 from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.pod_audit import PodAudit
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
 from kafka_rebalance_operator.ports import Ports, StoreError
 from kafka_rebalance_operator.reconcile import PolicyContext, poll
@@ -42,6 +43,7 @@ class Operator:
     settings: OperatorSettings
     ports: Ports
     liveness: Liveness
+    pod_audit: PodAudit | None = None  # drops pods the watch index kept by mistake
 
     def memo(self) -> kopf.Memo:
         return kopf.Memo(operator=self)
@@ -196,6 +198,8 @@ async def poll_policy(
     log.debug("%s: polling with %d pods of the namespace in the index: %s", key, len(pods), pods)
     operator.liveness.poll_started(key)
     try:
+        if operator.pod_audit is not None:
+            pods = await asyncio.to_thread(operator.pod_audit.current, namespace, pods, now)
         outcome = await asyncio.to_thread(
             poll, context, pods, memory, operator.ports, operator.settings
         )

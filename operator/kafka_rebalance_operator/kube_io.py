@@ -93,6 +93,24 @@ def list_configmaps(
     return list(json.loads(response.data).get("items") or [])
 
 
+# Only names and uids are needed: the API server sends metadata alone when asked this way.
+_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+
+def list_pod_uids(namespace: str, *, api_client: client.ApiClient | None = None) -> dict[str, str]:
+    """Name -> uid of every pod in the namespace, as the API server has them now."""
+    core = client.CoreV1Api(api_client or api())
+    response = core.list_namespaced_pod(
+        namespace, _preload_content=False, _headers={"Accept": _METADATA_ONLY}
+    )
+    items = json.loads(response.data).get("items") or []
+    return {
+        str(item["metadata"].get("name")): str(item["metadata"].get("uid") or "")
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("metadata"), dict)
+    }
+
+
 class ForeignConfigMap(Exception):
     """A ConfigMap with the name the operator would write exists and no policy of that name
     owns it: it is somebody else's, and the operator never overwrites it."""

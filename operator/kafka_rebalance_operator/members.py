@@ -25,6 +25,7 @@ class PodSummary:
     ready: bool = False
     deleting: bool = False
     cpu_request: float | None = None  # cores, summed over the pod's containers
+    uid: str = ""  # tells a pod from a later one of the same name (StatefulSets reuse names)
 
 
 def parse_cpu(quantity: Any) -> float | None:
@@ -67,6 +68,7 @@ def summarise_pod(body: Mapping[str, Any]) -> PodSummary:
         ready=ready,
         deleting=metadata.get("deletionTimestamp") is not None,
         cpu_request=total if known and total > 0 else None,
+        uid=str(metadata.get("uid") or ""),
     )
 
 
