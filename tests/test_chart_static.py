@@ -115,7 +115,7 @@ def test_every_cel_rule_says_which_field_it_is_about() -> None:
     assert len(rules) >= 8
     for rule in rules:
         text = rule.get("message") or rule.get("messageExpression", "")
-        assert re.search(r"spec\.[a-zA-Z]+", text), rule
+        assert re.search(r"(spec|metadata)\.[a-zA-Z]+", text), rule
 
 
 def test_status_is_typed_without_preserve_unknown_fields() -> None:
@@ -177,7 +177,7 @@ def test_consumer_example_wires_the_sidecar_to_its_own_configmap() -> None:
     for ordinal, source in enumerate(sources):
         pod_name = f"{sts['metadata']['name']}-{ordinal}"
         cm = source["configMap"]
-        assert cm["name"] == f"{policy_name}-{pod_name}"  # docs/naming.md: <policy>-<pod>
+        assert cm["name"] == f"{policy_name}.{pod_name}"  # docs/naming.md: <policy>.<pod>
         assert cm["optional"] is True
         assert cm["items"] == [{"key": "assignment.json", "path": f"{pod_name}/assignment.json"}]
     assert len(sources) >= sts["spec"]["replicas"]

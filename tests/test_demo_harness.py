@@ -32,7 +32,7 @@ def test_the_sidecar_command_is_accepted_by_the_real_sidecar_parser() -> None:
     assert command[1:4] == ["-m", "kafka_rebalance.cli", "sidecar"]
     args = build_parser("sidecar").parse_args(command[3:])
     assert args.member == "consumer-1"
-    assert args.assignment_configmap == "demo-consumer-1"  # <policy>-<pod>, the operator's name
+    assert args.assignment_configmap == "demo.consumer-1"  # <policy>.<pod>, the operator's name
     assert args.namespace == "ns" and args.kubeconfig == "/tmp/kubeconfig"
     assert args.group == "g" and args.topics == "orders"
     assert args.apply_mode == "assign"

@@ -21,7 +21,7 @@ def configmaps(policy, documents, extra=()):
 def test_rendered_configmap_has_the_architecture_shape_and_owner() -> None:
     documents = render_documents("orders", {"orders-0": {"orders": [2, 0]}}, 12, "h1", "T")
     body = configmap_body("pol", "uid-1", "ns", documents["orders-0"])
-    assert body["metadata"]["name"] == "pol-orders-0"
+    assert body["metadata"]["name"] == "pol.orders-0"
     assert body["metadata"]["labels"] == {
         "kafka-rebalance.io/policy": "pol",
         "kafka-rebalance.io/member": "orders-0",
@@ -67,7 +67,7 @@ def test_diff_writes_changed_and_deletes_departed_members() -> None:
     new = render_documents("g", {"a": {"t": [0, 1]}, "b": {}}, 4, "h2", "T")
     writes = diff("p", read_current(configmaps("p", old)), new)
     assert sorted(d.member for d in writes.upserts) == ["a", "b"]
-    assert writes.deletes == ["p-gone"]
+    assert writes.deletes == ["p.gone"]
 
 
 def test_unreadable_configmap_is_rewritten() -> None:
@@ -105,4 +105,13 @@ def test_long_names_are_shortened_uniquely_within_limits() -> None:
     name = names.configmap_name("policy", long_pod)
     assert len(name) <= 253 and name != names.configmap_name("policy", long_pod + "x")
     assert len(names.label_value(long_pod)) <= 63
-    assert names.configmap_name("pol", "orders-0") == "pol-orders-0"
+    assert names.configmap_name("pol", "orders-0") == "pol.orders-0"
+
+
+def test_configmap_names_of_two_policies_never_collide() -> None:
+    """Policy names have no dot (a CRD rule), so the first dot ends the policy's part."""
+    assert names.configmap_name("orders", "eu-orders-0") != names.configmap_name(
+        "orders-eu", "orders-0"
+    )
+    pairs = [(p, m) for p in ("a", "a-b", "a-b-c") for m in ("b-c-0", "c-0", "0", "b.c-0")]
+    assert len({names.configmap_name(p, m) for p, m in pairs}) == len(pairs)

@@ -1,7 +1,7 @@
 """One sidecar process per pod: the stand-in for the consumer container KWOK does not run.
 
 Each process is `kafka-rebalance sidecar` with the pod's identity (member = pod name, so static
-membership and the ConfigMap name `<policy>-<pod>` line up) watching its own ConfigMap through
+membership and the ConfigMap name `<policy>.<pod>` line up) watching its own ConfigMap through
 the API, and the ledger as its in-process handler: every processed record lands in
 `<ledger>/<member>.jsonl`, which is what "nothing lost" is checked against.
 """
@@ -15,6 +15,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from kafka_rebalance_operator import names
 
 from kafka_rebalance.demo.cluster import ROOT
 
@@ -58,7 +60,7 @@ def sidecar_command(settings: SidecarSettings, member: str, metrics_port: int = 
         "--apply-mode",
         settings.apply_mode,
         "--assignment-configmap",
-        f"{settings.policy}-{member}",
+        names.configmap_name(settings.policy, member),
         "--namespace",
         settings.namespace,
         "--kubeconfig",

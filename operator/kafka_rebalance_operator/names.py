@@ -27,8 +27,12 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def configmap_name(policy: str, member: str) -> str:
-    """`<policy>-<pod>`, shortened with a hash only past the 253-character object-name limit."""
-    return _shorten(f"{policy}-{member}", 253)
+    """`<policy>.<pod>`, shortened with a hash only past the 253-character object-name limit.
+
+    A policy's name may not contain a dot (a rule of the CRD), so the first dot says where the
+    policy ends and no two (policy, pod) pairs share a name. (With a hyphen, policy `orders` with
+    pod `eu-orders-0` and policy `orders-eu` with pod `orders-0` would.)"""
+    return _shorten(f"{policy}.{member}", 253)
 
 
 def label_value(text: str) -> str:

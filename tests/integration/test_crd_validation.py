@@ -232,6 +232,15 @@ def test_api_server_refuses_bad_policy_naming_the_field(
     assert listed.strip() == ""
 
 
+def test_a_policy_name_with_a_dot_is_refused_naming_why(k8s: Any, namespace: str) -> None:
+    """ConfigMaps are `<policy>.<pod>`: a dot in the policy name would let two collide."""
+    dotted = copy.deepcopy(BASE)
+    dotted["metadata"]["name"] = "orders.eu"
+    result = _create(k8s, namespace, dotted)
+    assert result.returncode != 0, "the API server accepted a dotted policy name"
+    assert "metadata.name may not contain '.'" in result.stderr, result.stderr
+
+
 def test_the_base_policy_is_accepted_and_defaulted(k8s: Any, namespace: str) -> None:
     """The refusals above are caused by their one change, not by a bad base."""
     result = _create(k8s, namespace, BASE)

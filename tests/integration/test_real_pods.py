@@ -303,7 +303,7 @@ def consumer_statefulset(
     sources = [
         {
             "configMap": {
-                "name": f"{policy_name}-{name}-{i}",
+                "name": f"{policy_name}.{name}-{i}",
                 "optional": True,
                 "items": [{"key": "assignment.json", "path": f"{name}-{i}/assignment.json"}],
             }

@@ -63,11 +63,11 @@ def test_a_member_owning_500k_partitions_round_trips_through_the_api(core, names
     body["metadata"].pop("ownerReferences")  # no policy object in this namespace
     core.create_namespaced_config_map(namespace, body)
 
-    stored = core.read_namespaced_config_map("pol-orders-0", namespace)
+    stored = core.read_namespaced_config_map("pol.orders-0", namespace)
     text = stored.data[wire_document.DATA_KEY]
     assert len(text) < 200_000  # every other partition: the worst pattern for ranges
-    current = read_current([{"metadata": {"name": "pol-orders-0"}, "data": stored.data}])
+    current = read_current([{"metadata": {"name": "pol.orders-0"}, "data": stored.data}])
     assert current.by_member["orders-0"] == documents["orders-0"]
     tracker = AssignmentTracker(group="orders-processor", member="orders-0")
-    assert tracker.offer(text, "configmap pol-orders-0").accepted
+    assert tracker.offer(text, "configmap pol.orders-0").accepted
     assert tracker.current is not None and len(tracker.current.owned()) == 500_000

@@ -1,4 +1,4 @@
-"""The assignment document (`assignment.json` in ConfigMap `<policy>-<pod>`): the operator
+"""The assignment document (`assignment.json` in ConfigMap `<policy>.<pod>`): the operator
 encodes it, the sidecar decodes it, and both use this module.
 
 ```
