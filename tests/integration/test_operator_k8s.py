@@ -1084,10 +1084,10 @@ def test_one_group_on_one_cluster_has_one_policy_across_watched_namespaces(
 def test_configmaps_the_policy_does_not_own_are_never_overwritten(
     k8s: Any, kafka: str, tmp_path: Path
 ) -> None:
-    """A user's own ConfigMap with the name a member's document would get, and the `<policy>-
-    <pod>` collision of policy `orders` with pod `eu-orders-0` and policy `orders-eu` with pod
-    `orders-0`: the operator refuses to write over either (Stalled ConfigMapConflict naming the
-    object), the objects keep their content and owner, and the other policy is unaffected."""
+    """A user's own ConfigMap with the name a member's document would get: the operator refuses
+    to write over it (Stalled ConfigMapConflict naming the object) and it keeps its content and
+    owner. Policies `orders` (pod `eu-orders-0`) and `orders-eu` (pod `orders-0`), whose
+    ConfigMaps collided under the old `<policy>-<pod>` names, each get their own and are Ready."""
     namespace = f"foreign-{uuid.uuid4().hex[:6]}"
     installed = helm_install(k8s, namespace, tmp_path / "helm")
     cluster = Cluster(k8s, namespace)
@@ -1101,7 +1101,7 @@ def test_configmaps_the_policy_does_not_own_are_never_overwritten(
     admin = KafkaAdminClient(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, 2, 1)])
     admin.close()
-    own = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine-users-0"}}
+    own = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine.users-0"}}
     cluster.apply(json.dumps({**own, "data": {"settings.ini": "keep me"}}))
 
     def configmap(name: str) -> dict[str, Any]:
@@ -1113,16 +1113,17 @@ def test_configmaps_the_policy_does_not_own_are_never_overwritten(
 
     with run_operator(installed, tmp_path) as operator, diagnostics(cluster, "orders", operator):
         cluster.apply(policy_manifest("orders", f"g1-{topic}", kafka, topic, "eu-orders"))
-        wait_for("orders writes its ConfigMap", lambda: cluster.assignments("orders"))
-        written = configmap("orders-eu-orders-0")
         cluster.apply(policy_manifest("orders-eu", f"g2-{topic}", kafka, topic, "orders"))
         cluster.apply(policy_manifest("mine", f"g3-{topic}", kafka, topic, "users"))
-        for policy, name in (("orders-eu", "orders-eu-orders-0"), ("mine", "mine-users-0")):
-            entry = wait_for(f"{policy} Stalled ConfigMapConflict", lambda p=policy: stalled(p))
-            assert f"{namespace}/{name}" in entry["message"], entry
-        assert configmap("mine-users-0")["data"] == {"settings.ini": "keep me"}
-        assert not configmap("mine-users-0")["metadata"].get("ownerReferences")
-        after = configmap("orders-eu-orders-0")
-        assert after["data"] == written["data"]
-        assert [o["name"] for o in after["metadata"]["ownerReferences"]] == ["orders"]
-        assert condition(cluster.policy("orders"), "Ready")["status"] == "True"
+        entry = wait_for("mine Stalled ConfigMapConflict", lambda: stalled("mine"))
+        assert f"{namespace}/mine.users-0" in entry["message"], entry
+        assert configmap("mine.users-0")["data"] == {"settings.ini": "keep me"}
+        assert not configmap("mine.users-0")["metadata"].get("ownerReferences")
+        for policy, name in (("orders", "orders.eu-orders-0"), ("orders-eu", "orders-eu.orders-0")):
+            wait_for(f"{policy}'s ConfigMap", lambda p=policy: cluster.assignments(p))
+            owners = configmap(name)["metadata"]["ownerReferences"]
+            assert [o["name"] for o in owners] == [policy]
+            wait_for(
+                f"{policy} Ready",
+                lambda p=policy: condition(cluster.policy(p), "Ready")["status"] == "True",
+            )

@@ -128,7 +128,7 @@ def test_enforce_plans_replans_on_skew_and_stays_quiet(kafka, tmp_path) -> None:
     policy.pods = pods(2)
     assert policy.poll().action == "apply"
     docs = store.documents()
-    assert set(docs) == {"c-0", "c-1"} and "-pol-c-2" in store.writes
+    assert set(docs) == {"c-0", "c-1"} and "-pol.c-2" in store.writes
     assert sorted(p for d in docs.values() for p in d["partitions"][topic]) == list(range(6))
 
 
