@@ -198,6 +198,71 @@ def test_a_sidecar_killed_and_restarted_within_the_session_timeout_loses_nothing
         assert set(report.per_member) == set(members)
 
 
+def _leader(harness: GroupHarness, members: list[str]) -> str:
+    """The member that composed the group's assignments (the plan-following assignor logs
+    "composed assignment for N members" on the leader only)."""
+    leaders = [
+        m for m in members if "composed assignment for" in harness.fleet.log_tail(m, 100_000)
+    ]
+    assert len(leaders) == 1, f"expected one leader, found {leaders}"
+    return leaders[0]
+
+
+@pytest.mark.parametrize("role", ["follower", "leader"])
+def test_a_sidecar_terminated_and_restarted_within_the_session_timeout_causes_no_rebalance(
+    endpoints: Endpoints, tmp_path: Path, role: str
+) -> None:
+    """A deleted pod: its sidecar gets SIGTERM (finishes its batch, commits, closes without a
+    LeaveGroup: a static member) and the StatefulSet starts a new one under the same name a few
+    seconds later, a fresh process reading its document again. KIP-345: the group must not
+    rebalance (no new generation on any member), whether the victim is the group's leader or
+    not, and the operator must not replan."""
+    with group(endpoints, tmp_path, prefix=f"e2e-term-{role[0]}", partitions=6, replicas=3) as h:
+        members = h.pods(3)
+        _start(h, members, 10.0, "lag-aware", "enforce", load={"model": "rate"})
+        epoch = h.wait_converged(1, members)
+        h.watch(4.0)
+        before = h.sample()
+        generations = {m: _generations(h, m) for m in members}
+        assert all(generations.values()), generations
+        settled = {g[-1] for g in generations.values()}
+        assert len(settled) == 1, f"members disagree on the generation: {generations}"
+
+        leader = _leader(h, members)
+        victim = leader if role == "leader" else next(m for m in members if m != leader)
+        terminated = time.monotonic()
+        assert h.fleet.stop(victim) == 0, h.fleet.log_tail(victim, 40)
+        stopped_in = time.monotonic() - terminated
+        time.sleep(max(0.0, 3.0 - stopped_in))
+        h.fleet.start(victim)
+        restarted_in = time.monotonic() - terminated
+        h.watch(12.0)  # longer than the 10 s session timeout
+        after = h.sample()
+        print(
+            f"\nSIGTERM to the {role} {victim}: exited in {stopped_in:.1f}s, restarted "
+            f"{restarted_in:.1f}s after the signal; generations "
+            + ", ".join(f"{m} {_generations(h, m)}" for m in members)
+        )
+
+        # no rebalance: every member, the restarted one included, is still on that generation
+        for member in members:
+            seen = _generations(h, member)
+            assert seen[-1] in settled, f"{member} rebalanced: generations {seen}"
+        assert after.owners == before.owners
+        assert h.epoch() == epoch, "the operator replanned for a pod that never left"
+        victims = {p for p, m in before.owners.items() if m == victim}
+        assert victims <= _committed_progress(h, before.committed)
+
+        h.drain(timeout=90)
+        report = h.reconcile()
+        print(f"SIGTERM + restart ({role}): {report.summary()}")
+        assert report.lost == 0, report.lost_examples
+        assert report.unexpected == 0
+        # graceful: the victim committed everything it delivered before it exited
+        assert report.duplicates == 0, report.summary()
+        assert set(report.per_member) == set(members)
+
+
 def test_assign_mode_hands_partitions_over_without_loss_or_double_processing(
     endpoints: Endpoints, tmp_path: Path
 ) -> None:
