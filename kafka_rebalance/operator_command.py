@@ -134,6 +134,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "kafka_rebalance_partition_series_dropped_total); default 10000",
     )
     parser.add_argument(
+        "--plan-topic",
+        default="kafka-rebalance-plans",
+        help="apply.mode broker: the compacted topic the brokers' kafka-rebalance-plan "
+        "assignor reads plans from (its kafka.rebalance.plans.topic); default %(default)s",
+    )
+    parser.add_argument(
         "--pod-audit-interval",
         type=_non_negative,
         default=60,
@@ -220,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         kafka_timeout_s=args.kafka_timeout,
         cluster=args.cluster_name,
         allowed_bootstrap_servers=allowlist,
+        plan_topic=args.plan_topic,
     )
     sinks = []
     if args.telemetry_file:

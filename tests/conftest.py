@@ -146,13 +146,28 @@ class KafkaHandle:
 
 
 def _kafka_cluster(
-    tools: Toolchain, root: Path, name: str, version: str, nodes: int, heap: str
+    tools: Toolchain,
+    root: Path,
+    name: str,
+    version: str,
+    nodes: int,
+    heap: str,
+    plugins: tuple[Path, ...] = (),
+    overrides: dict[str, str] | None = None,
 ) -> Iterator[KafkaHandle]:
     _require(tools, f"kafka {version}")
     supervisor = _supervisor(root / name)
     try:
         cluster = kafka_broker.start_cluster(
-            name, root / name, tools, supervisor, version=version, nodes=nodes, heap=heap
+            name,
+            root / name,
+            tools,
+            supervisor,
+            version=version,
+            nodes=nodes,
+            heap=heap,
+            plugins=plugins,
+            overrides=overrides,
         )
         yield KafkaHandle(cluster, supervisor, tools, heap)
     finally:
@@ -168,6 +183,24 @@ def kafka_broker_4(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]
 def kafka(kafka_broker_4: KafkaHandle) -> str:
     """Bootstrap servers of one Kafka 4.x broker (versions.toml [kafka].version)."""
     return kafka_broker_4.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def kafka_plans(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]:
+    """One Kafka 4.x broker with the KIP-848 plan-following assignor (broker-plugin/) loaded as
+    its default server-side assignor (the `kafka` broker has none: the plug-in's absence is
+    tested there)."""
+    _require(tools, "broker-plugin")
+    yield from _kafka_cluster(
+        tools,
+        devenv_root,
+        "kafka-plans",
+        tools.kafka_version,
+        1,
+        BROKER_HEAP,
+        plugins=(tools.broker_plugin_jar,),
+        overrides=kafka_broker.plan_plugin_overrides(),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -88,6 +88,8 @@ class MemoryKafka:
     group_type: tuple[str, str] | None = None
     reachable: bool = True
     connections: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+    published: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # broker mode
+    nudges: list[str] = field(default_factory=list)
 
     def __call__(
         self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float
@@ -115,6 +117,7 @@ class MemoryObserver:
         topics: Iterable[str] | None,
         pattern: TopicPattern | None,
         describe: bool = False,
+        kip848_group: bool = False,
     ) -> Observation:
         cluster = self.cluster
         if not cluster.reachable:
@@ -142,6 +145,14 @@ class MemoryObserver:
             group=copy.deepcopy(cluster.group) if describe else None,
             group_type=cluster.group_type if describe else None,
         )
+
+    def publish_plan(self, topic: str, group_id: str, value: bytes) -> None:
+        if not self.cluster.reachable:
+            raise KafkaUnavailable(f"publishing the plan to {topic}: connection refused")
+        self.cluster.published.append((topic, group_id, json.loads(value)))
+
+    def nudge(self, group_id: str) -> None:
+        self.cluster.nudges.append(group_id)
 
     def close(self) -> None:
         self.closed = True

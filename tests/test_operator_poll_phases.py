@@ -551,6 +551,48 @@ class TestRecreatedPolicy:
         assert subject.poll().action is Action.APPLY
 
 
+class TestBrokerMode:
+    """apply.mode broker: the plan in place is published once per plan for the brokers'
+    assignor and the group nudged; a failed publish is retried (the real-broker proof is
+    tests/integration/test_broker_mode.py)."""
+
+    def test_each_plan_is_published_once_and_nudged(self) -> None:
+        kafka = cluster(partitions=4)
+        subject = policy(kafka, members=2, apply={"mode": "broker"})
+        assert subject.poll().action is Action.APPLY
+        ((topic, group, record),) = kafka.published
+        assert (topic, group, kafka.nudges) == ("kafka-rebalance-plans", "g", ["g"])
+        docs = subject.ports.configmaps.documents()
+        assert record["members"] == {m: d["partitions"] for m, d in docs.items()}
+        assert record["epoch"] == subject.status["epoch"] == 1
+        subject.ports.clock.advance(30)
+        assert subject.poll().action is Action.NOOP
+        assert len(kafka.published) == 1 and len(kafka.nudges) == 1
+        skew(subject, kafka)
+        assert subject.poll().action is Action.APPLY
+        assert [r[2]["epoch"] for r in kafka.published] == [1, 2]
+
+    def test_a_publish_that_fails_is_retried_at_the_next_poll(self) -> None:
+        kafka = cluster(partitions=4)
+        subject = policy(kafka, members=2, apply={"mode": "broker"})
+        subject.poll()  # connects
+        subject.memory.published_hash = None
+        kafka.published.clear()
+        original = subject.memory.observer.publish_plan
+
+        def refuse(*args: Any) -> None:
+            from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+
+            raise KafkaUnavailable("publishing the plan to kafka-rebalance-plans: timed out")
+
+        subject.memory.observer.publish_plan = refuse
+        outcome = subject.poll()
+        assert not outcome.succeeded
+        assert subject.condition("Stalled")["reason"] == "PublishFailed"
+        subject.memory.observer.publish_plan = original
+        assert subject.poll().succeeded and len(kafka.published) == 1
+
+
 class TestApply:
     def test_a_refused_write_fails_the_poll_and_the_next_poll_finishes(self) -> None:
         subject = policy()

@@ -62,3 +62,28 @@ def test_assign_mode_needs_a_group_nobody_joined() -> None:
     assert "c-0, c-1, c-2, c-3, c-4 and 2 more" in message and "held" in message
     # even members using the plan assignor block manual commits
     assert mismatch("assign", "g", described(PLAN_ASSIGNOR, "c-0"), None) is not None
+
+
+def test_broker_mode_needs_kip848_consumers_assigned_by_the_plan_plugin() -> None:
+    from kafka_rebalance_operator.protocol import SERVER_ASSIGNOR
+
+    following = mismatch("broker", "g", None, "consumer", "Stable", server_assignor=SERVER_ASSIGNOR)
+    assert following is None
+    absent = mismatch("broker", "g", None, "consumer", "Stable", server_assignor="uniform")
+    assert absent is not None
+    assert "'uniform'" in absent and "group.consumer.assignors" in absent
+    assert "not followed" in absent and "docs/kip848.md" in absent
+    classic = mismatch("broker", "g", described("range", "c-0"), None)
+    assert classic is not None and "group.protocol=consumer" in classic
+    assert (
+        mismatch(
+            "broker",
+            "g",
+            described(
+                "",
+            ),
+            "consumer",
+            "Empty",
+        )
+        is None
+    )

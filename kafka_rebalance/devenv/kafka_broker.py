@@ -82,6 +82,7 @@ class KafkaCluster:
     cluster_id: str
     tls: ClusterTls
     process_names: list[str] = field(default_factory=list)
+    plugins: tuple[Path, ...] = ()  # jars the brokers load beside Kafka's own (broker plug-ins)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -181,8 +182,20 @@ def broker_properties(
         "auto.create.topics.enable": "true",
     }
     props.update(kafka_secured.listener_properties(secured, tls))
-    props.update(overrides or {})
+    own = f"{LOOPBACK}:{node.port}"  # `{self}` in an override: this node's PLAINTEXT address
+    props.update({k: v.replace("{self}", own) for k, v in (overrides or {}).items()})
     return props
+
+
+def plan_plugin_overrides(topic: str = "kafka-rebalance-plans") -> dict[str, str]:
+    """Broker configs that load the KIP-848 plan-following assignor (broker-plugin/, on the
+    classpath through `start_cluster(plugins=...)`) as the brokers' default server-side
+    assignor, reading plans from `topic` on the broker's own listener (docs/kip848.md)."""
+    return {
+        "group.consumer.assignors": "dev.kafkarebalance.broker.PlanFollowingAssignor,uniform,range",
+        "kafka.rebalance.plans.bootstrap.servers": "{self}",
+        "kafka.rebalance.plans.topic": topic,
+    }
 
 
 def jvm_options(heap: str) -> list[str]:
@@ -238,9 +251,15 @@ def prepare(
     )
 
 
+def broker_classpath(cluster: KafkaCluster, tools: Toolchain) -> str:
+    """Kafka's own jars, then the cluster's plug-ins."""
+    return ":".join([tools.kafka_classpath(cluster.version), *map(str, cluster.plugins)])
+
+
 def format_storage(cluster: KafkaCluster, tools: Toolchain) -> None:
-    """Run StorageTool format on every node (in parallel: each is a JVM start)."""
-    classpath = tools.kafka_classpath(cluster.version)
+    """Run StorageTool format on every node (in parallel: each is a JVM start). It validates
+    the broker config, so it loads the cluster's plug-ins too."""
+    classpath = broker_classpath(cluster, tools)
     java = java_binary()
     running = []
     for node in cluster.nodes:
@@ -294,7 +313,7 @@ def launch_node(
         *jvm_options(heap),
         *tools.kafka_jvm_flags(cluster.version),
         "-cp",
-        tools.kafka_classpath(cluster.version),
+        broker_classpath(cluster, tools),
         KAFKA_MAIN_CLASS,
         str(node.config),
     ]
@@ -360,8 +379,10 @@ def start_cluster(
     timeout: float = 120.0,
     wait: bool = True,
     pod_host: str | None = None,
+    plugins: tuple[Path, ...] = (),
 ) -> KafkaCluster:
-    """Prepare, format, launch and (by default) wait for a KRaft cluster."""
+    """Prepare, format, launch and (by default) wait for a KRaft cluster (`plugins`: jars put
+    on the brokers' classpath, configured through `overrides`)."""
     cluster = prepare(
         name,
         directory,
@@ -370,6 +391,7 @@ def start_cluster(
         overrides=overrides,
         pod_host=pod_host,
     )
+    cluster.plugins = tuple(plugins)
     format_storage(cluster, tools)
     launch(cluster, tools, supervisor, heap)
     if wait:

@@ -10,12 +10,27 @@ build is complete (provisioning renames a finished temp dir into place), and it 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+BROKER_PLUGIN_SOURCE = REPO_ROOT / "broker-plugin"
+
+
+def broker_plugin_version(kafka_version: str) -> str:
+    """`<kafka version>-<digest of the plug-in's pom and sources>`: the cache key of its jar."""
+    digest = hashlib.sha256(kafka_version.encode())
+    files = [BROKER_PLUGIN_SOURCE / "pom.xml", *sorted(BROKER_PLUGIN_SOURCE.glob("src/**/*"))]
+    for path in files:
+        if path.is_file():
+            digest.update(str(path.relative_to(BROKER_PLUGIN_SOURCE)).encode())
+            digest.update(path.read_bytes())
+    return f"{kafka_version}-{digest.hexdigest()[:12]}"
+
+
 VERSIONS_FILE = REPO_ROOT / "versions.toml"
 CACHE_ENV = "KAFKA_REBALANCE_CACHE"
 DEFAULT_CACHE = Path.home() / ".cache" / "kafka-rebalance"
@@ -114,6 +129,16 @@ class Toolchain:
     @property
     def debian_base_dir(self) -> Path:
         return tool_dir(self.root, "debian-base", self.debian_suite)
+
+    @property
+    def broker_plugin_dir(self) -> Path:
+        """The KIP-848 broker plug-in built from `broker-plugin/`, one directory per source
+        digest (a changed source is a new version, built again)."""
+        return tool_dir(self.root, "broker-plugin", broker_plugin_version(self.kafka_version))
+
+    @property
+    def broker_plugin_jar(self) -> Path:
+        return self.broker_plugin_dir / "kafka-rebalance-broker-plugin.jar"
 
     @property
     def pause_dir(self) -> Path:
@@ -256,6 +281,10 @@ class Toolchain:
             f"spark-kafka {self.spark_version}": (
                 self.spark_kafka_dir,
                 (self.spark_kafka_dir / "jars",),
+            ),
+            f"broker-plugin {self.broker_plugin_dir.name}": (
+                self.broker_plugin_dir,
+                (self.broker_plugin_jar,),
             ),
             f"kubelet {self.kubernetes_version}": (self.kubelet_dir, (self.kubelet,)),
             f"pause {PAUSE_VERSION}": (self.pause_dir, (self.pause_archive,)),

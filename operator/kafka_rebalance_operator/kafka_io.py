@@ -11,6 +11,7 @@ cannot be read is Kafka unreachable.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -18,14 +19,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import OffsetSpec
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic, OffsetSpec
+from kafka.errors import TopicAlreadyExistsError
 
+from kafka_rebalance_operator import kip848
 from kafka_rebalance_operator.lag import PartitionOffsets
 
 log = logging.getLogger(__name__)
 
 PartitionKey = tuple[str, int]
+
+
+PLAN_SETTLE_S = 1.0  # broker mode: from a confirmed plan write to the nudge
 
 
 class KafkaUnavailable(RuntimeError):
@@ -43,6 +49,7 @@ class Observation:
     # describe_groups cannot describe); None otherwise or when unknown
     group_type: tuple[str, str] | None = None
     duration_s: float = 0.0
+    assignor: str | None = None  # a KIP-848 group's server-side assignor (broker mode)
 
 
 def _short(error: BaseException) -> str:
@@ -55,6 +62,8 @@ class KafkaObserver:
 
     def __init__(self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float):
         self.timeout_ms = int(max(1.0, timeout_s) * 1000)
+        self.bootstrap_servers, self.security = bootstrap_servers, dict(security)
+        self.producer: KafkaProducer | None = None  # broker mode's plan publisher, made lazily
         try:
             self.admin = KafkaAdminClient(
                 bootstrap_servers=bootstrap_servers.split(","),
@@ -68,10 +77,61 @@ class KafkaObserver:
             raise KafkaUnavailable(f"cannot reach {bootstrap_servers}: {_short(error)}") from error
 
     def close(self) -> None:
+        for client in (self.producer, self.admin):
+            if client is None:
+                continue
+            try:
+                client.close()
+            except Exception:  # closing a broken client must not fail a poll
+                log.debug("closing a Kafka client failed", exc_info=True)
+        self.producer = None
+
+    # -- broker mode (KIP-848 groups) ----------------------------------------------------------
+
+    def describe_consumer_group(self, group_id: str) -> kip848.ConsumerGroup | None:
+        """The KIP-848 group as its coordinator describes it (None: no such KIP-848 group)."""
         try:
-            self.admin.close()
-        except Exception:  # closing a broken client must not fail a poll
-            log.debug("closing the admin client failed", exc_info=True)
+            return kip848.describe(self.admin, group_id)
+        except Exception:
+            log.debug("ConsumerGroupDescribe failed", exc_info=True)
+            return None
+
+    def publish_plan(self, topic: str, group_id: str, value: bytes) -> None:
+        """Write the group's plan record (compacted topic, keyed by group id), creating the
+        topic when it does not exist; raises KafkaUnavailable when the write is not confirmed."""
+        try:
+            self._ensure_compacted(topic)
+            if self.producer is None:
+                self.producer = KafkaProducer(
+                    bootstrap_servers=self.bootstrap_servers.split(","),
+                    client_id="kafka-rebalance-operator",
+                    acks="all",
+                    request_timeout_ms=self.timeout_ms,
+                    **self.security,
+                )
+            self.producer.send(topic, key=group_id.encode(), value=value).get(
+                timeout=self.timeout_ms / 1000
+            )
+        except Exception as error:
+            raise KafkaUnavailable(f"publishing the plan to {topic}: {_short(error)}") from error
+        # The brokers' readers fetch the topic continuously (long polls of at most 0.5 s); a
+        # nudge sent before they hold the record recomputes with the previous plan.
+        time.sleep(PLAN_SETTLE_S)
+
+    def nudge(self, group_id: str) -> None:
+        """Make the group's coordinator recompute its target assignment (kip848.nudge)."""
+        try:
+            kip848.nudge(self.admin, group_id)
+        except Exception as error:
+            raise KafkaUnavailable(f"nudging group {group_id}: {_short(error)}") from error
+
+    def _ensure_compacted(self, topic: str) -> None:
+        if topic in set(self.admin.list_topics()):
+            return
+        brokers = len(self.admin.describe_cluster().get("brokers") or []) or 1
+        compacted = NewTopic(topic, 1, min(3, brokers), topic_configs={"cleanup.policy": "compact"})
+        with contextlib.suppress(TopicAlreadyExistsError):  # another operator made it meanwhile
+            self.admin.create_topics([compacted])
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -194,7 +254,10 @@ class KafkaObserver:
         topics: Iterable[str] | None,
         pattern: re.Pattern[str] | None,
         describe: bool = False,
+        kip848_group: bool = False,
     ) -> Observation:
+        """`kip848_group` (broker mode): describe the group as a KIP-848 group, falling back to
+        DescribeGroups only to say that it is a classic one."""
         started = time.monotonic()
         counts, missing = self.topic_partitions(topics, pattern)
         errors: list[str] = []
@@ -220,11 +283,16 @@ class KafkaObserver:
                     committed_known=committed is not None,
                     error=None if start is not None and end is not None else "offsets unread",
                 )
-        group = self.describe_group(group_id) if describe else None
-        group_type = None
-        if describe and (group is None or group.get("error") or group.get("group_state") == "Dead"):
-            # DescribeGroups does not describe KIP-848 groups (GROUP_ID_NOT_FOUND / Dead)
-            group_type = self.kip848_group(group_id)
+        group, group_type, assignor = None, None, None
+        described = self.describe_consumer_group(group_id) if kip848_group else None
+        if described is not None:
+            group = described.as_describe_groups()
+            group_type, assignor = ("consumer", described.state), described.assignor
+        elif describe or kip848_group:
+            group = self.describe_group(group_id)
+            if group is None or group.get("error") or group.get("group_state") == "Dead":
+                # DescribeGroups does not describe KIP-848 groups (GROUP_ID_NOT_FOUND / Dead)
+                group_type = self.kip848_group(group_id)
         return Observation(
             counts,
             missing,
@@ -233,4 +301,5 @@ class KafkaObserver:
             group,
             group_type,
             duration_s=time.monotonic() - started,
+            assignor=assignor,
         )

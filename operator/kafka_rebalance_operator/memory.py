@@ -45,6 +45,8 @@ class PolicyMemory:
     # The document each member's sidecar acts on, as last written or read: a ConfigMap deleted,
     # corrupted or rewritten by hand does not make its partitions look unowned (`ownership`).
     documents: dict[str, MemberDocument] = field(default_factory=dict)
+    published_hash: str | None = None  # broker mode: the plan last published to the brokers
+    published_at: float | None = None  # ... and when (wall time)
     status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def close(self) -> None:

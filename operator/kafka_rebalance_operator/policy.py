@@ -22,7 +22,7 @@ from kafka_rebalance_operator.topic_pattern import (
 
 MODES = ("enforce", "propose", "observe")
 APPROVALS = ("Auto", "Manual")
-APPLY_MODES = ("group", "assign")
+APPLY_MODES = ("group", "assign", "broker")
 
 
 class PolicyError(ValueError):
@@ -155,7 +155,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         raise PolicyError(f"spec.rebalance.approval: Auto or Manual, got {approval!r}")
     apply_mode = apply.get("mode", "group")
     if apply_mode not in APPLY_MODES:
-        raise PolicyError(f"spec.apply.mode: group or assign, got {apply_mode!r}")
+        raise PolicyError(f"spec.apply.mode: group, assign or broker, got {apply_mode!r}")
     min_improvement = float(rebalance.get("minImprovement", 0.1))
     if not 0 <= min_improvement < 1:
         raise PolicyError("spec.rebalance.minImprovement: must be in [0, 1)")

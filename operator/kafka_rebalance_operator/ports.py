@@ -63,7 +63,8 @@ class SecretReader(Protocol):
 
 
 class Observer(Protocol):
-    """One Kafka connection for one policy (raises kafka_io.KafkaUnavailable)."""
+    """One Kafka connection for one policy (raises kafka_io.KafkaUnavailable); broker mode also
+    publishes plans through it and nudges the group's coordinator (`kip848`)."""
 
     def observe(
         self,
@@ -71,7 +72,10 @@ class Observer(Protocol):
         topics: Iterable[str] | None,
         pattern: TopicPattern | None,
         describe: bool = False,
+        kip848_group: bool = False,
     ) -> Observation: ...
+    def publish_plan(self, topic: str, group_id: str, value: bytes) -> None: ...
+    def nudge(self, group_id: str) -> None: ...
     def close(self) -> None: ...
 
 

@@ -25,6 +25,8 @@ from typing import Any
 from kafka_rebalance_common import wire
 
 PLAN_ASSIGNOR = wire.ASSIGNOR_NAME  # the protocol name the sidecar's assignor joins with
+# the name the brokers' plan-following KIP-848 assignor goes by (broker-plugin/, docs/kip848.md)
+SERVER_ASSIGNOR = "kafka-rebalance-plan"
 
 
 def _member_names(group: Mapping[str, Any], limit: int = 5) -> str:
@@ -42,13 +44,17 @@ def mismatch(
     group: Mapping[str, Any] | None,
     group_type: str | None,
     group_type_state: str | None = None,
+    server_assignor: str | None = None,
 ) -> str | None:
     """None when the group can follow the plan; else what is wrong and what to do about it.
 
     `group`: describe_groups' entry for the group (None when it could not be read: nothing is
     claimed then). `group_type`: "consumer" for a KIP-848 group, from ListGroups, with its state.
+    `server_assignor`: the assignor a KIP-848 group's coordinator used (broker mode).
     """
     kip848 = group_type == "consumer" and (group_type_state or "").lower() not in ("empty", "dead")
+    if apply_mode == "broker":
+        return _broker_mismatch(group_id, group, kip848, server_assignor)
     if apply_mode == "group":
         if kip848:
             return (
@@ -91,5 +97,31 @@ def mismatch(
             "manual commits while they are members, so hand-overs cannot be acknowledged; new "
             "plans are held. Stop those consumers or give them another group.id, or set "
             "spec.apply.mode: group"
+        )
+    return None
+
+
+def _broker_mismatch(
+    group_id: str, group: Mapping[str, Any] | None, kip848: bool, server_assignor: str | None
+) -> str | None:
+    """Broker mode: the group must be a KIP-848 group whose coordinator assigns with the
+    brokers' plan-following assignor."""
+    if kip848:
+        if server_assignor and server_assignor != SERVER_ASSIGNOR:
+            return (
+                f"group {group_id}'s coordinator assigns with the server-side assignor "
+                f"{server_assignor!r}, not {SERVER_ASSIGNOR!r}: the plan is published but not "
+                "followed. Load the kafka-rebalance broker plug-in on every broker "
+                "(group.consumer.assignors, docs/kip848.md) as the default assignor, or set "
+                f"group.remote.assignor={SERVER_ASSIGNOR} on the consumers"
+            )
+        return None
+    if group is not None and group.get("members"):
+        assignor = group.get("protocol_data") or "?"
+        return (
+            f"{len(group['members'])} consumers joined group {group_id} with the classic "
+            f"protocol (assignor {assignor!r}: {_member_names(group)}): broker mode needs "
+            "KIP-848 consumers (group.protocol=consumer), whose assignment the brokers compute. "
+            "Switch the consumers, or set spec.apply.mode: group and run them with the sidecar"
         )
     return None

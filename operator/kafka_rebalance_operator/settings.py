@@ -25,3 +25,5 @@ class OperatorSettings:
     proposal_budget_bytes: int = 512_000
     # --allowed-bootstrap-servers, parsed (admission.py); empty: any server
     allowed_bootstrap_servers: tuple[AllowedServer, ...] = ()
+    # broker mode: the compacted topic the brokers' plug-in reads plans from (docs/kip848.md)
+    plan_topic: str = "kafka-rebalance-plans"

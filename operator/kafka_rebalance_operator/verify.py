@@ -21,15 +21,33 @@ def actual_assignment(group: Mapping[str, Any]) -> dict[str, dict[str, list[int]
     result: dict[str, dict[str, list[int]]] = {}
     for member in group.get("members") or []:
         name = member.get("group_instance_id") or member.get("member_id") or "?"
-        assignment = member.get("member_assignment") or {}
-        topics: dict[str, list[int]] = {}
-        if isinstance(assignment, Mapping):
-            for entry in assignment.get("assigned_partitions") or []:
-                parts = sorted(entry.get("partitions") or [])
-                if parts:
-                    topics[entry.get("topic")] = parts
-        result[name] = topics
+        result[name] = _partitions(member.get("member_assignment") or {})
     return result
+
+
+def _partitions(assignment: Any) -> dict[str, list[int]]:
+    topics: dict[str, list[int]] = {}
+    if isinstance(assignment, Mapping):
+        for entry in assignment.get("assigned_partitions") or []:
+            parts = sorted(entry.get("partitions") or [])
+            if parts:
+                topics[entry.get("topic")] = parts
+    return topics
+
+
+def target_differs(
+    group: Mapping[str, Any] | None, plan: Mapping[str, Mapping[str, list[int]]]
+) -> bool:
+    """KIP-848 groups: does the coordinator's *target* for a planned member differ from the
+    plan? (Members reach their target over a heartbeat or two; a target that differs means
+    the coordinator has not taken the plan at all.) False when nothing says so."""
+    for member in (group or {}).get("members") or []:
+        name = member.get("group_instance_id")
+        if name in plan and "target_assignment" in member:
+            want = {t: sorted(p) for t, p in plan[name].items() if p}
+            if _partitions(member["target_assignment"]) != want:
+                return True
+    return False
 
 
 def verify(

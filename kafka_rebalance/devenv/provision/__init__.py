@@ -12,6 +12,7 @@ nothing that looks finished), a second run only checks markers and returns in we
 second per tool, and Go and Maven keep their own default caches, which survive between runs.
 
 One module per tool family: `frame` (commands, the atomic install), `maven`, `kafka`,
+`broker_plugin`,
 `go_tools` (go install tools, etcd), `kubernetes`, `schemas`, `spark`, `debian_base`.
 """
 
@@ -24,6 +25,7 @@ import time
 from collections.abc import Sequence
 
 from kafka_rebalance.devenv import system_packages
+from kafka_rebalance.devenv.provision.broker_plugin import build_broker_plugin
 from kafka_rebalance.devenv.provision.debian_base import build_debian_base
 from kafka_rebalance.devenv.provision.frame import (
     Component,
@@ -110,6 +112,12 @@ def components(tc: Toolchain) -> list[Component]:
             tc.kafka_home(tc.kafka_compat_version),
             build_kafka(tc, tc.kafka_compat_version),
             check_kafka(tc.kafka_compat_version),
+        ),
+        Component(
+            "broker-plugin",
+            tc.broker_plugin_dir.name,
+            tc.broker_plugin_dir,
+            build_broker_plugin(tc),
         ),
         Component("spark-kafka", tc.spark_version, tc.spark_kafka_dir, build_spark_kafka(tc)),
         Component(

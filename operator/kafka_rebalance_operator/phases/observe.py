@@ -83,7 +83,11 @@ def observe(
     observer = _observer(spec, ctx, memory, ports, settings)
     try:
         observation = observer.observe(
-            spec.group_id, spec.topics, spec.topic_pattern, describe=settings.describe_group
+            spec.group_id,
+            spec.topics,
+            spec.topic_pattern,
+            describe=settings.describe_group,
+            kip848_group=spec.apply_mode == "broker",
         )
     except KafkaUnavailable as error:
         memory.close()  # a fresh client next poll: the cluster may have moved
@@ -133,7 +137,12 @@ def observe(
             spec, current, sorted(present | set(lingering)), observation, settings, now
         ),
         mismatch=protocol.mismatch(
-            spec.apply_mode, spec.group_id, observation.group, kind, kind_state
+            spec.apply_mode,
+            spec.group_id,
+            observation.group,
+            kind,
+            kind_state,
+            server_assignor=observation.assignor,
         ),
         unwritten=ownership.unwritten(current, ctx.name),
         inherited=any(d.policy_uid and d.policy_uid != ctx.uid for d in current.by_member.values()),

@@ -187,12 +187,16 @@ def _health(
     note: str = "",
 ) -> Health:
     """Ready with the decision's reason, unless the group has not converged on the applied
-    plan (group mode), the protocol does not fit, or a hand-over timed out."""
+    plan (group and broker modes), the protocol does not fit, or a hand-over timed out."""
     spec, group = observed.spec, observed.observation.group
     message = f"{decision.message}; {note}" if note else decision.message
     reconciling = False
     stalled_reason: str | None = None
-    if spec.apply_mode == "group" and group is not None and decision.action in _VERIFIED:
+    if (
+        spec.apply_mode in ("group", "broker")
+        and group is not None
+        and decision.action in _VERIFIED
+    ):
         verification = verify(group, applied.assignment)
         message = f"{message}; {verification.message}"
         if verification.state == "converging":

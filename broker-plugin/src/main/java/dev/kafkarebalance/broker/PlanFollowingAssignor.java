@@ -39,10 +39,10 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
     public static final String NAME = "kafka-rebalance-plan";
     private static final Logger LOG = LoggerFactory.getLogger(PlanFollowingAssignor.class);
 
-    private final PlanStore store;
+    private PlanStore store;
     private final Clock clock;
     private long maxAgeMs;
-    private PlanTopicReader reader;
+    private PluginConfig shared; // the configuration whose shared store this instance reads
 
     /** What the broker instantiates (public no-argument constructor). */
     public PlanFollowingAssignor() {
@@ -70,15 +70,19 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
                 + "gets the uniform-style sticky fallback", NAME, PluginConfig.BOOTSTRAP);
             return;
         }
-        reader = new PlanTopicReader(config, store);
-        reader.start();
+        if (shared != null) {
+            SharedPlans.release(shared);
+        }
+        store = SharedPlans.acquire(config);
+        shared = config;
         LOG.info("{}: reading plans from topic '{}' via {}", NAME, config.topic(), config.bootstrapServers());
     }
 
     @Override
     public void close() {
-        if (reader != null) {
-            reader.close();
+        if (shared != null) {
+            SharedPlans.release(shared);
+            shared = null;
         }
     }
 

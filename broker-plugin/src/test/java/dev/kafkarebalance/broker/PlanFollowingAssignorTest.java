@@ -247,6 +247,22 @@ class PlanFollowingAssignorTest {
         assertTrue(!e.getMessage().contains("\n"), "one line: " + e.getMessage());
     }
 
+    @Test
+    void instancesOfOneConfigurationShareOneReaderThatStopsWithTheLast() {
+        Map<String, Object> configs = Map.of(
+            PluginConfig.BOOTSTRAP, "127.0.0.1:1", PluginConfig.TOPIC, "plans-shared-test");
+        PlanFollowingAssignor first = new PlanFollowingAssignor();
+        PlanFollowingAssignor second = new PlanFollowingAssignor();
+        int before = SharedPlans.readers();
+        first.configure(configs);
+        second.configure(configs);
+        assertEquals(before + 1, SharedPlans.readers(), "one reader for both instances");
+        first.close();
+        assertEquals(before + 1, SharedPlans.readers(), "still used by the second instance");
+        second.close();
+        assertEquals(before, SharedPlans.readers(), "stopped with the last instance");
+    }
+
     private static byte[] bytes(String s) {
         return s.getBytes(StandardCharsets.UTF_8);
     }

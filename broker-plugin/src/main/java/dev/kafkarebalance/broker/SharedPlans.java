@@ -1,0 +1,58 @@
+package dev.kafkarebalance.broker;
+
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * One plan store and one topic reader per broker JVM and plug-in configuration. A broker
+ * instantiates and configures its assignors several times (nine instances were seen on a 4.3.1
+ * broker at start-up); each reading the plan topic on its own would mean as many consumers and
+ * admin clients, and instances whose stores lag each other. Counted: the reader stops when the
+ * last instance using it is closed.
+ */
+final class SharedPlans {
+    private static final Map<PluginConfig, Shared> SHARED = new HashMap<>();
+
+    private static final class Shared {
+        final PlanStore store = new PlanStore();
+        final PlanTopicReader reader;
+        int users;
+
+        Shared(PluginConfig config) {
+            reader = new PlanTopicReader(config, store);
+        }
+    }
+
+    private SharedPlans() {
+    }
+
+    /** The store filled from `config`'s topic, starting its reader on first use. */
+    static synchronized PlanStore acquire(PluginConfig config) {
+        Shared shared = SHARED.get(config);
+        if (shared == null) {
+            shared = new Shared(config);
+            SHARED.put(config, shared);
+            shared.reader.start();
+        }
+        shared.users++;
+        return shared.store;
+    }
+
+    /** One user of `config`'s store is done; the last one stops the reader. */
+    static synchronized void release(PluginConfig config) {
+        Shared shared = SHARED.get(config);
+        if (shared == null) {
+            return;
+        }
+        shared.users--;
+        if (shared.users <= 0) {
+            SHARED.remove(config);
+            shared.reader.close();
+        }
+    }
+
+    /** How many readers run (for tests). */
+    static synchronized int readers() {
+        return SHARED.size();
+    }
+}

@@ -1,0 +1,191 @@
+"""KIP-848 consumer groups through kafka-python 3.0: describe one (`ConsumerGroupDescribe`, API
+69) and make its coordinator recompute the target assignment (`nudge`, two
+`ConsumerGroupHeartbeat` calls, API 68).
+
+kafka-python speaks neither message; it builds message classes from schema files, so the two
+are defined by the files in `kip848_messages/` and sent with the admin client's own connection
+manager (its coordinator lookup and request routing). Those are kafka-python 3.0 internals:
+`pyproject.toml` pins kafka-python 3.0.x, and the integration tests exercise this module against
+the real broker.
+
+Why `nudge` exists: a KIP-848 coordinator recomputes a group's target assignment only when the
+group epoch moves (a member joins or leaves, a subscription or the topics change); no admin call
+asks for it. So a new plan takes effect when one extra member joins the group *subscribed to
+nothing* and leaves again: two epoch bumps, during which the assignor sees that member but has
+nothing to give it, so no real member loses or gains a partition because of the nudge itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import errors
+from kafka.errors import GroupIdNotFoundError
+from kafka.protocol.api_message import ApiMessage
+
+from kafka_rebalance_operator import kip848_messages
+
+NUDGE_REBALANCE_TIMEOUT_MS = 10_000
+LEAVE_EPOCH = -1  # MemberEpoch that leaves the group
+JOIN_EPOCH = 0  # MemberEpoch that joins it
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=kip848_messages):
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=kip848_messages):
+    pass
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=kip848_messages):
+    pass
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=kip848_messages):
+    pass
+
+
+class Kip848Error(RuntimeError):
+    """The coordinator refused a call: its error code and message, or why it could not be made."""
+
+
+@dataclass(frozen=True)
+class Member:
+    member_id: str
+    instance_id: str | None
+    member_epoch: int
+    assignment: dict[str, list[int]]  # topic -> partitions the member holds now
+    target: dict[str, list[int]]  # ... the coordinator's target for it
+
+
+@dataclass(frozen=True)
+class ConsumerGroup:
+    group_id: str
+    state: str  # "Empty", "Assigning", "Reconciling", "Stable", "Dead"
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str  # the server-side assignor the coordinator used
+    members: list[Member] = field(default_factory=list)
+
+    def as_describe_groups(self) -> dict[str, Any]:
+        """The shape kafka-python's describe_groups gives a classic group, so the plan is
+        verified against either kind by one check (`verify.verify`), plus each member's
+        `target_assignment` (`verify.target_differs`)."""
+        return {
+            "group_id": self.group_id,
+            "group_state": self.state,
+            "protocol_type": "consumer",
+            "protocol": self.assignor,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.instance_id,
+                    "member_assignment": {
+                        "assigned_partitions": [
+                            {"topic": t, "partitions": p} for t, p in sorted(m.assignment.items())
+                        ]
+                    },
+                    "target_assignment": {
+                        "assigned_partitions": [
+                            {"topic": t, "partitions": p} for t, p in sorted(m.target.items())
+                        ]
+                    },
+                }
+                for m in self.members
+            ],
+        }
+
+    def converged_to(self, plan: dict[str, dict[str, list[int]]]) -> list[str]:
+        """Instance ids whose current assignment differs from `plan` (instance id -> topic ->
+        partitions): empty when every planned member holds exactly its planned partitions."""
+        held = {m.instance_id: m.assignment for m in self.members if m.instance_id}
+        differ = []
+        for instance, topics in sorted(plan.items()):
+            want = {t: sorted(p) for t, p in topics.items() if p}
+            have = {t: sorted(p) for t, p in (held.get(instance) or {}).items() if p}
+            if want != have:
+                differ.append(instance)
+        return differ
+
+
+def _error(answer: Any) -> str:
+    """`NAME (code): message` of an error code in a response."""
+    name = errors.for_code(answer.error_code).__name__
+    message = f": {answer.error_message}" if answer.error_message else ""
+    return f"{name} ({answer.error_code}){message}"
+
+
+def _topics(assignment: Any) -> dict[str, list[int]]:
+    return {
+        tp.topic_name: sorted(tp.partitions)
+        for tp in (assignment.topic_partitions if assignment is not None else [])
+        if tp.partitions
+    }
+
+
+def describe(admin: Any, group_id: str) -> ConsumerGroup | None:
+    """The group as its coordinator describes it; None when it is not a KIP-848 group (no such
+    group, or a classic one)."""
+
+    async def call() -> Any:
+        coordinator = await admin._find_coordinator_id(group_id)
+        request = ConsumerGroupDescribeRequest(
+            group_ids=[group_id], include_authorized_operations=False
+        )
+        return await admin._manager.send(request, node_id=coordinator)
+
+    response = admin._manager.run(call)
+    (group,) = response.groups
+    if group.error_code == GroupIdNotFoundError.errno:  # none, or a classic group
+        return None
+    if group.error_code:
+        raise Kip848Error(f"describing {group_id}: {_error(group)}")
+    return ConsumerGroup(
+        group_id=group.group_id,
+        state=group.group_state,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor=group.assignor_name,
+        members=[
+            Member(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                member_epoch=m.member_epoch,
+                assignment=_topics(m.assignment),
+                target=_topics(m.target_assignment),
+            )
+            for m in group.members
+        ],
+    )
+
+
+def nudge(admin: Any, group_id: str) -> int:
+    """Join the group with an empty subscription and leave it again, so its coordinator
+    recomputes the target assignment. Returns the group epoch the join produced."""
+    member_id = uuid.uuid4().hex  # version 1 wants the member to name itself
+
+    async def heartbeat(coordinator: int, epoch: int, topics: list[str] | None) -> Any:
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=group_id,
+            member_id=member_id,
+            member_epoch=epoch,
+            rebalance_timeout_ms=NUDGE_REBALANCE_TIMEOUT_MS if epoch == JOIN_EPOCH else -1,
+            subscribed_topic_names=topics,
+            topic_partitions=[] if epoch == JOIN_EPOCH else None,  # a joiner owns nothing
+        )
+        return await admin._manager.send(request, node_id=coordinator)
+
+    async def call() -> int:
+        coordinator = await admin._find_coordinator_id(group_id)
+        joined = await heartbeat(coordinator, JOIN_EPOCH, [])
+        if joined.error_code:
+            raise Kip848Error(f"nudging {group_id}: the join was refused: {_error(joined)}")
+        left = await heartbeat(coordinator, LEAVE_EPOCH, None)
+        if left.error_code:
+            raise Kip848Error(f"nudging {group_id}: the leave was refused: {_error(left)}")
+        return int(joined.member_epoch)
+
+    return int(admin._manager.run(call))

@@ -1,0 +1,254 @@
+"""apply.mode broker: a KIP-848 group of Java consumers follows the operator's plans through the
+brokers' `kafka-rebalance-plan` assignor (broker-plugin/, docs/kip848.md). Marked `kip848`.
+
+Everything is real: a 4.3.1 broker with the plug-in jar on its classpath (the `kafka_plans`
+fixture), the API server with KWOK pods, the operator process, and one Java consumer
+(`group.protocol=consumer`, `group.instance.id` = pod name) per pod writing the project's ledger.
+The group's actual assignment is read with ConsumerGroupDescribe (`kip848.describe`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka_rebalance_operator import kip848
+
+from kafka_rebalance.demo.cluster import wait_for
+from kafka_rebalance.demo.environment import Endpoints
+from kafka_rebalance.demo.harness import GroupHarness
+from kafka_rebalance.demo.ledger import ledger_path
+from kafka_rebalance.devenv.kafka_broker import java_binary
+from kafka_rebalance.devenv.toolchain import Toolchain
+
+pytestmark = [pytest.mark.integration, pytest.mark.kip848]
+
+CONSUMER = Path(__file__).parent / "java" / "Kip848LedgerConsumer.java"
+PARTITIONS, RATE = 6, 6.0
+PLAN_TOPIC = "kafka-rebalance-plans"
+
+
+class JavaMembers:
+    """One Java KIP-848 consumer process per member, each in its own process group."""
+
+    def __init__(self, tools: Toolchain, bootstrap: str, group: str, topic: str, workdir: Path):
+        libs = tools.kafka_libs()
+        self.classpath = ":".join(
+            str(j) for j in [*libs.glob("kafka-clients-*.jar"), *libs.glob("slf4j-api-*.jar")]
+        )
+        self.bootstrap, self.group, self.topic, self.workdir = bootstrap, group, topic, workdir
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def log(self, member: str) -> Path:
+        return self.workdir / f"java-{member}.log"
+
+    def start(self, member: str, ledger_dir: Path) -> None:
+        ledger_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log(member), "ab") as out:
+            self.processes[member] = subprocess.Popen(
+                [
+                    java_binary(),
+                    "-Xmx96m",
+                    "-XX:TieredStopAtLevel=1",
+                    "-cp",
+                    self.classpath,
+                    str(CONSUMER),
+                    self.bootstrap,
+                    self.group,
+                    self.topic,
+                    member,
+                    str(ledger_path(ledger_dir, member)),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def stop(self, member: str) -> None:
+        process = self.processes.pop(member)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+    def crashed(self) -> str | None:
+        dead = [m for m, p in self.processes.items() if p.poll() is not None]
+        if not dead:
+            return None
+        return "; ".join(f"{m}: {self.log(m).read_text()[-1500:]}" for m in dead)
+
+    def stop_all(self) -> None:
+        for member in list(self.processes):
+            self.stop(member)
+
+
+@contextlib.contextmanager
+def _broker_group(
+    kafka_bootstrap: str, k8s: Any, tools: Toolchain, workdir: Path, prefix: str, replicas: int
+) -> Iterator[tuple[GroupHarness, JavaMembers, KafkaAdminClient]]:
+    endpoints = Endpoints(kafka_bootstrap, k8s.kubeconfig, k8s.tools.kubectl)
+    harness = GroupHarness(
+        endpoints,
+        workdir,
+        prefix=prefix,
+        partitions=PARTITIONS,
+        replicas=replicas,
+        apply_mode="broker",
+    )
+    java = JavaMembers(tools, kafka_bootstrap, harness.group, harness.topic, workdir)
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:
+        harness.setup()
+        yield harness, java, admin
+    except BaseException:
+        with contextlib.suppress(Exception):
+            print("policy status:", json.dumps(harness.cluster.policy_status(harness.policy)))
+            print("group:", kip848.describe(admin, harness.group))
+        if harness.operator.log is not None and harness.operator.log.exists():
+            tail = harness.operator.log.read_text(errors="replace").splitlines()[-40:]
+            print("operator log tail:\n" + "\n".join(tail))
+        for member in java.processes:
+            print(f"--- {member} ---\n{java.log(member).read_text()[-1500:]}")
+        raise
+    finally:
+        java.stop_all()
+        harness.close()
+        admin.close()
+
+
+def _plan(harness: GroupHarness) -> tuple[int, dict[str, dict[str, list[int]]]]:
+    """The applied epoch and plan (instance id -> topic -> partitions) from the ConfigMaps."""
+    documents = harness.assignments()
+    epochs = {int(d["epoch"]) for d in documents.values()}
+    epoch = epochs.pop() if len(epochs) == 1 else -1
+    return epoch, {m: d["partitions"] for m, d in documents.items()}
+
+
+def _converged(
+    harness: GroupHarness,
+    admin: KafkaAdminClient,
+    java: JavaMembers,
+    min_epoch: int,
+    timeout: float,
+) -> tuple[int, dict[str, dict[str, list[int]]], kip848.ConsumerGroup]:
+    """Wait until one epoch >= `min_epoch` is applied and every member holds its planned
+    partitions as the coordinator describes the group."""
+
+    def check() -> Any:
+        epoch, plan = _plan(harness)
+        if epoch < min_epoch or not plan:
+            return None
+        group = kip848.describe(admin, harness.group)
+        if group is None or group.converged_to(plan) or group.state != "Stable":
+            return None
+        return epoch, plan, group
+
+    return wait_for(
+        f"the group on a plan of epoch >= {min_epoch}", check, timeout, 0.5, java.crashed
+    )
+
+
+def _verdict(harness: GroupHarness) -> Any:
+    harness.drain(timeout=120)
+    report = harness.reconcile()
+    print(f"\n{report.summary()}")
+    assert report.lost == 0, report.lost_examples
+    assert report.overlaps == (), report.overlaps[:5]
+    return report
+
+
+def test_a_kip848_group_follows_lag_aware_plans_through_the_broker_plugin(
+    kafka_plans: Any, k8s: Any, tools: Toolchain, tmp_path: Path
+) -> None:
+    with _broker_group(
+        kafka_plans.bootstrap_servers, k8s, tools, tmp_path, "broker", replicas=3
+    ) as (harness, java, admin):
+        members = harness.pods(3)
+        harness.operator.start()
+        for member in members:
+            java.start(member, harness.ledger_dir)
+        # partitions 0 and 1 carry most of the load: lag-aware gives them a member each
+        harness.produce({0: 4 * RATE, 1: 4 * RATE, **{p: RATE for p in range(2, PARTITIONS)}})
+        harness.apply_policy("lag-aware", "enforce", load={"model": "rate"})
+        epoch, plan, group = _converged(harness, admin, java, 1, timeout=120)
+        assert group.assignor == "kafka-rebalance-plan"
+        assert {m.instance_id for m in group.members} == set(members)
+        print(f"\nfollowing epoch {epoch}: {plan} (group epoch {group.group_epoch})")
+
+        # a new plan takes effect: time from the patch to every member holding it
+        before_epoch = group.group_epoch
+        patched = time.monotonic()
+        harness.cluster.patch_policy(harness.policy, {"spec": {"strategy": "range"}})
+        ranged, plan, group = _converged(harness, admin, java, epoch + 1, timeout=90)
+        took = time.monotonic() - patched
+        assert plan == {m: {harness.topic: [2 * i, 2 * i + 1]} for i, m in enumerate(members)}
+        print(
+            f"range plan (epoch {ranged}) followed {took:.1f} s after the patch; group epoch "
+            f"{before_epoch} -> {group.group_epoch}"
+        )
+
+        # a member leaves: its pod goes, the plan covers the other two
+        java.stop(members[2])
+        harness.scale(2)
+        left, plan, group = _converged(harness, admin, java, ranged + 1, timeout=120)
+        assert set(plan) == set(members[:2])
+
+        # the operator is down: the group keeps consuming by the last plan
+        harness.operator.stop()
+        progress = harness.sample().committed
+        harness.watch(6.0)
+        after = harness.sample().committed
+        assert all(after[p] > progress[p] for p in range(PARTITIONS)), (progress, after)
+        harness.operator.start()
+
+        # a malformed plan record: the plug-in falls back (the group keeps consuming), and the
+        # operator publishes its plan again once it sees the group drift from it
+        producer = KafkaProducer(bootstrap_servers=kafka_plans.bootstrap_servers)
+        producer.send(PLAN_TOPIC, key=harness.group.encode(), value=b"{not json").get(10)
+        producer.close()
+        kip848.nudge(admin, harness.group)
+        harness.watch(5.0)
+        _converged(harness, admin, java, left, timeout=120)
+        operator_log = harness.operator.log.read_text() if harness.operator.log else ""
+        assert "published to kafka-rebalance-plans" in operator_log
+        _verdict(harness)
+
+
+def test_without_the_plugin_broker_mode_is_stalled_naming_the_assignor(
+    kafka: str, k8s: Any, tools: Toolchain, tmp_path: Path
+) -> None:
+    with _broker_group(kafka, k8s, tools, tmp_path, "noplugin", replicas=2) as (
+        harness,
+        java,
+        _admin,
+    ):
+        members = harness.pods(2)
+        harness.operator.start()
+        for member in members:
+            java.start(member, harness.ledger_dir)
+        harness.produce(dict.fromkeys(range(PARTITIONS), RATE))
+        harness.apply_policy("lag-aware", "enforce", load={"model": "rate"})
+
+        def stalled() -> Any:
+            conditions = harness.cluster.policy_status(harness.policy).get("conditions") or []
+            found = next((c for c in conditions if c["type"] == "Stalled"), None)
+            return found if found and found["status"] == "True" else None
+
+        condition = wait_for("Stalled", stalled, timeout=90, every=0.5, abort=java.crashed)
+        assert condition["reason"] == "ProtocolMismatch", condition
+        assert "'uniform'" in condition["message"], condition
+        assert "group.consumer.assignors" in condition["message"], condition
+        print(f"\nwithout the plug-in: {condition['reason']}: {condition['message'][:200]}")
+        _verdict(harness)
