@@ -75,7 +75,6 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
         }
         store = SharedPlans.acquire(config);
         shared = config;
-        LOG.info("{}: reading plans from topic '{}' via {}", NAME, config.topic(), config.bootstrapServers());
     }
 
     @Override

@@ -3,6 +3,9 @@ package dev.kafkarebalance.broker;
 import java.util.HashMap;
 import java.util.Map;
 
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
 /**
  * One plan store and one topic reader per broker JVM and plug-in configuration. A broker
  * instantiates and configures its assignors several times (nine instances were seen on a 4.3.1
@@ -11,6 +14,7 @@ import java.util.Map;
  * last instance using it is closed.
  */
 final class SharedPlans {
+    private static final Logger LOG = LoggerFactory.getLogger(SharedPlans.class);
     private static final Map<PluginConfig, Shared> SHARED = new HashMap<>();
 
     private static final class Shared {
@@ -33,6 +37,8 @@ final class SharedPlans {
             shared = new Shared(config);
             SHARED.put(config, shared);
             shared.reader.start();
+            LOG.info("{}: reading plans from topic '{}' via {}", PlanFollowingAssignor.NAME,
+                config.topic(), config.bootstrapServers());
         }
         shared.users++;
         return shared.store;
