@@ -74,6 +74,12 @@ def register(subparsers: Any) -> None:
         help="also start a real node (containerd, CNI bridge, kubelet) beside KWOK's; needs root "
         "and Debian's containerd, runc and containernetworking-plugins",
     )
+    up.add_argument(
+        "--broker-plugin",
+        action="store_true",
+        help="load the KIP-848 plan-following assignor (broker-plugin/) into the broker as its "
+        "default server-side assignor, for apply.mode broker (docs/kip848.md)",
+    )
     up.set_defaults(handler=_up)
 
     image = actions.add_parser(
@@ -112,6 +118,7 @@ def _up(args: argparse.Namespace) -> int:
             kafka_version=args.kafka_version,
             log=lambda message: _err(f"dev up: {message}"),
             kubelet=args.kubelet,
+            broker_plugin=args.broker_plugin,
         )
     except AlreadyUp as exc:
         _err(f"dev up: {exc}; nothing to do")

@@ -133,8 +133,12 @@ class DevEnvironment:
         kafka_version: str | None = None,
         log: Callable[[str], None] = lambda message: None,
         kubelet: bool = False,
+        broker_plugin: bool = False,
     ) -> float:
         """Start what `parts` names and wait until it is ready; return seconds taken.
+
+        `broker_plugin` loads the KIP-848 plan-following assignor (broker-plugin/) into the
+        broker as its default server-side assignor, for `apply.mode: broker` (docs/kip848.md).
 
         `kubelet` adds a real node (devenv/node.py) beside KWOK's: the pod bridge is created
         first, because the broker's pod listener and the API server's certificate name its
@@ -154,7 +158,9 @@ class DevEnvironment:
                 "run `kafka-rebalance dev down` first"
             )
         version = kafka_version or self.tools.kafka_version
-        missing = [m for m in self.tools.missing() if _needed(m, parts, version, kubelet)]
+        missing = [
+            m for m in self.tools.missing() if _needed(m, parts, version, kubelet, broker_plugin)
+        ]
         if missing:
             raise StartupError(
                 "toolchain", f"not provisioned: {', '.join(missing)}; run scripts/bootstrap"
@@ -187,6 +193,8 @@ class DevEnvironment:
                     version=kafka_version,
                     wait=False,
                     pod_host=pod_host,
+                    plugins=(self.tools.broker_plugin_jar,) if broker_plugin else (),
+                    overrides=kafka_broker.plan_plugin_overrides() if broker_plugin else None,
                 )
                 supervisor.extra["kafka_bootstrap_servers"] = cluster.bootstrap_servers
                 supervisor.extra["kafka_pod_bootstrap_servers"] = cluster.pod_bootstrap_servers
@@ -309,9 +317,13 @@ class DevEnvironment:
         return len(records), killed, still_open
 
 
-def _needed(missing: str, parts: tuple[str, ...], kafka_version: str, kubelet: bool) -> bool:
+def _needed(
+    missing: str, parts: tuple[str, ...], kafka_version: str, kubelet: bool, plugin: bool = False
+) -> bool:
     """Whether a missing toolchain component matters for the requested parts of `up`."""
     tool = missing.split(" ", 1)[0]
+    if tool == "broker-plugin":
+        return plugin and "kafka" in parts
     if tool in ("kubelet", "pause"):
         return kubelet
     if tool == "kafka":

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,34 @@ def _our_pids(state_dir: Path) -> list[str]:
             except OSError:
                 continue
     return found
+
+
+def test_dev_up_with_the_broker_plugin_serves_kip848_groups_by_the_plan_assignor(
+    state_dir: Path,
+) -> None:
+    """`dev up --broker-plugin`: the broker's default server-side assignor is the project's
+    `kafka-rebalance-plan` (a KIP-848 group joined by the operator's nudge is assigned by it)."""
+    from kafka import KafkaAdminClient
+    from kafka_rebalance_operator import kip848
+
+    up = _dev(state_dir, "up", "--only", "kafka", "--broker-plugin", "--print-env")
+    assert up.returncode == 0, up.stderr
+    bootstrap = next(
+        line.split("=", 1)[1]
+        for line in up.stdout.splitlines()
+        if line.startswith("export KAFKA_BOOTSTRAP_SERVERS=")
+    )
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        for attempt in range(30):  # the group coordinator comes up shortly after the broker
+            try:
+                kip848.nudge(admin, "dev-plugin-check")
+                break
+            except Exception:
+                if attempt == 29:
+                    raise
+                time.sleep(1)
+        group = kip848.describe(admin, "dev-plugin-check")
+    finally:
+        admin.close()
+    assert group is not None and group.assignor == "kafka-rebalance-plan", group
