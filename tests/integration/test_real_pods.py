@@ -449,6 +449,42 @@ def generations_seen(node: RealNode, namespace: str, name: str) -> set[int]:
     return seen
 
 
+def member_logs(node: RealNode, namespace: str, name: str, replicas: int) -> dict[str, str]:
+    """Each current pod's sidecar log (the newest pod of that name: a deleted pod's directory
+    stays behind, empty or not)."""
+    logs: dict[str, str] = {}
+    for i in range(replicas):
+        member = f"{name}-{i}"
+        found = sorted(
+            (node.state_dir / "node" / "pod-logs").glob(f"{namespace}_{member}_*/*/*.log"),
+            key=lambda path: path.stat().st_mtime,
+        )
+        logs[member] = found[-1].read_text(errors="replace") if found else ""
+    return logs
+
+
+def settled_generation(
+    node: RealNode, namespace: str, name: str, replicas: int, epoch: int
+) -> int | None:
+    """The group generation when the group has settled on `epoch`, else None: every member
+    holds its epoch-`epoch` document (the kubelet delivers mounted documents up to a minute
+    apart, and each arrival changes that member's claim, so the member rejoins and the group
+    rebalances) and every member's last assignment is of one generation, composed from it."""
+    import re
+
+    generations = set()
+    for log in member_logs(node, namespace, name, replicas).values():
+        accepted = re.findall(r"accepted assignment from .* epoch (\d+),", log)
+        rebalances = re.findall(r"rebalance: generation (\d+), composed from epoch (-?\d+)", log)
+        if not accepted or int(accepted[-1]) != epoch or not rebalances:
+            return None
+        generation, composed = rebalances[-1]
+        if int(composed) != epoch:
+            return None
+        generations.add(int(generation))
+    return generations.pop() if len(generations) == 1 else None
+
+
 def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_restarts(
     real_node: RealNode, tmp_path: Path
 ) -> None:
@@ -496,9 +532,23 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
               f"every member {handover / 1000 - applied_at:.1f}s after the operator applied "
               f"epoch {first_epoch}")  # fmt: skip
 
-        # A pod deleted and recreated under its name: static membership keeps its place.
-        before = max(generations_seen(node, namespace, name))
+        # A pod deleted and recreated under its name: static membership keeps its place. First
+        # the group must have settled: every member holding the epoch's document and one
+        # generation for all (a member whose mounted document arrives later rejoins with its new
+        # claim, a rebalance that has nothing to do with the restart), unchanged for longer than
+        # a heartbeat interval (how long a follower takes to notice a rebalance).
         epoch_before = epoch()
+        heartbeat_s = SESSION_TIMEOUT_MS / 5 / 1000
+
+        def settled() -> int | None:
+            first = settled_generation(node, namespace, name, 3, epoch_before)
+            if first is None:
+                return None
+            time.sleep(heartbeat_s + 1)
+            again = settled_generation(node, namespace, name, 3, epoch_before)
+            return again if again == first and epoch() == epoch_before else None
+
+        before = wait_for(f"the group settled on epoch {epoch_before}", settled, timeout=240)
         deleted = time.monotonic()
         node.kubectl("delete", "pod", f"{name}-1", "-n", namespace, "--wait=true")
         wait_for(
@@ -514,8 +564,11 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
         back = time.monotonic() - deleted
         time.sleep(SESSION_TIMEOUT_MS / 1000 / 3)
         after = max(generations_seen(node, namespace, name))
+        epoch_after = epoch()
         print(f"pod {name}-1 recreated in {back:.1f}s: generations {before} -> {after}, "
-              f"epochs {epoch_before} -> {epoch()}")  # fmt: skip
+              f"epochs {epoch_before} -> {epoch_after}")  # fmt: skip
+        if epoch_after == epoch_before:  # no new plan: KIP-345 promises no rebalance
+            assert after == before, f"the recreated pod rebalanced the group: {before} -> {after}"
 
         # The operator pod deleted: its Deployment brings it back (Ready through its probe)
         # and the group keeps consuming meanwhile (the ledger check below covers the gap).
