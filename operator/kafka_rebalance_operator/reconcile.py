@@ -1,4 +1,5 @@
-"""One poll of one policy, phase by phase (phases/): observe, plan, decide, apply, report.
+"""One poll of one policy, phase by phase (phases/): observe, plan, decide, apply, (broker
+mode) publish, report.
 
 Runs in a worker thread (it blocks on Kafka, the Kubernetes client and the planner). It returns
 the status fields to patch and the Events to post; kopf writes them from the event loop. Every
@@ -18,6 +19,7 @@ from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure
 from kafka_rebalance_operator.phases.decide import decide, wait
 from kafka_rebalance_operator.phases.observe import observe
 from kafka_rebalance_operator.phases.plan import plan
+from kafka_rebalance_operator.phases.publish import publish
 from kafka_rebalance_operator.phases.report import PollOutcome
 from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.settings import OperatorSettings
@@ -57,4 +59,6 @@ def _phases(
     planned = plan(ctx, observed, memory, settings, now)
     decision = decide(ctx, observed, planned, settings, now)
     applied = apply(ctx, observed, planned, decision, memory, ports, settings, now)
+    if observed.spec.apply_mode == "broker":
+        publish(ctx, observed, applied, memory, settings, now)
     return report.polled(ctx, observed, planned, decision, applied, memory, ports, settings, now)

@@ -1,8 +1,7 @@
 """Apply: carry out the decision. Write the ConfigMaps of a new epoch (assign mode: the first
-step of a hand-over, revokes before grants) or repair the applied one, put a proposal on offer,
-and (broker mode) publish the plan in place for the brokers' assignor. Every write goes through
-a port; a refused write is a PollFailure, and the next poll re-reads the ConfigMaps and finishes
-or repairs what was partly written.
+step of a hand-over, revokes before grants) or repair the applied one, and put a proposal on
+offer. Every write goes through `ports.configmaps`; a refused write is a PollFailure, and the
+next poll re-reads the ConfigMaps and finishes or repairs what was partly written.
 """
 
 from __future__ import annotations
@@ -10,15 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kafka_rebalance_operator import (
-    assignment_doc,
-    broker_plan,
-    handoff,
-    ownership,
-    planning,
-    telemetry,
-)
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator import assignment_doc, handoff, ownership, planning, telemetry
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision
@@ -27,7 +18,6 @@ from kafka_rebalance_operator.phases.plan import Assignment, Planned
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.ports import ForeignConfigMap, Ports, StoreError
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.verify import target_differs
 
 log = logging.getLogger(__name__)
 
@@ -42,65 +32,6 @@ class Applied:
 
 
 def apply(
-    ctx: PolicyContext,
-    observed: Observed,
-    planned: Planned,
-    decision: Decision,
-    memory: PolicyMemory,
-    ports: Ports,
-    settings: OperatorSettings,
-    now: float,
-) -> Applied:
-    applied = _write(ctx, observed, planned, decision, memory, ports, settings, now)
-    if observed.spec.apply_mode == "broker":
-        _publish(ctx, observed, applied, memory, settings, now)
-    return applied
-
-
-def _publish(
-    ctx: PolicyContext,
-    observed: Observed,
-    applied: Applied,
-    memory: PolicyMemory,
-    settings: OperatorSettings,
-    now: float,
-) -> None:
-    """Broker mode: the plan in place goes to the brokers' plug-in (the plan topic), and the
-    group's coordinator is nudged to recompute its target assignment. Done once per plan hash,
-    and again when the coordinator's target for the group still differs from the plan a poll
-    interval after the last publish (the record was lost or overwritten, the nudge did not
-    take); a publish that fails is retried at the next poll (the ConfigMaps hold the plan)."""
-    plan_hash = planning.plan_hash(applied.assignment)
-    if not applied.assignment:
-        return
-    if memory.published_hash == plan_hash:
-        patience = observed.spec.poll_interval * settings.interval_scale
-        drifted = target_differs(observed.observation.group, applied.assignment)
-        if not drifted or now - (memory.published_at or now) < patience:
-            return
-    record = broker_plan.encode_plan(
-        observed.spec.group_id, applied.epoch, plan_hash, iso(now), applied.assignment
-    )
-    if memory.observer is None:
-        raise PollFailure("PublishFailed", "no Kafka client to publish the plan with")
-    try:
-        memory.observer.publish_plan(settings.plan_topic, observed.spec.group_id, record)
-        memory.observer.nudge(observed.spec.group_id)
-    except KafkaUnavailable as error:
-        raise PollFailure("PublishFailed", str(error)) from None
-    memory.published_hash, memory.published_at = plan_hash, now
-    log.info(
-        "%s/%s epoch %d: plan %s published to %s; group %s nudged",
-        ctx.namespace,
-        ctx.name,
-        applied.epoch,
-        plan_hash,
-        settings.plan_topic,
-        observed.spec.group_id,
-    )
-
-
-def _write(
     ctx: PolicyContext,
     observed: Observed,
     planned: Planned,
