@@ -537,18 +537,18 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
         # generation for all (a member whose mounted document arrives later rejoins with its new
         # claim, a rebalance that has nothing to do with the restart), unchanged for longer than
         # a heartbeat interval (how long a follower takes to notice a rebalance).
-        epoch_before = epoch()
         heartbeat_s = SESSION_TIMEOUT_MS / 5 / 1000
 
-        def settled() -> int | None:
-            first = settled_generation(node, namespace, name, 3, epoch_before)
+        def settled() -> tuple[int, int] | None:
+            now = epoch()  # the operator may still replan meanwhile: settle on the latest
+            first = settled_generation(node, namespace, name, 3, now)
             if first is None:
                 return None
             time.sleep(heartbeat_s + 1)
-            again = settled_generation(node, namespace, name, 3, epoch_before)
-            return again if again == first and epoch() == epoch_before else None
+            again = settled_generation(node, namespace, name, 3, now)
+            return (again, now) if again == first and epoch() == now else None
 
-        before = wait_for(f"the group settled on epoch {epoch_before}", settled, timeout=240)
+        before, epoch_before = wait_for("the group settled on the plan", settled, timeout=240)
         deleted = time.monotonic()
         node.kubectl("delete", "pod", f"{name}-1", "-n", namespace, "--wait=true")
         wait_for(
