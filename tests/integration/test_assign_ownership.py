@@ -22,6 +22,7 @@ from kafka_rebalance.demo.cluster import wait_for
 from kafka_rebalance.demo.environment import Endpoints
 from kafka_rebalance.demo.harness import GroupHarness
 from kafka_rebalance.demo.ledger import read_ledger
+from tests.integration.harnesses import group_harness
 
 pytestmark = pytest.mark.integration
 
@@ -36,34 +37,21 @@ def endpoints(kafka: str, k8s: Any) -> Endpoints:
 
 @contextlib.contextmanager
 def _group(endpoints: Endpoints, workdir: Path, prefix: str, replicas: int) -> Iterator[Any]:
-    harness = GroupHarness(
+    """Operator, round-robin policy in assign mode, one sidecar per pod, producing."""
+    with group_harness(
         endpoints,
         workdir,
         prefix=prefix,
         partitions=PARTITIONS,
         replicas=replicas,
         apply_mode="assign",
-    )
-    try:
-        harness.setup()
+    ) as harness:
         members = harness.pods(replicas)
         harness.operator.start()
         harness.apply_policy("roundrobin", "enforce")
         harness.start_sidecars(members)
         harness.produce(dict.fromkeys(range(PARTITIONS), RATE))
         yield harness, members
-    except BaseException:
-        with contextlib.suppress(Exception):
-            print("policy status:", json.dumps(harness.cluster.policy_status(harness.policy)))
-            print("documents:", json.dumps(harness.assignments()))
-        if harness.operator.log is not None and harness.operator.log.exists():
-            tail = harness.operator.log.read_text(errors="replace").splitlines()[-40:]
-            print("operator log tail:\n" + "\n".join(tail))
-        for member in sorted(harness.fleet.processes):
-            print(f"--- sidecar {member} ---\n{harness.fleet.log_tail(member, 30)}")
-        raise
-    finally:
-        harness.close()
 
 
 def _verdict(harness: GroupHarness) -> Any:

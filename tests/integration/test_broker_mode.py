@@ -10,7 +10,6 @@ The group's actual assignment is read with ConsumerGroupDescribe (`kip848.descri
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -29,6 +28,7 @@ from kafka_rebalance.demo.harness import GroupHarness
 from kafka_rebalance.demo.ledger import ledger_path
 from kafka_rebalance.devenv.kafka_broker import java_binary
 from kafka_rebalance.devenv.toolchain import Toolchain
+from tests.integration.harnesses import group_harness
 
 pytestmark = [pytest.mark.integration, pytest.mark.kip848]
 
@@ -99,32 +99,29 @@ def _broker_group(
     kafka_bootstrap: str, k8s: Any, tools: Toolchain, workdir: Path, prefix: str, replicas: int
 ) -> Iterator[tuple[GroupHarness, JavaMembers, KafkaAdminClient]]:
     endpoints = Endpoints(kafka_bootstrap, k8s.kubeconfig, k8s.tools.kubectl)
-    harness = GroupHarness(
-        endpoints,
-        workdir,
-        prefix=prefix,
-        partitions=PARTITIONS,
-        replicas=replicas,
-        apply_mode="broker",
-    )
-    java = JavaMembers(tools, kafka_bootstrap, harness.group, harness.topic, workdir)
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    java: JavaMembers | None = None
+
+    def consumers() -> str:
+        assert java is not None
+        return "\n".join(f"--- {m} ---\n{java.log(m).read_text()[-1500:]}" for m in java.processes)
+
     try:
-        harness.setup()
-        yield harness, java, admin
-    except BaseException:
-        with contextlib.suppress(Exception):
-            print("policy status:", json.dumps(harness.cluster.policy_status(harness.policy)))
-            print("group:", kip848.describe(admin, harness.group))
-        if harness.operator.log is not None and harness.operator.log.exists():
-            tail = harness.operator.log.read_text(errors="replace").splitlines()[-40:]
-            print("operator log tail:\n" + "\n".join(tail))
-        for member in java.processes:
-            print(f"--- {member} ---\n{java.log(member).read_text()[-1500:]}")
-        raise
+        with group_harness(
+            endpoints,
+            workdir,
+            evidence=(lambda: f"group: {kip848.describe(admin, harness.group)}", consumers),
+            prefix=prefix,
+            partitions=PARTITIONS,
+            replicas=replicas,
+            apply_mode="broker",
+        ) as harness:
+            java = JavaMembers(tools, kafka_bootstrap, harness.group, harness.topic, workdir)
+            try:
+                yield harness, java, admin
+            finally:
+                java.stop_all()
     finally:
-        java.stop_all()
-        harness.close()
         admin.close()
 
 

@@ -9,9 +9,6 @@ show every acknowledged record processed, in group mode and in assign mode.
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ from kafka_rebalance.demo.harness import GroupHarness
 from kafka_rebalance.demo.ledger import reconcile
 from kafka_rebalance.demo.observe import Sampler
 from kafka_rebalance.demo.workload import Workload
+from tests.integration.harnesses import group_harness
 
 pytestmark = pytest.mark.integration
 
@@ -35,24 +33,8 @@ def endpoints(kafka: str, k8s: Any) -> Endpoints:
     return Endpoints(bootstrap_servers=kafka, kubeconfig=k8s.kubeconfig, kubectl=k8s.tools.kubectl)
 
 
-@contextlib.contextmanager
-def _group(endpoints: Endpoints, workdir: Path, **options: Any) -> Iterator[GroupHarness]:
-    harness = GroupHarness(endpoints, workdir, partitions=BEFORE, replicas=2, **options)
-    try:
-        harness.setup()
-        yield harness
-    except BaseException:
-        with contextlib.suppress(Exception):
-            print("policy status:", json.dumps(harness.cluster.policy_status(harness.policy)))
-            print("documents:", json.dumps(harness.assignments()))
-        if harness.operator.log is not None and harness.operator.log.exists():
-            tail = harness.operator.log.read_text(errors="replace").splitlines()[-40:]
-            print("operator log tail:\n" + "\n".join(tail))
-        for member in sorted(harness.fleet.processes):
-            print(f"--- sidecar {member} ---\n{harness.fleet.log_tail(member, 30)}")
-        raise
-    finally:
-        harness.close()
+def _group(endpoints: Endpoints, workdir: Path, **options: Any) -> Any:
+    return group_harness(endpoints, workdir, partitions=BEFORE, replicas=2, **options)
 
 
 def _add_partitions(harness: GroupHarness) -> Workload:

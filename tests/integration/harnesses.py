@@ -1,0 +1,48 @@
+"""The group harness as the integration tests use it: set up, yielded, closed, and on failure
+the evidence printed (policy status, documents, the operator's and each consumer's log tail)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kafka_rebalance.demo.environment import Endpoints
+from kafka_rebalance.demo.harness import GroupHarness
+
+
+def print_evidence(harness: GroupHarness, *extra: Callable[[], str]) -> None:
+    """What a failed run leaves to look at; `extra` adds test-specific lines."""
+    with contextlib.suppress(Exception):
+        print("policy status:", json.dumps(harness.cluster.policy_status(harness.policy)))
+        print("documents:", json.dumps(harness.assignments()))
+    for more in extra:
+        with contextlib.suppress(Exception):
+            print(more())
+    if harness.operator.log is not None and harness.operator.log.exists():
+        tail = harness.operator.log.read_text(errors="replace").splitlines()[-40:]
+        print("operator log tail:\n" + "\n".join(tail))
+    for member in sorted(harness.fleet.processes):
+        print(f"--- sidecar {member} ---\n{harness.fleet.log_tail(member, 30)}")
+
+
+@contextlib.contextmanager
+def group_harness(
+    endpoints: Endpoints,
+    workdir: Path,
+    *,
+    evidence: tuple[Callable[[], str], ...] = (),
+    **options: Any,
+) -> Iterator[GroupHarness]:
+    """A set-up GroupHarness (options as its constructor's), closed afterwards."""
+    harness = GroupHarness(endpoints, workdir, **options)
+    try:
+        harness.setup()
+        yield harness
+    except BaseException:
+        print_evidence(harness, *evidence)
+        raise
+    finally:
+        harness.close()
