@@ -58,7 +58,8 @@ def test_assign_mode_needs_a_group_nobody_joined() -> None:
     assert mismatch("assign", "g", None, None) is None
     message = mismatch("assign", "g", described("range", *[f"c-{i}" for i in range(7)]), None)
     assert message is not None
-    assert message.startswith("7 consumers joined group g with subscribe()")
+    assert message.startswith("7 consumers (assignor 'range': ")
+    assert "joined group g with subscribe()" in message
     assert "c-0, c-1, c-2, c-3, c-4 and 2 more" in message and "held" in message
     # even members using the plan assignor block manual commits
     assert mismatch("assign", "g", described(PLAN_ASSIGNOR, "c-0"), None) is not None

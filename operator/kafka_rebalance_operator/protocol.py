@@ -89,11 +89,10 @@ def mismatch(
             "be acknowledged; new plans are held. Stop the subscribing consumers or give them "
             "another group.id"
         )
-    if group is not None and group.get("members"):
-        assignor = group.get("protocol_data") or "?"
+    joined = _classic_members(group)
+    if joined:
         return (
-            f"{len(group['members'])} consumers joined group {group_id} with subscribe() "
-            f"(assignor {assignor!r}: {_member_names(group)}): Kafka refuses the sidecars' "
+            f"{joined} joined group {group_id} with subscribe(): Kafka refuses the sidecars' "
             "manual commits while they are members, so hand-overs cannot be acknowledged; new "
             "plans are held. Stop those consumers or give them another group.id, or set "
             "spec.apply.mode: group"
@@ -116,12 +115,19 @@ def _broker_mismatch(
                 f"group.remote.assignor={SERVER_ASSIGNOR} on the consumers"
             )
         return None
-    if group is not None and group.get("members"):
-        assignor = group.get("protocol_data") or "?"
+    joined = _classic_members(group)
+    if joined:
         return (
-            f"{len(group['members'])} consumers joined group {group_id} with the classic "
-            f"protocol (assignor {assignor!r}: {_member_names(group)}): broker mode needs "
+            f"{joined} joined group {group_id} with the classic protocol: broker mode needs "
             "KIP-848 consumers (group.protocol=consumer), whose assignment the brokers compute. "
             "Switch the consumers, or set spec.apply.mode: group and run them with the sidecar"
         )
     return None
+
+
+def _classic_members(group: Mapping[str, Any] | None) -> str:
+    """`N consumers (assignor 'x': a, b)` for a classic group with members, else ""."""
+    if group is None or not group.get("members"):
+        return ""
+    assignor = group.get("protocol_data") or "?"
+    return f"{len(group['members'])} consumers (assignor {assignor!r}: {_member_names(group)})"

@@ -46,3 +46,18 @@ def group_harness(
         raise
     finally:
         harness.close()
+
+
+def ledger_verdict(
+    harness: GroupHarness, label: str = "", *, same_epoch: bool = True, timeout: float = 120
+) -> Any:
+    """Drain the group, then the ledger's verdict: nothing lost, no two members on one
+    partition at one time, and (`same_epoch`) none under one epoch. Returns the report."""
+    harness.drain(timeout=timeout)
+    report = harness.reconcile()
+    print(f"\n{label}{': ' if label else ''}{report.summary()}")
+    assert report.lost == 0, report.lost_examples
+    assert report.overlaps == (), report.overlaps[:5]
+    if same_epoch:
+        assert report.conflicts == (), report.conflicts
+    return report

@@ -22,7 +22,7 @@ from kafka_rebalance.demo.cluster import wait_for
 from kafka_rebalance.demo.environment import Endpoints
 from kafka_rebalance.demo.harness import GroupHarness
 from kafka_rebalance.demo.ledger import read_ledger
-from tests.integration.harnesses import group_harness
+from tests.integration.harnesses import group_harness, ledger_verdict
 
 pytestmark = pytest.mark.integration
 
@@ -52,16 +52,6 @@ def _group(endpoints: Endpoints, workdir: Path, prefix: str, replicas: int) -> I
         harness.start_sidecars(members)
         harness.produce(dict.fromkeys(range(PARTITIONS), RATE))
         yield harness, members
-
-
-def _verdict(harness: GroupHarness) -> Any:
-    harness.drain(timeout=120)
-    report = harness.reconcile()
-    print(f"\n{report.summary()}")
-    assert report.lost == 0, report.lost_examples
-    assert report.overlaps == (), report.overlaps[:5]
-    assert report.conflicts == (), report.conflicts
-    return report
 
 
 def _configmap_of(harness: GroupHarness, member: str) -> str:
@@ -95,7 +85,7 @@ def test_a_configmap_deleted_by_hand_does_not_free_its_members_partitions(
         assert planned == {p: members[p // 3] for p in range(PARTITIONS)}
         assert ranged >= first + 2, "partition 4 left members[0] through a revoke epoch"
         harness.watch(4.0)
-        _verdict(harness)
+        ledger_verdict(harness)
 
 
 def test_a_running_pod_that_stops_matching_the_selector_gives_up_before_others_get_its_share(
@@ -136,7 +126,7 @@ def test_a_running_pod_that_stops_matching_the_selector_gives_up_before_others_g
         _, planned = harness.wait_plan(first + 1, members[:2], timeout=120)
         assert set(planned.values()) == set(members[:2])
         harness.watch(4.0)
-        report = _verdict(harness)
+        report = ledger_verdict(harness)
         assert leaving in report.per_member
 
 
@@ -173,4 +163,4 @@ def test_a_policy_deleted_and_created_again_carries_on(
         assert late == planned, "every sidecar consumes by the new incarnation's plan"
         for member in members:
             assert "new incarnation" in harness.fleet.log_tail(member, 400)
-        _verdict(harness)
+        ledger_verdict(harness)

@@ -28,7 +28,7 @@ from kafka_rebalance.demo.harness import GroupHarness
 from kafka_rebalance.demo.ledger import ledger_path
 from kafka_rebalance.devenv.kafka_broker import java_binary
 from kafka_rebalance.devenv.toolchain import Toolchain
-from tests.integration.harnesses import group_harness
+from tests.integration.harnesses import group_harness, ledger_verdict
 
 pytestmark = [pytest.mark.integration, pytest.mark.kip848]
 
@@ -157,15 +157,6 @@ def _converged(
     )
 
 
-def _verdict(harness: GroupHarness) -> Any:
-    harness.drain(timeout=120)
-    report = harness.reconcile()
-    print(f"\n{report.summary()}")
-    assert report.lost == 0, report.lost_examples
-    assert report.overlaps == (), report.overlaps[:5]
-    return report
-
-
 def test_a_kip848_group_follows_lag_aware_plans_through_the_broker_plugin(
     kafka_plans: Any, k8s: Any, tools: Toolchain, tmp_path: Path
 ) -> None:
@@ -220,7 +211,7 @@ def test_a_kip848_group_follows_lag_aware_plans_through_the_broker_plugin(
         _converged(harness, admin, java, left, timeout=120)
         operator_log = harness.operator.log.read_text() if harness.operator.log else ""
         assert "published to kafka-rebalance-plans" in operator_log
-        _verdict(harness)
+        ledger_verdict(harness, same_epoch=False)
 
 
 def test_without_the_plugin_broker_mode_is_stalled_naming_the_assignor(
@@ -248,4 +239,4 @@ def test_without_the_plugin_broker_mode_is_stalled_naming_the_assignor(
         assert "'uniform'" in condition["message"], condition
         assert "group.consumer.assignors" in condition["message"], condition
         print(f"\nwithout the plug-in: {condition['reason']}: {condition['message'][:200]}")
-        _verdict(harness)
+        ledger_verdict(harness, same_epoch=False)

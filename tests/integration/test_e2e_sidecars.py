@@ -8,11 +8,8 @@ broker acknowledged to the producer appears in some member's ledger.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ from kafka_rebalance.demo.comparison import SlowConsumerSetup, run_slow_consumer
 from kafka_rebalance.demo.environment import Endpoints
 from kafka_rebalance.demo.harness import GroupHarness
 from kafka_rebalance.demo.summary import comparison_table
+from tests.integration.harnesses import group_harness, ledger_verdict
 
 pytestmark = pytest.mark.integration
 
@@ -31,24 +29,9 @@ def endpoints(kafka: str, k8s: Any) -> Endpoints:
     return Endpoints(bootstrap_servers=kafka, kubeconfig=k8s.kubeconfig, kubectl=k8s.tools.kubectl)
 
 
-@contextlib.contextmanager
-def group(endpoints: Endpoints, workdir: Path, **options: Any) -> Iterator[GroupHarness]:
+def group(endpoints: Endpoints, workdir: Path, **options: Any) -> Any:
     """A harness that shows the evidence (operator and sidecar logs) when the test fails."""
-    harness = GroupHarness(endpoints, workdir, **options)
-    try:
-        harness.setup()
-        yield harness
-    except BaseException:
-        with contextlib.suppress(Exception):
-            print("policy status:", json.dumps(harness.cluster.policy_status(harness.policy)))
-        if harness.operator.log is not None and harness.operator.log.exists():
-            tail = harness.operator.log.read_text(errors="replace").splitlines()[-30:]
-            print("operator log tail:\n" + "\n".join(tail))
-        for member in sorted(harness.fleet.processes):
-            print(f"--- sidecar {member} ---\n{harness.fleet.log_tail(member, 25)}")
-        raise
-    finally:
-        harness.close()
+    return group_harness(endpoints, workdir, **options)
 
 
 def _start(
@@ -156,6 +139,40 @@ def _generations(harness: GroupHarness, member: str) -> list[int]:
     return [int(m.group(1)) for m in re.finditer(r"rebalance: generation (\d+),", log)]
 
 
+def _settled(harness: GroupHarness, members: list[str]) -> tuple[int, Any, set[int]]:
+    """Operator up, lag-aware plan converged, the group on one generation: (epoch, sample,
+    {generation})."""
+    _start(harness, members, 10.0, "lag-aware", "enforce", load={"model": "rate"})
+    epoch = harness.wait_converged(1, members)
+    harness.watch(4.0)
+    before = harness.sample()
+    generations = {m: _generations(harness, m) for m in members}
+    assert all(generations.values()), generations
+    settled = {g[-1] for g in generations.values()}
+    assert len(settled) == 1, f"members disagree on the generation: {generations}"
+    return epoch, before, settled
+
+
+def _assert_no_rebalance(
+    harness: GroupHarness,
+    members: list[str],
+    victim: str,
+    epoch: int,
+    before: Any,
+    settled: set[int],
+) -> None:
+    """Every member, the restarted one included, is still on the settled generation, owners and
+    the plan epoch did not move, and the victim's partitions progressed again."""
+    after = harness.sample()
+    for member in members:
+        seen = _generations(harness, member)
+        assert seen[-1] in settled, f"{member} rebalanced: generations {seen}"
+    assert after.owners == before.owners
+    assert harness.epoch() == epoch, "the operator replanned for a pod that never left"
+    victims = {p for p, m in before.owners.items() if m == victim}
+    assert victims <= _committed_progress(harness, before.committed)
+
+
 def test_a_sidecar_killed_and_restarted_within_the_session_timeout_loses_nothing(
     endpoints: Endpoints, tmp_path: Path
 ) -> None:
@@ -165,35 +182,15 @@ def test_a_sidecar_killed_and_restarted_within_the_session_timeout_loses_nothing
     at-least-once), nothing is lost and the operator does not replan (the pod stayed Ready)."""
     with group(endpoints, tmp_path, prefix="e2e-kill", partitions=6, replicas=3) as harness:
         members = harness.pods(3)
-        _start(harness, members, 10.0, "lag-aware", "enforce", load={"model": "rate"})
-        epoch = harness.wait_converged(1, members)
-        harness.watch(4.0)
-        before = harness.sample()
-        generations = {m: _generations(harness, m) for m in members}
-        assert all(generations.values()), generations
-        settled = {g[-1] for g in generations.values()}
-        assert len(settled) == 1, f"members disagree on the generation: {generations}"
-
+        epoch, before, settled = _settled(harness, members)
         victim = members[1]
         harness.fleet.kill(victim)
         time.sleep(2.0)
         harness.fleet.start(victim)
         harness.watch(12.0)  # longer than the 10 s session timeout
-        after = harness.sample()
+        _assert_no_rebalance(harness, members, victim, epoch, before, settled)
 
-        # no rebalance: every member, the restarted one included, is still on that generation
-        for member in members:
-            seen = _generations(harness, member)
-            assert seen[-1] in settled, f"{member} rebalanced: generations {seen}"
-        assert after.owners == before.owners
-        assert harness.epoch() == epoch, "the operator replanned for a pod that never left"
-        victims = {p for p, m in before.owners.items() if m == victim}
-        assert victims <= _committed_progress(harness, before.committed)
-
-        harness.drain(timeout=90)
-        report = harness.reconcile()
-        print(f"\nSIGKILL + restart: {report.summary()}")
-        assert report.lost == 0, report.lost_examples
+        report = ledger_verdict(harness, "SIGKILL + restart", same_epoch=False, timeout=90)
         assert report.unexpected == 0
         assert set(report.per_member) == set(members)
 
@@ -219,15 +216,7 @@ def test_a_sidecar_terminated_and_restarted_within_the_session_timeout_causes_no
     not, and the operator must not replan."""
     with group(endpoints, tmp_path, prefix=f"e2e-term-{role[0]}", partitions=6, replicas=3) as h:
         members = h.pods(3)
-        _start(h, members, 10.0, "lag-aware", "enforce", load={"model": "rate"})
-        epoch = h.wait_converged(1, members)
-        h.watch(4.0)
-        before = h.sample()
-        generations = {m: _generations(h, m) for m in members}
-        assert all(generations.values()), generations
-        settled = {g[-1] for g in generations.values()}
-        assert len(settled) == 1, f"members disagree on the generation: {generations}"
-
+        epoch, before, settled = _settled(h, members)
         leader = _leader(h, members)
         victim = leader if role == "leader" else next(m for m in members if m != leader)
         terminated = time.monotonic()
@@ -237,26 +226,15 @@ def test_a_sidecar_terminated_and_restarted_within_the_session_timeout_causes_no
         h.fleet.start(victim)
         restarted_in = time.monotonic() - terminated
         h.watch(12.0)  # longer than the 10 s session timeout
-        after = h.sample()
         print(
             f"\nSIGTERM to the {role} {victim}: exited in {stopped_in:.1f}s, restarted "
             f"{restarted_in:.1f}s after the signal; generations "
             + ", ".join(f"{m} {_generations(h, m)}" for m in members)
         )
 
-        # no rebalance: every member, the restarted one included, is still on that generation
-        for member in members:
-            seen = _generations(h, member)
-            assert seen[-1] in settled, f"{member} rebalanced: generations {seen}"
-        assert after.owners == before.owners
-        assert h.epoch() == epoch, "the operator replanned for a pod that never left"
-        victims = {p for p, m in before.owners.items() if m == victim}
-        assert victims <= _committed_progress(h, before.committed)
+        _assert_no_rebalance(h, members, victim, epoch, before, settled)
 
-        h.drain(timeout=90)
-        report = h.reconcile()
-        print(f"SIGTERM + restart ({role}): {report.summary()}")
-        assert report.lost == 0, report.lost_examples
+        report = ledger_verdict(h, f"SIGTERM + restart ({role})", same_epoch=False, timeout=90)
         assert report.unexpected == 0
         # graceful: the victim committed everything it delivered before it exited
         assert report.duplicates == 0, report.summary()
