@@ -9,12 +9,14 @@ it, never through a module global, so the decision logic runs in unit tests with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import urllib3
 from kubernetes import client
 
 from kafka_rebalance_operator import kube_io, names
@@ -34,11 +36,31 @@ ForeignConfigMap = kube_io.ForeignConfigMap
 
 
 class StoreError(RuntimeError):
-    """A ConfigMap call the API server refused: HTTP status and reason, for the condition."""
+    """A call the API server refused (HTTP status and reason, for the condition), or one that
+    never reached it (status None: the server is unreachable)."""
 
     def __init__(self, status: int | None, reason: str | None) -> None:
-        super().__init__(f"HTTP {status} {reason}")
+        super().__init__(f"HTTP {status} {reason}" if status is not None else str(reason))
         self.status, self.reason = status, reason
+
+
+@contextlib.contextmanager
+def api_errors() -> Iterator[None]:
+    """API calls raise StoreError, never the client's own exceptions: a refusal keeps its HTTP
+    status, and a call that could not reach the server (connection refused, timed out) says so.
+    A poll then fails in its own conditions and is retried at the next tick, rather than ending
+    its timer with an unexpected exception (kopf backs such a handler off for a minute)."""
+    try:
+        yield
+    except kube_io.ApiException as error:
+        raise StoreError(error.status, _reason(error)) from None
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise StoreError(None, f"API server unreachable: {_short(error)}") from None
+
+
+def _short(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 class ConfigMapStore(Protocol):
@@ -57,7 +79,8 @@ class StatusWriter(Protocol):
 
 
 class SecretReader(Protocol):
-    """A Secret's decoded text values (raises SecretMissing)."""
+    """A Secret's decoded text values (raises SecretMissing, or StoreError when the API server
+    fails or cannot be reached)."""
 
     def read(self, namespace: str, name: str) -> dict[str, str]: ...
 
@@ -193,22 +216,16 @@ class KubeConfigMaps:
         self.api_client = api_client
 
     def list(self, namespace: str, policy: str) -> list[dict[str, Any]]:
-        try:
+        with api_errors():
             return kube_io.list_configmaps(namespace, policy, api_client=self.api_client)
-        except kube_io.ApiException as error:
-            raise StoreError(error.status, error.reason) from None
 
     def upsert(self, body: Mapping[str, Any]) -> None:
-        try:
+        with api_errors():
             kube_io.upsert_configmap(body, api_client=self.api_client)
-        except kube_io.ApiException as error:
-            raise StoreError(error.status, error.reason) from None
 
     def delete(self, namespace: str, name: str) -> None:
-        try:
+        with api_errors():
             kube_io.delete_configmap(namespace, name, api_client=self.api_client)
-        except kube_io.ApiException as error:
-            raise StoreError(error.status, error.reason) from None
 
 
 class KubeStatus:
@@ -220,7 +237,7 @@ class KubeStatus:
         self.api_client = api_client
 
     def patch(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        try:
+        with api_errors():
             client.CustomObjectsApi(self.api_client).patch_namespaced_custom_object_status(
                 names.GROUP,
                 names.VERSION,
@@ -230,8 +247,6 @@ class KubeStatus:
                 {"status": dict(status)},
                 _content_type="application/merge-patch+json",
             )
-        except kube_io.ApiException as error:
-            raise StoreError(error.status, _reason(error)) from None
 
 
 def _reason(error: Any) -> str:
@@ -249,7 +264,8 @@ class KubeSecrets:
         self.api_client = api_client
 
     def read(self, namespace: str, name: str) -> dict[str, str]:
-        return kube_io.read_secret(namespace, name, api_client=self.api_client)
+        with api_errors():
+            return kube_io.read_secret(namespace, name, api_client=self.api_client)
 
 
 def real_ports(

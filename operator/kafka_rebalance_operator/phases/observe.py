@@ -205,6 +205,8 @@ def _secret(ports: Ports, namespace: str, name: str | None) -> dict[str, str] | 
         secret = ports.secrets.read(namespace, name)
     except SecretMissing as error:
         raise PollFailure("SecretNotFound", str(error)) from None
+    except StoreError as error:
+        raise PollFailure("SecretUnreadable", f"Secret {namespace}/{name}: {error}") from None
     redaction.register(*(secret.get(k) for k in kafka_security.SECRET_KEYS))
     return secret
 
