@@ -3,17 +3,20 @@
 The gap is made the way it happens in a cluster: the operator is cut off from the API server
 (here: a TCP forwarder between them stops forwarding), a member pod is deleted meanwhile, and
 the API server restarts, so its watch history no longer reaches back to where the operator's
-watch left off. kopf then lists the pods again, and its index keeps the deleted pod. The
+watch left off (etcd is compacted too, so the deletion's event cannot be replayed from there
+either). kopf then lists the pods again, and its index keeps the deleted pod. The
 operator's pod audit must drop it from membership: its ConfigMap goes and the plan covers the
 remaining pods. This control plane is the test's own, because it restarts the API server.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import socket
 import threading
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,6 +64,10 @@ class Forwarder:
             listener, self._listener = self._listener, None
             sockets, self._sockets = self._sockets, set()
         if listener is not None:
+            # close() alone neither wakes a thread blocked in accept() nor stops the socket
+            # listening while that call holds it: shut it down first
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
         for sock in sockets:
             with contextlib.suppress(OSError):
@@ -107,6 +114,25 @@ def plane(tools: Toolchain, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
         _release(supervisor)
 
 
+def _compact_etcd(supervisor: Any) -> int:
+    """Compact etcd at its current revision (its HTTP gateway), so no watch can resume from a
+    resource version older than now: the API server answers 410 Gone, whether it serves the
+    watch from its cache or from etcd. Returns the revision."""
+    port = supervisor.record("etcd").ports["client"]
+    base = f"http://127.0.0.1:{port}/v3/kv"
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            f"{base}/{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return dict(json.loads(answer.read()))
+
+    revision = int(post("range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
+    post("compaction", {"revision": revision, "physical": True})
+    return revision
+
+
 def _restart_api_server(plane: Any, supervisor: Any) -> None:
     record = supervisor.record("kube-apiserver")
     supervisor.stop_one("kube-apiserver", grace=10)
@@ -116,6 +142,14 @@ def _restart_api_server(plane: Any, supervisor: Any) -> None:
         lambda: control_plane.api_ready(plane),
         timeout=90,
         what="ready after its restart",
+    )
+
+
+def _pod_watch_down(operator: OperatorProcess, namespace: str) -> bool:
+    log = operator.log.read_text(errors="replace") if operator.log else ""
+    return any(
+        "failed" in line and f"/namespaces/{namespace}/pods?watch=true" in line
+        for line in log.splitlines()
     )
 
 
@@ -173,7 +207,13 @@ def test_a_pod_deleted_while_the_watch_was_down_leaves_the_group(
         )
         wait_for("a plan for three members", lambda: _members(cluster) == set(pods), 60)
 
-        forwarder.cut()  # the operator's watch is down from here
+        forwarder.cut()  # the operator's watches are down from here: kopf says so
+        # (its pod watch failing to reconnect) before anything is deleted
+        wait_for(
+            "the operator's pod watch to be down",
+            lambda: _pod_watch_down(operator, namespace),
+            timeout=60,
+        )
         cluster.scale(APP, 2)
         wait_for(
             f"{pods[2]} to be deleted",
@@ -183,7 +223,8 @@ def test_a_pod_deleted_while_the_watch_was_down_leaves_the_group(
             ),
             timeout=60,
         )
-        _restart_api_server(started, supervisor)  # history before the restart is gone
+        _compact_etcd(supervisor)  # the deletion's event is gone from etcd's history ...
+        _restart_api_server(started, supervisor)  # ... and from the API server's watch cache
         forwarder.resume()
 
         wait_for(
