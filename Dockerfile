@@ -10,7 +10,9 @@
 # It installs the base distribution plus the `operator` extra only: no dev, pipeline or watch
 # dependencies (no cryptography, Spark, pandas). The sidecar needs only the base. The
 # Kubernetes client's asyncio twin (kubernetes.aio, about 68 MB with its bytecode) is removed:
-# nothing here imports it (kopf talks to the API through aiohttp itself).
+# nothing here imports it (kopf talks to the API through aiohttp itself). So are the developer
+# subcommands (`dev`, `demo`, `pipeline`): in the image they answer with a one-line hint. (`-I`:
+# the checks import the virtualenv's copy, not the source tree in the working directory.)
 #
 # The base is pinned by digest (python 3.11.13 slim on Debian bookworm), so a rebuild gets the
 # same base until someone moves the pin. Without a registry (the project's CI machines),
@@ -33,9 +35,11 @@ COPY sidecar/ sidecar/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/kafka-rebalance \
  && /opt/kafka-rebalance/bin/pip install "$(ls /wheels/*.whl)[operator]" \
- && /opt/kafka-rebalance/bin/python -c "import kafka_rebalance_assignors, kafka_rebalance, kafka_rebalance_operator, kafka_rebalance_sidecar.consumer" \
+ && /opt/kafka-rebalance/bin/python -I -c "import kafka_rebalance_assignors, kafka_rebalance, kafka_rebalance_operator, kafka_rebalance_sidecar.consumer" \
  && /opt/kafka-rebalance/bin/python -m pip uninstall --yes --quiet pip setuptools \
- && /opt/kafka-rebalance/bin/python -c "import kubernetes, pathlib, shutil; shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / 'aio')"
+ && /opt/kafka-rebalance/bin/python -c "import kubernetes, pathlib, shutil; shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / 'aio')" \
+ && /opt/kafka-rebalance/bin/python -I -c "import kafka_rebalance, pathlib, shutil; root = pathlib.Path(kafka_rebalance.__file__).parent; [shutil.rmtree(root / d) for d in ('devenv', 'demo')]; [(root / f).unlink() for f in ('demo_command.py', 'pipeline_command.py')]" \
+ && /opt/kafka-rebalance/bin/kafka-rebalance dev 2>&1 | grep -q "not part of this installation"
 
 FROM ${PYTHON_IMAGE}
 ARG REVISION=unknown

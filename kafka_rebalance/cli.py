@@ -35,7 +35,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as error:
-            hint = missing_extra_message(name, error)
+            hint = not_shipped_message(name, module_name, error) or missing_extra_message(
+                name, error
+            )
             if hint is None:
                 raise
             register_unavailable(subparsers, name, hint)
@@ -77,6 +79,19 @@ EXTRA_MODULES = frozenset(
         "cryptography",
     }
 )
+
+
+def not_shipped_message(command: str, module_name: str, error: ModuleNotFoundError) -> str | None:
+    """The hint for a subcommand whose own module is absent (the container image carries the
+    operator and the sidecar only), or None if `error` is about another module."""
+    missing = error.name or ""
+    if not missing.startswith("kafka_rebalance") or not module_name.startswith(missing):
+        return None
+    return (
+        f"kafka-rebalance {command}: not part of this installation (the container image carries "
+        "the operator and the sidecar only); run it from a checkout of the repository "
+        "(scripts/bootstrap)"
+    )
 
 
 def missing_extra_message(command: str | None, error: ModuleNotFoundError) -> str | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from setuptools import find_packages
 
-from kafka_rebalance.cli import missing_extra_message
+from kafka_rebalance.cli import missing_extra_message, not_shipped_message
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
@@ -116,3 +116,17 @@ def test_a_missing_module_that_no_extra_provides_keeps_its_traceback() -> None:
     assert missing_extra_message("operator", unrelated) is None
     pipeline = ModuleNotFoundError("No module named 'pyspark'", name="pyspark.sql")
     assert "kafka-rebalance[pipeline]" in (missing_extra_message("pipeline", pipeline) or "")
+
+
+def test_a_subcommand_left_out_of_the_image_says_so_and_only_then() -> None:
+    absent = ModuleNotFoundError("No module named 'kafka_rebalance.devenv'",
+                                 name="kafka_rebalance.devenv")  # fmt: skip
+    assert "not part of this installation" in (
+        not_shipped_message("dev", "kafka_rebalance.devenv.command", absent) or ""
+    )
+    inner = ModuleNotFoundError(
+        "No module named 'kafka_rebalance.gone'", name="kafka_rebalance.gone"
+    )
+    assert not_shipped_message("dev", "kafka_rebalance.devenv.command", inner) is None
+    dependency = ModuleNotFoundError("No module named 'yaml'", name="yaml")
+    assert not_shipped_message("dev", "kafka_rebalance.devenv.command", dependency) is None
