@@ -7,6 +7,7 @@ errors of `kafka-rebalance sidecar`, and the probe/metrics endpoints.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import socket
 import subprocess
@@ -586,6 +587,11 @@ def test_to_batch_orders_partitions_and_fills_missing_header_values():
         Record("t", 2, 5, b"k", b"v", 15, ()),
         Record("t", 2, 6, b"k", b"v", 16, (("a", b""),)),
     )
+    # built inline, yet the same frozen value the constructor makes
+    first = batch.records[0]
+    assert hash(first) == hash(Record("t", 0, 9, b"k", b"v", 19, (("b", b"y"),)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.offset = 10  # type: ignore[misc]
 
 
 def test_the_http_body_is_what_json_dumps_writes():
