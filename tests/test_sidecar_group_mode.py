@@ -1,8 +1,9 @@
-"""When a group-mode sidecar must rejoin although no new document arrived (pure decision)."""
+"""When a group-mode sidecar must rejoin although no new document arrived, and how often it
+heartbeats (pure decisions)."""
 
 from __future__ import annotations
 
-from kafka_rebalance_sidecar.group_mode import stale_reason
+from kafka_rebalance_sidecar.group_mode import heartbeat_interval_ms, stale_reason
 
 
 def test_an_assignment_composed_from_the_documents_epoch_with_this_claim_is_current() -> None:
@@ -33,3 +34,15 @@ def test_a_leader_that_does_not_say_is_trusted() -> None:
     # another assignor, or an older sidecar as leader: no composed or claim epoch in user_data
     assert stale_reason(3, composed=None, claim_seen=None) is None
     assert stale_reason(3, composed=3, claim_seen=None) is None
+
+
+def test_the_heartbeat_interval_is_a_fifth_of_the_session_at_most_kafkas_default() -> None:
+    # a long session (static members restarting without a rebalance) keeps Kafka's 3 s, so a
+    # follower notices a rebalance within 3 s, not within a fifth of 45 s (9 s)
+    assert heartbeat_interval_ms(45_000) == 3_000
+    assert heartbeat_interval_ms(15_000) == 3_000
+    # below 15 s a fifth is shorter than the default and is kept
+    assert heartbeat_interval_ms(10_000) == 2_000
+    assert heartbeat_interval_ms(6_000) == 1_200
+    # never below half a second
+    assert heartbeat_interval_ms(1_000) == 500

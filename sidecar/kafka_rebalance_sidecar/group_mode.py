@@ -36,6 +36,22 @@ from kafka_rebalance_sidecar.runner import Runner, key
 log = logging.getLogger("kafka_rebalance_sidecar.group")
 
 
+# Kafka's own default heartbeat interval (`heartbeat.interval.ms`).
+HEARTBEAT_INTERVAL_MAX_MS = 3_000
+
+
+def heartbeat_interval_ms(session_timeout_ms: int) -> int:
+    """A fifth of the session timeout, at most Kafka's default 3 s and at least 0.5 s.
+
+    Members of a classic group learn of a rebalance only from a heartbeat's answer (or a commit's),
+    so a follower waits up to one interval before it rejoins; the leader can compose the new
+    assignment only once every member has rejoined. A long session timeout (45 s, for restarts
+    without a rebalance) must therefore not stretch the interval with it: a fifth of 45 s would
+    be 9 s per follower before a plan takes effect. A fifth still gives five heartbeats per
+    session for short timeouts; the floor keeps a tiny timeout from heartbeating in a loop."""
+    return max(500, min(session_timeout_ms // 5, HEARTBEAT_INTERVAL_MAX_MS))
+
+
 def stale_reason(document_epoch: int, composed: int | None, claim_seen: int | None) -> str | None:
     """Why the last assignment does not follow this member's document, or None when it does
     (or when the leader's user_data does not say: another assignor, an older sidecar)."""
@@ -120,7 +136,7 @@ class GroupRunner(Runner):
         options.update(
             group_instance_id=c.member,
             session_timeout_ms=c.session_timeout_ms,
-            heartbeat_interval_ms=max(500, c.session_timeout_ms // 5),
+            heartbeat_interval_ms=heartbeat_interval_ms(c.session_timeout_ms),
             partition_assignment_strategy=[self.assignor],
         )
         options.update(c.consumer_options)
