@@ -156,15 +156,22 @@ def run_sidecar(spec: dict[str, Any], tally: Tally) -> None:
         commit_interval_ms=spec.get("commit_interval_ms", 200),
     )
     consumer = PlanFollowingConsumer(config, assignment_file=str(document), on_poison="skip")
-    http = HttpDelivery(spec["url"]) if spec.get("url") else None
 
-    def sink(batch: Batch) -> None:
-        if http is not None:
-            http(batch)
+    def count(batch: Batch) -> None:
         records = batch.records
         tally.add([r.value for r in records], [r.timestamp_ms for r in records])
         if tally.done.is_set():
             consumer.stop()
+
+    class CountingHttp(HttpDelivery):
+        """The sidecar's own HTTP delivery, passed as such (the runner gets what `--deliver-to`
+        gives it, not a handler wrapping it), counting each batch once the application answered."""
+
+        def __call__(self, batch: Batch) -> None:
+            super().__call__(batch)
+            count(batch)
+
+    sink: Any = CountingHttp(spec["url"]) if spec.get("url") else count
 
     def announce_ready() -> None:
         while not consumer.health.ready()[0] or consumer.tracker.current is None:
