@@ -12,6 +12,8 @@ import signal
 import sys
 from typing import Any
 
+DURATION_S = 100.0
+KUBELET_DURATION_S = 180.0
 STRATEGIES = (
     "range",
     "roundrobin",
@@ -44,9 +46,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--duration",
         type=float,
-        default=100.0,
+        default=None,
         metavar="SECONDS",
-        help="seconds of production, observe and enforce phases together (default 100)",
+        help="seconds of production, observe and enforce phases together (default 100; 180 with "
+        "--kubelet, where a plan reaches a pod when the kubelet refreshes its mounted ConfigMap)",
     )
     parser.add_argument("--members", type=int, default=3, help="pods in the group (default 3)")
     parser.add_argument("--partitions", type=int, default=6, help="topic partitions (default 6)")
@@ -74,6 +77,13 @@ def register(subparsers: Any) -> None:
         type=float,
         default=0.4,
         help="the operator's --interval-scale (default 0.4: the 5s pollInterval becomes 2s)",
+    )
+    parser.add_argument(
+        "--kubelet",
+        action="store_true",
+        help="run the sidecars as real pods (app and sidecar containers of the project's image, "
+        "reading their mounted ConfigMaps) on a real node: `dev up --kubelet` and `dev image`; "
+        "needs root and the system packages (docs/development.md)",
     )
     parser.add_argument("--json", action="store_true", help="print only the summary, as JSON")
     parser.add_argument(
@@ -103,6 +113,8 @@ def _interrupted(signum: int, _frame: object) -> None:
 def _run(args: argparse.Namespace) -> int:
     from kafka_rebalance.demo.run import DemoOptions, print_json, run_demo
 
+    if args.duration is None:
+        args.duration = KUBELET_DURATION_S if args.kubelet else DURATION_S
     if args.members < 1 or args.partitions < 1 or args.duration <= 0:
         print("demo: --members, --partitions and --duration must be positive", file=sys.stderr)
         return 2
@@ -129,6 +141,7 @@ def _run(args: argparse.Namespace) -> int:
         keep=args.keep,
         state_dir=args.state_dir,
         reuse=args.reuse,
+        kubelet=args.kubelet,
     )
     signal.signal(signal.SIGTERM, _interrupted)
     signal.signal(signal.SIGHUP, _interrupted)

@@ -20,11 +20,14 @@ from kafka_rebalance.demo.environment import Endpoints
 from kafka_rebalance.demo.fleet import Fleet, SidecarSettings
 from kafka_rebalance.demo.observe import Sample, Sampler
 from kafka_rebalance.demo.operator_process import OperatorProcess
+from kafka_rebalance.demo.pods import ConsumerPods, PodFleet, RealNode
 from kafka_rebalance.demo.summary import Point
 from kafka_rebalance.demo.workload import Workload, create_topic
 
 APP = "consumer"
 POLICY = "demo"
+# A pod's restart takes seconds; its static member keeps its place for this long.
+REAL_POD_SESSION_TIMEOUT_MS = 20000
 
 
 class GroupHarness:
@@ -40,8 +43,11 @@ class GroupHarness:
         max_poll_records: int = 20,
         apply_mode: str = "group",
         sidecar_metrics: bool = False,
+        real_node: RealNode | None = None,
         log: Callable[[str], None] = lambda message: None,
     ) -> None:
+        """`real_node`: the sidecars run as real pods there (with their application container)
+        instead of as processes beside KWOK's pods."""
         suffix = uuid.uuid4().hex[:6]
         self.endpoints = endpoints
         self.workdir = workdir
@@ -58,21 +64,38 @@ class GroupHarness:
         self.operator = OperatorProcess(
             endpoints.kubeconfig, self.namespace, workdir, interval_scale=interval_scale
         )
-        self.fleet = Fleet(
-            SidecarSettings(
-                bootstrap=endpoints.bootstrap_servers,
+        self.fleet: Fleet | PodFleet
+        if real_node is None:
+            self.fleet = Fleet(
+                SidecarSettings(
+                    bootstrap=endpoints.bootstrap_servers,
+                    group=self.group,
+                    topic=self.topic,
+                    policy=self.policy,
+                    namespace=self.namespace,
+                    kubeconfig=endpoints.kubeconfig,
+                    ledger_dir=self.ledger_dir,
+                    log_dir=workdir / "logs",
+                    max_poll_records=max_poll_records,
+                    apply_mode=apply_mode,
+                    metrics=sidecar_metrics,
+                )
+            )
+        else:
+            pods = ConsumerPods(
+                name=self.app,
+                image=real_node.image,
+                bootstrap=real_node.bootstrap,
                 group=self.group,
                 topic=self.topic,
                 policy=self.policy,
-                namespace=self.namespace,
-                kubeconfig=endpoints.kubeconfig,
-                ledger_dir=self.ledger_dir,
-                log_dir=workdir / "logs",
-                max_poll_records=max_poll_records,
+                node=real_node.node,
                 apply_mode=apply_mode,
-                metrics=sidecar_metrics,
+                session_timeout_ms=REAL_POD_SESSION_TIMEOUT_MS,
+                max_poll_records=max_poll_records,
+                max_replicas=max(replicas, 4),
             )
-        )
+            self.fleet = PodFleet(self.cluster, pods, self.ledger_dir, real_node.pod_logs)
         self.apply_mode = apply_mode
         self.workload: Workload | None = None
         self.sampler: Sampler | None = None
@@ -89,9 +112,12 @@ class GroupHarness:
             lambda: self.cluster.core.read_namespaced_service_account("default", self.namespace),
             timeout=60,
         )
-        self.cluster.create_statefulset(self.app, self.replicas)
+        kwok_pods = isinstance(self.fleet, Fleet)  # real pods start with their sidecars
+        if kwok_pods:
+            self.cluster.create_statefulset(self.app, self.replicas)
         create_topic(self.endpoints.bootstrap_servers, self.topic, self.partitions)
-        self.cluster.wait_pods(self.app, self.pods(self.replicas))
+        if kwok_pods:
+            self.cluster.wait_pods(self.app, self.pods(self.replicas))
         self.workload = Workload(self.endpoints.bootstrap_servers, self.topic, self.partitions)
         self.sampler = Sampler(
             self.endpoints.bootstrap_servers,
@@ -144,6 +170,9 @@ class GroupHarness:
 
     # -- sidecars --------------------------------------------------------------------------------
     def start_sidecars(self, members: list[str], slow: Mapping[str, int] | None = None) -> None:
+        if isinstance(self.fleet, PodFleet):
+            self.fleet.start_all(members, slow)
+            return
         for member in members:
             self.fleet.start(member, slow_ms=(slow or {}).get(member, 0))
 

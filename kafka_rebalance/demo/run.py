@@ -53,6 +53,7 @@ class DemoOptions:
     state_dir: str | None = None
     reuse: str | None = None
     workdir: Path | None = None
+    kubelet: bool = False  # sidecars as real pods on a real node, not processes beside KWOK's
     # hysteresis against flapping (KIP-794): 20s x 0.4 = 8 s between plans, two moves per plan
     extra_policy: dict[str, Any] = field(
         default_factory=lambda: {"rebalance": {"cooldown": "20s", "maxMovesPerRound": 2}}
@@ -85,7 +86,7 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
     started = time.monotonic()
     strategies = options.compare or [options.strategy]
     try:
-        endpoints, seconds = environment.up(log=printer.progress)
+        endpoints, seconds = environment.up(log=printer.progress, kubelet=options.kubelet)
         printer.progress(
             f"environment ready in {seconds:.0f}s ({environment.env.state_dir}); "
             f"Kafka {endpoints.bootstrap_servers}"
@@ -102,6 +103,7 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
                 partitions=options.partitions,
                 replicas=options.members,
                 interval_scale=options.interval_scale,
+                real_node=endpoints.real_node,
                 log=printer.progress,
             )
             try:
@@ -159,8 +161,8 @@ def _phases(
     slow_member = members[-1]
     say(
         f"namespace {harness.namespace}: StatefulSet {harness.app} with {options.members} pods "
-        f"under KWOK, topic {harness.topic} ({options.partitions} partitions), "
-        f"group {harness.group}"
+        f"{sidecars_kind(options.kubelet)}, topic {harness.topic} ({options.partitions} "
+        f"partitions), group {harness.group}"
     )
     harness.operator.start()
     say(
@@ -262,6 +264,7 @@ def _phases(
             "production_rate": sum(rates.values()),
             "weight_from": options.weight_from,
             "interval_scale": options.interval_scale,
+            "sidecars": sidecars_kind(options.kubelet),
             "window_s": options.window_s,
             "drain_s": round(drained.t - stop_at, 1),
             "per_member": dict(sorted(report.per_member.items())),
@@ -273,9 +276,17 @@ def _phases(
     return summary
 
 
+def sidecars_kind(kubelet: bool) -> str:
+    """Which kind ran, in the words the summary uses."""
+    if kubelet:
+        return "as real pods on the kubelet node (app and sidecar containers of the image)"
+    return "under KWOK (one sidecar process per pod)"
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     lines = [
         f"summary ({summary['strategy']}, {summary['duration_s']}s):",
+        f"  sidecars: {summary['sidecars']}",
         f"  max lag before (observe, fallback assignment): {summary['max_lag_before']}",
         f"  max lag after (final {summary['window_s']:g}s of enforce): {summary['max_lag_after']}",
         f"  throughput over that window: {summary['throughput_after']} records/s "
