@@ -68,14 +68,22 @@ def test_containerd_config_keeps_everything_in_the_state_dir_with_the_settings_f
     assert "/var/lib/containerd" not in text and "/run/containerd" not in text
 
 
-def test_kubelet_config_has_the_cgroup_v1_settings_and_serves_on_loopback_only():
-    config = node.kubelet_config(Path("/state/node"), 10250, 10248)
+def test_kubelet_config_has_the_cgroup_v1_settings_and_admits_only_the_environments_certificates():
+    ca = Path("/state/control-plane/pki/ca.crt")
+    config = node.kubelet_config(Path("/state/node"), "10.213.4.1", 10250, 10248, ca)
     assert config["failCgroupV1"] is False
     assert config["cgroupDriver"] == "cgroupfs"
     assert config["cgroupsPerQOS"] is False
     assert config["enforceNodeAllocatable"] == []
     assert config["failSwapOn"] is False
-    assert config["address"] == "127.0.0.1" and config["healthzBindAddress"] == "127.0.0.1"
+    # The API on the bridge address (the node's InternalIP), health on loopback only.
+    assert config["address"] == "10.213.4.1" and config["healthzBindAddress"] == "127.0.0.1"
+    # Pods reach the bridge address: no anonymous access, only the environment's CA.
+    assert config["authentication"] == {
+        "anonymous": {"enabled": False},
+        "webhook": {"enabled": False},
+        "x509": {"clientCAFile": str(ca)},
+    }
     assert config["readOnlyPort"] == 0
     assert config["containerRuntimeEndpoint"] == "unix:///state/node/containerd/containerd.sock"
 

@@ -75,6 +75,13 @@ def _pki(
         ),
         "scheduler": ca.issue("scheduler", "system:kube-scheduler", client=True),
         "kwok": ca.issue("kwok", "kwok-controller", organizations=("system:masters",), client=True),
+        # What the API server presents to the real node's kubelet (`kubectl logs`, `exec`).
+        "kubelet-client": ca.issue(
+            "kubelet-client",
+            "kube-apiserver-kubelet-client",
+            organizations=("system:masters",),
+            client=True,
+        ),
         # The Node authorizer limits it to its own node and the pods bound there.
         "kubelet": ca.issue(
             "kubelet", f"system:node:{REAL_NODE_NAME}", organizations=("system:nodes",), client=True
@@ -228,6 +235,9 @@ def start(
             f"--service-account-signing-key-file={sa.key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=Node,RBAC",
+            f"--kubelet-client-certificate={pairs['kubelet-client'].cert}",
+            f"--kubelet-client-key={pairs['kubelet-client'].key}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--allow-privileged=true",
             # The only address is loopback, which the `kubernetes` Service's endpoints reject.
             "--endpoint-reconciler-type=none",

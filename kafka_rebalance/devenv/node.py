@@ -106,26 +106,33 @@ state = "{root / "state"}"
 """
 
 
-def kubelet_config(directory: Path, port: int, healthz_port: int) -> dict[str, object]:
-    """The KubeletConfiguration: loopback-only serving, cgroup v1 settings, files in `directory`.
+def kubelet_config(
+    directory: Path, address: str, port: int, healthz_port: int, client_ca: Path
+) -> dict[str, object]:
+    """The KubeletConfiguration: cgroup v1 settings, files in `directory`, and its API where
+    the API server can reach it for `kubectl logs` and `exec`.
 
-    The kubelet API is anonymous but bound to 127.0.0.1 (pods cannot reach it: they see only
-    their bridge); it serves `kubectl logs` and `exec` through the API server. Eviction thresholds
-    are low so a busy shared disk does not evict test pods.
+    A kubelet may not report a loopback node address, so its API listens on `address`, the
+    host's address on the pod bridge (the node's InternalIP). Pods can reach that address, so
+    the API admits only client certificates of the environment's CA (`client_ca`: the API
+    server's kubelet client and the admin), never anonymous requests. Its health endpoint
+    stays on loopback. Eviction thresholds are low so a busy shared disk does not evict test
+    pods.
     """
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": LOOPBACK,
+        "address": address,
         "port": port,
         "readOnlyPort": 0,
         "healthzBindAddress": LOOPBACK,
         "healthzPort": healthz_port,
         "authentication": {
-            "anonymous": {"enabled": True},
+            "anonymous": {"enabled": False},
             "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(client_ca)},
         },
-        "authorization": {"mode": "AlwaysAllow"},
+        "authorization": {"mode": "AlwaysAllow"},  # every authenticated client is an admin
         "containerRuntimeEndpoint": f"unix://{containerd_socket(directory)}",
         "cgroupDriver": "cgroupfs",
         "cgroupsPerQOS": False,
@@ -230,7 +237,10 @@ def start(
     )
     kubelet_yaml = directory / "kubelet-config.yaml"
     kubelet_yaml.write_text(
-        yaml.safe_dump(kubelet_config(directory, kubelet_port, healthz_port), sort_keys=False)
+        yaml.safe_dump(
+            kubelet_config(directory, network.gateway, kubelet_port, healthz_port, plane.ca),
+            sort_keys=False,
+        )
     )
     supervisor.start(
         "kubelet",
@@ -241,7 +251,7 @@ def start(
             f"--root-dir={directory / 'kubelet'}",
             f"--cert-dir={directory / 'kubelet' / 'pki'}",
             f"--hostname-override={REAL_NODE_NAME}",
-            f"--node-ip={LOOPBACK}",
+            f"--node-ip={network.gateway}",
             f"--node-labels=type=kubelet,kafka-rebalance.io/dev-node={REAL_NODE_NAME}",
             "--v=1",
         ],
