@@ -25,6 +25,12 @@ from typing import Any
 
 import pytest
 
+from kafka_rebalance.demo.pods import (
+    ConsumerPods,
+    consumer_statefulset,
+    ledger_app_configmap,
+    newest_container_log,
+)
 from kafka_rebalance.devenv import image
 from kafka_rebalance.devenv.control_plane import REAL_NODE_NAME
 from kafka_rebalance.devenv.environment import ALL_PARTS, DevEnvironment
@@ -90,8 +96,8 @@ class RealNode:
         return proc.stdout
 
     def container_log(self, namespace: str, pod: str, container: str, lines: int = 40) -> str:
-        """A container's log as the kubelet wrote it (the dev node has no address for
-        `kubectl logs`; see docs/development.md)."""
+        """A container's log as the kubelet wrote it (the files outlive a deleted pod, which
+        `kubectl logs` does not)."""
         out = []
         for log in sorted((self.state_dir / "node" / "pod-logs").glob(
             f"{namespace}_{pod}_*/{container}/*.log"
@@ -241,9 +247,29 @@ def test_chart_runs_the_operator_under_restricted_pod_security_and_it_reconciles
         + json.dumps({c["type"]: c.get("reason") for c in status["conditions"]})
     )
 
+    # `kubectl logs` and `exec` reach the pod through the API server and the node's kubelet.
+    first_line = log.splitlines()[1].split(" ", 3)[3]  # CRI format: time stream tag message
+    assert first_line in node.kubectl("logs", "-n", namespace, name), first_line
+    # From inside a pod, the kubelet's API (on the node's bridge address) refuses a client
+    # without the environment's certificate.
+    node_json = json.loads(node.kubectl("get", "node", REAL_NODE_NAME, "-o", "json"))
+    address = node_json["status"]["addresses"][0]["address"]
+    port = node_json["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+    probe = (
+        "import ssl, urllib.request, urllib.error\n"
+        "context = ssl._create_unverified_context()\n"
+        "try:\n"
+        f"    urllib.request.urlopen('https://{address}:{port}/pods', context=context)\n"
+        "    print('status 200')\n"
+        "except urllib.error.HTTPError as error:\n"
+        "    print('status', error.code)\n"
+    )
+    answer = node.kubectl("exec", "-n", namespace, name, "--", "python", "-I", "-c", probe)
+    assert answer.strip() == "status 401", answer
+    print(f"kubectl logs and exec work; the kubelet at {address}:{port} answers a pod: {answer}")
+
 
 # ---- consumers as real pods: the sidecar reads its mounted ConfigMap --------------------------
-SIDECAR_HEALTH_PORT = 8081
 SESSION_TIMEOUT_MS = 45000  # longer than a pod's restart, so a same-name pod keeps its place
 MAX_REPLICAS = 4  # the projected volume lists one optional ConfigMap per ordinal up to this
 
@@ -283,111 +309,6 @@ def ledger_volume(namespace: str, host_dir: Path) -> list[dict[str, Any]]:
             },
         },
     ]
-
-
-def consumer_statefulset(
-    name: str, image_ref: str, bootstrap: str, topic: str, policy_name: str, replicas: int
-) -> dict[str, Any]:
-    """The examples/consumer-statefulset.yaml shape, with the ledger as the application.
-
-    The sidecar (the built image) reads /etc/kafka-rebalance/$(POD_NAME)/assignment.json from a
-    projected volume of optional per-pod ConfigMaps the kubelet refreshes, and hands each batch
-    to the ledger handler, which appends it to the shared ledger volume before the commit.
-    """
-    secure = {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-    probe = {"httpGet": {"port": SIDECAR_HEALTH_PORT}, "periodSeconds": 2, "failureThreshold": 3}
-    sources = [
-        {
-            "configMap": {
-                "name": f"{policy_name}.{name}-{i}",
-                "optional": True,
-                "items": [{"key": "assignment.json", "path": f"{name}-{i}/assignment.json"}],
-            }
-        }
-        for i in range(MAX_REPLICAS)
-    ]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {
-            "serviceName": name,
-            "replicas": replicas,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 30,
-                    "nodeSelector": {"kubernetes.io/hostname": REAL_NODE_NAME},
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 10001,
-                        "runAsGroup": 10001,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "containers": [
-                        {
-                            "name": "sidecar",
-                            "image": image_ref,
-                            "imagePullPolicy": "Never",
-                            "command": ["kafka-rebalance", "sidecar"],
-                            "args": [
-                                "--assignment=/etc/kafka-rebalance/$(POD_NAME)/assignment.json",
-                                f"--bootstrap-servers={bootstrap}",
-                                f"--group={policy_name}",
-                                f"--topics={topic}",
-                                "--apply-mode=group",
-                                "--handler=kafka_rebalance.demo.ledger:record",
-                                f"--health-port={SIDECAR_HEALTH_PORT}",
-                                "--bind=0.0.0.0",  # the kubelet probes the pod's address
-                                "--metrics-port=0",
-                                f"--session-timeout-ms={SESSION_TIMEOUT_MS}",
-                                "--auto-offset-reset=earliest",
-                                "--max-poll-records=50",
-                            ],
-                            "env": [
-                                {
-                                    "name": "POD_NAME",
-                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
-                                },
-                                {"name": "KAFKA_REBALANCE_LEDGER_DIR", "value": "/ledger"},
-                            ],
-                            "readinessProbe": {
-                                **probe,
-                                "httpGet": {"path": "/readyz", "port": SIDECAR_HEALTH_PORT},
-                            },
-                            "livenessProbe": {
-                                **probe,
-                                "httpGet": {"path": "/healthz", "port": SIDECAR_HEALTH_PORT},
-                                "initialDelaySeconds": 20,
-                            },
-                            "resources": {"requests": {"cpu": "50m", "memory": "96Mi"}},
-                            "securityContext": secure,
-                            "volumeMounts": [
-                                {
-                                    "name": "assignment",
-                                    "mountPath": "/etc/kafka-rebalance",
-                                    "readOnly": True,
-                                },
-                                {"name": "ledger", "mountPath": "/ledger"},
-                                {"name": "tmp", "mountPath": "/tmp"},
-                            ],
-                        }
-                    ],
-                    "volumes": [
-                        {"name": "assignment", "projected": {"sources": sources}},
-                        {"name": "ledger", "persistentVolumeClaim": {"claimName": "ledger"}},
-                        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
-                    ],
-                },
-            },
-        },
-    }
 
 
 class Producer:
@@ -444,23 +365,18 @@ def generations_seen(node: RealNode, namespace: str, name: str) -> set[int]:
     import re
 
     seen: set[int] = set()
-    for log in (node.state_dir / "node" / "pod-logs").glob(f"{namespace}_{name}-*/*/*.log"):
+    for log in (node.state_dir / "node" / "pod-logs").glob(f"{namespace}_{name}-*/sidecar/*.log"):
         seen |= {int(g) for g in re.findall(r"rebalance: generation (\d+)", log.read_text())}
     return seen
 
 
 def member_logs(node: RealNode, namespace: str, name: str, replicas: int) -> dict[str, str]:
-    """Each current pod's sidecar log (the newest pod of that name: a deleted pod's directory
-    stays behind, empty or not)."""
-    logs: dict[str, str] = {}
-    for i in range(replicas):
-        member = f"{name}-{i}"
-        found = sorted(
-            (node.state_dir / "node" / "pod-logs").glob(f"{namespace}_{member}_*/*/*.log"),
-            key=lambda path: path.stat().st_mtime,
-        )
-        logs[member] = found[-1].read_text(errors="replace") if found else ""
-    return logs
+    """Each current pod's sidecar log."""
+    pod_logs = node.state_dir / "node" / "pod-logs"
+    return {
+        f"{name}-{i}": newest_container_log(pod_logs, namespace, f"{name}-{i}", "sidecar")
+        for i in range(replicas)
+    }
 
 
 def settled_generation(
@@ -499,10 +415,22 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
     body = policy(name, node.pod_bootstrap, topic, name)
     body["spec"]["rebalance"]["cooldown"] = "5s"
     ledger_dir = node.state_dir / f"ledger-{namespace}"
+    pods = ConsumerPods(
+        name=name,
+        image=node.image_ref,
+        bootstrap=node.pod_bootstrap,
+        group=name,
+        topic=topic,
+        policy=name,
+        node=REAL_NODE_NAME,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        max_replicas=MAX_REPLICAS,
+    )
     manifests = [
         body,
+        ledger_app_configmap(),
         *ledger_volume(namespace, ledger_dir),
-        consumer_statefulset(name, node.image_ref, node.pod_bootstrap, topic, name, 3),
+        consumer_statefulset(pods, 3, {"persistentVolumeClaim": {"claimName": "ledger"}}),
     ]
     # The sidecar's /readyz is the readiness probe: it turns NotReady while a hand-over waits
     # for the kubelet's refresh, and the operator must not count that as the member leaving
@@ -612,3 +540,20 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
         f"duplicates {report.duplicates}"
     )
     assert report.nothing_lost, report.summary()
+
+
+def test_demo_runs_its_story_with_the_sidecars_as_real_pods(real_node: RealNode) -> None:
+    """`kafka-rebalance demo --kubelet` on this environment (`--reuse`): the slow member's
+    hot partitions, the plan, the drain and the ledger, with every member a real pod whose app
+    container wrote the ledger."""
+    from kafka_rebalance.demo.run import DemoOptions, run_demo
+
+    options = DemoOptions(kubelet=True, reuse=str(real_node.state_dir), duration=120, json=True)
+    summary = run_demo(options)
+    print("demo --kubelet: " + json.dumps({k: summary[k] for k in (
+        "duration_s", "max_lag_before", "max_lag_after", "throughput_after", "epochs",
+        "produced", "processed", "lost", "duplicates", "per_member")}))  # fmt: skip
+    assert summary["sidecars"].startswith("as real pods"), summary["sidecars"]
+    assert summary["lost"] == 0, summary
+    assert summary["epochs"] >= 1, "the operator applied no plan"
+    assert set(summary["per_member"]) == {"consumer-0", "consumer-1", "consumer-2"}, summary
