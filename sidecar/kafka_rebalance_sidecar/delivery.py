@@ -110,40 +110,45 @@ def _b64(data: bytes | None, _encode: Callable[..., bytes] = binascii.b2a_base64
     return None if data is None else _encode(data, newline=False).decode("ascii")
 
 
-def _b64_json(data: bytes | None, _encode: Callable[..., bytes] = binascii.b2a_base64) -> str:
-    """`json.dumps(_b64(data))`: the base64 alphabet needs no escaping, so quotes are enough."""
-    return "null" if data is None else '"' + _encode(data, newline=False).decode("ascii") + '"'
-
-
 def batch_json(batch: Batch) -> bytes:
     """The HTTP body: keys, values and header values base64 (records are bytes, not text).
 
     Byte for byte what `json.dumps({"member", "epoch", "records": [{"topic", "partition",
     "offset", "timestamp_ms", "key", "value", "headers"}, ...]}, separators=(",", ":"))` writes,
-    built as text: the part every record of a partition shares is escaped once per partition, the
-    rest of a record is numbers and base64, which need no escaping. That is about three times
-    faster than encoding a dict per record, on the path every record takes."""
+    built directly as ASCII bytes: the part every record of a partition shares is escaped once
+    per partition (json.dumps escapes to ASCII), the rest of a record is numbers and base64,
+    which need no escaping, and base64 is bytes already, so nothing is decoded and encoded again.
+    That is about four times faster than encoding a dict per record (and a quarter faster than
+    the same built as text), on the path every record takes."""
     dumps = json.dumps
-    b64 = _b64_json
-    prefixes: dict[tuple[str, int], str] = {}
-    parts: list[str] = []
+    encode = binascii.b2a_base64
+    prefixes: dict[tuple[str, int], bytes] = {}
+    parts: list[bytes] = []
     add = parts.append
     for r in batch.records:
         prefix = prefixes.get((r.topic, r.partition))
         if prefix is None:
-            prefix = f'{{"topic":{dumps(r.topic)},"partition":{int(r.partition)},"offset":'
+            prefix = f'{{"topic":{dumps(r.topic)},"partition":{int(r.partition)},"offset":'.encode()
             prefixes[(r.topic, r.partition)] = prefix
         headers = (
-            dumps([[k, _b64(v)] for k, v in r.headers], separators=(",", ":"))
+            dumps([[k, _b64(v)] for k, v in r.headers], separators=(",", ":")).encode()
             if r.headers
-            else "[]"
+            else b"[]"
         )
+        key, value = r.key, r.value  # quoted base64, or null; inline (a call per value cost 5%)
         add(
-            f'{prefix}{int(r.offset)},"timestamp_ms":{int(r.timestamp_ms)},"key":{b64(r.key)},'
-            f'"value":{b64(r.value)},"headers":{headers}}}'
+            b'%s%d,"timestamp_ms":%d,"key":%s,"value":%s,"headers":%s}'
+            % (
+                prefix,
+                r.offset,
+                r.timestamp_ms,
+                b"null" if key is None else b'"' + encode(key, newline=False) + b'"',
+                b"null" if value is None else b'"' + encode(value, newline=False) + b'"',
+                headers,
+            )
         )
-    head = f'{{"member":{dumps(batch.member)},"epoch":{int(batch.epoch)},"records":['
-    return (head + ",".join(parts) + "]}").encode("ascii")  # json.dumps escapes to ASCII
+    head = f'{{"member":{dumps(batch.member)},"epoch":{int(batch.epoch)},"records":['.encode()
+    return head + b",".join(parts) + b"]}"
 
 
 # A request on a kept-alive connection can fail because the application closed that connection
