@@ -10,6 +10,8 @@ topics, one after another:
   for any Python consumer;
 - `java`: Kafka's own KafkaConsumer doing the same (benchmarks/java, the broker's version); the
   ceiling on this machine;
+- `confluent`: confluent-kafka (librdkafka) doing the same, when installed (the dev extra): the
+  candidate second engine for assign mode;
 - `sidecar`: the PlanFollowingConsumer behind `kafka-rebalance sidecar`, following a document that
   gives it every partition, in either apply mode, delivering to a no-op handler in process or over
   HTTP to a trivial local application (its own process), committing after every delivery.
@@ -54,7 +56,7 @@ JAVA_OPTIONS = ["-Xmx384m", "-XX:+UseSerialGC"]
 class Path_:
     """One consumer under test."""
 
-    name: str  # raw, java, sidecar
+    name: str  # raw, confluent, java, sidecar
     mode: str = "assign"  # the sidecar's apply mode
     http: bool = False
 
@@ -67,6 +69,16 @@ class Path_:
 
 RAW = Path_("raw")
 JAVA = Path_("java")
+CONFLUENT = Path_("confluent")  # librdkafka through confluent-kafka (the dev extra), if installed
+
+
+def engine_paths() -> list[Path_]:
+    """The Python client engines measured: kafka-python, and confluent-kafka where installed."""
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        return [RAW]
+    return [RAW, CONFLUENT]
 
 
 def sidecar_paths(modes: list[str]) -> list[Path_]:
@@ -359,7 +371,7 @@ def main() -> None:
     ]
     modes = (args.modes or ("assign,group" if args.full else "assign")).split(",")
     rounds = args.rounds or (3 if args.full else 2)
-    paths = [RAW, JAVA, *sidecar_paths(modes)]
+    paths = [*engine_paths(), JAVA, *sidecar_paths(modes)]
     latency_paths = [RAW, JAVA, *sidecar_paths(modes if args.full else ["assign"])]
 
     from kafka.record import util as record_util

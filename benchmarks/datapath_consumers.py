@@ -2,7 +2,8 @@
 
     python -m benchmarks.datapath_consumers '<json spec>'
 
-A spec names the consumer (`raw` kafka-python, or the `sidecar` with its apply mode and delivery),
+A spec names the consumer (`raw` kafka-python, `confluent` for confluent-kafka, or the `sidecar`
+with its apply mode and delivery),
 the topic, how many records to expect and whether to keep latencies. The process consumes until it
 has seen them all, then prints one JSON line with what the parent tabulates (the Java consumer in
 benchmarks/java prints the same fields):
@@ -122,6 +123,34 @@ def run_raw(spec: dict[str, Any], tally: Tally) -> None:
     consumer.close(autocommit=False)
 
 
+def run_confluent(spec: dict[str, Any], tally: Tally) -> None:
+    """confluent-kafka (librdkafka) alone, the same work as `run_raw`: assign every partition,
+    consume in batches, count (no commits), CRC checks on (librdkafka's default is off). The
+    candidate second engine for assign mode, measured before anything is built on it."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": spec["bootstrap"],
+            "group.id": spec["group"],
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "check.crcs": True,
+        }
+    )
+    consumer.assign(
+        [TopicPartition(spec["topic"], p, OFFSET_BEGINNING) for p in range(spec["partitions"])]
+    )
+    ready()
+    batch = spec.get("max_poll_records", 500)
+    deadline = time.monotonic() + spec.get("timeout_s", 600)
+    while not tally.done.is_set() and time.monotonic() < deadline:
+        messages = [m for m in consumer.consume(num_messages=batch, timeout=0.5) if not m.error()]
+        if messages:
+            tally.add([m.value() for m in messages], [m.timestamp()[1] for m in messages])
+    consumer.close()
+
+
 def run_sidecar(spec: dict[str, Any], tally: Tally) -> None:
     """The sidecar as `kafka-rebalance sidecar` builds it (PlanFollowingConsumer), following a
     document that gives it every partition, delivering in process or over HTTP."""
@@ -189,7 +218,8 @@ def run_sidecar(spec: dict[str, Any], tally: Tally) -> None:
 def main() -> None:
     spec = json.loads(sys.argv[1])
     tally = Tally(spec["expected"], spec.get("latency", False))
-    {"raw": run_raw, "sidecar": run_sidecar}[spec["kind"]](spec, tally)
+    runners = {"raw": run_raw, "confluent": run_confluent, "sidecar": run_sidecar}
+    runners[spec["kind"]](spec, tally)
     print(json.dumps(tally.result()), flush=True)
 
 
