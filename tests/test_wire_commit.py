@@ -27,6 +27,7 @@ def test_commit_metadata_round_trips(member: str, epoch: int) -> None:
     [
         (None, "input"),
         ("", "input"),
+        ("\x00", "input"),
         ("not json", "input"),
         ("[1]", "input"),
         ('{"epoch": 3}', "member"),
@@ -43,6 +44,13 @@ def test_other_metadata_is_refused_naming_the_field(text: str | None, field: str
         wire.decode_commit_metadata(text)
     assert caught.value.field == field and str(caught.value).startswith(f"{field}: ")
     assert not acknowledged(text, "m", 0)
+
+
+def test_the_c_clients_string_terminator_is_ignored() -> None:
+    """confluent-kafka stores the metadata with its NUL terminator (seen on a real broker)."""
+    text = commit_metadata("m", 5, "uid") + "\x00"
+    assert wire.decode_commit_metadata(text) == wire.CommitMetadata("m", 5, "uid")
+    assert acknowledged(text, "m", 5, "uid")
 
 
 def test_later_keys_are_ignored() -> None:

@@ -46,7 +46,10 @@ def encode_commit_metadata(metadata: CommitMetadata) -> str:
 
 def decode_commit_metadata(text: str | None) -> CommitMetadata:
     """The metadata of a sidecar's commit; MetadataError (naming the field) for anything else.
-    Keys other than `member`, `epoch` and `policy` are ignored, so a later sidecar may add some."""
+    Keys other than `member`, `epoch` and `policy` are ignored, so a later sidecar may add some.
+    A trailing NUL is ignored: confluent-kafka (the sidecar's librdkafka engine) stores the C
+    string's terminator with the text."""
+    text = text.rstrip("\x00") if text else text
     if not text:
         raise MetadataError("input", "empty (not committed by a sidecar)")
     try:
