@@ -7,9 +7,10 @@
 # tree reaches the final image. The final image runs as a fixed non-root uid and writes nothing
 # outside /tmp, so it works with readOnlyRootFilesystem (mount an emptyDir at /tmp).
 #
-# It installs the base distribution plus the `operator` extra only: no dev, pipeline or watch
-# dependencies (no cryptography, Spark, pandas). The sidecar needs only the base. The
-# Kubernetes client's asyncio twin (kubernetes.aio, about 68 MB with its bytecode) is removed:
+# It installs the base distribution plus the `operator` and `librdkafka` extras only: no dev,
+# pipeline or watch dependencies (no cryptography, Spark, pandas). The sidecar needs only the
+# base; `librdkafka` (confluent-kafka) is its faster assign-mode engine (`--engine librdkafka`).
+# The Kubernetes client's asyncio twin (kubernetes.aio, about 68 MB with its bytecode) is removed:
 # nothing here imports it (kopf talks to the API through aiohttp itself). So are the developer
 # subcommands (`dev`, `demo`, `pipeline`): in the image they answer with a one-line hint. (`-I`:
 # the checks import the virtualenv's copy, not the source tree in the working directory.)
@@ -34,7 +35,7 @@ COPY operator/ operator/
 COPY sidecar/ sidecar/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/kafka-rebalance \
- && /opt/kafka-rebalance/bin/pip install "$(ls /wheels/*.whl)[operator]" \
+ && /opt/kafka-rebalance/bin/pip install "$(ls /wheels/*.whl)[operator,librdkafka]" \
  && /opt/kafka-rebalance/bin/python -I -c "import kafka_rebalance_assignors, kafka_rebalance, kafka_rebalance_operator, kafka_rebalance_sidecar.consumer" \
  && /opt/kafka-rebalance/bin/python -m pip uninstall --yes --quiet pip setuptools \
  && /opt/kafka-rebalance/bin/python -c "import kubernetes, pathlib, shutil; shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / 'aio')" \

@@ -39,6 +39,7 @@ class SidecarSettings:
     session_timeout_ms: int = 10000
     apply_mode: str = "group"  # the policy's spec.apply.mode: group or assign
     metrics: bool = False  # serve each sidecar's /metrics on a loopback port of its own
+    engine: str = "kafka-python"  # the sidecar's --engine (librdkafka: assign mode only)
 
 
 def sidecar_command(settings: SidecarSettings, member: str, metrics_port: int = 0) -> list[str]:
@@ -77,6 +78,8 @@ def sidecar_command(settings: SidecarSettings, member: str, metrics_port: int = 
         str(settings.session_timeout_ms),
         "--max-poll-records",
         str(settings.max_poll_records),
+        "--engine",
+        settings.engine,
     ]
 
 

@@ -44,6 +44,7 @@ class GroupHarness:
         apply_mode: str = "group",
         sidecar_metrics: bool = False,
         real_node: RealNode | None = None,
+        engine: str = "kafka-python",
         log: Callable[[str], None] = lambda message: None,
     ) -> None:
         """`real_node`: the sidecars run as real pods there (with their application container)
@@ -79,6 +80,7 @@ class GroupHarness:
                     max_poll_records=max_poll_records,
                     apply_mode=apply_mode,
                     metrics=sidecar_metrics,
+                    engine=engine,
                 )
             )
         else:

@@ -49,9 +49,13 @@ class AssignRunner(Runner):
         self._unknown: set[tuple[str, int]] = set()
         self._unknown_checked = 0.0
 
-    def _open(self) -> KafkaConsumer:
+    def _open(self) -> Any:
         options = self.base_consumer_options()
         options.update(self.config.consumer_options)
+        if self.config.engine == "librdkafka":
+            from kafka_rebalance_sidecar.librdkafka_engine import LibrdkafkaConsumer
+
+            return LibrdkafkaConsumer(options)
         return KafkaConsumer(**options)
 
     def epoch(self) -> int:
@@ -133,7 +137,8 @@ class AssignRunner(Runner):
     def _grow(self) -> None:
         """Start partitions of the applied document that did not exist when it was applied."""
         assert self.consumer is not None and self.applied is not None
-        self.consumer._cluster.request_update()  # partitions added since: seen next time
+        if isinstance(self.consumer, KafkaConsumer):
+            self.consumer._cluster.request_update()  # partitions added since: seen next time
         target = self._existing(self.applied)
         held = set(self.consumer.assignment())
         if set(target) - held:

@@ -43,6 +43,7 @@ from kafka_rebalance_sidecar.records import Batch, Record
 log = logging.getLogger("kafka_rebalance_sidecar.runner")
 
 APPLY_MODES = ("group", "assign")
+ENGINES = ("kafka-python", "librdkafka")
 Released = Callable[[frozenset[tuple[str, int]]], None]
 
 
@@ -69,6 +70,8 @@ class SidecarConfig:
     commit_interval_ms: int = 200
     # Extra KafkaConsumer settings (security, client tuning); they win over the defaults.
     consumer_options: Mapping[str, Any] = field(default_factory=dict)
+    # The Kafka client: kafka-python, or librdkafka (assign mode only; librdkafka_engine.py).
+    engine: str = "kafka-python"
 
     def __post_init__(self) -> None:
         if self.apply_mode not in APPLY_MODES:
@@ -79,6 +82,13 @@ class SidecarConfig:
             raise ValueError("a member name is needed (--member or $POD_NAME)")
         if self.commit_interval_ms < 0:
             raise ValueError(f"--commit-interval-ms {self.commit_interval_ms}: must be >= 0")
+        if self.engine not in ENGINES:
+            raise ValueError(f"--engine {self.engine!r}: expected one of {ENGINES}")
+        if self.engine == "librdkafka" and self.apply_mode != "assign":
+            raise ValueError(
+                "--engine librdkafka works in assign mode only: group mode hosts the "
+                "plan-following assignor, which runs inside kafka-python's group protocol"
+            )
 
 
 def commit_metadata(member: str, epoch: int, policy_uid: str = "") -> str:

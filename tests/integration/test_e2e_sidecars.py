@@ -241,14 +241,21 @@ def test_a_sidecar_terminated_and_restarted_within_the_session_timeout_causes_no
         assert set(report.per_member) == set(members)
 
 
+@pytest.mark.parametrize("engine", ["kafka-python", "librdkafka"])
 def test_assign_mode_hands_partitions_over_without_loss_or_double_processing(
-    endpoints: Endpoints, tmp_path: Path
+    endpoints: Endpoints, tmp_path: Path, engine: str
 ) -> None:
     """assign mode: no broker fencing, so the operator revokes first, waits for the old owner's
     commit acknowledging the epoch, then grants. The ledger must show every record processed
-    and no partition processed by two members under the same epoch."""
+    and no partition processed by two members under the same epoch. Both client engines."""
     with group(
-        endpoints, tmp_path, prefix="e2e-assign", partitions=6, replicas=3, apply_mode="assign"
+        endpoints,
+        tmp_path,
+        prefix="e2e-assign",
+        partitions=6,
+        replicas=3,
+        apply_mode="assign",
+        engine=engine,
     ) as harness:
         members = harness.pods(3)
         _start(harness, members, 8.0, "roundrobin", "enforce")

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka_rebalance_common import wire
 from kafka_rebalance_operator.handoff import acknowledged
 from kafka_rebalance_operator.verify import actual_assignment
 from kafka_rebalance_sidecar.records import Batch
@@ -471,12 +472,13 @@ def test_corrupt_and_lower_epoch_documents_are_rejected(bench):
 # ---- (d) assign mode: the two-step hand-over by hand ---------------------------------------------
 
 
-def test_assign_mode_two_step_handover(bench):
+@pytest.mark.parametrize("engine", ["kafka-python", "librdkafka"])
+def test_assign_mode_two_step_handover(bench, engine):
     b: Bench = bench(6, "handover")
     b.write("a-0", 1, [0, 1, 2])
     b.write("a-1", 1, [3, 4, 5])
-    a0 = b.sidecar("a-0", mode="assign", slow_ms=2)
-    a1 = b.sidecar("a-1", mode="assign", slow_ms=2)
+    a0 = b.sidecar("a-0", mode="assign", slow_ms=2, extra=("--engine", engine))
+    a1 = b.sidecar("a-1", mode="assign", slow_ms=2, extra=("--engine", engine))
     wait_for("both ready", lambda: a0.ready() and a1.ready(), timeout=30)
     b.produce(100, [0, 2, 3, 4, 5])  # partition 1 stays empty: its acknowledgement is position 0
     wait_for("a-0 mid-way through partition 2", lambda: _processed(b, "a-0", 2) > 10)
@@ -516,7 +518,7 @@ def test_assign_mode_two_step_handover(bench):
     assert not [e for e in entries if e.member == "a-0" and e.partition == 2 and e.epoch >= 2]
     assert a0.metrics()["acknowledgements_total"] == 2
     final = b.committed()
-    assert json.loads(final[2].metadata) == {"member": "a-1", "epoch": 3}
+    assert wire.decode_commit_metadata(final[2].metadata) == wire.CommitMetadata("a-1", 3)
 
 
 def _processed(b: Bench, member: str, partition: int) -> int:
