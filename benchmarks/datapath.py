@@ -59,12 +59,14 @@ class Path_:
     name: str  # raw, confluent, java, sidecar
     mode: str = "assign"  # the sidecar's apply mode
     http: bool = False
+    engine: str = "kafka-python"  # the sidecar's --engine
 
     @property
     def label(self) -> str:
         if self.name != "sidecar":
             return self.name
-        return f"sidecar {'http' if self.http else 'in-process'} {self.mode}"
+        engine = " librdkafka" if self.engine == "librdkafka" else ""
+        return f"sidecar {'http' if self.http else 'in-process'} {self.mode}{engine}"
 
 
 RAW = Path_("raw")
@@ -82,7 +84,14 @@ def engine_paths() -> list[Path_]:
 
 
 def sidecar_paths(modes: list[str]) -> list[Path_]:
-    return [Path_("sidecar", mode, http) for mode in modes for http in (False, True)]
+    """Both deliveries in each mode, and in assign mode on librdkafka too where installed."""
+    engines = ["kafka-python"] + (["librdkafka"] if CONFLUENT in engine_paths() else [])
+    return [
+        Path_("sidecar", mode, http, engine)
+        for mode in modes
+        for engine in (engines if mode == "assign" else ["kafka-python"])
+        for http in (False, True)
+    ]
 
 
 # ---- the broker ----------------------------------------------------------------------------------
@@ -227,7 +236,12 @@ class Consumers:
             "latency": latency,
         }
         if path.name == "sidecar":
-            spec.update(self.sidecar, mode=path.mode, url=self.app_url if path.http else None)
+            spec.update(
+                self.sidecar,
+                mode=path.mode,
+                url=self.app_url if path.http else None,
+                engine=path.engine,
+            )
         return [sys.executable, "-m", "benchmarks.datapath_consumers", json.dumps(spec)]
 
     def start(
@@ -309,7 +323,7 @@ def load() -> str:
 
 def throughput_table(results: list[Result]) -> None:
     print(
-        f"{'path':<28}{'size':>6}{'parts':>6}{'rec/s':>10}{'MB/s':>8}{'% raw':>8}"
+        f"{'path':<38}{'size':>6}{'parts':>6}{'rec/s':>10}{'MB/s':>8}{'% raw':>8}"
         f"{'Java/x':>8}{'start s':>9}{'CPU us/rec':>11}{'peak RSS MB':>12}"
     )
     cells: dict[tuple[int, int], dict[str, list[Result]]] = {}
@@ -323,7 +337,7 @@ def throughput_table(results: list[Result]) -> None:
             of_raw = f"{100 * r.rate / raw.rate:.0f}%" if raw and raw.rate else "-"
             of_java = f"{java.rate / r.rate:.2f}" if java and r.rate else "-"
             print(
-                f"{label:<28}{size:>6}{partitions:>6}{r.rate:>10,.0f}{r.mb_per_s:>8.1f}"
+                f"{label:<38}{size:>6}{partitions:>6}{r.rate:>10,.0f}{r.mb_per_s:>8.1f}"
                 f"{of_raw:>8}{of_java:>8}{r.startup:>9.1f}{r.cpu_us:>11.1f}{r.rss_mb:>12.0f}"
             )
         print()
@@ -331,12 +345,12 @@ def throughput_table(results: list[Result]) -> None:
 
 def latency_table(results: list[Result], rate: int) -> None:
     print(
-        f"{'path (' + str(rate) + ' rec/s)':<28}{'parts':>6}{'p50 ms':>8}{'p99 ms':>8}"
+        f"{'path (' + str(rate) + ' rec/s)':<38}{'parts':>6}{'p50 ms':>8}{'p99 ms':>8}"
         f"{'max ms':>8}{'records':>9}{'CPU us/rec':>11}"
     )
     for r in results:
         print(
-            f"{r.path.label:<28}{r.partitions:>6}{r.latency(0.5):>8.0f}{r.latency(0.99):>8.0f}"
+            f"{r.path.label:<38}{r.partitions:>6}{r.latency(0.5):>8.0f}{r.latency(0.99):>8.0f}"
             f"{max(r.raw['latencies_ms'] or [0]):>8.0f}{r.raw['records']:>9}{r.cpu_us:>11.1f}"
         )
     print()

@@ -183,6 +183,7 @@ def run_sidecar(spec: dict[str, Any], tally: Tally) -> None:
         apply_mode=spec["mode"],
         max_poll_records=spec.get("max_poll_records", 500),
         commit_interval_ms=spec.get("commit_interval_ms", 200),
+        engine=spec.get("engine", "kafka-python"),
     )
     consumer = PlanFollowingConsumer(config, assignment_file=str(document), on_poison="skip")
 
