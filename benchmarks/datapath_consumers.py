@@ -128,6 +128,7 @@ def run_confluent(spec: dict[str, Any], tally: Tally) -> None:
     consume in batches, count (no commits), CRC checks on (librdkafka's default is off). The
     candidate second engine for assign mode, measured before anything is built on it."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from kafka_rebalance_sidecar.librdkafka_engine import FETCH_QUEUE_BACKOFF_MS
 
     consumer = Consumer(
         {
@@ -136,6 +137,7 @@ def run_confluent(spec: dict[str, Any], tally: Tally) -> None:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "check.crcs": True,
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,  # as the sidecar's engine sets it
         }
     )
     consumer.assign(

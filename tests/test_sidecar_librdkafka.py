@@ -43,6 +43,7 @@ def test_the_sidecars_own_options_and_its_security_settings_are_translated() -> 
         "enable.auto.offset.store": False,
         "enable.partition.eof": False,
         "check.crcs": True,  # kafka-python checks CRCs; librdkafka does not by default
+        "fetch.queue.backoff.ms": 20,
         "auto.offset.reset": "latest",
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-512",
