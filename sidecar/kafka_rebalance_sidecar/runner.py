@@ -209,11 +209,12 @@ class Runner:
         """Consume until stopped. Raises on fatal errors (the process should exit non-zero)."""
         self.consumer = self._open()
         log.info(
-            "%s mode: member %s in group %s consuming %s",
+            "%s mode: member %s in group %s consuming %s (client %s)",
             self.mode,
             self.config.member,
             self.config.group,
             ",".join(self.config.topics),
+            self.config.engine,
         )
         try:
             while not self.stop_event.is_set():

@@ -27,6 +27,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
+from kafka_rebalance_common import wire
 from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable
 from kafka_rebalance_operator.kafka_security import client_settings
 
@@ -266,9 +267,16 @@ def _secured_flags(kind: str, cluster: Any, secrets: Path) -> tuple[str, list[st
 @pytest.mark.parametrize(
     "kind", ["sasl-scram-password-file", "ssl-client-certificate", "sasl-ssl-password-env"]
 )
+@pytest.mark.parametrize(
+    "engine",
+    [("group", "kafka-python"), ("assign", "librdkafka")],
+    ids=["group-kafka-python", "assign-librdkafka"],
+)
 def test_sidecar_consumes_and_commits_through_a_secured_listener(
-    kafka_broker_4, tmp_path: Path, kind: str
+    kafka_broker_4, tmp_path: Path, kind: str, engine: tuple[str, str]
 ) -> None:
+    """Both client engines: librdkafka gets the same flags translated to its own settings."""
+    mode, client = engine
     cluster = kafka_broker_4.cluster
     topic = _topic_with_records(cluster.bootstrap_servers, f"sidecar-{kind}")
     group = f"sidecar-{kind}-{uuid.uuid4().hex[:8]}"
@@ -301,6 +309,8 @@ def test_sidecar_consumes_and_commits_through_a_secured_listener(
         f"--member={member}",
         f"--assignment={document}",
         "--handler=kafka_rebalance.demo.ledger:record",  # on-poison dead-letter: a producer too
+        f"--apply-mode={mode}",
+        f"--engine={client}",
         *flags,
     ]
     log = tmp_path / "kafka_rebalance_sidecar.log"
@@ -321,7 +331,7 @@ def test_sidecar_consumes_and_commits_through_a_secured_listener(
         assert process.wait(30) == 0, log.read_text()[-3000:]
 
     for om in committed.values():
-        assert json.loads(om.metadata) == {"member": member, "epoch": 1}
+        assert wire.decode_commit_metadata(om.metadata) == wire.CommitMetadata(member, 1)
     produced = {(topic, p): PER_PARTITION for p in range(PARTITIONS)}
     report = ledger.reconcile(produced, tmp_path / "ledger")
     assert report.lost == 0 and report.produced == PARTITIONS * PER_PARTITION, report.summary()
@@ -330,6 +340,8 @@ def test_sidecar_consumes_and_commits_through_a_secured_listener(
     if "--verbose" in flags:
         assert f"{DEV_USERNAME}\\x00***'" in text  # the raw PLAIN request was logged, masked
     assert f"kafka security: {flags[0].split('=', 1)[1]}" in text
+    started = f"{mode} mode: member {member} in group {group} consuming {topic} (client {client})"
+    assert started in text, text[-3000:]
 
 
 # ---- restart: the listeners and the SCRAM users come back with the node --------------------------
