@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 
 from benchmarks import kafka_harness
 
@@ -125,7 +126,7 @@ class Broker:
 
 def create_topic(bootstrap: str, partitions: int) -> str:
     topic = f"datapath-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap)
     try:
         admin.create_topics([NewTopic(topic, partitions, 1)])
     finally:

@@ -19,10 +19,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.structs import OffsetAndMetadata
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 
 from benchmarks.datapath import Broker
 from benchmarks.operator_poll import commit_group_offsets
@@ -32,7 +32,7 @@ METADATA = '{"member":"m","epoch":1}'
 
 def prepare(bootstrap: str, topics: int, partitions: int) -> tuple[list[tuple[str, int]], str]:
     """Fresh topics `reads-<run>-<i>` with a commit at offset 0 for every partition."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=120_000)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap, request_timeout_ms=120_000)
     run = uuid.uuid4().hex[:6]
     names, group = [f"reads-{run}-{i}" for i in range(topics)], f"offset-reads-{run}"
     keys = [(n, p) for n in names for p in range(partitions)]
@@ -58,7 +58,7 @@ def prepare(bootstrap: str, topics: int, partitions: int) -> tuple[list[tuple[st
 def kafka_python_reads(
     bootstrap: str, keys: list[tuple[str, int]], group: str
 ) -> Callable[[], int]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=120_000)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap, request_timeout_ms=120_000)
     partitions = [KafkaPythonPartition(t, p) for t, p in keys]
 
     def read() -> int:

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
+
 from benchmarks.measure import load_average, table
 from benchmarks.operator_poll import commit_group_offsets
 
@@ -127,10 +129,10 @@ def environment(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
 
 
 def create_topics(bootstrap: str, prefix: str, topics: int, partitions: int) -> list[str]:
-    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.admin import NewTopic
 
     names = [f"{prefix}-t{i:04d}" for i in range(topics)]
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
     try:
         for start in range(0, topics, 50):
             batch = [NewTopic(n, partitions, 1) for n in names[start : start + 50]]
@@ -156,7 +158,6 @@ def create_topics(bootstrap: str, prefix: str, topics: int, partitions: int) -> 
 def write_records_and_offsets(bootstrap: str, names: list[str], partitions: int, group: str) -> int:
     """1-3 records in every partition; the group committed at offset 0 or 1, so lags are 1-3."""
     from kafka import KafkaProducer, TopicPartition
-    from kafka.admin import KafkaAdminClient
     from kafka.structs import OffsetAndMetadata
 
     written = 0
@@ -172,7 +173,7 @@ def write_records_and_offsets(bootstrap: str, names: list[str], partitions: int,
                     written += 1
         producer.flush(600)
         producer.close()
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
     try:
         offsets = {
             TopicPartition(t, p): OffsetAndMetadata(p % 2, "", -1)

@@ -24,8 +24,9 @@ from typing import Any
 
 import kafka_rebalance_assignors as assignors
 from kafka import KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator import planning, ports, reconcile
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import classify
@@ -54,7 +55,7 @@ def show(label: str, times: list[float]) -> None:
 
 def prepare(bootstrap: str, partitions: int, group: str) -> str:
     topic = f"pollcost-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic, partitions, 1)])
     time.sleep(2)
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50)
@@ -72,7 +73,7 @@ def prepare(bootstrap: str, partitions: int, group: str) -> str:
 
 
 def commit_group_offsets(
-    admin: KafkaAdminClient, group: str, offsets: dict[Any, Any], timeout_s: float = 60
+    admin: RetryingAdmin, group: str, offsets: dict[Any, Any], timeout_s: float = 60
 ) -> None:
     """alter_group_offsets, retried for `timeout_s`: the group coordinator of a just-started
     broker answers COORDINATOR_NOT_AVAILABLE for a while."""

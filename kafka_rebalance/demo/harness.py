@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_common.kafka_retry import ensure_topic
+
 from kafka_rebalance.demo.cluster import Cluster, install_crd, policy_body, wait_for
 from kafka_rebalance.demo.environment import Endpoints
 from kafka_rebalance.demo.fleet import Fleet, SidecarSettings
@@ -22,7 +24,7 @@ from kafka_rebalance.demo.observe import Sample, Sampler
 from kafka_rebalance.demo.operator_process import OperatorProcess
 from kafka_rebalance.demo.pods import ConsumerPods, PodFleet, RealNode
 from kafka_rebalance.demo.summary import Point
-from kafka_rebalance.demo.workload import Workload, create_topic
+from kafka_rebalance.demo.workload import Workload
 
 APP = "consumer"
 POLICY = "demo"
@@ -117,7 +119,9 @@ class GroupHarness:
         kwok_pods = isinstance(self.fleet, Fleet)  # real pods start with their sidecars
         if kwok_pods:
             self.cluster.create_statefulset(self.app, self.replicas)
-        create_topic(self.endpoints.bootstrap_servers, self.topic, self.partitions)
+        ensure_topic(
+            self.endpoints.bootstrap_servers, self.topic, self.partitions, client_id="demo-admin"
+        )
         if kwok_pods:
             self.cluster.wait_pods(self.app, self.pods(self.replicas))
         self.workload = Workload(self.endpoints.bootstrap_servers, self.topic, self.partitions)

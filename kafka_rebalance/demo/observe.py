@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka import TopicPartition
-from kafka.admin import KafkaAdminClient, OffsetSpec
+from kafka.admin import OffsetSpec
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator.verify import actual_assignment
+
+LIVE_RETRY_BUDGET_S = 1.0  # a sample after the first: retry this long, then show the last one
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class Sampler:
         self, bootstrap: str, group: str, topic: str, partitions: int, ledger_dir: Path
     ) -> None:
         self.group, self.topic, self.partitions = group, topic, partitions
-        self.admin = KafkaAdminClient(
+        self.admin = RetryingAdmin(
             bootstrap_servers=bootstrap, client_id="demo-sampler", request_timeout_ms=5000
         )
         self.ledger = LedgerTail(ledger_dir)
@@ -88,25 +91,28 @@ class Sampler:
     def close(self) -> None:
         self.admin.close()
 
-    def _offsets(self, spec: int) -> dict[int, int]:
-        result = self.admin.list_partition_offsets({tp: spec for tp in self._tps})
+    def _offsets(self, admin: RetryingAdmin, spec: int) -> dict[int, int]:
+        result = admin.list_partition_offsets({tp: spec for tp in self._tps})
         return {tp.partition: int(value.offset) for tp, value in result.items()}
 
     def sample(self) -> Sample:
-        """One observation; on a failed read (a broker restart) the previous one, re-timed."""
+        """One observation. The first one rides out a fresh broker's retriable errors for the
+        admin client's whole budget; later ones retry briefly and, on a failed read (a broker
+        restart), return the previous one re-timed, so the live view never stalls."""
         t = time.monotonic() - self.started
         processed = self.ledger.update()
+        admin = self.admin if self._last is None else self.admin.within(LIVE_RETRY_BUDGET_S)
         try:
             if self._starts is None:
-                self._starts = self._offsets(OffsetSpec.EARLIEST)
-            ends = self._offsets(OffsetSpec.LATEST)
-            offsets = self.admin.list_group_offsets({self.group: None}).get(self.group) or {}
+                self._starts = self._offsets(admin, OffsetSpec.EARLIEST)
+            ends = self._offsets(admin, OffsetSpec.LATEST)
+            offsets = admin.list_group_offsets({self.group: None}).get(self.group) or {}
             committed = {
                 tp.partition: int(v.offset)
                 for tp, v in offsets.items()
                 if tp.topic == self.topic and v.offset is not None and v.offset >= 0
             }
-            described = self.admin.describe_groups([self.group]).get(self.group) or {}
+            described = admin.describe_groups([self.group]).get(self.group) or {}
         except Exception:
             if self._last is None:
                 raise

@@ -13,20 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import TopicAlreadyExistsError
 
 TICK_S = 0.05
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="demo-admin")
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    except TopicAlreadyExistsError:
-        pass
-    finally:
-        admin.close()
 
 
 class Workload:

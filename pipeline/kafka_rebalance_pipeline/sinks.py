@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 TELEMETRY_TOPIC = "kafka-rebalance.telemetry"  # docs/naming.md
+TELEMETRY_PARTITIONS = 3  # when the pipeline has to create the topic itself
 
 
 def encode(row: dict[str, Any]) -> bytes:
@@ -46,26 +47,14 @@ def write_files(
     return written
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int = 3) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafka-rebalance-pipeline")
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    except TopicAlreadyExistsError:
-        pass
-    finally:
-        admin.close()
-
-
 def write_kafka(
     rows: Iterable[dict[str, Any]], bootstrap: str, topic: str = TELEMETRY_TOPIC
 ) -> int:
     """Produce rows to the telemetry topic (created if missing); returns the count written."""
     from kafka import KafkaProducer
+    from kafka_rebalance_common.kafka_retry import ensure_topic
 
-    ensure_topic(bootstrap, topic)
+    ensure_topic(bootstrap, topic, TELEMETRY_PARTITIONS, client_id="kafka-rebalance-pipeline")
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
         client_id="kafka-rebalance-pipeline",

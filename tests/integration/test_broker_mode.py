@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaProducer
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator import kip848
 
 from kafka_rebalance.demo.cluster import wait_for
@@ -97,9 +98,9 @@ class JavaMembers:
 @contextlib.contextmanager
 def _broker_group(
     kafka_bootstrap: str, k8s: Any, tools: Toolchain, workdir: Path, prefix: str, replicas: int
-) -> Iterator[tuple[GroupHarness, JavaMembers, KafkaAdminClient]]:
+) -> Iterator[tuple[GroupHarness, JavaMembers, RetryingAdmin]]:
     endpoints = Endpoints(kafka_bootstrap, k8s.kubeconfig, k8s.tools.kubectl)
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin = RetryingAdmin(bootstrap_servers=kafka_bootstrap)
     java: JavaMembers | None = None
 
     def consumers() -> str:
@@ -135,7 +136,7 @@ def _plan(harness: GroupHarness) -> tuple[int, dict[str, dict[str, list[int]]]]:
 
 def _converged(
     harness: GroupHarness,
-    admin: KafkaAdminClient,
+    admin: RetryingAdmin,
     java: JavaMembers,
     min_epoch: int,
     timeout: float,

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 
 from kafka_rebalance.devenv import kafka_protocol
 from kafka_rebalance.devenv.environment import SECURED_ENV
@@ -143,7 +144,6 @@ def test_dev_up_with_the_broker_plugin_serves_kip848_groups_by_the_plan_assignor
 ) -> None:
     """`dev up --broker-plugin`: the broker's default server-side assignor is the project's
     `kafka-rebalance-plan` (a KIP-848 group joined by the operator's nudge is assigned by it)."""
-    from kafka import KafkaAdminClient
     from kafka_rebalance_operator import kip848
 
     up = _dev(state_dir, "up", "--only", "kafka", "--broker-plugin", "--print-env")
@@ -153,7 +153,7 @@ def test_dev_up_with_the_broker_plugin_serves_kip848_groups_by_the_plan_assignor
         for line in up.stdout.splitlines()
         if line.startswith("export KAFKA_BOOTSTRAP_SERVERS=")
     )
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap, request_timeout_ms=30000)
     try:
         for attempt in range(30):  # the group coordinator comes up shortly after the broker
             try:

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common import wire
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable
 from kafka_rebalance_operator.kafka_security import client_settings
 
@@ -48,7 +49,7 @@ PER_PARTITION = 20
 def _topic_with_records(bootstrap: str, prefix: str) -> str:
     """A fresh topic with PER_PARTITION records in each partition (written over PLAINTEXT)."""
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     try:
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     finally:
@@ -74,7 +75,7 @@ def _commit(bootstrap: str, group: str, offsets: dict[TopicPartition, int]) -> N
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> dict[int, Any]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     try:
         offsets = admin.list_group_offsets({group: None}).get(group) or {}
     finally:
@@ -479,7 +480,7 @@ def _set_scram_password(bootstrap: str, user: str, password: str) -> None:
     as Strimzi's User Operator or `kafka-configs --alter --add-config SCRAM-SHA-512=...` do."""
     from kafka.admin import UserScramCredentialUpsertion
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     try:
         result = admin.alter_user_scram_credentials(
             [UserScramCredentialUpsertion(user, "SCRAM-SHA-512", password)]

@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 
 from kafka_rebalance.devenv import kafka_protocol
 
@@ -21,7 +22,7 @@ def test_produce_and_consume_round_trip(any_kafka) -> None:
     bootstrap = any_kafka.bootstrap_servers
     topic = f"smoke-{uuid.uuid4().hex[:8]}"
     group = f"smoke-group-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="smoke-admin")
+    admin = RetryingAdmin(bootstrap_servers=bootstrap, client_id="smoke-admin")
     try:
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
         sent = {f"key-{i}".encode(): f"value-{i}".encode() for i in range(MESSAGES)}
@@ -72,7 +73,7 @@ def test_each_fixture_runs_the_broker_line_it_claims(kafka_broker_4, kafka_compa
 def test_three_node_cluster_keeps_serving_with_one_broker_down(kafka_cluster) -> None:
     bootstrap = kafka_cluster.bootstrap_servers
     topic = f"quorum-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic, 3, 3)])
     admin.close()
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 
 from kafka_rebalance.demo.cluster import wait_for
 from kafka_rebalance.demo.operator_process import OperatorProcess
@@ -57,7 +58,7 @@ def test_a_standby_takes_over_and_epochs_never_go_back(
         "-n", namespace, "rollout", "status", "statefulset/consumer", "--timeout=120s", timeout=150
     )
     topic = f"failover-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, 6, 1)])
     admin.close()
 

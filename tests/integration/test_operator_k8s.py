@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_rebalance.demo.cluster import wait_for
@@ -313,7 +314,7 @@ def make_env(
         "-n", namespace, "rollout", "status", f"statefulset/{app}", "--timeout=120s", timeout=150
     )
     topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, partitions, 1)])
     admin.close()
     return GroupEnv(cluster, installed, topic, app, kafka, tmp_path)
@@ -1039,7 +1040,7 @@ def test_one_group_on_one_cluster_has_one_policy_across_watched_namespaces(
     for cluster in (first, second):
         cluster.apply(pause_statefulset("consumer", 1, cpu_request="100m"))
     topic = f"conflict-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, 2, 1)])
     admin.close()
     group = f"group-{topic}"
@@ -1098,7 +1099,7 @@ def test_configmaps_the_policy_does_not_own_are_never_overwritten(
         rollout = f"statefulset/{app}"
         k8s.kubectl("-n", namespace, "rollout", "status", rollout, "--timeout=120s", timeout=150)
     topic = f"foreign-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, 2, 1)])
     admin.close()
     own = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine.users-0"}}

@@ -9,8 +9,9 @@ import uuid
 
 import pytest
 from kafka import KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable
 from kafka_rebalance_operator.lag import LagState, classify
 
@@ -46,7 +47,7 @@ def _free_port() -> int:
 
 def test_every_lag_state_from_a_real_broker(kafka: str) -> None:
     topic, group = f"lag-{uuid.uuid4().hex[:8]}", f"lag-group-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     try:
         admin.create_topics([NewTopic(topic, 4, 1)])
         _produce(kafka, topic, {0: 10, 1: 10, 2: 10, 3: 10})
@@ -85,7 +86,7 @@ def test_every_lag_state_from_a_real_broker(kafka: str) -> None:
 
 def test_a_missing_topic_is_reported_and_the_others_still_read(kafka: str) -> None:
     topic = f"present-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, 2, 1)])
     admin.close()
     _produce(kafka, topic, {0: 3, 1: 5})
@@ -111,7 +112,7 @@ def test_partitions_without_a_leader_are_unknown_the_rest_are_read(kafka_cluster
     # one partition has no leader; the fallback must still read every led partition of both.
     bootstrap = kafka_cluster.bootstrap_servers
     topics = [f"leaderless-{uuid.uuid4().hex[:8]}" for _ in range(2)]
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = RetryingAdmin(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(t, 6, 1) for t in topics])  # one replica: no leader when stopped
     time.sleep(1)
     leaders = {
@@ -184,7 +185,7 @@ def test_a_kip848_group_is_recognised_and_refuses_manual_commits(kafka, tools, t
     from kafka_rebalance.devenv.kafka_broker import java_binary
 
     topic, group = f"kip848-{uuid.uuid4().hex[:6]}", f"kip848-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, 3, 1)])
     admin.close()
     source = tmp_path / "Kip848Consumer.java"

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 from kafka import KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.ports import Ports, PrometheusMetrics, SystemClock
@@ -58,7 +59,7 @@ def pods(count: int) -> list[PodSummary]:
 
 def topic_with(kafka: str, partitions: int) -> str:
     topic = f"poll-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, partitions, 1)])
     admin.close()
     return topic
@@ -192,7 +193,7 @@ def test_assign_mode_hands_over_in_two_steps(kafka) -> None:
     assert policy.poll().action == "handoff"
     assert policy.condition("Reconciling")["reason"] == "HandingOff"
 
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     epoch = policy.status["epoch"]
     acks = {
         TopicPartition(t, p): OffsetAndMetadata(0, json.dumps({"member": m, "epoch": epoch}), -1)
@@ -291,7 +292,7 @@ def test_telemetry_rows_reach_the_kafka_topic(kafka) -> None:
     store = MemoryConfigMaps()
     topic = topic_with(kafka, 2)
     telemetry_topic = f"telemetry-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(telemetry_topic, 1, 1)])
     admin.close()
     sink = KafkaSink(kafka, telemetry_topic)

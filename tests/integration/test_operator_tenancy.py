@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 
 from kafka_rebalance.demo.cluster import Cluster, install_crd
 from kafka_rebalance.demo.operator_process import OperatorProcess
@@ -72,7 +73,7 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
     long_topic = f"{letters[:12]}-{letters[12:23]}-{letters[23:34]}"
     assert len(long_topic) == 36
     topic = f"tenancy-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    admin = RetryingAdmin(bootstrap_servers=cluster.bootstrap_servers)
     try:
         admin.create_topics([NewTopic(long_topic, 1, 1), NewTopic(topic, 2, 1)])
     finally:

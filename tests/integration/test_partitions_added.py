@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.admin import KafkaAdminClient, NewPartitions
+from kafka.admin import NewPartitions
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 
 from kafka_rebalance.demo.environment import Endpoints
 from kafka_rebalance.demo.harness import GroupHarness
@@ -40,7 +41,7 @@ def _group(endpoints: Endpoints, workdir: Path, **options: Any) -> Any:
 def _add_partitions(harness: GroupHarness) -> Workload:
     """Raise the partition count, point the harness's sampler at all of them, and produce to
     the new ones with a fresh producer (a running producer would not know them yet)."""
-    admin = KafkaAdminClient(bootstrap_servers=harness.endpoints.bootstrap_servers)
+    admin = RetryingAdmin(bootstrap_servers=harness.endpoints.bootstrap_servers)
     try:
         admin.create_partitions({harness.topic: NewPartitions(total_count=AFTER)})
     finally:

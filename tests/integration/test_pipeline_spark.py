@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kafka_rebalance_common.kafka_retry import ensure_topic
 from kafka_rebalance_pipeline.backtest_job import run_backtest
 from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_group
 from kafka_rebalance_pipeline.rates_job import run_rates
@@ -28,7 +29,7 @@ from kafka_rebalance_pipeline.recommend import POD_NAME_LABEL
 from kafka_rebalance_pipeline.recommend_job import run_recommend
 from kafka_rebalance_pipeline.replay import default_grid, strategies_grid
 from kafka_rebalance_pipeline.schema import FIELDS, row_errors
-from kafka_rebalance_pipeline.sinks import encode, ensure_topic, write_files, write_kafka
+from kafka_rebalance_pipeline.sinks import encode, write_files, write_kafka
 from kafka_rebalance_pipeline.spark_io import read_telemetry
 
 from tests.pipeline_fleets import slow_member_fleet, uniform_fleet
@@ -297,7 +298,7 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
     from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink
 
     topic = f"kafka-rebalance.telemetry-{uuid.uuid4().hex[:8]}"
-    ensure_topic(kafka, topic)
+    ensure_topic(kafka, topic, 3)
     recorder = Recorder()
     truth: list[GroupTruth] = []
     lines = tmp_path / "operator" / "telemetry.jsonl"

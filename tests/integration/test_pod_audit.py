@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 
 from kafka_rebalance.demo.cluster import Cluster, install_crd, policy_body, wait_for
 from kafka_rebalance.demo.operator_process import OperatorProcess
@@ -181,7 +182,7 @@ def test_a_pod_deleted_while_the_watch_was_down_leaves_the_group(
         interval_scale=0.4,
         extra=["--pod-audit-interval", str(AUDIT_S)],
     )
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     try:
         cluster.create_namespace()
         wait_for(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_common.kafka_retry import ensure_topic
 
 from kafka_rebalance.demo.pods import (
     ConsumerPods,
@@ -179,16 +180,6 @@ def is_ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        admin.close()
-
-
 def policy(name: str, bootstrap: str, topic: str, app: str) -> dict[str, Any]:
     return {
         "apiVersion": "kafka-rebalance.io/v1alpha1",
@@ -225,7 +216,7 @@ def test_chart_runs_the_operator_under_restricted_pod_security_and_it_reconciles
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
     topic = f"orders-{uuid.uuid4().hex[:6]}"
-    create_topic(node.bootstrap, topic, 3)
+    ensure_topic(node.bootstrap, topic, 3)
     body = policy("orders", node.pod_bootstrap, topic, "orders")
     manifest = tmp_path / "policy.yaml"
     manifest.write_text(json.dumps(body))
@@ -411,7 +402,7 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
     namespace = restricted_namespace(node, "pods")
     install_chart(node, namespace, tmp_path / "helm")
     topic, name, partitions = f"events-{uuid.uuid4().hex[:6]}", "events", 6
-    create_topic(node.bootstrap, topic, partitions)
+    ensure_topic(node.bootstrap, topic, partitions)
     body = policy(name, node.pod_bootstrap, topic, name)
     body["spec"]["rebalance"]["cooldown"] = "5s"
     ledger_dir = node.state_dir / f"ledger-{namespace}"

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import pytest
 from kafka import KafkaConsumer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_sidecar.assignor import ASSIGNOR_NAME, PlanFollowingAssignor
 from kafka_rebalance_sidecar.document import AssignmentTracker
 from kafka_rebalance_sidecar.plan_following import Composition
@@ -144,7 +145,7 @@ def group_of_three(
     cooperative: bool = request.param
     topic = f"plan-following-{uuid.uuid4().hex[:8]}"
     group = f"plan-following-group-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka, client_id="plan-following-admin")
+    admin = RetryingAdmin(bootstrap_servers=kafka, client_id="plan-following-admin")
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     admin.close()
     members = []
@@ -216,7 +217,7 @@ def test_group_follows_the_documents_and_moves_the_partition(
     assert by_pod["pod-0"].history[-1] == frozenset({0})
     assert by_pod["pod-2"].history[-1] == frozenset({1, 3})
 
-    admin = KafkaAdminClient(bootstrap_servers=kafka, client_id="plan-following-describe")
+    admin = RetryingAdmin(bootstrap_servers=kafka, client_id="plan-following-describe")
     try:
         described = admin.describe_groups([group])[group]
     finally:

@@ -27,8 +27,9 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
 from kafka_rebalance_common import wire
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator.handoff import acknowledged
 from kafka_rebalance_operator.verify import actual_assignment
 from kafka_rebalance_sidecar.records import Batch
@@ -214,7 +215,7 @@ class Bench:
         self.ledger.mkdir()
         self.logs = root / "logs"
         self.logs.mkdir()
-        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+        self.admin = RetryingAdmin(bootstrap_servers=bootstrap, request_timeout_ms=15000)
         self.admin.create_topics([NewTopic(self.topic, partitions, 1)])
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
         self.produced: dict[tuple[str, int], int] = {}

@@ -7,14 +7,15 @@ import uuid
 
 import pytest
 from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 
 pytestmark = pytest.mark.integration
 
 
 def test_spark_batch_read_returns_the_produced_rows(kafka: str, spark) -> None:
     topic = f"spark-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, 2, 1)])
     admin.close()
     rows = [{"partition_hint": i % 2, "lag": i * 10} for i in range(25)]
