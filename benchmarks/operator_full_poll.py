@@ -96,10 +96,10 @@ def environment(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     if args.bootstrap and args.kubeconfig:
         yield args.bootstrap, args.kubeconfig
         return
-    from kafka_rebalance.devenv import control_plane, kafka_broker
-    from kafka_rebalance.devenv.processes import StateFile
-    from kafka_rebalance.devenv.supervisor import Supervisor
-    from kafka_rebalance.devenv.toolchain import toolchain
+    from kafka_rebalance_dev.devenv import control_plane, kafka_broker
+    from kafka_rebalance_dev.devenv.processes import StateFile
+    from kafka_rebalance_dev.devenv.supervisor import Supervisor
+    from kafka_rebalance_dev.devenv.toolchain import toolchain
 
     tools = toolchain()
     missing = [m for m in tools.missing() if m.split(" ", 1)[0] in ("kafka", "etcd", "kubernetes")]
@@ -287,14 +287,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kubeconfig")
     args = parser.parse_args(argv)
 
+    from kafka_rebalance_dev.demo.cluster import install_crd
+    from kafka_rebalance_dev.devenv.toolchain import toolchain
     from kafka_rebalance_operator import metrics, ports, reconcile
     from kafka_rebalance_operator.memory import PolicyMemory
     from kafka_rebalance_operator.settings import OperatorSettings
     from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
     from kubernetes import client, config
-
-    from kafka_rebalance.demo.cluster import install_crd
-    from kafka_rebalance.devenv.toolchain import toolchain
 
     total = args.topics * args.partitions
     run = uuid.uuid4().hex[:5]

@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from kafka_rebalance.devenv import control_plane, kafka_broker
-from kafka_rebalance.devenv.kafka_broker import KafkaCluster
-from kafka_rebalance.devenv.kube_api import write_kubeconfig
-from kafka_rebalance.devenv.processes import StateFile
-from kafka_rebalance.devenv.supervisor import Supervisor
-from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
+from kafka_rebalance_dev.devenv import control_plane, kafka_broker
+from kafka_rebalance_dev.devenv.kafka_broker import KafkaCluster
+from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
+from kafka_rebalance_dev.devenv.processes import StateFile
+from kafka_rebalance_dev.devenv.supervisor import Supervisor
+from kafka_rebalance_dev.devenv.toolchain import Toolchain, toolchain
 
 BROKER_HEAP = "512m"
 CLUSTER_NODE_HEAP = "384m"

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
+from kafka_rebalance_dev.devenv.toolchain import Toolchain, toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "kafka-rebalance-operator"

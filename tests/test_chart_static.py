@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from kafka_rebalance_assignors import STRATEGY_NAMES
-
-from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
+from kafka_rebalance_dev.devenv.toolchain import Toolchain, toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "crds" / "consumergrouppolicies.yaml"

@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka_rebalance_dev.demo.ledger import read_ledger
 from kafka_rebalance_sidecar.delivery import HttpDelivery
 from kafka_rebalance_sidecar.records import Batch, Record
-
-from kafka_rebalance.demo.ledger import read_ledger
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "ledger-app" / "app.py"
 

@@ -16,8 +16,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from kafka_rebalance.devenv.toolchain import cache_root
+from kafka_rebalance_dev.devenv.toolchain import cache_root
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "charts" / "kafka-rebalance-operator" / "files" / "prometheus-rules.yaml"

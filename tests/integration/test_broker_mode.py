@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.demo.ledger import ledger_path
+from kafka_rebalance_dev.devenv.kafka_broker import java_binary
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import kip848
 
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.harness import GroupHarness
-from kafka_rebalance.demo.ledger import ledger_path
-from kafka_rebalance.devenv.kafka_broker import java_binary
-from kafka_rebalance.devenv.toolchain import Toolchain
 from tests.integration.harnesses import group_harness, ledger_verdict
 
 pytestmark = [pytest.mark.integration, pytest.mark.kip848]

@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from kafka_rebalance.devenv.kube_api import write_kubeconfig
+from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from kafka.admin import NewTopic
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.operator_process import OperatorProcess
 
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.demo.operator_process import OperatorProcess
 from tests.integration.manifests import pause_statefulset
 from tests.integration.test_operator_k8s import (
     Cluster,

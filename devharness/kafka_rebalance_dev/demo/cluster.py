@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CRD_FILE = ROOT / "crds" / "consumergrouppolicies.yaml"
 GROUP, VERSION, PLURAL = "kafka-rebalance.io", "v1alpha1", "consumergrouppolicies"
 CRD_NAME = f"{PLURAL}.{GROUP}"

@@ -111,7 +111,7 @@ def _interrupted(signum: int, _frame: object) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kafka_rebalance.demo.run import DemoOptions, print_json, run_demo
+    from kafka_rebalance_dev.demo.run import DemoOptions, print_json, run_demo
 
     if args.duration is None:
         args.duration = KUBELET_DURATION_S if args.kubelet else DURATION_S

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.harness import GroupHarness
-from kafka_rebalance.demo.summary import (
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.demo.summary import (
     Point,
     lag_over_time,
     lag_trend,

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_rebalance.demo.pods import RealNode
-from kafka_rebalance.devenv.control_plane import REAL_NODE_NAME
-from kafka_rebalance.devenv.environment import AlreadyUp, DevEnvironment, resolve_state_dir
+from kafka_rebalance_dev.demo.pods import RealNode
+from kafka_rebalance_dev.devenv.control_plane import REAL_NODE_NAME
+from kafka_rebalance_dev.devenv.environment import AlreadyUp, DevEnvironment, resolve_state_dir
 
 DEFAULT_DEMO_STATE_DIR = ".dev-demo"
 
@@ -89,7 +89,7 @@ class DemoEnvironment:
 
     def _real_node(self, info: dict, log: Callable[[str], None]) -> tuple[RealNode, float]:
         """The environment's real node with the current tree's image loaded (`dev image`)."""
-        from kafka_rebalance.devenv import image
+        from kafka_rebalance_dev.devenv import image
 
         if not info.get("kafka_pod_bootstrap_servers") or not info.get("containerd_socket"):
             raise DemoEnvironmentError(

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from kafka_rebalance_operator import names
 
-from kafka_rebalance.demo.cluster import ROOT
+from kafka_rebalance_dev.demo.cluster import ROOT
 
-LEDGER_HANDLER = "kafka_rebalance.demo.ledger:record"
+LEDGER_HANDLER = "kafka_rebalance_dev.demo.ledger:record"
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,14 @@ from typing import Any
 
 from kafka_rebalance_common.kafka_retry import ensure_topic
 
-from kafka_rebalance.demo.cluster import Cluster, install_crd, policy_body, wait_for
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.fleet import Fleet, SidecarSettings
-from kafka_rebalance.demo.observe import Sample, Sampler
-from kafka_rebalance.demo.operator_process import OperatorProcess
-from kafka_rebalance.demo.pods import ConsumerPods, PodFleet, RealNode
-from kafka_rebalance.demo.summary import Point
-from kafka_rebalance.demo.workload import Workload
+from kafka_rebalance_dev.demo.cluster import Cluster, install_crd, policy_body, wait_for
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.fleet import Fleet, SidecarSettings
+from kafka_rebalance_dev.demo.observe import Sample, Sampler
+from kafka_rebalance_dev.demo.operator_process import OperatorProcess
+from kafka_rebalance_dev.demo.pods import ConsumerPods, PodFleet, RealNode
+from kafka_rebalance_dev.demo.summary import Point
+from kafka_rebalance_dev.demo.workload import Workload
 
 APP = "consumer"
 POLICY = "demo"
@@ -308,7 +308,7 @@ class GroupHarness:
 
     def reconcile(self) -> Any:
         """The ledger's verdict: produced offsets against processed records."""
-        from kafka_rebalance.demo.ledger import reconcile
+        from kafka_rebalance_dev.demo.ledger import reconcile
 
         assert self.workload is not None
         return reconcile(self.workload.produced(), self.ledger_dir)

@@ -1,7 +1,7 @@
 """The "nothing lost" proof: a handler that writes down every record it processes, and the
 reconciliation of what was produced against what was processed.
 
-`record` is an in-process sidecar handler (`--handler kafka_rebalance.demo.ledger:record`).
+`record` is an in-process sidecar handler (`--handler kafka_rebalance_dev.demo.ledger:record`).
 Each member appends one JSON line per record to `$KAFKA_REBALANCE_LEDGER_DIR/<member>.jsonl`:
 `{"t": topic, "p": partition, "o": offset, "m": member, "e": epoch, "ts": wall ms}`. The batch
 is written and flushed before the handler returns, and the sidecar commits only after that, so a

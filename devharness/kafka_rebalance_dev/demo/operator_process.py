@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_rebalance.demo.cluster import ROOT, wait_for
+from kafka_rebalance_dev.demo.cluster import ROOT, wait_for
 
 
 def free_port() -> int:

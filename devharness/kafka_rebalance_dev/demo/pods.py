@@ -23,7 +23,7 @@ from typing import Any
 
 from kafka_rebalance_operator import names
 
-from kafka_rebalance.demo.cluster import ROOT, Cluster, wait_for
+from kafka_rebalance_dev.demo.cluster import ROOT, Cluster, wait_for
 
 LEDGER_APP = ROOT / "examples" / "ledger-app" / "app.py"
 LEDGER_APP_CONFIGMAP = "ledger-app"

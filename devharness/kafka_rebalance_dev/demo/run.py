@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_rebalance.demo import table
-from kafka_rebalance.demo.environment import DemoEnvironment, Endpoints
-from kafka_rebalance.demo.harness import GroupHarness
-from kafka_rebalance.demo.summary import Phases, build_summary
+from kafka_rebalance_dev.demo import table
+from kafka_rebalance_dev.demo.environment import DemoEnvironment, Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.demo.summary import Phases, build_summary
 
 
 @dataclass

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from kafka_rebalance.devenv.environment import (
+from kafka_rebalance_dev.devenv.environment import (
     ALL_PARTS,
     STATE_DIR_ENV,
     AlreadyUp,
@@ -21,7 +21,7 @@ from kafka_rebalance.devenv.environment import (
     PartiallyUp,
     resolve_state_dir,
 )
-from kafka_rebalance.devenv.supervisor import StartupError
+from kafka_rebalance_dev.devenv.supervisor import StartupError
 
 
 def _err(message: str) -> None:
@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
     )
     actions = dev.add_subparsers(dest="dev_command", required=True, metavar="ACTION")
 
-    from kafka_rebalance.devenv import provision as provisioning
+    from kafka_rebalance_dev.devenv import provision as provisioning
 
     provision = actions.add_parser(
         "provision",
@@ -145,8 +145,8 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _image(args: argparse.Namespace) -> int:
-    from kafka_rebalance.devenv import image
-    from kafka_rebalance.devenv.toolchain import toolchain
+    from kafka_rebalance_dev.devenv import image
+    from kafka_rebalance_dev.devenv.toolchain import toolchain
 
     started = time.monotonic()
     try:

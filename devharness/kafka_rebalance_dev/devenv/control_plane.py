@@ -13,11 +13,11 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_rebalance.devenv import pki
-from kafka_rebalance.devenv.kube_api import KubeClient, probe_https, write_kubeconfig
-from kafka_rebalance.devenv.ports import LOOPBACK, free_ports
-from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
-from kafka_rebalance.devenv.toolchain import Toolchain
+from kafka_rebalance_dev.devenv import pki
+from kafka_rebalance_dev.devenv.kube_api import KubeClient, probe_https, write_kubeconfig
+from kafka_rebalance_dev.devenv.ports import LOOPBACK, free_ports
+from kafka_rebalance_dev.devenv.supervisor import StartupError, Supervisor
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_FIRST_IP = "10.96.0.1"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from kafka_rebalance.devenv import (
+from kafka_rebalance_dev.devenv import (
     control_plane,
     kafka_broker,
     kafka_protocol,
@@ -26,10 +26,10 @@ from kafka_rebalance.devenv import (
     pod_network,
     processes,
 )
-from kafka_rebalance.devenv.ports import LOOPBACK, is_listening
-from kafka_rebalance.devenv.processes import StateFile
-from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
-from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
+from kafka_rebalance_dev.devenv.ports import LOOPBACK, is_listening
+from kafka_rebalance_dev.devenv.processes import StateFile
+from kafka_rebalance_dev.devenv.supervisor import StartupError, Supervisor
+from kafka_rebalance_dev.devenv.toolchain import Toolchain, toolchain
 
 STATE_DIR_ENV = "KAFKA_REBALANCE_DEV_DIR"
 DEFAULT_STATE_DIR = ".dev"
@@ -275,7 +275,7 @@ class DevEnvironment:
         info = self.info()
         if "api_port" not in info:
             return None
-        from kafka_rebalance.devenv.pki import KeyPair
+        from kafka_rebalance_dev.devenv.pki import KeyPair
 
         return control_plane.ControlPlane(
             directory=self.state_dir / "kubernetes",

@@ -3,7 +3,7 @@
 kube-apiserver binds one address (127.0.0.1 here). Pods only reach the host's address on their
 bridge, so this process listens there and copies bytes both ways; TLS passes through untouched
 (the serving certificate also names the bridge address). Run as
-`python -m kafka_rebalance.devenv.forward LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT`.
+`python -m kafka_rebalance_dev.devenv.forward LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT`.
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka_rebalance.devenv import mounts, node, system_packages
-from kafka_rebalance.devenv.processes import StateFile
-from kafka_rebalance.devenv.provision.frame import cache_lock
-from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
-from kafka_rebalance.devenv.toolchain import REPO_ROOT, Toolchain
+from kafka_rebalance_dev.devenv import mounts, node, system_packages
+from kafka_rebalance_dev.devenv.processes import StateFile
+from kafka_rebalance_dev.devenv.provision.frame import cache_lock
+from kafka_rebalance_dev.devenv.supervisor import StartupError, Supervisor
+from kafka_rebalance_dev.devenv.toolchain import REPO_ROOT, Toolchain
 
 REPOSITORY = "kafka-rebalance-operator"
 # What the Dockerfile copies (keep in step with it and .dockerignore).

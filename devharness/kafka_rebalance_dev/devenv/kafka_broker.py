@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafka_rebalance.devenv import kafka_protocol, kafka_secured
-from kafka_rebalance.devenv.kafka_secured import ClusterTls
-from kafka_rebalance.devenv.ports import LOOPBACK, free_ports, is_listening
-from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
-from kafka_rebalance.devenv.toolchain import (
+from kafka_rebalance_dev.devenv import kafka_protocol, kafka_secured
+from kafka_rebalance_dev.devenv.kafka_secured import ClusterTls
+from kafka_rebalance_dev.devenv.ports import LOOPBACK, free_ports, is_listening
+from kafka_rebalance_dev.devenv.supervisor import StartupError, Supervisor
+from kafka_rebalance_dev.devenv.toolchain import (
     KAFKA_MAIN_CLASS,
     KAFKA_STORAGE_TOOL_CLASS,
     Toolchain,

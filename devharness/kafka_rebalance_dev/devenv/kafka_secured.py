@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_rebalance.devenv.pki import CertificateAuthority, KeyPair
+from kafka_rebalance_dev.devenv.pki import CertificateAuthority, KeyPair
 
 DEV_USERNAME = "dev"
 DEV_PASSWORD = "dev-secret"  # a published development credential, not a secret

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import yaml
 
-from kafka_rebalance.devenv import control_plane, mounts, pod_network, system_packages
-from kafka_rebalance.devenv.control_plane import REAL_NODE_NAME, ControlPlane
-from kafka_rebalance.devenv.pod_network import PodNetwork
-from kafka_rebalance.devenv.ports import LOOPBACK, free_ports
-from kafka_rebalance.devenv.provision.pause import image_name as pause_image_name
-from kafka_rebalance.devenv.supervisor import StartupError, Supervisor
-from kafka_rebalance.devenv.toolchain import PAUSE_VERSION, Toolchain
+from kafka_rebalance_dev.devenv import control_plane, mounts, pod_network, system_packages
+from kafka_rebalance_dev.devenv.control_plane import REAL_NODE_NAME, ControlPlane
+from kafka_rebalance_dev.devenv.pod_network import PodNetwork
+from kafka_rebalance_dev.devenv.ports import LOOPBACK, free_ports
+from kafka_rebalance_dev.devenv.provision.pause import image_name as pause_image_name
+from kafka_rebalance_dev.devenv.supervisor import StartupError, Supervisor
+from kafka_rebalance_dev.devenv.toolchain import PAUSE_VERSION, Toolchain
 
 NAMESPACE = "k8s.io"  # containerd's namespace for CRI (kubelet) containers and images
 COMPONENTS = ("containerd", "pod-api-forward", "kubelet")
@@ -226,7 +226,7 @@ def start(
         [
             sys.executable,
             "-m",
-            "kafka_rebalance.devenv.forward",
+            "kafka_rebalance_dev.devenv.forward",
             network.gateway,
             str(forward_port),
             LOOPBACK,
@@ -290,7 +290,7 @@ def health(name: str, ports: dict[str, int], info: dict[str, object]) -> bool:
     """One node component's health for `dev status` (no waiting)."""
     import urllib.request
 
-    from kafka_rebalance.devenv.ports import is_listening
+    from kafka_rebalance_dev.devenv.ports import is_listening
 
     try:
         if name == "containerd" and info.get("containerd_socket"):

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_rebalance.devenv import system_packages
+from kafka_rebalance_dev.devenv import system_packages
 
 PREFIX = "10.213"
 BRIDGE_STEM = "kro-pods"

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from kafka_rebalance.devenv import processes
-from kafka_rebalance.devenv.processes import ProcessRecord, StateFile
+from kafka_rebalance_dev.devenv import processes
+from kafka_rebalance_dev.devenv.processes import ProcessRecord, StateFile
 
 
 class StartupError(RuntimeError):

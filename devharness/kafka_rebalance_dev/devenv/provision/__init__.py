@@ -24,10 +24,10 @@ import sys
 import time
 from collections.abc import Sequence
 
-from kafka_rebalance.devenv import system_packages
-from kafka_rebalance.devenv.provision.broker_plugin import build_broker_plugin
-from kafka_rebalance.devenv.provision.debian_base import build_debian_base
-from kafka_rebalance.devenv.provision.frame import (
+from kafka_rebalance_dev.devenv import system_packages
+from kafka_rebalance_dev.devenv.provision.broker_plugin import build_broker_plugin
+from kafka_rebalance_dev.devenv.provision.debian_base import build_debian_base
+from kafka_rebalance_dev.devenv.provision.frame import (
     Component,
     ProvisionError,
     _raise_on_signal,
@@ -37,7 +37,7 @@ from kafka_rebalance.devenv.provision.frame import (
     run,
     say,
 )
-from kafka_rebalance.devenv.provision.go_tools import (
+from kafka_rebalance_dev.devenv.provision.go_tools import (
     build_etcd,
     build_go_install,
     check_binary_version,
@@ -46,21 +46,21 @@ from kafka_rebalance.devenv.provision.go_tools import (
     kwok_stages,
     ldflags,
 )
-from kafka_rebalance.devenv.provision.kafka import build_kafka, check_kafka
-from kafka_rebalance.devenv.provision.kubernetes import (
+from kafka_rebalance_dev.devenv.provision.kafka import build_kafka, check_kafka
+from kafka_rebalance_dev.devenv.provision.kubernetes import (
     build_kubernetes,
     kubernetes_wrapper_gomod,
     version_ldflags,
 )
-from kafka_rebalance.devenv.provision.maven import jar_artifact, jar_version
-from kafka_rebalance.devenv.provision.pause import build_pause
-from kafka_rebalance.devenv.provision.schemas import (
+from kafka_rebalance_dev.devenv.provision.maven import jar_artifact, jar_version
+from kafka_rebalance_dev.devenv.provision.pause import build_pause
+from kafka_rebalance_dev.devenv.provision.schemas import (
     build_kube_schemas,
     check_kube_schemas,
     inline_schema_refs,
 )
-from kafka_rebalance.devenv.provision.spark import build_spark_kafka
-from kafka_rebalance.devenv.toolchain import (
+from kafka_rebalance_dev.devenv.provision.spark import build_spark_kafka
+from kafka_rebalance_dev.devenv.toolchain import (
     NODE_BINARIES,
     PAUSE_VERSION,
     Toolchain,

@@ -7,9 +7,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka_rebalance.devenv.provision.frame import ProvisionError, run
-from kafka_rebalance.devenv.provision.maven import TEMPLATES
-from kafka_rebalance.devenv.toolchain import BROKER_PLUGIN_SOURCE, Toolchain
+from kafka_rebalance_dev.devenv.provision.frame import ProvisionError, run
+from kafka_rebalance_dev.devenv.provision.maven import TEMPLATES
+from kafka_rebalance_dev.devenv.toolchain import BROKER_PLUGIN_SOURCE, Toolchain
 
 JAR = "kafka-rebalance-broker-plugin.jar"
 

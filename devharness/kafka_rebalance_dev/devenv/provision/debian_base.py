@@ -17,9 +17,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka_rebalance.devenv.mounts import unmount_under
-from kafka_rebalance.devenv.provision.frame import ProvisionError, run
-from kafka_rebalance.devenv.toolchain import Toolchain
+from kafka_rebalance_dev.devenv.mounts import unmount_under
+from kafka_rebalance_dev.devenv.provision.frame import ProvisionError, run
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
 # The machine's CA bundle goes into the image: pip in the image build verifies the package
 # registry against it, exactly as on the host (which may sit behind a TLS-inspecting proxy).

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_rebalance.devenv.toolchain import MARKER, is_provisioned
+from kafka_rebalance_dev.devenv.toolchain import MARKER, is_provisioned
 
 
 class ProvisionError(RuntimeError):

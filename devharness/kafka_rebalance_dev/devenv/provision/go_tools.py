@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from kafka_rebalance.devenv.provision.frame import ProvisionError, run
-from kafka_rebalance.devenv.toolchain import Toolchain
+from kafka_rebalance_dev.devenv.provision.frame import ProvisionError, run
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
 
 def go_env() -> dict[str, str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka_rebalance.devenv.provision.frame import ProvisionError
-from kafka_rebalance.devenv.provision.maven import jar_version, maven_copy
-from kafka_rebalance.devenv.toolchain import Toolchain
+from kafka_rebalance_dev.devenv.provision.frame import ProvisionError
+from kafka_rebalance_dev.devenv.provision.maven import jar_version, maven_copy
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
 # Kafka 3.9's own distribution logs through reload4j behind slf4j 1.7; its POM names neither.
 RELOAD4J_VERSION = "1.2.25"

@@ -7,14 +7,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka_rebalance.devenv.provision.frame import ProvisionError, run
-from kafka_rebalance.devenv.provision.go_tools import (
+from kafka_rebalance_dev.devenv.provision.frame import ProvisionError, run
+from kafka_rebalance_dev.devenv.provision.go_tools import (
     go_env,
     go_module_info,
     go_version_line,
     ldflags,
 )
-from kafka_rebalance.devenv.toolchain import KUBE_BINARIES, Toolchain
+from kafka_rebalance_dev.devenv.toolchain import KUBE_BINARIES, Toolchain
 
 # A fixed date keeps rebuilt binaries byte-identical; /version shows it, nothing checks it.
 BUILD_DATE = "1970-01-01T00:00:00Z"

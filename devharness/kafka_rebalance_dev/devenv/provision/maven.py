@@ -7,8 +7,8 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_rebalance.devenv.provision.frame import run
-from kafka_rebalance.devenv.toolchain import REPO_ROOT
+from kafka_rebalance_dev.devenv.provision.frame import run
+from kafka_rebalance_dev.devenv.toolchain import REPO_ROOT
 
 TEMPLATES = REPO_ROOT / "scripts" / "provision"
 MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"

@@ -16,8 +16,8 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka_rebalance.devenv.provision.frame import run
-from kafka_rebalance.devenv.provision.go_tools import go_env, go_version_line
+from kafka_rebalance_dev.devenv.provision.frame import run
+from kafka_rebalance_dev.devenv.provision.go_tools import go_env, go_version_line
 
 PAUSE_SOURCE = """\
 // The sandbox process of the kafka-rebalance dev node: hold the pod's namespaces until told

@@ -11,8 +11,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka_rebalance.devenv.provision.frame import ProvisionError, run
-from kafka_rebalance.devenv.toolchain import Toolchain
+from kafka_rebalance_dev.devenv.provision.frame import ProvisionError, run
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
 SCHEMA_DEFS_PREFIXES = ("/api/_definitions.json#/$defs/", "#/$defs/")
 

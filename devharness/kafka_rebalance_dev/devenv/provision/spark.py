@@ -8,9 +8,9 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from kafka_rebalance.devenv.provision.frame import ProvisionError
-from kafka_rebalance.devenv.provision.maven import jar_artifact, maven_copy
-from kafka_rebalance.devenv.toolchain import Toolchain
+from kafka_rebalance_dev.devenv.provision.frame import ProvisionError
+from kafka_rebalance_dev.devenv.provision.maven import jar_artifact, maven_copy
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
 
 def pyspark_jars_dir(tool: str, expected_version: str) -> Path:
