@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from kafka_rebalance_dev.demo import table
 from kafka_rebalance_dev.demo.environment import DemoEnvironment, Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.demo.observe import Sample
 from kafka_rebalance_dev.demo.summary import Phases, build_summary
 
 
@@ -148,6 +149,15 @@ def render_comparison(summaries: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class _Skew:
+    """The workload's skew: the slow member, the partitions made hot, the rates produced."""
+
+    slow_member: str
+    hot: list[int]
+    rates: dict[int, float]
+
+
 def _phases(
     harness: GroupHarness,
     options: DemoOptions,
@@ -155,7 +165,46 @@ def _phases(
     endpoints: Endpoints,
     started: float,
 ) -> dict[str, Any]:
-    say = printer.progress
+    members = _set_up(harness, options, printer.progress)
+    skew = _produce_skewed(harness, options, members, printer.progress)
+    phases = _observe_then_enforce(harness, options, printer, skew)
+    epochs = harness.epoch()
+    drained = _drain(harness, skew.slow_member, printer.progress)
+    report = harness.reconcile()
+    summary = build_summary(
+        strategy=options.strategy,
+        duration_s=time.monotonic() - started,
+        points=harness.points(),
+        phases=phases,
+        produced=report.produced,
+        processed=report.processed,
+        lost=report.lost,
+        duplicates=report.duplicates,
+        epochs=epochs,
+        extra={
+            "members": options.members,
+            "partitions": options.partitions,
+            "slow_member": skew.slow_member,
+            "slow_ms": options.slow_ms,
+            "hot_partitions": skew.hot,
+            "production_rate": sum(skew.rates.values()),
+            "weight_from": options.weight_from,
+            "interval_scale": options.interval_scale,
+            "sidecars": sidecars_kind(options.kubelet),
+            "window_s": options.window_s,
+            "drain_s": round(drained.t - phases.stop_at, 1),
+            "per_member": dict(sorted(report.per_member.items())),
+            "workdir": str(harness.workdir),
+        },
+    )
+    if not options.json:
+        printer.block(render_summary(summary))
+    return summary
+
+
+def _set_up(harness: GroupHarness, options: DemoOptions, say: Callable[[str], None]) -> list[str]:
+    """Phase 1: namespace, pods, the operator, the policy in observe mode and one sidecar per
+    pod, the last one slow. Returns the members (pod names); the last is the slow one."""
     harness.setup()
     members = harness.pods(options.members)
     slow_member = members[-1]
@@ -176,6 +225,15 @@ def _phases(
         f"{len(members)} sidecars started ({slow_member} sleeps {options.slow_ms} ms per record); "
         "policy in observe mode: they split the partitions by their fallback"
     )
+    return members
+
+
+def _produce_skewed(
+    harness: GroupHarness, options: DemoOptions, members: list[str], say: Callable[[str], None]
+) -> _Skew:
+    """Once the fallback has assigned every partition, make the slow member's partitions the hot
+    ones (the skew a count-based assignment cannot see) and start producing."""
+    slow_member = members[-1]
     first = harness.wait_assigned(members)
     hot = sorted(p for p, owner in first.owners.items() if owner == slow_member)
     if not hot:  # the fallback gave the slow member nothing: make its neighbours' hot instead
@@ -188,51 +246,77 @@ def _phases(
         f"producing {sum(rates.values()):g} records/s: hot partitions {hot} at "
         f"{options.hot_rate:g}/s (owned by the slow member), the others at {options.cold_rate:g}/s"
     )
+    return _Skew(slow_member, hot, rates)
 
+
+def _observe_then_enforce(
+    harness: GroupHarness, options: DemoOptions, printer: Printer, skew: _Skew
+) -> Phases:
+    """Phases 2 and 3: sample once a second for `duration`, switching the policy to enforce
+    after its observe fraction, printing the member table every `table_every` seconds. A
+    crashed part ends the run with RuntimeError."""
     t0 = harness.samples[-1].t
-    enforce_at = t0 + options.duration * options.observe_fraction
-    stop_at = t0 + options.duration
+    phases = Phases(
+        enforce_at=t0 + options.duration * options.observe_fraction,
+        stop_at=t0 + options.duration,
+        window_s=options.window_s,
+    )
     phase = "observe"
     last_table = -1e9
     previous = harness.samples[-1]
     while True:
         sample = harness.sample()
-        if phase == "observe" and sample.t >= enforce_at:
+        if phase == "observe" and sample.t >= phases.enforce_at:
             harness.set_mode("enforce")
             phase = "enforce"
-            say(f"phase 2: policy set to enforce with strategy {options.strategy}")
+            printer.progress(f"phase 2: policy set to enforce with strategy {options.strategy}")
         if sample.t - last_table >= options.table_every:
-            rows = table.member_rows(
-                harness.fleet.members(),
-                sample.owners,
-                sample.lag,
-                sample.processed,
-                previous.processed,
-                sample.t - previous.t,
-                {slow_member},
-            )
-            printer.block(
-                table.render(
-                    rows,
-                    t=sample.t - t0,
-                    phase=phase,
-                    epoch=harness.epoch(),
-                    group_state=sample.group_state,
-                    hot=hot,
-                )
-            )
+            _print_table(harness, printer, skew, sample, previous, sample.t - t0, phase)
             last_table, previous = sample.t, sample
         report = harness.crashed()
         if report:
             raise RuntimeError(report)
-        if sample.t >= stop_at:
-            break
+        if sample.t >= phases.stop_at:
+            return phases
         time.sleep(max(0.0, 1.0 - (harness.samples[-1].t - sample.t)))
 
-    epochs = harness.epoch()
+
+def _print_table(
+    harness: GroupHarness,
+    printer: Printer,
+    skew: _Skew,
+    sample: Sample,
+    previous: Sample,
+    elapsed: float,
+    phase: str,
+) -> None:
+    """The per-member table: owned partitions, lag and rate since the `previous` table."""
+    rows = table.member_rows(
+        harness.fleet.members(),
+        sample.owners,
+        sample.lag,
+        sample.processed,
+        previous.processed,
+        sample.t - previous.t,
+        {skew.slow_member},
+    )
+    printer.block(
+        table.render(
+            rows,
+            t=elapsed,
+            phase=phase,
+            epoch=harness.epoch(),
+            group_state=sample.group_state,
+            hot=skew.hot,
+        )
+    )
+
+
+def _drain(harness: GroupHarness, slow_member: str, say: Callable[[str], None]) -> Sample:
+    """Phase 4's first half: stop production and wait until the group has committed it all."""
     say("production stopped; draining the group and reconciling the ledger")
     try:
-        drained = harness.drain(timeout=DRAIN_PATIENCE_S)
+        return harness.drain(timeout=DRAIN_PATIENCE_S)
     except TimeoutError:
         # A plan that left the slow member a backlog would take minutes to drain at its
         # speed: stop it (SIGTERM: it commits what it processed and leaves) so the others take
@@ -242,38 +326,7 @@ def _phases(
             "others drain its backlog"
         )
         harness.fleet.stop(slow_member)
-        drained = harness.drain(timeout=120)
-    report = harness.reconcile()
-    phases = Phases(enforce_at=enforce_at, stop_at=stop_at, window_s=options.window_s)
-    summary = build_summary(
-        strategy=options.strategy,
-        duration_s=time.monotonic() - started,
-        points=harness.points(),
-        phases=phases,
-        produced=report.produced,
-        processed=report.processed,
-        lost=report.lost,
-        duplicates=report.duplicates,
-        epochs=epochs,
-        extra={
-            "members": options.members,
-            "partitions": options.partitions,
-            "slow_member": slow_member,
-            "slow_ms": options.slow_ms,
-            "hot_partitions": hot,
-            "production_rate": sum(rates.values()),
-            "weight_from": options.weight_from,
-            "interval_scale": options.interval_scale,
-            "sidecars": sidecars_kind(options.kubelet),
-            "window_s": options.window_s,
-            "drain_s": round(drained.t - stop_at, 1),
-            "per_member": dict(sorted(report.per_member.items())),
-            "workdir": str(harness.workdir),
-        },
-    )
-    if not options.json:
-        printer.block(render_summary(summary))
-    return summary
+        return harness.drain(timeout=120)
 
 
 def sidecars_kind(kubelet: bool) -> str:

@@ -130,6 +130,43 @@ def _etcd_healthy(port: int) -> bool:
         return json.loads(resp.read()).get("health") == "true"
 
 
+@dataclass(frozen=True)
+class _Ports:
+    """The loopback ports of one control plane, all handed out by the kernel at once."""
+
+    etcd: int
+    etcd_peer: int
+    api: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What every component's start needs: where things go and what they run with."""
+
+    directory: Path
+    tools: Toolchain
+    supervisor: Supervisor
+    ca: pki.CertificateAuthority
+    pairs: dict[str, pki.KeyPair]
+    kubeconfigs: dict[str, Path]  # per component client (controller-manager, scheduler, kwok, ...)
+    ports: _Ports
+
+    @property
+    def certs(self) -> Path:
+        return self.directory / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.directory / "logs"
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports.etcd}"
+
+
 def start(
     directory: Path,
     tools: Toolchain,
@@ -144,6 +181,32 @@ def start(
     `pod_gateway` (with a real node) is the host's address on the pod bridge, where pods reach
     the API server through a forwarder: the serving certificate must name it too.
     """
+    stages = _provisioned_stages(tools)
+    directory.mkdir(parents=True, exist_ok=True)
+    ca, pairs = _pki(directory / "pki", (pod_gateway,) if pod_gateway else ())
+    ports = _Ports(*free_ports(6))
+    plane = ControlPlane(
+        directory=directory,
+        api_port=ports.api,
+        ca=ca.pair.cert,
+        admin=pairs["admin"],
+        kubeconfig=kubeconfig or directory / "kubeconfig",
+    )
+    kubeconfigs = _write_kubeconfigs(plane, ca, pairs)
+    launch = _Launch(directory, tools, supervisor, ca, pairs, kubeconfigs, ports)
+    _start_etcd(launch)
+    _start_apiserver(launch, plane, timeout)
+    _start_controller_manager(launch)
+    _start_scheduler(launch)
+    client = plane.client()
+    client.create("/api/v1/nodes", _node_manifest())
+    _start_kwok(launch, stages)
+    _wait_until_schedulable(launch, client, timeout)
+    return plane
+
+
+def _provisioned_stages(tools: Toolchain) -> list[Path]:
+    """KWOK's stage configs, after checking every binary is provisioned (else StartupError)."""
     for binary in (
         tools.etcd,
         tools.kube_apiserver,
@@ -160,32 +223,25 @@ def start(
         raise StartupError(
             "kwok", f"no stage configs under {tools.kwok_dir}; run scripts/bootstrap"
         )
+    return stages
 
-    directory.mkdir(parents=True, exist_ok=True)
-    certs = directory / "pki"
-    logs = directory / "logs"
-    ca, pairs = _pki(certs, (pod_gateway,) if pod_gateway else ())
-    etcd_port, etcd_peer, api_port, cm_port, sched_port, kwok_port = free_ports(6)
-    plane = ControlPlane(
-        directory=directory,
-        api_port=api_port,
-        ca=ca.pair.cert,
-        admin=pairs["admin"],
-        kubeconfig=kubeconfig or directory / "kubeconfig",
-    )
-    server = plane.server
+
+def _write_kubeconfigs(
+    plane: ControlPlane, ca: pki.CertificateAuthority, pairs: dict[str, pki.KeyPair]
+) -> dict[str, Path]:
+    """The admin kubeconfig (plane.kubeconfig) and one per component client, by name."""
     write_kubeconfig(
         plane.kubeconfig,
-        server,
+        plane.server,
         ca.pair.cert,
         user="admin",
         cert=pairs["admin"].cert,
         key=pairs["admin"].key,
     )
-    component_configs = {
+    return {
         name: write_kubeconfig(
-            directory / f"{name}.kubeconfig",
-            server,
+            plane.directory / f"{name}.kubeconfig",
+            plane.server,
             ca.pair.cert,
             user=name,
             cert=pairs[name].cert,
@@ -194,14 +250,17 @@ def start(
         for name in ("controller-manager", "scheduler", "kwok", "kubelet")
     }
 
-    etcd_url = f"http://{LOOPBACK}:{etcd_port}"
-    peer_url = f"http://{LOOPBACK}:{etcd_peer}"
-    supervisor.start(
+
+def _start_etcd(launch: _Launch) -> None:
+    """etcd on loopback, without fsync (a throw-away store), waited for until healthy."""
+    etcd_url = launch.etcd_url
+    peer_url = f"http://{LOOPBACK}:{launch.ports.etcd_peer}"
+    launch.supervisor.start(
         "etcd",
         [
-            str(tools.etcd),
+            str(launch.tools.etcd),
             "--name=dev",
-            f"--data-dir={directory / 'etcd'}",
+            f"--data-dir={launch.directory / 'etcd'}",
             f"--listen-client-urls={etcd_url}",
             f"--advertise-client-urls={etcd_url}",
             f"--listen-peer-urls={peer_url}",
@@ -212,21 +271,27 @@ def start(
             "--quota-backend-bytes=1073741824",
             "--log-level=warn",
         ],
-        logs / "etcd.log",
-        ports={"client": etcd_port, "peer": etcd_peer},
+        launch.logs / "etcd.log",
+        ports={"client": launch.ports.etcd, "peer": launch.ports.etcd_peer},
     )
-    supervisor.wait_until("etcd", lambda: _etcd_healthy(etcd_port), timeout=60, what="healthy")
+    launch.supervisor.wait_until(
+        "etcd", lambda: _etcd_healthy(launch.ports.etcd), timeout=60, what="healthy"
+    )
 
-    sa = pairs["service-account"]
-    supervisor.start(
+
+def _start_apiserver(launch: _Launch, plane: ControlPlane, timeout: float) -> None:
+    """kube-apiserver (TLS, client certificates, Node and RBAC authorization), waited for until
+    /readyz answers ok."""
+    pairs, ca, sa = launch.pairs, launch.ca, launch.pairs["service-account"]
+    launch.supervisor.start(
         "kube-apiserver",
         [
-            str(tools.kube_apiserver),
-            f"--etcd-servers={etcd_url}",
+            str(launch.tools.kube_apiserver),
+            f"--etcd-servers={launch.etcd_url}",
             f"--bind-address={LOOPBACK}",
             f"--advertise-address={LOOPBACK}",
-            f"--secure-port={api_port}",
-            f"--cert-dir={certs}",
+            f"--secure-port={launch.ports.api}",
+            f"--cert-dir={launch.certs}",
             f"--tls-cert-file={pairs['apiserver'].cert}",
             f"--tls-private-key-file={pairs['apiserver'].key}",
             f"--client-ca-file={ca.pair.cert}",
@@ -244,10 +309,10 @@ def start(
             "--profiling=false",
             "--v=1",
         ],
-        logs / "kube-apiserver.log",
-        ports={"https": api_port},
+        launch.logs / "kube-apiserver.log",
+        ports={"https": launch.ports.api},
     )
-    supervisor.wait_until(
+    launch.supervisor.wait_until(
         "kube-apiserver",
         lambda: api_ready(plane),
         timeout=timeout,
@@ -256,17 +321,24 @@ def start(
         watch=("etcd",),
     )
 
-    common_serving = [f"--bind-address={LOOPBACK}", "--leader-elect=false", "--profiling=false"]
-    cm_config = component_configs["controller-manager"]
-    supervisor.start(
+
+# Flags the controller manager and the scheduler share: serve on loopback, a single instance.
+_COMMON_SERVING = (f"--bind-address={LOOPBACK}", "--leader-elect=false", "--profiling=false")
+
+
+def _start_controller_manager(launch: _Launch) -> None:
+    """Every default controller, each under its own service account (as kubeadm runs it)."""
+    ca, sa = launch.ca, launch.pairs["service-account"]
+    config = launch.kubeconfigs["controller-manager"]
+    launch.supervisor.start(
         "kube-controller-manager",
         [
-            str(tools.kube_controller_manager),
-            f"--kubeconfig={cm_config}",
-            f"--authentication-kubeconfig={cm_config}",
-            f"--authorization-kubeconfig={cm_config}",
-            f"--secure-port={cm_port}",
-            f"--cert-dir={directory / 'controller-manager'}",
+            str(launch.tools.kube_controller_manager),
+            f"--kubeconfig={config}",
+            f"--authentication-kubeconfig={config}",
+            f"--authorization-kubeconfig={config}",
+            f"--secure-port={launch.ports.controller_manager}",
+            f"--cert-dir={launch.directory / 'controller-manager'}",
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={sa.key}",
             f"--root-ca-file={ca.pair.cert}",
@@ -276,34 +348,39 @@ def start(
             f"--cluster-cidr={POD_CIDR}",
             "--controllers=*",
             "--v=1",
-            *common_serving,
+            *_COMMON_SERVING,
         ],
-        logs / "kube-controller-manager.log",
-        ports={"https": cm_port},
+        launch.logs / "kube-controller-manager.log",
+        ports={"https": launch.ports.controller_manager},
     )
-    sched_config = component_configs["scheduler"]
-    supervisor.start(
+
+
+def _start_scheduler(launch: _Launch) -> None:
+    config = launch.kubeconfigs["scheduler"]
+    launch.supervisor.start(
         "kube-scheduler",
         [
-            str(tools.kube_scheduler),
-            f"--kubeconfig={sched_config}",
-            f"--authentication-kubeconfig={sched_config}",
-            f"--authorization-kubeconfig={sched_config}",
-            f"--secure-port={sched_port}",
-            f"--cert-dir={directory / 'scheduler'}",
+            str(launch.tools.kube_scheduler),
+            f"--kubeconfig={config}",
+            f"--authentication-kubeconfig={config}",
+            f"--authorization-kubeconfig={config}",
+            f"--secure-port={launch.ports.scheduler}",
+            f"--cert-dir={launch.directory / 'scheduler'}",
             "--v=1",
-            *common_serving,
+            *_COMMON_SERVING,
         ],
-        logs / "kube-scheduler.log",
-        ports={"https": sched_port},
+        launch.logs / "kube-scheduler.log",
+        ports={"https": launch.ports.scheduler},
     )
-    client = plane.client()
-    client.create("/api/v1/nodes", _node_manifest())
-    supervisor.start(
+
+
+def _start_kwok(launch: _Launch, stages: list[Path]) -> None:
+    """KWOK managing the fake node (which must exist first: it selects it by annotation)."""
+    launch.supervisor.start(
         "kwok",
         [
-            str(tools.kwok),
-            f"--kubeconfig={component_configs['kwok']}",
+            str(launch.tools.kwok),
+            f"--kubeconfig={launch.kubeconfigs['kwok']}",
             *(f"--config={stage}" for stage in stages),
             f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
             # Renew the node's Lease: without it the node-lifecycle controller marks the node
@@ -311,12 +388,21 @@ def start(
             "--node-lease-duration-seconds=40",
             f"--node-ip={LOOPBACK}",
             f"--cidr={POD_CIDR}",
-            f"--server-address={LOOPBACK}:{kwok_port}",
+            f"--server-address={LOOPBACK}:{launch.ports.kwok}",
         ],
-        logs / "kwok.log",
-        ports={"http": kwok_port},
+        launch.logs / "kwok.log",
+        ports={"http": launch.ports.kwok},
     )
-    for name, port in (("kube-controller-manager", cm_port), ("kube-scheduler", sched_port)):
+
+
+def _wait_until_schedulable(launch: _Launch, client: KubeClient, timeout: float) -> None:
+    """Controller manager and scheduler healthy, the fake node Ready and the `default`
+    ServiceAccount created: from then on a pod can be created, scheduled and become Ready."""
+    supervisor = launch.supervisor
+    for name, port in (
+        ("kube-controller-manager", launch.ports.controller_manager),
+        ("kube-scheduler", launch.ports.scheduler),
+    ):
         supervisor.wait_until(
             name,
             lambda port=port: probe_https(f"https://{LOOPBACK}:{port}/healthz"),
@@ -339,7 +425,6 @@ def start(
         what="creating the default ServiceAccount",
         interval=0.5,
     )
-    return plane
 
 
 def health(component: str, ports: dict[str, int], plane: ControlPlane | None) -> bool:

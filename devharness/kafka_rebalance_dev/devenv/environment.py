@@ -148,23 +148,8 @@ class DevEnvironment:
         parts = tuple(parts)
         if kubelet and "kubernetes" not in parts:
             raise StartupError("kubelet", "a real node needs the kubernetes part")
-        alive, gone = self.running()
-        if alive and not gone:
-            raise AlreadyUp(f"already up in {self.state_dir} ({len(alive)} processes)")
-        if alive:
-            raise PartiallyUp(
-                f"{', '.join(r.name for r in gone)} stopped while "
-                f"{', '.join(r.name for r in alive)} still run; "
-                "run `kafka-rebalance dev down` first"
-            )
-        version = kafka_version or self.tools.kafka_version
-        missing = [
-            m for m in self.tools.missing() if _needed(m, parts, version, kubelet, broker_plugin)
-        ]
-        if missing:
-            raise StartupError(
-                "toolchain", f"not provisioned: {', '.join(missing)}; run scripts/bootstrap"
-            )
+        self._refuse_unless_down()
+        self._require_toolchain(parts, kafka_version, kubelet, broker_plugin)
         if kubelet:
             node.require_packages()
         started = time.monotonic()
@@ -178,77 +163,15 @@ class DevEnvironment:
         try:
             cluster = None
             if kubelet:
-                network = pod_network.claim()
-                supervisor.extra.update(pod_bridge=network.bridge, pod_subnet=network.subnet)
-                supervisor.save()
-                log(f"pod network: bridge {network.bridge}, {network.subnet}")
+                network = self._claim_pod_network(supervisor, log)
             pod_host = network.gateway if network else None
             if "kafka" in parts:
-                log("kafka: formatting storage and starting the broker")
-                cluster = kafka_broker.start_cluster(
-                    "kafka",
-                    self.state_dir / "kafka",
-                    self.tools,
-                    supervisor,
-                    version=kafka_version,
-                    wait=False,
-                    pod_host=pod_host,
-                    plugins=(self.tools.broker_plugin_jar,) if broker_plugin else (),
-                    overrides=kafka_broker.plan_plugin_overrides() if broker_plugin else None,
-                )
-                supervisor.extra["kafka_bootstrap_servers"] = cluster.bootstrap_servers
-                supervisor.extra["kafka_pod_bootstrap_servers"] = cluster.pod_bootstrap_servers
-                supervisor.extra["kafka_version"] = cluster.version
-                supervisor.extra.update(
-                    kafka_sasl_bootstrap_servers=cluster.sasl_bootstrap_servers,
-                    kafka_ssl_bootstrap_servers=cluster.ssl_bootstrap_servers,
-                    kafka_sasl_ssl_bootstrap_servers=cluster.sasl_ssl_bootstrap_servers,
-                    kafka_sasl_username=kafka_secured.DEV_USERNAME,
-                    kafka_sasl_password=kafka_secured.DEV_PASSWORD,
-                    kafka_ssl_cafile=str(cluster.tls.ca),
-                    kafka_ssl_certfile=str(cluster.tls.client.cert),
-                    kafka_ssl_keyfile=str(cluster.tls.client.key),
-                )
-                supervisor.save()
+                # Kafka's JVM boots while the control plane comes up; it is waited for last.
+                cluster = self._start_kafka(supervisor, kafka_version, pod_host, broker_plugin, log)
             if "kubernetes" in parts:
-                log("kubernetes: etcd, kube-apiserver, controller-manager, scheduler, kwok")
-                plane = control_plane.start(
-                    self.state_dir / "kubernetes",
-                    self.tools,
-                    supervisor,
-                    kubeconfig=self.state_dir / "kubeconfig",
-                    timeout=timeout,
-                    pod_gateway=pod_host,
-                )
-                supervisor.extra.update(
-                    kubeconfig=str(plane.kubeconfig),
-                    api_server=plane.server,
-                    api_port=plane.api_port,
-                    ca=str(plane.ca),
-                    admin_cert=str(plane.admin.cert),
-                    admin_key=str(plane.admin.key),
-                )
-                supervisor.save()
-                log(f"kubernetes: ready at {plane.server}")
+                plane = self._start_kubernetes(supervisor, timeout, pod_host, log)
             if kubelet and network is not None:
-                log("node: containerd, kubelet (a real node beside KWOK's)")
-                real = node.start(
-                    self.state_dir / "node", self.tools, supervisor, plane, network, timeout=timeout
-                )
-                values = self.state_dir / "chart-values.yaml"
-                values.write_text(
-                    "# Written by `kafka-rebalance dev up --kubelet`: what the chart needs on "
-                    "this node.\n"
-                    + yaml.safe_dump(node.chart_values(network.gateway, real.api_forward_port))
-                )
-                supervisor.extra.update(
-                    node=control_plane.REAL_NODE_NAME,
-                    containerd_socket=str(real.containerd_socket),
-                    pod_gateway=network.gateway,
-                    chart_values=str(values),
-                )
-                supervisor.save()
-                log(f"node: {control_plane.REAL_NODE_NAME} Ready")
+                self._start_real_node(supervisor, plane, network, timeout, log)
             if cluster is not None:
                 kafka_broker.wait_ready(cluster, supervisor, timeout)
                 log(f"kafka: ready at {cluster.bootstrap_servers}")
@@ -259,6 +182,135 @@ class DevEnvironment:
                 node.teardown(self.state_dir / "node", network.bridge)
             raise
         return time.monotonic() - started
+
+    def _refuse_unless_down(self) -> None:
+        """AlreadyUp when every recorded process runs, PartiallyUp when only some do."""
+        alive, gone = self.running()
+        if alive and not gone:
+            raise AlreadyUp(f"already up in {self.state_dir} ({len(alive)} processes)")
+        if alive:
+            raise PartiallyUp(
+                f"{', '.join(r.name for r in gone)} stopped while "
+                f"{', '.join(r.name for r in alive)} still run; "
+                "run `kafka-rebalance dev down` first"
+            )
+
+    def _require_toolchain(
+        self, parts: tuple[str, ...], kafka_version: str | None, kubelet: bool, broker_plugin: bool
+    ) -> None:
+        """StartupError naming every unprovisioned tool the requested parts need."""
+        version = kafka_version or self.tools.kafka_version
+        missing = [
+            m for m in self.tools.missing() if _needed(m, parts, version, kubelet, broker_plugin)
+        ]
+        if missing:
+            raise StartupError(
+                "toolchain", f"not provisioned: {', '.join(missing)}; run scripts/bootstrap"
+            )
+
+    def _claim_pod_network(
+        self, supervisor: Supervisor, log: Callable[[str], None]
+    ) -> pod_network.PodNetwork:
+        """The real node's pod bridge, recorded before anything uses its address."""
+        network = pod_network.claim()
+        supervisor.extra.update(pod_bridge=network.bridge, pod_subnet=network.subnet)
+        supervisor.save()
+        log(f"pod network: bridge {network.bridge}, {network.subnet}")
+        return network
+
+    def _start_kafka(
+        self,
+        supervisor: Supervisor,
+        kafka_version: str | None,
+        pod_host: str | None,
+        broker_plugin: bool,
+        log: Callable[[str], None],
+    ) -> kafka_broker.KafkaCluster:
+        """Start the broker without waiting for it; record every listener and credential."""
+        log("kafka: formatting storage and starting the broker")
+        cluster = kafka_broker.start_cluster(
+            "kafka",
+            self.state_dir / "kafka",
+            self.tools,
+            supervisor,
+            version=kafka_version,
+            wait=False,
+            pod_host=pod_host,
+            plugins=(self.tools.broker_plugin_jar,) if broker_plugin else (),
+            overrides=kafka_broker.plan_plugin_overrides() if broker_plugin else None,
+        )
+        supervisor.extra["kafka_bootstrap_servers"] = cluster.bootstrap_servers
+        supervisor.extra["kafka_pod_bootstrap_servers"] = cluster.pod_bootstrap_servers
+        supervisor.extra["kafka_version"] = cluster.version
+        supervisor.extra.update(
+            kafka_sasl_bootstrap_servers=cluster.sasl_bootstrap_servers,
+            kafka_ssl_bootstrap_servers=cluster.ssl_bootstrap_servers,
+            kafka_sasl_ssl_bootstrap_servers=cluster.sasl_ssl_bootstrap_servers,
+            kafka_sasl_username=kafka_secured.DEV_USERNAME,
+            kafka_sasl_password=kafka_secured.DEV_PASSWORD,
+            kafka_ssl_cafile=str(cluster.tls.ca),
+            kafka_ssl_certfile=str(cluster.tls.client.cert),
+            kafka_ssl_keyfile=str(cluster.tls.client.key),
+        )
+        supervisor.save()
+        return cluster
+
+    def _start_kubernetes(
+        self,
+        supervisor: Supervisor,
+        timeout: float,
+        pod_host: str | None,
+        log: Callable[[str], None],
+    ) -> control_plane.ControlPlane:
+        """Start the control plane, wait until it schedules pods, record how to reach it."""
+        log("kubernetes: etcd, kube-apiserver, controller-manager, scheduler, kwok")
+        plane = control_plane.start(
+            self.state_dir / "kubernetes",
+            self.tools,
+            supervisor,
+            kubeconfig=self.state_dir / "kubeconfig",
+            timeout=timeout,
+            pod_gateway=pod_host,
+        )
+        supervisor.extra.update(
+            kubeconfig=str(plane.kubeconfig),
+            api_server=plane.server,
+            api_port=plane.api_port,
+            ca=str(plane.ca),
+            admin_cert=str(plane.admin.cert),
+            admin_key=str(plane.admin.key),
+        )
+        supervisor.save()
+        log(f"kubernetes: ready at {plane.server}")
+        return plane
+
+    def _start_real_node(
+        self,
+        supervisor: Supervisor,
+        plane: control_plane.ControlPlane,
+        network: pod_network.PodNetwork,
+        timeout: float,
+        log: Callable[[str], None],
+    ) -> None:
+        """containerd and a kubelet beside KWOK's node, and the chart values for this node."""
+        log("node: containerd, kubelet (a real node beside KWOK's)")
+        real = node.start(
+            self.state_dir / "node", self.tools, supervisor, plane, network, timeout=timeout
+        )
+        values = self.state_dir / "chart-values.yaml"
+        values.write_text(
+            "# Written by `kafka-rebalance dev up --kubelet`: what the chart needs on "
+            "this node.\n"
+            + yaml.safe_dump(node.chart_values(network.gateway, real.api_forward_port))
+        )
+        supervisor.extra.update(
+            node=control_plane.REAL_NODE_NAME,
+            containerd_socket=str(real.containerd_socket),
+            pod_gateway=network.gateway,
+            chart_values=str(values),
+        )
+        supervisor.save()
+        log(f"node: {control_plane.REAL_NODE_NAME} Ready")
 
     def _stop_node(self, info: dict[str, object]) -> None:
         """Before the processes stop: take the real node's pods down through the kubelet."""
