@@ -76,38 +76,10 @@ def run_slow_consumer(
         log=log,
     )
     try:
-        harness.setup(crd=crd)
-        members = harness.pods(setup.members)
-        slow = members[-1]
-        harness.operator.start()
-        harness.apply_policy(
-            strategy,
-            "enforce",
-            weight_from="adaptive" if strategy == "lag-aware" else None,
-            load={"model": setup.load_model, "targetDrainSeconds": setup.target_drain_seconds},
-            rebalance={
-                "minImprovement": setup.min_improvement,
-                "cooldown": setup.cooldown,
-                **(
-                    {"maxMovesPerRound": setup.max_moves_per_round}
-                    if setup.max_moves_per_round is not None
-                    else {}
-                ),
-            },
-        )
-        harness.start_sidecars(members, slow={slow: setup.slow_ms})
-        harness.wait_converged(1, members)
+        slow = _start_enforced_group(harness, strategy, setup, crd=crd)
         harness.produce({p: setup.rate_per_partition for p in range(setup.partitions)})
         t0 = harness.samples[-1].t
-        epochs: list[tuple[float, int]] = []
-        plans: dict[int, dict[int, str]] = {}  # epoch -> the complete plan written at it
-        end = t0 + setup.duration
-        while harness.samples[-1].t < end:
-            harness.watch(1.0)
-            epochs.append((harness.samples[-1].t - t0, harness.epoch()))
-            written, planned = harness.planned_owners()
-            if len(written) == 1 and len(planned) == setup.partitions:
-                plans.setdefault(written.pop(), planned)
+        epochs, plans = _watch_plans(harness, setup, t0)
         points = [
             Point(s.t - t0, s.total_lag, s.processed_total) for s in harness.samples if s.t >= t0
         ]
@@ -142,3 +114,49 @@ def run_slow_consumer(
         }
     finally:
         harness.close()
+
+
+def _start_enforced_group(
+    harness: GroupHarness, strategy: str, setup: SlowConsumerSetup, *, crd: bool
+) -> str:
+    """The group's pods, the operator and the policy in enforce mode, the sidecars (the last
+    one slow) converged on the first plan; returns the slow member."""
+    harness.setup(crd=crd)
+    members = harness.pods(setup.members)
+    slow = members[-1]
+    harness.operator.start()
+    harness.apply_policy(
+        strategy,
+        "enforce",
+        weight_from="adaptive" if strategy == "lag-aware" else None,
+        load={"model": setup.load_model, "targetDrainSeconds": setup.target_drain_seconds},
+        rebalance={
+            "minImprovement": setup.min_improvement,
+            "cooldown": setup.cooldown,
+            **(
+                {"maxMovesPerRound": setup.max_moves_per_round}
+                if setup.max_moves_per_round is not None
+                else {}
+            ),
+        },
+    )
+    harness.start_sidecars(members, slow={slow: setup.slow_ms})
+    harness.wait_converged(1, members)
+    return slow
+
+
+def _watch_plans(
+    harness: GroupHarness, setup: SlowConsumerSetup, t0: float
+) -> tuple[list[tuple[float, int]], dict[int, dict[int, str]]]:
+    """Sample once a second for `setup.duration` from `t0`: (seconds since t0, epoch) per
+    sample, and each epoch's complete plan (partition -> member) as first seen written."""
+    epochs: list[tuple[float, int]] = []
+    plans: dict[int, dict[int, str]] = {}
+    end = t0 + setup.duration
+    while harness.samples[-1].t < end:
+        harness.watch(1.0)
+        epochs.append((harness.samples[-1].t - t0, harness.epoch()))
+        written, planned = harness.planned_owners()
+        if len(written) == 1 and len(planned) == setup.partitions:
+            plans.setdefault(written.pop(), planned)
+    return epochs, plans

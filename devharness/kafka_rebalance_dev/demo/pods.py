@@ -82,68 +82,7 @@ def consumer_statefulset(
 ) -> dict[str, Any]:
     """The StatefulSet; `ledger` is the volume source the app writes the ledger to (a claim
     under the Restricted standard, a hostPath where the namespace allows it)."""
-    probe = {"periodSeconds": 2, "failureThreshold": 3}
-    sources = [
-        {
-            "configMap": {
-                "name": names.configmap_name(pods.policy, f"{pods.name}-{i}"),
-                "optional": True,
-                "items": [{"key": "assignment.json", "path": f"{pods.name}-{i}/assignment.json"}],
-            }
-        }
-        for i in range(pods.max_replicas)
-    ]
-    app = {
-        "name": "app",
-        "image": pods.image,
-        "imagePullPolicy": "Never",
-        "command": ["python", "/app/app.py"],
-        "env": [
-            {"name": "LEDGER_DIR", "value": "/ledger"},
-            {"name": "PORT", "value": str(APP_PORT)},
-            {"name": "SLOW_MS", "value": str(pods.slow_ms)},
-            {"name": "SLOW_MEMBERS", "value": ",".join(pods.slow_members)},
-        ],
-        "resources": {"requests": {"cpu": "20m", "memory": "32Mi"}},
-        "securityContext": RESTRICTED_CONTAINER,
-        "volumeMounts": [
-            {"name": "app", "mountPath": "/app", "readOnly": True},
-            {"name": "ledger", "mountPath": "/ledger"},
-        ],
-    }
-    sidecar = {
-        "name": "sidecar",
-        "image": pods.image,
-        "imagePullPolicy": "Never",
-        "command": ["kafka-rebalance", "sidecar"],
-        "args": [
-            "--assignment=/etc/kafka-rebalance/$(POD_NAME)/assignment.json",
-            f"--bootstrap-servers={pods.bootstrap}",
-            f"--group={pods.group}",
-            f"--topics={pods.topic}",
-            f"--apply-mode={pods.apply_mode}",
-            f"--deliver-to=http://127.0.0.1:{APP_PORT}/records",
-            f"--health-port={HEALTH_PORT}",
-            "--bind=0.0.0.0",  # the kubelet probes the pod's address
-            "--metrics-port=0",
-            f"--session-timeout-ms={pods.session_timeout_ms}",
-            "--auto-offset-reset=earliest",
-            f"--max-poll-records={pods.max_poll_records}",
-        ],
-        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-        "readinessProbe": {**probe, "httpGet": {"path": "/readyz", "port": HEALTH_PORT}},
-        "livenessProbe": {
-            **probe,
-            "httpGet": {"path": "/healthz", "port": HEALTH_PORT},
-            "initialDelaySeconds": 20,
-        },
-        "resources": {"requests": {"cpu": "50m", "memory": "96Mi"}},
-        "securityContext": RESTRICTED_CONTAINER,
-        "volumeMounts": [
-            {"name": "assignment", "mountPath": "/etc/kafka-rebalance", "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    }
+    app, sidecar, sources = _app_container(pods), _sidecar_container(pods), _assignments(pods)
     labels = {"app": pods.name}
     return {
         "apiVersion": "apps/v1",
@@ -177,6 +116,81 @@ def consumer_statefulset(
                 },
             },
         },
+    }
+
+
+def _assignments(pods: ConsumerPods) -> list[dict[str, Any]]:
+    """The projected volume's sources: every pod's ConfigMap (optional: the operator writes it
+    later), each under the pod's name, so a pod reads its own through $(POD_NAME)."""
+    return [
+        {
+            "configMap": {
+                "name": names.configmap_name(pods.policy, f"{pods.name}-{i}"),
+                "optional": True,
+                "items": [{"key": "assignment.json", "path": f"{pods.name}-{i}/assignment.json"}],
+            }
+        }
+        for i in range(pods.max_replicas)
+    ]
+
+
+def _app_container(pods: ConsumerPods) -> dict[str, Any]:
+    """examples/ledger-app/app.py on the image: takes records over HTTP, writes the ledger."""
+    return {
+        "name": "app",
+        "image": pods.image,
+        "imagePullPolicy": "Never",
+        "command": ["python", "/app/app.py"],
+        "env": [
+            {"name": "LEDGER_DIR", "value": "/ledger"},
+            {"name": "PORT", "value": str(APP_PORT)},
+            {"name": "SLOW_MS", "value": str(pods.slow_ms)},
+            {"name": "SLOW_MEMBERS", "value": ",".join(pods.slow_members)},
+        ],
+        "resources": {"requests": {"cpu": "20m", "memory": "32Mi"}},
+        "securityContext": RESTRICTED_CONTAINER,
+        "volumeMounts": [
+            {"name": "app", "mountPath": "/app", "readOnly": True},
+            {"name": "ledger", "mountPath": "/ledger"},
+        ],
+    }
+
+
+def _sidecar_container(pods: ConsumerPods) -> dict[str, Any]:
+    """`kafka-rebalance sidecar` following the pod's mounted ConfigMap, delivering to the app."""
+    probe = {"periodSeconds": 2, "failureThreshold": 3}
+    return {
+        "name": "sidecar",
+        "image": pods.image,
+        "imagePullPolicy": "Never",
+        "command": ["kafka-rebalance", "sidecar"],
+        "args": [
+            "--assignment=/etc/kafka-rebalance/$(POD_NAME)/assignment.json",
+            f"--bootstrap-servers={pods.bootstrap}",
+            f"--group={pods.group}",
+            f"--topics={pods.topic}",
+            f"--apply-mode={pods.apply_mode}",
+            f"--deliver-to=http://127.0.0.1:{APP_PORT}/records",
+            f"--health-port={HEALTH_PORT}",
+            "--bind=0.0.0.0",  # the kubelet probes the pod's address
+            "--metrics-port=0",
+            f"--session-timeout-ms={pods.session_timeout_ms}",
+            "--auto-offset-reset=earliest",
+            f"--max-poll-records={pods.max_poll_records}",
+        ],
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "readinessProbe": {**probe, "httpGet": {"path": "/readyz", "port": HEALTH_PORT}},
+        "livenessProbe": {
+            **probe,
+            "httpGet": {"path": "/healthz", "port": HEALTH_PORT},
+            "initialDelaySeconds": 20,
+        },
+        "resources": {"requests": {"cpu": "50m", "memory": "96Mi"}},
+        "securityContext": RESTRICTED_CONTAINER,
+        "volumeMounts": [
+            {"name": "assignment", "mountPath": "/etc/kafka-rebalance", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
     }
 
 

@@ -113,9 +113,35 @@ def docker_build(
         )
     dockerd, docker = _docker_binaries()
     home = state_dir / "docker"
-    build_log = home / "build.log"
     home.mkdir(parents=True, exist_ok=True)
     sock = home / "docker.sock"
+    supervisor = _start_dockerd(state_dir, info, dockerd, home, sock)
+    env = {**os.environ, "DOCKER_HOST": f"unix://{sock}", "DOCKER_BUILDKIT": "0"}
+    env.pop("DOCKER_CONTEXT", None)
+    try:
+        supervisor.wait_until(
+            "dockerd",
+            lambda: (
+                subprocess.run(
+                    [docker, "version"], env=env, capture_output=True, timeout=10
+                ).returncode
+                == 0
+            ),
+            timeout=60,
+            what="serving its API",
+        )
+        _build_and_save(docker, env, tools, ref, out, home / "build.log", log)
+    finally:
+        supervisor.stop_one("dockerd")
+        mounts.unmount_under(home)  # its exec root's netns bind mount, if it left it
+
+
+def _start_dockerd(
+    state_dir: Path, info: dict[str, object], dockerd: str, home: Path, sock: Path
+) -> Supervisor:
+    """dockerd with everything under `home`, on the node's containerd (namespace `moby`), with
+    no bridge, iptables rules or IP forwarding; recorded in the environment's state file, so
+    `dev down` stops it too if the build is interrupted."""
     supervisor = Supervisor(StateFile(state_dir / "state.json"), extra={
         k: v for k, v in info.items() if k != "processes"})  # fmt: skip
     supervisor.records = StateFile(state_dir / "state.json").records()
@@ -140,43 +166,40 @@ def docker_build(
         ],
         home / "dockerd.log",
     )
-    env = {**os.environ, "DOCKER_HOST": f"unix://{sock}", "DOCKER_BUILDKIT": "0"}
-    env.pop("DOCKER_CONTEXT", None)
-    try:
-        supervisor.wait_until(
-            "dockerd",
-            lambda: (
-                subprocess.run(
-                    [docker, "version"], env=env, capture_output=True, timeout=10
-                ).returncode
-                == 0
-            ),
-            timeout=60,
-            what="serving its API",
-        )
-        base = f"kafka-rebalance-base:{tools.debian_suite}"
-        started = time.monotonic()
-        _run(
-            [docker, "import", "--change", "ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:"
-             "/usr/bin:/sbin:/bin", "--change", "ENV LANG=C.UTF-8", "--change",
-             'CMD ["python3"]', str(tools.debian_base_tarball), base],
-            build_log, env=env,
-        )  # fmt: skip
-        log(f"image: base {base} imported in {time.monotonic() - started:.1f}s")
-        started = time.monotonic()
-        _run(
-            [docker, "build", "--network=host", "--force-rm", f"--build-arg=PYTHON_IMAGE={base}",
-             f"--build-arg=REVISION={git_revision()}", f"--build-arg=SOURCE_URL={source_url()}",
-             "-t", ref, str(REPO_ROOT)],
-            build_log, env=env,
-        )  # fmt: skip
-        log(f"image: {ref} built in {time.monotonic() - started:.1f}s")
-        tmp = out.with_suffix(f".tmp-{os.getpid()}")
-        _run([docker, "save", "-o", str(tmp), ref], build_log, env=env)
-        tmp.rename(out)
-    finally:
-        supervisor.stop_one("dockerd")
-        mounts.unmount_under(home)  # its exec root's netns bind mount, if it left it
+    return supervisor
+
+
+def _build_and_save(
+    docker: str,
+    env: dict[str, str],
+    tools: Toolchain,
+    ref: str,
+    out: Path,
+    build_log: Path,
+    log: Callable[[str], None],
+) -> None:
+    """Import the Debian base, build the Dockerfile on it as `ref`, save `ref` to `out` (written
+    under a temporary name, then renamed: a half-saved archive is never taken for a build)."""
+    base = f"kafka-rebalance-base:{tools.debian_suite}"
+    started = time.monotonic()
+    _run(
+        [docker, "import", "--change", "ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:"
+         "/usr/bin:/sbin:/bin", "--change", "ENV LANG=C.UTF-8", "--change",
+         'CMD ["python3"]', str(tools.debian_base_tarball), base],
+        build_log, env=env,
+    )  # fmt: skip
+    log(f"image: base {base} imported in {time.monotonic() - started:.1f}s")
+    started = time.monotonic()
+    _run(
+        [docker, "build", "--network=host", "--force-rm", f"--build-arg=PYTHON_IMAGE={base}",
+         f"--build-arg=REVISION={git_revision()}", f"--build-arg=SOURCE_URL={source_url()}",
+         "-t", ref, str(REPO_ROOT)],
+        build_log, env=env,
+    )  # fmt: skip
+    log(f"image: {ref} built in {time.monotonic() - started:.1f}s")
+    tmp = out.with_suffix(f".tmp-{os.getpid()}")
+    _run([docker, "save", "-o", str(tmp), ref], build_log, env=env)
+    tmp.rename(out)
 
 
 KEEP_ARCHIVES = 3

@@ -193,11 +193,21 @@ def start(
     for needed in (tools.kubelet, tools.pause_archive):
         if not needed.exists():
             raise StartupError("kubelet", f"{needed} is not provisioned; run scripts/bootstrap")
-    cni_bin = system_packages.cni_bin_dir()
-    assert cni_bin is not None  # require_packages checked it
-    logs = directory / "logs"
     for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "logs"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
+    _start_containerd(directory, tools, supervisor, network)
+    forward_port = _start_api_forward(directory, supervisor, plane, network)
+    _start_kubelet(directory, tools, supervisor, plane, network, timeout)
+    return RealNode(directory, network, forward_port)
+
+
+def _start_containerd(
+    directory: Path, tools: Toolchain, supervisor: Supervisor, network: PodNetwork
+) -> None:
+    """containerd with its config and the pod network's CNI config, serving its API, with the
+    pause image (the pods' sandbox) imported."""
+    cni_bin = system_packages.cni_bin_dir()
+    assert cni_bin is not None  # require_packages checked it
     config = directory / "containerd" / "config.toml"
     config.write_text(containerd_config(directory, cni_bin, system_packages.command("runc")))
     conflist = pod_network.cni_conflist(network, directory / "cni" / "ipam")
@@ -208,7 +218,7 @@ def start(
     supervisor.start(
         "containerd",
         [system_packages.command("containerd"), "--config", str(config)],
-        logs / "containerd.log",
+        directory / "logs" / "containerd.log",
     )
     supervisor.wait_until(
         "containerd",
@@ -219,8 +229,13 @@ def start(
     )
     import_image(socket, tools.pause_archive)
 
-    kubelet_port, healthz_port = free_ports(2)
-    forward_port = plane.api_port  # the same number, on the bridge address
+
+def _start_api_forward(
+    directory: Path, supervisor: Supervisor, plane: ControlPlane, network: PodNetwork
+) -> int:
+    """The forwarder that lets pods reach the API server on the bridge; returns its port (the
+    API server's number, on the bridge address)."""
+    forward_port = plane.api_port
     supervisor.start(
         "pod-api-forward",
         [
@@ -232,9 +247,22 @@ def start(
             LOOPBACK,
             str(plane.api_port),
         ],
-        logs / "pod-api-forward.log",
+        directory / "logs" / "pod-api-forward.log",
         ports={"https": forward_port},
     )
+    return forward_port
+
+
+def _start_kubelet(
+    directory: Path,
+    tools: Toolchain,
+    supervisor: Supervisor,
+    plane: ControlPlane,
+    network: PodNetwork,
+    timeout: float,
+) -> None:
+    """The kubelet of REAL_NODE_NAME on the bridge address, waited for until its node is Ready."""
+    kubelet_port, healthz_port = free_ports(2)
     kubelet_yaml = directory / "kubelet-config.yaml"
     kubelet_yaml.write_text(
         yaml.safe_dump(
@@ -255,7 +283,7 @@ def start(
             f"--node-labels=type=kubelet,kafka-rebalance.io/dev-node={REAL_NODE_NAME}",
             "--v=1",
         ],
-        logs / "kubelet.log",
+        directory / "logs" / "kubelet.log",
         ports={"https": kubelet_port, "healthz": healthz_port},
     )
     supervisor.wait_until(
@@ -266,7 +294,6 @@ def start(
         interval=0.5,
         watch=("containerd",),
     )
-    return RealNode(directory, network, forward_port)
 
 
 def chart_values(gateway: str, api_port: int) -> dict[str, object]:

@@ -22,7 +22,8 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from kafka_rebalance_dev.devenv import system_packages
 from kafka_rebalance_dev.devenv.provision.broker_plugin import build_broker_plugin
@@ -97,7 +98,16 @@ def debian_base_unavailable() -> str | None:
 
 def components(tc: Toolchain) -> list[Component]:
     """Cheap downloads first, long Go builds last, so a failure in one shows up early."""
-    kube_bin = lambda name: lambda d: d / "bin" / name  # noqa: E731
+    return [*_java_components(tc), *_go_components(tc), *_image_components(tc)]
+
+
+def _kube_bin(name: str) -> Callable[[Path], Path]:
+    """Where a Go-built component's binary `name` lies under its install directory."""
+    return lambda d: d / "bin" / name
+
+
+def _java_components(tc: Toolchain) -> list[Component]:
+    """Maven Central downloads (and the broker plug-in's Maven build)."""
     return [
         Component(
             "kafka",
@@ -120,6 +130,12 @@ def components(tc: Toolchain) -> list[Component]:
             build_broker_plugin(tc),
         ),
         Component("spark-kafka", tc.spark_version, tc.spark_kafka_dir, build_spark_kafka(tc)),
+    ]
+
+
+def _go_components(tc: Toolchain) -> list[Component]:
+    """Go tools built from source with the provisioned Go toolchain, quick ones first."""
+    return [
         Component(
             "kubeconform",
             tc.kubeconform_version,
@@ -130,7 +146,7 @@ def components(tc: Toolchain) -> list[Component]:
                 tc.kubeconform_version,
                 ldflags(("main.version", f"v{tc.kubeconform_version}")),
             ),
-            check_binary_version(kube_bin("kubeconform"), ["-v"], tc.kubeconform_version),
+            check_binary_version(_kube_bin("kubeconform"), ["-v"], tc.kubeconform_version),
         ),
         Component(
             "kube-schemas",
@@ -144,7 +160,7 @@ def components(tc: Toolchain) -> list[Component]:
             tc.helm_version,
             tc.helm_dir,
             helm_build(tc),
-            check_binary_version(kube_bin("helm"), ["version"], f"v{tc.helm_version}"),
+            check_binary_version(_kube_bin("helm"), ["version"], f"v{tc.helm_version}"),
         ),
         Component(
             "kwok",
@@ -157,14 +173,14 @@ def components(tc: Toolchain) -> list[Component]:
                 ldflags(("sigs.k8s.io/kwok/pkg/consts.Version", f"v{tc.kwok_version}")),
                 after=kwok_stages(tc),
             ),
-            check_binary_version(kube_bin("kwok"), ["--version"], tc.kwok_version),
+            check_binary_version(_kube_bin("kwok"), ["--version"], tc.kwok_version),
         ),
         Component(
             "etcd",
             tc.etcd_version,
             tc.etcd_dir,
             build_etcd(tc),
-            check_binary_version(kube_bin("etcd"), ["--version"], tc.etcd_version),
+            check_binary_version(_kube_bin("etcd"), ["--version"], tc.etcd_version),
         ),
         Component(
             "kubernetes",
@@ -172,7 +188,7 @@ def components(tc: Toolchain) -> list[Component]:
             tc.kubernetes_dir,
             build_kubernetes(tc),
             check_binary_version(
-                kube_bin("kube-apiserver"), ["--version"], f"v{tc.kubernetes_version}"
+                _kube_bin("kube-apiserver"), ["--version"], f"v{tc.kubernetes_version}"
             ),
         ),
         Component(
@@ -180,8 +196,14 @@ def components(tc: Toolchain) -> list[Component]:
             tc.kubernetes_version,
             tc.kubelet_dir,
             build_kubernetes(tc, NODE_BINARIES, "kubelet"),
-            check_binary_version(kube_bin("kubelet"), ["--version"], f"v{tc.kubernetes_version}"),
+            check_binary_version(_kube_bin("kubelet"), ["--version"], f"v{tc.kubernetes_version}"),
         ),
+    ]
+
+
+def _image_components(tc: Toolchain) -> list[Component]:
+    """What the real node and `dev image` need: the pause image and the Debian base."""
+    return [
         Component("pause", PAUSE_VERSION, tc.pause_dir, build_pause(PAUSE_VERSION)),
         Component(
             "debian-base",
