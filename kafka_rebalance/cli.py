@@ -60,7 +60,7 @@ def register_unavailable(subparsers: argparse._SubParsersAction, name: str, hint
 
 # The optional dependencies each subcommand needs (pyproject's extras): a base install (the sidecar
 # and `plan`) has none of them, and a missing one is a one-line hint, not a traceback. `dev` and
-# `demo` come from the harness's own distribution instead (HARNESS below).
+# `demo` come from the harness's own distribution instead (HARNESS_HINT below).
 EXTRA_OF: dict[str, str] = {
     "operator": "operator",
     "pipeline": "pipeline",

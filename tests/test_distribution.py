@@ -124,6 +124,13 @@ def test_a_missing_module_that_no_extra_provides_keeps_its_traceback() -> None:
     assert "kafka-rebalance[pipeline]" in (missing_extra_message("pipeline", pipeline) or "")
 
 
+def test_a_harness_command_missing_a_dependency_points_at_the_harness() -> None:
+    crypto = ModuleNotFoundError("No module named 'cryptography'", name="cryptography")
+    hint = missing_extra_message("dev", crypto) or ""
+    assert "'cryptography' is missing" in hint and "kafka-rebalance-dev" in hint
+    assert "kafka-rebalance[" not in hint  # no extra of the base distribution brings it
+
+
 def test_a_subcommand_left_out_of_the_image_says_so_and_only_then() -> None:
     absent = ModuleNotFoundError("No module named 'kafka_rebalance.pipeline_command'",
                                  name="kafka_rebalance.pipeline_command")  # fmt: skip
