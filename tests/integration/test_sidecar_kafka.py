@@ -856,16 +856,25 @@ def test_an_app_answering_503_for_15_s_loses_nothing_and_keeps_the_group(bench, 
         reader.close()
 
 
-def test_assign_mode_follows_a_revoke_while_the_app_pushes_back(bench):
+@pytest.mark.parametrize("engine", ["kafka-python", "librdkafka"])
+def test_assign_mode_follows_a_revoke_while_the_app_pushes_back(bench, tmp_path, engine):
     """The held records of a revoked partition are not handed over as done: the acknowledgement
-    commits the first undelivered offset, at once, while the app is still busy."""
+    commits the first undelivered offset, at once, while the app is still busy. The sidecar
+    command shows the app its token (`--deliver-token-file`)."""
     b: Bench = bench(2, "busyassign")
-    app = BusyApp()
+    token = tmp_path / "token"
+    token.write_text("t0ken")
+    app = BusyApp(token="t0ken")
     release = threading.Event()
     app.busy = lambda: not release.is_set()
     try:
         b.write("ba-0", 1, [0, 1])
-        car = b.sidecar("ba-0", mode="assign", deliver_to=app.url)
+        car = b.sidecar(
+            "ba-0",
+            mode="assign",
+            deliver_to=app.url,
+            extra=("--engine", engine, "--deliver-token-file", str(token)),
+        )
         wait_for("ready", car.ready, timeout=30)
         b.produce(20, [1])  # the held batch is partition 1's records 0-19, its position 20
         wait_for("the app pushing back", lambda: app.busy_answers >= 2, timeout=30)
@@ -890,7 +899,8 @@ def test_assign_mode_follows_a_revoke_while_the_app_pushes_back(bench):
         assert sorted(set(app.taken)) == [(0, o) for o in range(20)]  # 1 was handed over
         m = car.metrics()
         assert m["records_dead_lettered_total"] == 0 and m["records_skipped_total"] == 0
-        assert b.committed()[1].offset == 0
+        assert m["holding"] == 0 and m["backpressure_total"] == app.busy_answers
+        assert b.committed()[1].offset == 0 and app.unauthorized == 0
         assert car.stop() == 0
     finally:
         app.close()
