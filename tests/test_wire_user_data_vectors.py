@@ -1,0 +1,67 @@
+"""The assignor user_data vectors both ends are held to (tests/data/wire/user_data_vectors.json):
+the Java client assignor (client-assignor/, `UserDataVectorsTest`, run by its Maven build) checks
+the same file, so a Java member and a Python sidecar put and read the same bytes in one group."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_rebalance_common import wire
+
+VECTORS = json.loads(
+    (Path(__file__).parent / "data" / "wire" / "user_data_vectors.json").read_text()
+)
+
+
+def _raw(entry: dict[str, Any]) -> bytes:
+    return base64.b64decode(entry["base64"]) if "base64" in entry else entry["text"].encode()
+
+
+@pytest.mark.parametrize("entry", VECTORS["encode_claim"])
+def test_claims_encode_to_the_shared_bytes(entry: dict[str, Any]) -> None:
+    source = entry["document"]
+    document = (
+        None
+        if source is None
+        else wire.AssignmentDocument(
+            "g", "m", source["epoch"], wire.partitions.normalise(source["partitions"])
+        )
+    )
+    assert wire.encode_claim(document) == entry["text"].encode("ascii")
+
+
+@pytest.mark.parametrize("entry", VECTORS["encode_composed"])
+def test_composed_encodes_to_the_shared_bytes(entry: dict[str, Any]) -> None:
+    encoded = wire.encode_composed(entry["composedEpoch"], entry["claimEpoch"])
+    assert encoded == entry["text"].encode("ascii")
+
+
+@pytest.mark.parametrize("entry", VECTORS["decode_claim"])
+def test_claims_decode_to_the_shared_values(entry: dict[str, Any]) -> None:
+    partitions = {t: tuple(p) for t, p in entry["partitions"].items()}
+    assert wire.parse_claim(_raw(entry)) == wire.Claim(entry["epoch"], partitions)
+
+
+@pytest.mark.parametrize("entry", VECTORS["decode_composed"])
+def test_composed_decodes_to_the_shared_values(entry: dict[str, Any]) -> None:
+    expected = wire.Composed(entry["composedEpoch"], entry["claimEpoch"])
+    assert wire.parse_composed(_raw(entry)) == expected
+
+
+@pytest.mark.parametrize("entry", VECTORS["reject_claim"])
+def test_bad_claims_are_refused_naming_the_shared_field(entry: dict[str, Any]) -> None:
+    with pytest.raises(wire.UserDataError) as caught:
+        wire.parse_claim(_raw(entry))
+    assert caught.value.field == entry["field"]
+    assert wire.decode_claim(_raw(entry)) is None
+
+
+@pytest.mark.parametrize("entry", VECTORS["reject_composed"])
+def test_bad_composed_are_refused_naming_the_shared_field(entry: dict[str, Any]) -> None:
+    with pytest.raises(wire.UserDataError) as caught:
+        wire.parse_composed(_raw(entry))
+    assert caught.value.field == entry["field"]
