@@ -1,6 +1,7 @@
 package dev.kafkarebalance.client;
 
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
 import java.lang.ref.WeakReference;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -9,6 +10,9 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
+import javax.management.MalformedObjectNameException;
+import javax.management.ObjectName;
+import org.apache.kafka.common.utils.Sanitizer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -27,7 +31,9 @@ import org.slf4j.LoggerFactory;
  * {@code rejoin.min.ms}, backing off to every {@code rejoin.max.ms} while the condition lasts.</li>
  * </ul>
  *
- * <p>The thread holds its assignor weakly and ends once the assignor (and so its consumer) is gone.
+ * <p>The thread ends when its consumer is closed (Kafka does not close assignors, so it watches the
+ * consumer's {@code kafka.consumer:type=app-info} MBean, which the consumer registers while it is
+ * open) or once the assignor is garbage (it holds the assignor weakly).
  */
 final class PlanFollower implements Runnable {
     private static final Logger LOG = LoggerFactory.getLogger(PlanFollower.class);
@@ -41,6 +47,8 @@ final class PlanFollower implements Runnable {
     private final long rejoinMaxMs;
     private final boolean rejoin;
     private final Map<String, ?> consumerSettings;
+    private final ObjectName appInfo;
+    private boolean appInfoSeen;
     private volatile boolean stopped;
     private String lastText;
     private boolean warnedMissing;
@@ -60,6 +68,31 @@ final class PlanFollower implements Runnable {
         this.rejoinMaxMs = rejoinMaxMs;
         this.interval = rejoinMinMs;
         this.consumerSettings = consumerSettings;
+        this.appInfo = appInfo(consumerSettings.get("client.id"));
+    }
+
+    private static ObjectName appInfo(Object clientId) {
+        if (clientId == null) {
+            return null;
+        }
+        try {
+            // the name Kafka's AppInfoParser registers for the consumer
+            return new ObjectName("kafka.consumer:type=app-info,id=" + Sanitizer.jmxSanitize(clientId.toString()));
+        } catch (MalformedObjectNameException e) {
+            return null; // a client id JMX cannot name: the weak reference alone ends the thread
+        }
+    }
+
+    /** True once the consumer's app-info MBean, seen before, is gone: the consumer was closed. */
+    boolean consumerClosed() {
+        if (appInfo == null) {
+            return false;
+        }
+        boolean registered = ManagementFactory.getPlatformMBeanServer().isRegistered(appInfo);
+        if (registered) {
+            appInfoSeen = true;
+        }
+        return appInfoSeen && !registered;
     }
 
     void stop() {
@@ -76,7 +109,8 @@ final class PlanFollower implements Runnable {
             try {
                 readOnce();
                 PlanFollowingAssignor assignor = owner.get();
-                if (assignor == null) {
+                if (assignor == null || consumerClosed()) {
+                    LOG.info("the consumer following {} is closed: no longer following it", path);
                     return;
                 }
                 String reason = assignor.rebalanceReason();
