@@ -1,6 +1,7 @@
 """The assignor user_data vectors both ends are held to (tests/data/wire/user_data_vectors.json):
 the Java client assignor (client-assignor/, `UserDataVectorsTest`, run by its Maven build) checks
-the same file, so a Java member and a Python sidecar put and read the same bytes in one group."""
+the same file, so a Java member and a Python sidecar put and read the same bytes in one group, and
+either, as the group's leader, places claimed partitions the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 from kafka_rebalance_common import wire
+from kafka_rebalance_sidecar.plan_following import MemberView, compose
 
 VECTORS = json.loads(
     (Path(__file__).parent / "data" / "wire" / "user_data_vectors.json").read_text()
@@ -65,3 +67,25 @@ def test_bad_composed_are_refused_naming_the_shared_field(entry: dict[str, Any])
     with pytest.raises(wire.UserDataError) as caught:
         wire.parse_composed(_raw(entry))
     assert caught.value.field == entry["field"]
+
+
+@pytest.mark.parametrize("case", VECTORS["compose"], ids=lambda c: c["about"][:40])
+def test_a_sidecar_leader_composes_the_shared_assignment(case: dict[str, Any]) -> None:
+    views = [
+        MemberView(
+            m["id"],
+            m["instance"],
+            tuple(m["topics"]),
+            wire.decode_claim(m["claim"].encode()),
+            m["owned"],
+        )
+        for m in case["members"]
+    ]
+    composition = compose(views, case["partitions"], cooperative=True)
+    assert composition.assignment == case["assignment"]
+    assert [list(w) for w in composition.withheld] == case["withheld"]
+    assert composition.ignored_claims == case["ignored"]
+    seen = {v.member_id: v.claim.epoch if v.claim else wire.NO_EPOCH for v in views}
+    assert {
+        m: wire.encode_composed(composition.epoch, seen[m]).decode() for m in composition.assignment
+    } == case["userData"]

@@ -113,4 +113,35 @@ class UserDataVectorsTest {
             assertEquals(entry.get("field").asText(), error.field(), error.getMessage());
         }));
     }
+
+    @TestFactory
+    Stream<DynamicTest> aJavaLeaderComposesTheSharedAssignment() {
+        return entries("compose").map(entry -> DynamicTest.dynamicTest(entry.get("about").asText(), () -> {
+            List<Composer.MemberView> views = new ArrayList<>();
+            Map<String, Long> claimEpochs = new TreeMap<>();
+            for (JsonNode m : entry.get("members")) {
+                List<String> topics = new ArrayList<>();
+                m.get("topics").forEach(t -> topics.add(t.asText()));
+                UserData.Claim claim = UserData.decodeClaim(m.get("claim").asText().getBytes(StandardCharsets.UTF_8));
+                claimEpochs.put(m.get("id").asText(), claim != null ? claim.epoch() : UserData.NO_EPOCH);
+                views.add(new Composer.MemberView(m.get("id").asText(),
+                    m.get("instance").isNull() ? null : m.get("instance").asText(), topics, claim,
+                    partitions(m.get("owned"))));
+            }
+            Map<String, Integer> counts = new TreeMap<>();
+            entry.get("partitions").fields().forEachRemaining(e -> counts.put(e.getKey(), e.getValue().intValue()));
+            Composer.Composition composition = Composer.compose(views, counts);
+            Map<String, Map<String, List<Integer>>> expected = new TreeMap<>();
+            entry.get("assignment").fields().forEachRemaining(e -> expected.put(e.getKey(), partitions(e.getValue())));
+            assertEquals(expected, new TreeMap<>(composition.assignment()));
+            List<String> withheld = new ArrayList<>();
+            composition.withheld().forEach(tp -> withheld.add(tp.topic() + "-" + tp.partition()));
+            List<String> expectedWithheld = new ArrayList<>();
+            entry.get("withheld").forEach(w -> expectedWithheld.add(w.get(0).asText() + "-" + w.get(1).asInt()));
+            assertEquals(expectedWithheld, withheld);
+            assertEquals(entry.get("ignored").intValue(), composition.ignoredClaims());
+            entry.get("userData").fields().forEachRemaining(e -> assertEquals(e.getValue().asText(),
+                new String(UserData.encodeComposed(composition.epoch(), claimEpochs.get(e.getKey())), StandardCharsets.US_ASCII)));
+        }));
+    }
 }
