@@ -5,10 +5,12 @@ mounted document. Marked `java_assignor`.
 Everything is real: the broker, the API server with KWOK pods, the operator process, Java
 consumers (three plain `KafkaConsumer`s and one Spring Kafka `@KafkaListener` app, each with its
 pod's name as `group.instance.id`) in one JVM (a JVM start is slow on a small machine; each
-member still has its own consumer, assignor and document). KWOK runs no kubelet, so a stand-in
+member still has its own consumer, assignor and document), and after the scale-up one Python
+sidecar in the same group. KWOK runs no kubelet, so a stand-in
 copies each pod's ConfigMap into `<documents>/<pod>/assignment.json` the way the kubelet
 projects a mounted ConfigMap (a new file swapped in atomically). Nothing but the Java members'
-own assignors makes the group follow a new plan: there is no sidecar to ask for a rebalance.
+own assignors makes the group follow the first plan change: no sidecar is in the group yet to
+ask for a rebalance.
 Every member writes the project's ledger before committing: 0 lost, 0 concurrent owners.
 """
 
@@ -238,21 +240,31 @@ def test_java_consumers_and_a_spring_listener_follow_plans_through_a_change_and_
         assert planned == dict(enumerate([m for m in members for _ in range(2)]))
         print(f"range epoch {ranged} followed after {took:.1f} s")
 
-        # a scale-up: a fourth pod, its consumer joins, the plan covers it
-        harness.scale(4)
-        java.start(harness.pods(4)[3], "plain")
-        grown, took = _converged(harness, java, ranged + 1, harness.pods(4))
+        # a scale-up to five pods: a fourth Java consumer, and a Python sidecar (group mode) in
+        # the same group, which speaks the same user_data
+        harness.scale(5)
+        pods = harness.pods(5)
+        java.start(pods[3], "plain")
+        harness.start_sidecars([pods[4]])
+        grown, took = _converged(harness, java, ranged + 1, pods)
         _, planned = harness.planned_owners()
-        assert harness.pods(4)[3] in planned.values()
+        assert {pods[3], pods[4]} <= set(planned.values()), planned
         print(f"scale-up epoch {grown} followed after {took:.1f} s: {planned}")
 
-        # and back to lag-aware over four members
+        # and back to lag-aware over five members
         harness.cluster.patch_policy(harness.policy, {"spec": {"strategy": "lag-aware"}})
-        final, took = _converged(harness, java, grown + 1, harness.pods(4))
-        print(f"lag-aware epoch {final} over four followed after {took:.1f} s")
+        final, took = _converged(harness, java, grown + 1, pods)
+        print(f"lag-aware epoch {final} over five followed after {took:.1f} s")
 
         log = java.log.read_text(errors="replace")
         nudges = len(re.findall(r"asking the group to rebalance", log))
         print(f"rebalances the Java members asked for: {nudges}")
         assert "composed assignment" in log  # a Java member led the group
-        ledger_verdict(harness, same_epoch=True)
+        # The sidecar labels its records with the plan epoch, the Java members with the group
+        # generation: only conflicts among members labelling alike mean anything.
+        report = ledger_verdict(harness, same_epoch=False)
+        java_conflicts = [c for c in report.conflicts if pods[4] not in c.members]
+        assert java_conflicts == [], java_conflicts
+        if report.conflicts:
+            print(f"label collisions with the sidecar (no double assignment): {report.conflicts}")
+        assert report.per_member.get(pods[4]), report.per_member

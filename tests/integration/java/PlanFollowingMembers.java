@@ -6,7 +6,8 @@
 //
 // Two kinds of member, both writing the project's ledger (kafka_rebalance/demo/ledger.py) before
 // committing, tagged with the group generation they consumed under:
-//   plain  - a KafkaConsumer poll loop: write, flush, commitSync;
+//   plain  - a KafkaConsumer poll loop: write, flush, commitSync (retried after the next poll
+//            when a rebalance is in progress; revoked partitions committed on revocation);
 //   spring - a Spring Kafka @KafkaListener (batch) in its own application context, no Spring Boot;
 //            the container commits after the listener returns (AckMode BATCH).
 //
@@ -25,11 +26,15 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.Collection;
 import org.apache.kafka.clients.consumer.Consumer;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.springframework.context.annotation.AnnotationConfigApplicationContext;
@@ -110,22 +115,43 @@ public class PlanFollowingMembers {
         @Override
         public void run() {
             String[] seen = {""};
+            boolean uncommitted = false;
             try {
-                consumer.subscribe(List.of(topic));
+                consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                    @Override
+                    public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                        // cooperative: exactly the partitions moving away; commit what was processed
+                        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                        for (TopicPartition tp : partitions) {
+                            offsets.put(tp, new OffsetAndMetadata(consumer.position(tp)));
+                        }
+                        try {
+                            consumer.commitSync(offsets);
+                        } catch (RuntimeException e) {
+                            System.out.println("commit on revoke failed " + member + ": " + e);
+                        }
+                    }
+
+                    @Override
+                    public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                    }
+                });
                 while (running.get()) {
                     ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
                     report(member, consumer, seen);
-                    if (records.isEmpty()) {
-                        continue;
+                    if (!records.isEmpty()) {
+                        List<ConsumerRecord<byte[], byte[]>> batch = new ArrayList<>();
+                        records.forEach(batch::add);
+                        write(member, consumer.groupMetadata().generationId(), batch);
+                        uncommitted = true;
                     }
-                    List<ConsumerRecord<byte[], byte[]>> batch = new ArrayList<>();
-                    records.forEach(batch::add);
-                    write(member, consumer.groupMetadata().generationId(), batch);
-                    try {
-                        consumer.commitSync();
-                    } catch (RuntimeException e) {
-                        // a partition moved meanwhile: its new owner processes these records again
-                        System.out.println("commit failed " + member + ": " + e);
+                    if (uncommitted) {
+                        try {
+                            consumer.commitSync();
+                            uncommitted = false;
+                        } catch (RebalanceInProgressException e) {
+                            // retried after the next poll, which completes the rebalance
+                        }
                     }
                 }
             } catch (WakeupException stopping) {
