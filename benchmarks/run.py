@@ -33,7 +33,7 @@ from typing import Any
 
 from kafka_rebalance_assignors.context import prepare
 from kafka_rebalance_assignors.parsing import parse_request
-from kafka_rebalance_assignors.plan import plan
+from kafka_rebalance_assignors.parsing import plan
 from kafka_rebalance_assignors.registry import STRATEGY_NAMES, strategy_function
 
 from benchmarks import cases as casegen
