@@ -1,9 +1,9 @@
 """The planning types: the validated input every strategy consumes, and the shapes of results.
 
 Strategies never see raw JSON: `validation` turns a typed `request.PlanRequest` (which `parsing`
-builds from a plan-contract document) into an immutable `Group`, refusing bad input with a `PlanInputError` that
-names the offending field. These types hold no caches: what one plan derives from them is
-prepared once in `context.PlanContext`.
+builds from a plan-contract document) into an immutable `Group`, refusing bad input with a
+`PlanInputError` that names the offending field. These types hold no caches: what one plan
+derives from them is prepared once in `context.PlanContext`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from itertools import accumulate, chain
 from operator import add
-from typing import Any, Literal
+from typing import Literal
 
 # member id -> topic -> sorted partition numbers. The one assignment shape used everywhere (a
 # strategy's raw result may hold shared tuples instead of lists: see `assignors.registry`).
@@ -160,4 +160,3 @@ def summed_loads(
     summed per topic list, then the list sums in order (the order fixes the float result, and
     the plan's figures must not change with the code that computes them), all at C speed."""
     return reduce(add, map(sum, map(map, map(getters.__getitem__, owned), owned.values())), start)
-

@@ -109,9 +109,10 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
     when its topics are in topic order and each claim is an ascending tuple of in-range
     partitions (what validation builds), otherwise a sorted copy. The flat owner array is filled
     member by member when each claim is one partition (the usual shape of a member owning a
-    little of many topics), else claim by claim, and as many entries must end up set as were written. None when a
-    claim names an unknown topic or a partition out of range, or some partition is claimed
-    twice: the topic-by-topic resolution handles those (and gives the same owners otherwise)."""
+    little of many topics), else claim by claim, and as many entries must end up set as were
+    written. None when a claim names an unknown topic or a partition out of range, or some
+    partition is claimed twice: the topic-by-topic resolution handles those (and gives the same
+    owners otherwise)."""
     offsets = group.offsets()
     counts = group.topics
     position = {topic: i for i, topic in enumerate(counts)}

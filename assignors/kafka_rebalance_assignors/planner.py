@@ -17,7 +17,6 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from itertools import accumulate, compress, repeat
 from operator import add, itemgetter, lt, ne
-from typing import Any
 
 from kafka_rebalance_assignors.collector import collector_paused
 from kafka_rebalance_assignors.context import PlanContext, prepare
@@ -33,7 +32,6 @@ from kafka_rebalance_assignors.model import (
 from kafka_rebalance_assignors.registry import STRATEGY_MODULES, strategy_function
 from kafka_rebalance_assignors.request import MemberSummary, Move, Plan, PlanRequest, PlanStats
 from kafka_rebalance_assignors.validation import validate
-
 
 _OWNED = (-1).__lt__  # an owner index, not -1 for nobody
 

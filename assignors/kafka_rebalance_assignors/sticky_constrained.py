@@ -169,11 +169,12 @@ def _flat(
 ) -> FlatAssignment:
     """The result in the plan's normal form with its flat owner array (see `FlatAssignment`),
     when no claim conflicted, the group's topics are in name order and at most half the members
-    were touched (a group close to its previous assignment: the steady state). Untouched members hold
-    exactly their resolved claims (topic order, ascending, copied into fresh lists), so the
-    owner array starts as the resolved one and only the touched members' partitions are
-    rewritten: cleared from what they claimed, set from what they now hold, which they are
-    given in normal form. In steady state that is a handful of members out of thousands."""
+    were touched (a group close to its previous assignment: the steady state). Untouched
+    members hold exactly their resolved claims (topic order, ascending, copied into fresh
+    lists), so the owner array starts as the resolved one and only the touched members'
+    partitions are rewritten: cleared from what they claimed, set from what they now hold,
+    which they are given in normal form. In steady state that is a handful of members out of
+    thousands."""
     group = context.group
     offsets = context.offsets
     adders = {topic: offset.__add__ for topic, offset in offsets.items()}
@@ -185,7 +186,8 @@ def _flat(
     for index in sorted(touched):
         mine = kept[index]
         names = sorted(compress(mine, mine.values()))  # topics in order, empty lists left out
-        normal = kept[index] = dict(zip(names, map(sorted, map(mine.__getitem__, names))))
+        lists = map(sorted, map(mine.__getitem__, names))
+        normal = kept[index] = dict(zip(names, lists, strict=True))
         deque(map(owners.__setitem__, global_numbers(adders, normal), repeat(index)), 0)
         listed += sum(map(len, normal.values()))
     if listed != len(owners) - owners.count(-1):

@@ -118,7 +118,8 @@ def _member(
     owned = require_object(member.owned, f"{path}.owned")
     claimed = _claims_at_once(owned, topics, shared)
     if claimed is not None:
-        return Member(member_id, known, float(weight), claimed, generation), 0, unknown_subscriptions
+        member_ = Member(member_id, known, float(weight), claimed, generation)
+        return member_, 0, unknown_subscriptions
     claimed = {}
     stale = 0
     for topic in sorted(owned):
@@ -137,7 +138,8 @@ def _member(
         stale += len(distinct) - len(valid)
         if valid:
             claimed[topic] = tuple(valid)
-    return Member(member_id, known, float(weight), claimed, generation), stale, unknown_subscriptions
+    member_ = Member(member_id, known, float(weight), claimed, generation)
+    return member_, stale, unknown_subscriptions
 
 
 def _claims_at_once(

@@ -196,4 +196,3 @@ def _adaptive(
 
 def owners(assignment: Mapping[str, Mapping[str, list[int]]]) -> dict[PartitionKey, str]:
     return {(t, p): m for m, ts in assignment.items() for t, ps in ts.items() for p in ps}
-
