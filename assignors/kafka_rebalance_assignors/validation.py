@@ -153,8 +153,10 @@ def _claims_at_once(
         return {}
     if not topics.keys() >= owned.keys():  # a deleted topic: stale
         return None
-    names = sorted(owned)
-    lists = list(map(owned.__getitem__, names))
+    keys = list(owned)
+    names = sorted(keys)
+    # In name order already (the usual case: the check is by identity, at C speed): no lookups.
+    lists = list(owned.values()) if names == keys else list(map(owned.__getitem__, names))
     if not set(map(type, lists)) <= _SEQUENCE_TYPES:
         return None
     if set(map(len, lists)) == _ONE:  # one partition per topic: no set or sort per list
