@@ -143,7 +143,7 @@ def generate_group(
             "strategy": spec.current_strategy,
             "moves": 0,
             "max_load_ratio_before": None,
-            "max_load_ratio_after": plan["stats"]["max_load_ratio"],
+            "max_load_ratio_after": plan.stats.max_load_ratio,
         }
     for t in range(spec.polls):
         rates = [rate(p, t) for p in range(count)]
