@@ -177,6 +177,8 @@ async def poll_policy(
         memo["memory"] = memory
     key = f"{namespace}/{name}"
     operator.liveness.woke(key)
+    if not operator.ports.leadership.may_write():
+        return  # a replica that lost its Lease polls and writes nothing; it exits shortly
     now = time.monotonic()
     generation = int(meta.get("generation") or 0)
     # A changed spec is polled at the next tick, not after the rest of the interval.
@@ -210,6 +212,8 @@ async def poll_policy(
         raise kopf.TemporaryError("poll failed; retrying", delay=operator.settings.tick_s) from None
     finally:
         operator.liveness.poll_finished(key)
+    if not operator.ports.leadership.may_write():
+        return  # the Lease may have passed to a standby while this poll ran: no status, no Event
     for kind, reason, message in outcome.events:
         kopf.event(body, type=kind, reason=reason, message=message)
     conditions = (outcome.status or {}).get("conditions")

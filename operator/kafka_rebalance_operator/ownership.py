@@ -38,11 +38,19 @@ PartitionKey = tuple[str, int]
 
 
 def accepted_by_sidecar(shown: MemberDocument | None, written: MemberDocument) -> bool:
-    """Would a sidecar that holds `written` act on `shown`? Only on a later epoch, or the same
-    plan again; everything else it refuses (the wire tracker's rules)."""
+    """Would a sidecar that holds `written` act on `shown`? Only on a later epoch, the same
+    plan again, or the same epoch re-written by a newer operator leader (a higher `leaderTerm`);
+    everything else it refuses (the sidecar tracker's rules)."""
     if shown is None:
         return False
-    return shown.epoch > written.epoch or shown.same_plan(written)
+    if shown.epoch > written.epoch or shown.same_plan(written):
+        return True
+    return (
+        shown.epoch == written.epoch
+        and shown.leader_term is not None
+        and written.leader_term is not None
+        and shown.leader_term > written.leader_term
+    )
 
 
 def with_memory(current: CurrentState, remembered: Mapping[str, MemberDocument]) -> CurrentState:
