@@ -135,6 +135,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "kafka_rebalance_partition_series_dropped_total); default 10000",
     )
     parser.add_argument(
+        "--max-partitions-per-policy",
+        type=_non_negative,
+        default=20_000,
+        metavar="N",
+        help="a policy whose topics hold more partitions is Stalled (TooManyPartitions) before "
+        "any per-partition state is kept for it (0: no cap); default 20000",
+    )
+    parser.add_argument(
         "--plan-topic",
         default="kafka-rebalance-plans",
         help="apply.mode broker: the compacted topic the brokers' kafka-rebalance-plan "
@@ -229,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         cluster=args.cluster_name,
         allowed_bootstrap_servers=allowlist,
         plan_topic=args.plan_topic,
+        max_partitions_per_policy=args.max_partitions_per_policy,
     )
     sinks = []
     if args.telemetry_file:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_rebalance_operator import reconcile
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
+from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.lag import PartitionOffsets
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
@@ -150,6 +150,7 @@ class MemoryObserver:
         pattern: TopicPattern | None,
         describe: bool = False,
         kip848_group: bool = False,
+        max_partitions: int = 0,
     ) -> Observation:
         cluster = self.cluster
         if not cluster.reachable:
@@ -160,6 +161,8 @@ class MemoryObserver:
             wanted = list(topics or [])
         counts = {t: cluster.topics[t] for t in sorted(wanted) if t in cluster.topics}
         missing = sorted(t for t in wanted if t not in cluster.topics)
+        if max_partitions and sum(counts.values()) > max_partitions:
+            raise TooManyPartitions(counts, max_partitions)
         offsets = {}
         for topic, count in counts.items():
             for p in range(count):

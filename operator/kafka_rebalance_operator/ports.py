@@ -115,7 +115,8 @@ class SecretReader(Protocol):
 
 
 class Observer(Protocol):
-    """One Kafka connection for one policy (raises kafka_io.KafkaUnavailable); broker mode also
+    """One Kafka connection for one policy (raises kafka_io.KafkaUnavailable, and
+    kafka_io.TooManyPartitions over `max_partitions` before reading offsets); broker mode also
     publishes plans through it and nudges the group's coordinator (`kip848`)."""
 
     def observe(
@@ -125,6 +126,7 @@ class Observer(Protocol):
         pattern: TopicPattern | None,
         describe: bool = False,
         kip848_group: bool = False,
+        max_partitions: int = 0,
     ) -> Observation: ...
     def publish_plan(self, topic: str, group_id: str, value: bytes) -> None: ...
     def nudge(self, group_id: str) -> None: ...

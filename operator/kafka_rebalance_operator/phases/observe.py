@@ -24,7 +24,7 @@ from kafka_rebalance_operator import (
 from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
 from kafka_rebalance_operator.handoff import Pending
 from kafka_rebalance_operator.history import PartitionMemory
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
+from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.lag import LagState, PartitionLag, classify
 from kafka_rebalance_operator.members import PodSummary, select_members
 from kafka_rebalance_operator.memory import PolicyMemory
@@ -88,7 +88,12 @@ def observe(
             spec.topic_pattern,
             describe=settings.describe_group,
             kip848_group=spec.apply_mode == "broker",
+            max_partitions=settings.max_partitions_per_policy,
         )
+    except TooManyPartitions as error:
+        memory.partitions.clear()  # nothing per partition is kept for a policy over the cap
+        memory.lags = {}
+        raise PollFailure("TooManyPartitions", str(error)) from None
     except KafkaUnavailable as error:
         memory.close()  # a fresh client next poll: the cluster may have moved
         raise PollFailure("KafkaUnreachable", str(error)) from None
