@@ -342,3 +342,52 @@ def test_the_operator_reads_a_term_rewrite_as_the_sidecar_does() -> None:
     assert not ownership.accepted_by_sidecar(member_doc(5, 1, [1]), held)
     assert not ownership.accepted_by_sidecar(member_doc(5, None, [1]), held)
     assert ownership.accepted_by_sidecar(member_doc(6, 0, [1]), held)
+
+
+# -- a ConfigMap showing another incarnation's document -------------------------------------
+
+
+def test_a_member_shown_another_incarnations_document_still_holds_its_partitions() -> None:
+    """The sidecar takes any new policyUid (and then refuses the incarnation it replaced), so a
+    member whose ConfigMap shows another incarnation's document counts as holding what that
+    document gives it: nobody else is granted those partitions before it acknowledges giving
+    them up, and if it never does (a detached sidecar), the policy stalls naming it."""
+    kafka = MemoryKafka(topics={TOPIC: 4})
+    kafka.lag(TOPIC, dict.fromkeys(range(4), 100))
+    spec = {
+        "groupId": "g",
+        "kafka": {"bootstrapServers": "kafka:9092"},
+        "topics": [TOPIC],
+        "members": {"selector": {"matchLabels": {"app": "c"}}},
+        "strategy": "lag-aware",
+        "load": {"model": "lag"},
+        "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+        "apply": {"mode": "assign", "handoffTimeout": "10s"},
+    }
+    subject = Policy(spec, pods(2), memory_ports(kafka))
+    assert subject.poll().action is Action.APPLY
+    store = subject.ports.configmaps
+    docs = documents(subject)
+    taken = docs["c-0"]["partitions"][TOPIC][0]  # c-0's, about to be claimed by c-1's sidecar
+    name = next(
+        n for n, b in store.items.items() if '"member":"c-1"' in b["data"]["assignment.json"]
+    )
+    foreign = copy.deepcopy(store.items[name])
+    raw = json.loads(foreign["data"]["assignment.json"])
+    raw.update(policyUid="uid-other", epoch=0, partitions={TOPIC: [taken]}, revoking={})
+    foreign["data"]["assignment.json"] = json.dumps(raw)
+    store.put(foreign)  # a lower epoch: same-incarnation rules would call it refused
+    subject.poll()
+    after = documents(subject)
+    others = {p for m, d in after.items() if m != "c-1" for p in d["partitions"].get(TOPIC, [])}
+    assert taken not in others, (
+        "still given to another member while c-1's sidecar may act on the foreign document"
+    )
+    assert taken in after["c-1"]["revoking"].get(TOPIC, []) + after["c-1"]["partitions"].get(
+        TOPIC, []
+    ), "c-1 is addressed about the partition it may consume"
+    subject.ports.clock.advance(11)  # c-1 never acknowledges (its sidecar refuses this uid now)
+    subject.poll()
+    stalled = subject.condition("Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "HandoffTimedOut"
+    assert "c-1" in stalled["message"]

@@ -38,11 +38,16 @@ PartitionKey = tuple[str, int]
 
 
 def accepted_by_sidecar(shown: MemberDocument | None, written: MemberDocument) -> bool:
-    """Would a sidecar that holds `written` act on `shown`? Only on a later epoch, the same
-    plan again, or the same epoch re-written by a newer operator leader (a higher `leaderTerm`);
-    everything else it refuses (the sidecar tracker's rules)."""
+    """Would a sidecar that holds `written` act on `shown`? On a document of another
+    incarnation of the policy (another `policyUid`: the sidecar takes a new incarnation whatever
+    its epoch, and then refuses the one it replaced), on a later epoch, the same plan again, or
+    the same epoch re-written by a newer operator leader (a higher `leaderTerm`); everything
+    else it refuses (the sidecar tracker's rules). Where the sidecar might act on `shown`, the
+    member counts as holding what `shown` gives it."""
     if shown is None:
         return False
+    if shown.policy_uid and written.policy_uid and shown.policy_uid != written.policy_uid:
+        return True
     if shown.epoch > written.epoch or shown.same_plan(written):
         return True
     return (
