@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from kafka_rebalance_common import wire
 
@@ -56,6 +57,39 @@ def accepted_by_sidecar(shown: MemberDocument | None, written: MemberDocument) -
         and written.leader_term is not None
         and shown.leader_term > written.leader_term
     )
+
+
+def outside_group(
+    apply_mode: str,
+    group: Mapping[str, Any] | None,
+    current: CurrentState,
+    members: Collection[str],
+) -> tuple[str, ...]:
+    """`group` mode: the members whose document gives them partitions but who are not in the
+    consumer group as describe_groups shows it (`group_instance_id` = pod name). Nothing fences
+    such a member: it may be consuming those partitions with manual `assign()` (its sidecar
+    still runs in assign mode, after `apply.mode` was switched to group), so a partition moves
+    away from it only through a revoke it acknowledges, as in assign mode. Empty in the other
+    modes and when the group could not be described (then nothing is known)."""
+    if apply_mode != "group" or group is None:
+        return ()
+    joined = {str(m.get("group_instance_id") or "") for m in group.get("members") or []}
+    return tuple(
+        sorted(
+            member
+            for member in members
+            if member not in joined
+            and (document := current.by_member.get(member)) is not None
+            and (document.partitions or document.revoking)
+        )
+    )
+
+
+def in_group(group: Mapping[str, Any] | None) -> frozenset[str]:
+    """The members describe_groups shows in the consumer group (empty when not described)."""
+    if group is None:
+        return frozenset()
+    return frozenset(str(m.get("group_instance_id") or "") for m in group.get("members") or [])
 
 
 def with_memory(current: CurrentState, remembered: Mapping[str, MemberDocument]) -> CurrentState:

@@ -49,8 +49,12 @@ def apply(
         return Applied(_in_place(planned), observed.epoch)
     spec = observed.spec
     assignment, revoking, written_hash = planned.assignment, {}, planned.hash
-    if spec.apply_mode == "assign" and decision.action is Action.APPLY and not planned.timed_out:
-        step = handoff.first_step(planned.holders, planned.with_lingering(planned.assignment))
+    if observed.two_step and decision.action is Action.APPLY and not planned.timed_out:
+        # assign mode: every move; group mode: moves away from members outside the group
+        holders = planned.holders
+        if spec.apply_mode != "assign":
+            holders = {m: d for m, d in holders.items() if m in observed.outside_group}
+        step = handoff.first_step(holders, planned.with_lingering(planned.assignment))
         assignment, revoking = step.assignment, step.revoking
         written_hash = planning.plan_hash(assignment)
     documents = assignment_doc.render_documents(
