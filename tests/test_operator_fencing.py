@@ -391,3 +391,21 @@ def test_a_member_shown_another_incarnations_document_still_holds_its_partitions
     stalled = subject.condition("Stalled")
     assert stalled["status"] == "True" and stalled["reason"] == "HandoffTimedOut"
     assert "c-1" in stalled["message"]
+
+
+def test_a_listed_configmap_another_owner_holds_is_never_written_over() -> None:
+    """A ConfigMap that carries the policy's labels but not its ownerReference is somebody
+    else's: conditional writes go straight to a replace, so the owner is checked first."""
+    subject = fenced_policy(Lease())
+    assert subject.poll().action is Action.APPLY
+    store = subject.ports.configmaps
+    name = sorted(store.items)[0]
+    foreign = copy.deepcopy(store.items[name])
+    foreign["metadata"]["ownerReferences"] = []
+    store.put(foreign)
+    kept = copy.deepcopy(store.items[name])
+    subject.pods = pods(3)
+    subject.poll()
+    assert subject.condition("Stalled")["reason"] == "ConfigMapConflict"
+    assert name in subject.condition("Stalled")["message"]
+    assert store.items[name] == kept

@@ -84,6 +84,13 @@ class CurrentConfigMap:
     name: str
     document: MemberDocument | None  # None: unreadable, will be rewritten
     resource_version: str = ""
+    # the ConsumerGroupPolicy names in its ownerReferences (None: not known, e.g. built in tests)
+    owners: tuple[str, ...] | None = None
+
+    def owned_by(self, policy: str) -> bool:
+        """Whether a policy of this name owns it (an earlier incarnation counts): only such a
+        ConfigMap is ever written over (`ForeignConfigMap` otherwise)."""
+        return self.owners is None or policy in self.owners
 
 
 @dataclass(frozen=True)
@@ -128,7 +135,16 @@ def read_current(configmaps: Iterable[Mapping[str, Any]]) -> CurrentState:
         metadata = body.get("metadata") or {}
         name = metadata.get("name", "")
         document = parse_document((body.get("data") or {}).get(names.DATA_KEY))
-        current[name] = CurrentConfigMap(name, document, metadata.get("resourceVersion", ""))
+        owners = tuple(
+            str(o.get("name"))
+            for o in metadata.get("ownerReferences") or []
+            if isinstance(o, Mapping)
+            and o.get("kind") == names.KIND
+            and o.get("apiVersion") == names.API_VERSION
+        )
+        current[name] = CurrentConfigMap(
+            name, document, metadata.get("resourceVersion", ""), owners
+        )
         if document is not None:
             by_member[document.member] = document
     return CurrentState(current, by_member)

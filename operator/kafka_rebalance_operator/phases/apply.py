@@ -97,6 +97,14 @@ def _write(ctx: PolicyContext, current: CurrentState, writes: Writes, ports: Por
     says its lease may have passed to a standby)."""
     leadership = ports.leadership
     versions = {name: shown.resource_version for name, shown in current.configmaps.items()}
+    for name in [*(names.configmap_name(ctx.name, d.member) for d in writes.upserts)]:
+        shown = current.configmaps.get(name)
+        if shown is not None and not shown.owned_by(ctx.name):
+            owners = ", ".join(shown.owners or ()) or "no owner"
+            raise PollFailure(
+                "ConfigMapConflict",
+                str(ForeignConfigMap(ctx.namespace, name, f"owned by {owners}")),
+            )
     fence = assignment_doc.older_terms(current, leadership.term) if writes else []
     try:
         for name in fence:
