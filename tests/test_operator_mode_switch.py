@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kafka_rebalance_common import wire
 from kafka_rebalance_common.replanning import Action
 from kafka_rebalance_operator import ownership
 from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
@@ -58,6 +59,9 @@ def switched() -> tuple[MemoryKafka, Policy, dict[str, list[int]]]:
     subject = Policy(spec("assign"), pods(2), memory_ports(kafka))
     assert subject.poll().action is Action.APPLY
     held = {m: d["partitions"][TOPIC] for m, d in subject.ports.configmaps.documents().items()}
+    for member, parts in held.items():  # the assign-mode sidecars commit what they consume
+        for p in parts:
+            kafka.committed[(TOPIC, p)] = (0, json.dumps({"member": member, "epoch": 1}))
     subject.spec = spec("group")
     subject.generation = 2
     kafka.lag(TOPIC, {p: (5000 if p in held["c-0"] else 10) for p in range(4)})
@@ -119,7 +123,21 @@ def test_outside_group_is_group_mode_members_with_partitions_not_in_the_group() 
         },
     )
     members = ["a", "b", "c", "d"]
-    assert ownership.outside_group("group", joined("a"), current, members) == ("b", "d")
-    assert ownership.outside_group("group", None, current, members) == ()  # not described
-    assert ownership.outside_group("assign", joined(), current, members) == ()
-    assert ownership.outside_group("broker", joined(), current, members) == ()
+    commits = {
+        (TOPIC, p): wire.CommitMetadata(m, 3)
+        for p, m in ((0, "a"), (1, "b"), (2, "d"), (3, "gone"))
+    }
+    assert ownership.outside_group("group", joined("a"), current, members, commits) == ("b", "d")
+    # no commit naming it: nothing consumes (no sidecar running yet)
+    assert ownership.outside_group("group", joined("a"), current, members, {}) == ()
+    assert ownership.outside_group("group", None, current, members, commits) == ()
+    assert ownership.outside_group("assign", joined(), current, members, commits) == ()
+    assert ownership.outside_group("broker", joined(), current, members, commits) == ()
+
+
+def test_members_that_never_committed_consume_nothing_and_move_in_one_step() -> None:
+    """Group mode before any sidecar runs (pods without consumers): no revoke step."""
+    kafka, subject, _ = switched()
+    kafka.committed.clear()
+    assert subject.poll().action is Action.APPLY
+    assert all(not d["revoking"] for d in subject.ports.configmaps.documents().values())

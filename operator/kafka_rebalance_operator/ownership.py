@@ -64,25 +64,33 @@ def outside_group(
     group: Mapping[str, Any] | None,
     current: CurrentState,
     members: Collection[str],
+    committers: Mapping[PartitionKey, wire.CommitMetadata],
 ) -> tuple[str, ...]:
-    """`group` mode: the members whose document gives them partitions but who are not in the
-    consumer group as describe_groups shows it (`group_instance_id` = pod name). Nothing fences
-    such a member: it may be consuming those partitions with manual `assign()` (its sidecar
-    still runs in assign mode, after `apply.mode` was switched to group), so a partition moves
-    away from it only through a revoke it acknowledges, as in assign mode. Empty in the other
+    """`group` mode: the members that consume outside the consumer group. Such a member's
+    document gives it partitions, it is not in the group as describe_groups shows it
+    (`group_instance_id` = pod name), and the latest commit of one of those partitions names it:
+    it consumes them with manual `assign()` (its sidecar still runs in assign mode, after
+    `apply.mode` was switched to group). No rebalance fences it, so a partition moves away from
+    it only through a revoke it acknowledges, as in assign mode. A member that has never
+    committed (no sidecar running yet) is not counted: it consumes nothing. Empty in the other
     modes and when the group could not be described (then nothing is known)."""
     if apply_mode != "group" or group is None:
         return ()
-    joined = {str(m.get("group_instance_id") or "") for m in group.get("members") or []}
-    return tuple(
-        sorted(
-            member
-            for member in members
-            if member not in joined
-            and (document := current.by_member.get(member)) is not None
-            and (document.partitions or document.revoking)
-        )
-    )
+    joined = in_group(group)
+    committed_by = {(key, m.member) for key, m in committers.items()}
+    outside = []
+    for member in sorted(members):
+        document = current.by_member.get(member)
+        if member in joined or document is None:
+            continue
+        held = {
+            (topic, p)
+            for topic, parts in (*document.partitions.items(), *document.revoking.items())
+            for p in parts
+        }
+        if any((key, member) in committed_by for key in held):
+            outside.append(member)
+    return tuple(outside)
 
 
 def in_group(group: Mapping[str, Any] | None) -> frozenset[str]:

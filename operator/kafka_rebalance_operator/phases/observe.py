@@ -131,7 +131,9 @@ def observe(
     if reported is None:
         reported = ctx.status.get("observedGeneration")
     kind, kind_state = observation.group_type or (None, None)
-    outside = ownership.outside_group(spec.apply_mode, observation.group, current, present)
+    outside = ownership.outside_group(
+        spec.apply_mode, observation.group, current, present, committers
+    )
     return Observed(
         spec=spec,
         observation=observation,
