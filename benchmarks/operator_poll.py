@@ -97,10 +97,11 @@ class InMemoryConfigMaps:
     def list(self, namespace: str, policy: str) -> list[dict[str, Any]]:
         return [copy.deepcopy(v) for v in self.store.values()]
 
-    def upsert(self, body: Any) -> None:
+    def upsert(self, body: Any) -> str:
         self.store[body["metadata"]["name"]] = copy.deepcopy(dict(body))
+        return ""  # no versions: every write is taken
 
-    def delete(self, namespace: str, name: str) -> None:
+    def delete(self, namespace: str, name: str, resource_version: str = "") -> None:
         self.store.pop(name, None)
 
 

@@ -10,6 +10,7 @@ import argparse
 import functools
 import logging
 import os
+from typing import Any
 
 from kafka_rebalance_common import logformat
 
@@ -134,6 +135,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "kafka_rebalance_partition_series_dropped_total); default 10000",
     )
     parser.add_argument(
+        "--max-partitions-per-policy",
+        type=_non_negative,
+        default=20_000,
+        metavar="N",
+        help="a policy whose topics hold more partitions is Stalled (TooManyPartitions) before "
+        "any per-partition state is kept for it (0: no cap); default 20000",
+    )
+    parser.add_argument(
         "--plan-topic",
         default="kafka-rebalance-plans",
         help="apply.mode broker: the compacted topic the brokers' kafka-rebalance-plan "
@@ -152,7 +161,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _lead(args: argparse.Namespace) -> None:
+def _lead(args: argparse.Namespace) -> Any:
     """Block until this replica holds the Lease. A leader that cannot renew exits (status 3) by
     its renew deadline, which is shorter than the lease a standby waits out, so two replicas
     never reconcile at the same time; its pod restarts as a standby. A new leader starts from
@@ -188,6 +197,7 @@ def _lead(args: argparse.Namespace) -> None:
         config.name,
         elector.transitions,
     )
+    return elector
 
 
 def _non_negative(text: str) -> int:
@@ -227,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         cluster=args.cluster_name,
         allowed_bootstrap_servers=allowlist,
         plan_topic=args.plan_topic,
+        max_partitions_per_policy=args.max_partitions_per_policy,
     )
     sinks = []
     if args.telemetry_file:
@@ -234,21 +245,13 @@ def run(args: argparse.Namespace) -> int:
     if args.telemetry_bootstrap:
         sinks.append(KafkaSink(args.telemetry_bootstrap, args.telemetry_topic))
     telemetry = Telemetry(sinks)
-    api_client = kube_io.connect()
-    operator = handlers.Operator(
-        settings=settings,
-        ports=ports.real_ports(api_client, telemetry, args.max_partition_series),
-        liveness=health.Liveness(args.liveness_max_age),
-        pod_audit=PodAudit(
-            functools.partial(kube_io.list_pod_uids, api_client=api_client),
-            args.pod_audit_interval,
-        ),
-    )
+    liveness = health.Liveness(args.liveness_max_age)
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.bind)
     if args.health_port:
-        health.serve(operator.liveness, args.health_port, args.bind)
+        health.serve(liveness, args.health_port, args.bind)
 
+    elector = None
     if args.leader_election:
         if args.peering:
             logging.getLogger(__name__).error(
@@ -256,10 +259,23 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
         try:
-            _lead(args)
+            elector = _lead(args)
         except ValueError as error:  # inconsistent durations
             logging.getLogger(__name__).error("--leader-election-*: %s", error)
             return 2
+    api_client = kube_io.connect()
+    operator = handlers.Operator(
+        settings=settings,
+        # the elector fences every write: none once this replica may have lost the Lease
+        ports=ports.real_ports(
+            api_client, telemetry, args.max_partition_series, leadership=elector
+        ),
+        liveness=liveness,
+        pod_audit=PodAudit(
+            functools.partial(kube_io.list_pod_uids, api_client=api_client),
+            args.pod_audit_interval,
+        ),
+    )
 
     import kopf
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_rebalance_operator import reconcile
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
+from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.lag import PartitionOffsets
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
-from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError
+from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError, WriteConflict
 from kafka_rebalance_operator.settings import OperatorSettings
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
@@ -27,25 +27,57 @@ PartitionKey = tuple[str, int]
 
 
 class MemoryConfigMaps:
+    """ConfigMaps with resourceVersions, refusing stale conditional writes as the API server
+    does (WriteConflict)."""
+
     def __init__(self) -> None:
         self.items: dict[str, dict[str, Any]] = {}
         self.writes: list[str] = []  # names upserted, "-name" for deletes
         self.refuse: StoreError | None = None  # raised by every call while set
+        self.version = 0  # the last resourceVersion given out
+        self.before_write: Any = None  # called with the name before each write (a racing writer)
 
     def list(self, namespace: str, policy: str) -> list[dict[str, Any]]:
         if self.refuse is not None:
             raise self.refuse
         return [copy.deepcopy(v) for v in self.items.values()]
 
-    def upsert(self, body: Mapping[str, Any]) -> None:
-        if self.refuse is not None:
-            raise self.refuse
-        self.writes.append(body["metadata"]["name"])
-        self.items[body["metadata"]["name"]] = copy.deepcopy(dict(body))
+    def put(self, body: Mapping[str, Any]) -> str:
+        """Store `body` unconditionally (another writer, or a person): its new version."""
+        self.version += 1
+        stored = copy.deepcopy(dict(body))
+        stored["metadata"] = {**stored["metadata"], "resourceVersion": str(self.version)}
+        self.items[body["metadata"]["name"]] = stored
+        return str(self.version)
 
-    def delete(self, namespace: str, name: str) -> None:
+    def upsert(self, body: Mapping[str, Any]) -> str:
         if self.refuse is not None:
             raise self.refuse
+        name = body["metadata"]["name"]
+        if self.before_write is not None:
+            self.before_write(name)
+        expected = body["metadata"].get("resourceVersion")
+        existing = self.items.get(name)
+        if expected:
+            if existing is None or existing["metadata"].get("resourceVersion") != expected:
+                raise WriteConflict(body["metadata"]["namespace"], name)
+        elif existing is not None:
+            raise WriteConflict(body["metadata"]["namespace"], name)
+        self.writes.append(name)
+        return self.put(body)
+
+    def delete(self, namespace: str, name: str, resource_version: str = "") -> None:
+        if self.refuse is not None:
+            raise self.refuse
+        if self.before_write is not None:
+            self.before_write(name)
+        existing = self.items.get(name)
+        if (
+            resource_version
+            and existing is not None
+            and existing["metadata"].get("resourceVersion") != resource_version
+        ):
+            raise WriteConflict(namespace, name)
         self.writes.append(f"-{name}")
         self.items.pop(name, None)
 
@@ -118,6 +150,7 @@ class MemoryObserver:
         pattern: TopicPattern | None,
         describe: bool = False,
         kip848_group: bool = False,
+        max_partitions: int = 0,
     ) -> Observation:
         cluster = self.cluster
         if not cluster.reachable:
@@ -128,6 +161,8 @@ class MemoryObserver:
             wanted = list(topics or [])
         counts = {t: cluster.topics[t] for t in sorted(wanted) if t in cluster.topics}
         missing = sorted(t for t in wanted if t not in cluster.topics)
+        if max_partitions and sum(counts.values()) > max_partitions:
+            raise TooManyPartitions(counts, max_partitions)
         offsets = {}
         for topic, count in counts.items():
             for p in range(count):

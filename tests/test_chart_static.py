@@ -317,6 +317,8 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
         "9100",
         "--max-partition-series",
         "10000",
+        "--max-partitions-per-policy",
+        "20000",
         "--log-format",
         "text",
     ]
@@ -358,6 +360,8 @@ def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> N
         "9100",
         "--max-partition-series",
         "10000",
+        "--max-partitions-per-policy",
+        "20000",
         "--log-format",
         "text",
     ]
@@ -384,6 +388,8 @@ def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
         "9100",
         "--max-partition-series",
         "10000",
+        "--max-partitions-per-policy",
+        "20000",
         "--log-format",
         "text",
     ]

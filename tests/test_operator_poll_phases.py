@@ -205,7 +205,8 @@ class TestDecide:
         del subject.ports.configmaps.items[name]
         outcome = subject.poll()
         assert outcome.action is Action.REPAIR and subject.status["epoch"] == 1
-        assert subject.ports.configmaps.items[name] == before[name]
+        repaired = subject.ports.configmaps.items[name]
+        assert repaired["data"] == before[name]["data"]  # a new object: a new resourceVersion
 
     def test_cooldown_holds_a_better_plan_until_it_has_passed(self) -> None:
         kafka = cluster()

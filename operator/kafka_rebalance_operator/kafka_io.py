@@ -52,6 +52,20 @@ class Observation:
     assignor: str | None = None  # a KIP-848 group's server-side assignor (broker mode)
 
 
+class TooManyPartitions(Exception):
+    """The policy's topics hold more partitions than the operator takes per policy."""
+
+    def __init__(self, counts: Mapping[str, int], limit: int) -> None:
+        total = sum(counts.values())
+        super().__init__(
+            f"{total} partitions in {len(counts)} topics exceed --max-partitions-per-policy "
+            f"{limit}: narrow spec.topics or spec.topicPattern, split the group into several "
+            "policies, or raise the operator's limit (chart value maxPartitionsPerPolicy) and "
+            "its memory with it"
+        )
+        self.total, self.limit = total, limit
+
+
 def _short(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
     return text if len(text) <= 200 else text[:197] + "..."
@@ -255,11 +269,15 @@ class KafkaObserver:
         pattern: re.Pattern[str] | None,
         describe: bool = False,
         kip848_group: bool = False,
+        max_partitions: int = 0,
     ) -> Observation:
         """`kip848_group` (broker mode): describe the group as a KIP-848 group, falling back to
-        DescribeGroups only to say that it is a classic one."""
+        DescribeGroups only to say that it is a classic one. `max_partitions` (0: none): raise
+        TooManyPartitions when the topics hold more, before reading any offset."""
         started = time.monotonic()
         counts, missing = self.topic_partitions(topics, pattern)
+        if max_partitions and sum(counts.values()) > max_partitions:
+            raise TooManyPartitions(counts, max_partitions)  # before any offset is read
         errors: list[str] = []
         committed = self.committed(group_id, errors)
         offsets: dict[PartitionKey, PartitionOffsets] = {}

@@ -27,3 +27,6 @@ class OperatorSettings:
     allowed_bootstrap_servers: tuple[AllowedServer, ...] = ()
     # broker mode: the compacted topic the brokers' plug-in reads plans from (docs/kip848.md)
     plan_topic: str = "kafka-rebalance-plans"
+    # --max-partitions-per-policy: a policy over it is Stalled before per-partition state
+    # exists for it (one tenant cannot run the operator out of memory); 0: no cap
+    max_partitions_per_policy: int = 20_000

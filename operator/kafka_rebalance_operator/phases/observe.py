@@ -24,7 +24,7 @@ from kafka_rebalance_operator import (
 from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
 from kafka_rebalance_operator.handoff import Pending
 from kafka_rebalance_operator.history import PartitionMemory
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
+from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.lag import LagState, PartitionLag, classify
 from kafka_rebalance_operator.members import PodSummary, select_members
 from kafka_rebalance_operator.memory import PolicyMemory
@@ -52,6 +52,15 @@ class Observed:
     mismatch: str | None  # the group's protocol does not fit spec.apply.mode
     inherited: bool  # documents in place were written by an earlier incarnation of the policy
     unwritten: list[str]  # members whose ConfigMap does not show what they act on
+    # group mode: members holding partitions outside the consumer group (sidecars still in
+    # assign mode after a switch of apply.mode): their partitions move by revoke and acknowledge
+    outside_group: tuple[str, ...] = ()
+
+    @property
+    def two_step(self) -> bool:
+        """Hand-overs revoke first and grant after an acknowledgement (assign mode, and group
+        mode while a member holds partitions outside the group)."""
+        return self.spec.apply_mode == "assign" or bool(self.outside_group)
 
     @property
     def member_names(self) -> list[str]:
@@ -88,7 +97,12 @@ def observe(
             spec.topic_pattern,
             describe=settings.describe_group,
             kip848_group=spec.apply_mode == "broker",
+            max_partitions=settings.max_partitions_per_policy,
         )
+    except TooManyPartitions as error:
+        memory.partitions.clear()  # nothing per partition is kept for a policy over the cap
+        memory.lags = {}
+        raise PollFailure("TooManyPartitions", str(error)) from None
     except KafkaUnavailable as error:
         memory.close()  # a fresh client next poll: the cluster may have moved
         raise PollFailure("KafkaUnreachable", str(error)) from None
@@ -117,6 +131,9 @@ def observe(
     if reported is None:
         reported = ctx.status.get("observedGeneration")
     kind, kind_state = observation.group_type or (None, None)
+    outside = ownership.outside_group(
+        spec.apply_mode, observation.group, current, present, committers
+    )
     return Observed(
         spec=spec,
         observation=observation,
@@ -134,7 +151,7 @@ def observe(
         last_applied_at=max((t for t in applied_at if t is not None), default=None),
         spec_changed=reported is not None and reported != ctx.generation,
         handoff=_handoff(
-            spec, current, sorted(present | set(lingering)), observation, settings, now
+            spec, current, sorted(present | set(lingering)), observation, settings, now, outside
         ),
         mismatch=protocol.mismatch(
             spec.apply_mode,
@@ -146,6 +163,7 @@ def observe(
         ),
         unwritten=ownership.unwritten(current, ctx.name),
         inherited=any(d.policy_uid and d.policy_uid != ctx.uid for d in current.by_member.values()),
+        outside_group=outside,
     )
 
 
@@ -248,12 +266,20 @@ def _handoff(
     observation: Observation,
     settings: OperatorSettings,
     now: float,
+    outside: tuple[str, ...] = (),
 ) -> Pending | None:
     """Assign mode: who has not yet acknowledged the revoke of the applied epoch (members, and
-    running pods that left with partitions)."""
-    if spec.apply_mode != "assign":
-        return None
+    running pods that left with partitions). Group mode likewise while members hold partitions
+    outside the consumer group or a revoke written for them is in flight; a member that has
+    joined the group needs no acknowledgement (`ownership.outside_group`)."""
     top = {m: d for m, d in current.by_member.items() if d.epoch == current.epoch}
+    fenced: frozenset[str] = frozenset()
+    if spec.apply_mode == "group":
+        if not outside and not any(d.revoking for d in top.values()):
+            return None
+        fenced = ownership.in_group(observation.group)
+    elif spec.apply_mode != "assign":
+        return None
     started_at = min((parse_iso(d.generated_at) or now for d in top.values()), default=None)
     return handoff.pending(
         top,
@@ -262,4 +288,5 @@ def _handoff(
         now,
         started_at,
         spec.handoff_timeout * settings.interval_scale,
+        fenced,
     )
