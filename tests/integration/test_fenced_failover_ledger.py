@@ -12,10 +12,10 @@ from urllib.parse import urlparse
 
 import pytest
 from kafka.errors import CoordinatorLoadInProgressError
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.operator_process import OperatorProcess
 
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.operator_process import OperatorProcess
 from tests.integration.harnesses import group_harness, ledger_verdict
 from tests.integration.stall_proxy import StallProxy
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from kafka.errors import CoordinatorLoadInProgressError
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.environment import Endpoints
 
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.demo.environment import Endpoints
 from tests.integration.harnesses import group_harness, ledger_verdict
 
 pytestmark = pytest.mark.integration

@@ -198,7 +198,7 @@ def test_a_leader_cut_off_from_the_api_server_is_replaced_and_writes_nothing_aft
         "-n", namespace, "rollout", "status", "statefulset/consumer", "--timeout=120s", timeout=150
     )
     topic = f"fenced-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, 6, 1)])
     admin.close()
 
