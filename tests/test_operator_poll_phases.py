@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kafka_rebalance_common.replanning import Action
+from kafka_rebalance_common.wire import partitions
 from kafka_rebalance_operator import admission
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext
@@ -563,7 +564,11 @@ class TestBrokerMode:
         ((topic, group, record),) = kafka.published
         assert (topic, group, kafka.nudges) == ("kafka-rebalance-plans", "g", ["g"])
         docs = subject.ports.configmaps.documents()
-        assert record["members"] == {m: d["partitions"] for m, d in docs.items()}
+        members = {
+            m: {t: list(partitions.decode_set(text, t)) for t, text in topics.items()}
+            for m, topics in record["members"].items()
+        }
+        assert members == {m: d["partitions"] for m, d in docs.items()}
         assert record["epoch"] == subject.status["epoch"] == 1
         subject.ports.clock.advance(30)
         assert subject.poll().action is Action.NOOP

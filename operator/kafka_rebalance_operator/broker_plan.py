@@ -3,21 +3,26 @@
 id, so the topic holds each group's latest plan.
 
 ```
-{"version":1,"group":"orders","epoch":12,"planHash":"...","generatedAt":"2026-...Z",
- "members":{"orders-0":{"orders":[0,2]},"orders-1":{"orders":[1,3]}}}
+{"version":2,"group":"orders","epoch":12,"planHash":"...","generatedAt":"2026-...Z",
+ "members":{"orders-0":{"orders":"0-2,7"},"orders-1":{"orders":"bits:..."}}}
 ```
 
 Members are keyed by their `group.instance.id`, which broker mode's consumers set to their pod
-name. The plug-in decodes it strictly (`PlanCodec.java`) and falls back to uniform-style sticky
-assignment for anything it cannot follow.
+name. Partitions are written as the assignment document's version 2 writes them
+(`kafka_rebalance_common.wire.partitions.encode_set`: ranges, or a bitmap when shorter), so a
+plan costs a few bytes per run of partitions, not per partition. The plug-in decodes strictly
+and within bounds (`PlanCodec.java`) and falls back to uniform-style sticky assignment for
+anything it cannot follow.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-VERSION = 1
+from kafka_rebalance_common.wire import partitions as wire_partitions
+
+VERSION = 2
 
 
 def encode_plan(
@@ -25,10 +30,11 @@ def encode_plan(
     epoch: int,
     plan_hash: str,
     generated_at: str,
-    assignment: Mapping[str, Mapping[str, list[int]]],
+    assignment: Mapping[str, Mapping[str, Iterable[int]]],
 ) -> bytes:
+    """The record value: deterministic (sorted keys, compact separators) for the same input."""
     members = {
-        member: {topic: sorted(parts) for topic, parts in sorted(topics.items()) if parts}
+        member: wire_partitions.encode_sets(wire_partitions.normalise(topics))
         for member, topics in sorted(assignment.items())
     }
     record = {

@@ -107,6 +107,9 @@ class KafkaObserver:
                     client_id="kafka-rebalance-operator",
                     acks="all",
                     request_timeout_ms=self.timeout_ms,
+                    # max.message.bytes counts the batch as written: ranges and bitmaps compress
+                    # well (docs/kip848.md, "Record size")
+                    compression_type="gzip",
                     **self.security,
                 )
             self.producer.send(topic, key=group_id.encode(), value=value).get(
