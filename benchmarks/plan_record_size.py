@@ -40,13 +40,15 @@ def _v1(group: str, assignment: Assignment) -> bytes:
     return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
 
 
-def _v2(group: str, assignment: Assignment) -> bytes:
+def _v2(group: str, assignment: Assignment, member_ids: list[str]) -> bytes:
     return broker_plan.encode_plan(
         group,
         12,
         "0" * 16,
         "2026-11-26T12:00:00Z",
         assignment,
+        incarnation="5b0c2f8e-1a2b-4c3d-8e9f-0123456789ab",
+        member_ids=member_ids,
     )
 
 
@@ -88,11 +90,12 @@ def main() -> None:
     print("partitions | case | v1 bytes | v2 bytes | v2 gzip bytes | v2 encode ms (/ v1)")
     for total in (100_000, 500_000):
         for name, assignment in _cases(total).items():
+            ids = [f"{i:032x}" for i in range(len(assignment))]
             v1 = _v1("orders", assignment)
-            v2 = _v2("orders", assignment)
+            v2 = _v2("orders", assignment, ids)
             packed = gzip.compress(v2)
             reference = _best_of(2, lambda a=assignment: _v1("orders", a))
-            encode = _best_of(2, lambda a=assignment: _v2("orders", a))
+            encode = _best_of(2, lambda a=assignment: _v2("orders", a, ids))
             print(
                 f"{total:,} | {name} | {len(v1):,} | {len(v2):,} | {len(packed):,} | "
                 f"{encode * 1000:.0f} ({encode / reference:.2f})"

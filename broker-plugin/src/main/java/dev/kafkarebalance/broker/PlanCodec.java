@@ -6,8 +6,10 @@ import java.time.format.DateTimeParseException;
 import java.util.Base64;
 import java.util.BitSet;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.Map;
+import java.util.Set;
 import java.util.SortedSet;
 import java.util.TreeSet;
 
@@ -18,7 +20,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * Decodes a plan record value (the operator's broker-mode plan, docs/kip848.md):
  *
  * <pre>
- * {"version":2,"group":"orders","epoch":12,"planHash":"...","generatedAt":"2026-01-01T00:00:00Z",
+ * {"version":2,"group":"orders","incarnation":"<policy uid>","epoch":12,"planHash":"...",
+ *  "generatedAt":"2026-01-01T00:00:00Z","memberIds":["<KIP-848 member id>",...],
  *  "members":{"orders-0":{"orders":"0-2,7"},"orders-1":{"orders":"bits:..."}}}
  * </pre>
  *
@@ -74,6 +77,20 @@ public final class PlanCodec {
             throw new PlanFormatException("epoch: missing or not a non-negative integer");
         }
         String hash = text(root, "planHash", false);
+        String incarnation = text(root, "incarnation", false);
+        Set<String> memberIds = new HashSet<>();
+        JsonNode ids = root.get("memberIds");
+        if (ids != null) {
+            if (!ids.isArray()) {
+                throw new PlanFormatException("memberIds: not a list");
+            }
+            for (JsonNode id : ids) {
+                if (!id.isTextual() || id.asText().isEmpty()) {
+                    throw new PlanFormatException("memberIds: " + id + " is not a member id");
+                }
+                memberIds.add(id.asText());
+            }
+        }
         long generatedAt = 0;
         String generated = text(root, "generatedAt", false);
         if (!generated.isEmpty()) {
@@ -119,7 +136,7 @@ public final class PlanCodec {
             }
             decoded.put(instance, topics);
         }
-        return new PlanDocument(group, epoch.asLong(), hash, generatedAt, decoded);
+        return new PlanDocument(group, incarnation, epoch.asLong(), hash, generatedAt, memberIds, decoded);
     }
 
     /** The member a partition was planned for first (only looked up to name it in an error). */

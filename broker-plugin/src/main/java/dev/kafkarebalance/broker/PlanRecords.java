@@ -13,11 +13,20 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * What the plan reader does with one record of the plan topic, apart from fetching it: decode it
- * within the bounds ({@link PlanCodec}), resolve its topic names to ids, and replace the group's
- * plan in the {@link PlanStore}. A tombstone removes the plan; a refused record removes it too
- * (the group falls back rather than follow a plan the operator has since replaced) and leaves
- * one line in the broker log. Runs on the reader thread only (the resolver may do I/O).
+ * What the plan reader does with one record of the plan topic, apart from fetching it: check its
+ * signature ({@link PlanKeys}), decode it within the bounds ({@link PlanCodec}), resolve its
+ * topic names to ids, and replace the group's plan in the {@link PlanStore}, which keeps a
+ * group from rolling back to a lower epoch.
+ *
+ * <ul>
+ *   <li>A record whose signature fails (when keys are configured) is ignored and counted: the
+ *       group keeps its plan, since anyone who can write the topic could have written it.</li>
+ *   <li>An authentic tombstone removes the plan (the policy was deleted).</li>
+ *   <li>An authentic record that is refused (malformed, over a bound) removes the plan too (the
+ *       group falls back rather than follow a plan the operator has since replaced).</li>
+ * </ul>
+ * Every refusal leaves one line in the broker log. Runs on the reader thread only (the resolver
+ * may do I/O).
  */
 final class PlanRecords {
     private static final Logger LOG = LoggerFactory.getLogger(PlanRecords.class);
@@ -28,13 +37,21 @@ final class PlanRecords {
     }
 
     private final PlanStore store;
+    private final PlanKeys keys;
     private final PlanBounds bounds;
     private final TopicResolver resolver;
     private final Map<String, PlanDocument> unresolved = new HashMap<>();
     private final AtomicLong refused = new AtomicLong();
+    private final AtomicLong unauthenticated = new AtomicLong();
+    private final AtomicLong stale = new AtomicLong();
 
     PlanRecords(PlanStore store, PlanBounds bounds, TopicResolver resolver) {
+        this(store, PlanKeys.none(), bounds, resolver);
+    }
+
+    PlanRecords(PlanStore store, PlanKeys keys, PlanBounds bounds, TopicResolver resolver) {
         this.store = store;
+        this.keys = keys;
         this.bounds = bounds;
         this.resolver = resolver;
     }
@@ -44,13 +61,35 @@ final class PlanRecords {
         return refused.get();
     }
 
+    /** Records ignored because their signature failed. */
+    long unauthenticated() {
+        return unauthenticated.get();
+    }
+
+    /** Records ignored because they would have rolled their group back. */
+    long stale() {
+        return stale.get();
+    }
+
+    /** Re-reads the key file if it changed (reader thread). */
+    void reloadKeys() {
+        String change = keys.reloadIfChanged(System.currentTimeMillis());
+        if (change != null) {
+            LOG.warn("{}: {}", PlanFollowingAssignor.NAME, change);
+        }
+    }
+
+    void handle(String key, byte[] value, String where) {
+        handle(key, value, null, where);
+    }
+
     /**
-     * Handles one record. {@code where} names it in the log ({@code topic-partition@offset}).
+     * Handles one record; {@code signature} is its {@value PlanKeys#HEADER} header (or null). {@code where} names it in the log ({@code topic-partition@offset}).
      * Never throws for a bad record: whatever one record does, the next one is read.
      */
-    void handle(String key, byte[] value, String where) {
+    void handle(String key, byte[] value, byte[] signature, String where) {
         try {
-            apply(key, value, where);
+            apply(key, value, signature, where);
         } catch (Throwable t) {  // an Error too: one record must never stop plan reading
             refused.incrementAndGet();
             if (key != null) {
@@ -62,11 +101,20 @@ final class PlanRecords {
         }
     }
 
-    private void apply(String key, byte[] value, String where) {
+    private void apply(String key, byte[] value, byte[] signature, String where) {
         if (key == null) {
             refused.incrementAndGet();
             LOG.warn("{}: ignored a plan record with no key at {}", PlanFollowingAssignor.NAME, where);
             return;
+        }
+        if (keys.required()) {
+            String failure = keys.verify(key, value, signature);
+            if (failure != null) {
+                long count = unauthenticated.incrementAndGet();
+                LOG.warn("{}: ignored an unauthenticated plan record for group '{}' at {}: {} ({} so far); "
+                    + "the group keeps the plan it has", PlanFollowingAssignor.NAME, key, where, failure, count);
+                return;
+            }
         }
         unresolved.remove(key);
         if (value == null) {
@@ -124,9 +172,16 @@ final class PlanRecords {
             });
             members.put(instance, byId);
         });
-        Plan plan = new Plan(document.group(), document.epoch(), document.planHash(),
-            document.generatedAtMs(), members, missing);
-        store.put(plan);
+        Plan plan = new Plan(document.group(), document.incarnation(), document.epoch(), document.planHash(),
+            document.generatedAtMs(), document.memberIds(), members, missing);
+        Optional<String> refusal = store.put(plan);
+        if (refusal.isPresent()) {
+            long count = stale.incrementAndGet();
+            LOG.warn("{}: ignored {}: {} ({} so far)", PlanFollowingAssignor.NAME, plan.describe(),
+                refusal.get(), count);
+            unresolved.remove(document.group());
+            return;
+        }
         if (missing.isEmpty()) {
             unresolved.remove(document.group());
         } else {

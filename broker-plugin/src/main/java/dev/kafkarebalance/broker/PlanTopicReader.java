@@ -21,6 +21,7 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.errors.RecordDeserializationException;
 import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.slf4j.Logger;
@@ -44,15 +45,17 @@ final class PlanTopicReader implements AutoCloseable {
 
     private final PluginConfig config;
     private final PlanStore store;
+    private final PlanKeys keys;
     private final Thread thread;
     private final Map<String, Uuid> topicIds = new HashMap<>();
     private final Map<TopicPartition, Long> positions = new HashMap<>();
     private volatile boolean running = true;
     private volatile KafkaConsumer<String, byte[]> consumer;
 
-    PlanTopicReader(PluginConfig config, PlanStore store) {
+    PlanTopicReader(PluginConfig config, PlanStore store, PlanKeys keys) {
         this.config = config;
         this.store = store;
+        this.keys = keys;
         this.thread = new Thread(this::run, "kafka-rebalance-plan-reader");
         this.thread.setDaemon(true);
     }
@@ -105,7 +108,7 @@ final class PlanTopicReader implements AutoCloseable {
         try (Admin admin = Admin.create(clientProps());
              KafkaConsumer<String, byte[]> c = new KafkaConsumer<>(props, new StringDeserializer(), new ByteArrayDeserializer())) {
             consumer = c;
-            PlanRecords records = new PlanRecords(store, config.bounds(), name -> resolve(admin, name));
+            PlanRecords records = new PlanRecords(store, keys, config.bounds(), name -> resolve(admin, name));
             List<TopicPartition> partitions = waitForTopic(c);
             if (partitions.isEmpty()) {
                 return;
@@ -121,8 +124,10 @@ final class PlanTopicReader implements AutoCloseable {
             }
             long lastResolve = 0;
             while (running) {
+                records.reloadKeys();
                 for (ConsumerRecord<String, byte[]> record : poll(c)) {
-                    records.handle(record.key(), record.value(),
+                    Header signature = record.headers().lastHeader(PlanKeys.HEADER);
+                    records.handle(record.key(), record.value(), signature == null ? null : signature.value(),
                         record.topic() + "-" + record.partition() + "@" + record.offset());
                     positions.put(new TopicPartition(record.topic(), record.partition()), record.offset() + 1);
                 }
