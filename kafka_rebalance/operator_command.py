@@ -10,6 +10,7 @@ import argparse
 import functools
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from kafka_rebalance_common import logformat
@@ -149,6 +150,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "assignor reads plans from (its kafka.rebalance.plans.topic); default %(default)s",
     )
     parser.add_argument(
+        "--plan-key-file",
+        metavar="PATH",
+        help="apply.mode broker: file of shared keys (one per line; the first signs) that sign "
+        "plan records; the brokers' kafka.rebalance.plans.keys.file holds the same keys. "
+        "Default: records are unsigned",
+    )
+    parser.add_argument(
+        "--plan-client-config",
+        metavar="PATH",
+        help="apply.mode broker: JSON object of kafka-python settings (security_protocol, "
+        "sasl_*, ssl_*, optionally bootstrap_servers) with which the operator writes the plan "
+        "topic: its own principal, never a policy's Secret. Default: plaintext, to the "
+        "policy's bootstrap servers",
+    )
+    parser.add_argument(
+        "--plan-refresh",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="apply.mode broker: write each plan again this often so it never reaches the "
+        "brokers' kafka.rebalance.plans.max.age.ms (default 15 min) while its policy lives; "
+        "default %(default)s",
+    )
+    parser.add_argument(
         "--pod-audit-interval",
         type=_non_negative,
         default=60,
@@ -200,6 +225,24 @@ def _lead(args: argparse.Namespace) -> Any:
     return elector
 
 
+def _plan_credentials(args: argparse.Namespace) -> tuple[tuple[bytes, ...], dict[str, Any]]:
+    """The plan signing keys and the plan-topic client settings (ValueError: one line)."""
+    import json
+
+    from kafka_rebalance_operator import broker_plan
+
+    keys = broker_plan.load_keys(args.plan_key_file) if args.plan_key_file else ()
+    client: dict[str, Any] = {}
+    if args.plan_client_config:
+        try:
+            client = json.loads(Path(args.plan_client_config).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise ValueError(f"--plan-client-config {args.plan_client_config}: {error}") from None
+        if not isinstance(client, dict):
+            raise ValueError(f"--plan-client-config {args.plan_client_config}: not a JSON object")
+    return keys, client
+
+
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -230,6 +273,16 @@ def run(args: argparse.Namespace) -> int:
     except admission.AllowlistError as error:
         logging.getLogger(__name__).error("%s", error)
         return 2
+    try:
+        plan_keys, plan_client = _plan_credentials(args)
+    except ValueError as error:
+        logging.getLogger(__name__).error("%s", error)
+        return 2
+    if not plan_keys:
+        logging.getLogger(__name__).warning(
+            "--plan-key-file is not set: broker-mode plan records go unsigned; brokers that "
+            "require signatures (kafka.rebalance.plans.keys.file) ignore them (docs/kip848.md)"
+        )
     settings = OperatorSettings(
         interval_scale=args.interval_scale,
         tick_s=args.tick,
@@ -238,6 +291,9 @@ def run(args: argparse.Namespace) -> int:
         allowed_bootstrap_servers=allowlist,
         plan_topic=args.plan_topic,
         max_partitions_per_policy=args.max_partitions_per_policy,
+        plan_keys=plan_keys,
+        plan_client=plan_client,
+        plan_refresh_s=args.plan_refresh,
     )
     sinks = []
     if args.telemetry_file:

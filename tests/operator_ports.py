@@ -118,9 +118,12 @@ class MemoryKafka:
     committed: dict[PartitionKey, tuple[int, str]] = field(default_factory=dict)
     group: dict[str, Any] | None = None
     group_type: tuple[str, str] | None = None
+    assignor: str | None = None  # a KIP-848 group's server-side assignor (broker mode)
     reachable: bool = True
     connections: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
-    published: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # broker mode
+    # broker mode: (topic, group, record or None for a tombstone), and each record's signature
+    published: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
+    signatures: list[bytes | None] = field(default_factory=list)
     nudges: list[str] = field(default_factory=list)
 
     def __call__(
@@ -179,12 +182,23 @@ class MemoryObserver:
             offsets,
             group=copy.deepcopy(cluster.group) if describe else None,
             group_type=cluster.group_type if describe else None,
+            assignor=cluster.assignor if kip848_group else None,
         )
 
-    def publish_plan(self, topic: str, group_id: str, value: bytes) -> None:
+    def publish_plan(
+        self,
+        topic: str,
+        group_id: str,
+        value: bytes | None,
+        signature: bytes | None = None,
+        client: Mapping[str, Any] | None = None,
+    ) -> None:
         if not self.cluster.reachable:
             raise KafkaUnavailable(f"publishing the plan to {topic}: connection refused")
-        self.cluster.published.append((topic, group_id, json.loads(value)))
+        self.cluster.published.append(
+            (topic, group_id, None if value is None else json.loads(value))
+        )
+        self.cluster.signatures.append(signature)
 
     def nudge(self, group_id: str) -> None:
         self.cluster.nudges.append(group_id)

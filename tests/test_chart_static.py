@@ -528,6 +528,27 @@ def test_the_operator_command_line_accepts_the_rendered_arguments(
     assert (args.health_port, args.metrics_port) == (8080, 9100)
 
 
+def test_broker_mode_secrets_are_mounted_and_named_on_the_command_line(helm: Path) -> None:
+    """The plan key and the operator's plan-topic credentials come from Secrets mounted
+    read-only, and the operator is told where (docs/kip848.md, "Trust")."""
+    from kafka_rebalance.cli import build_parser
+
+    sets = ["brokerMode.planKeySecret=plan-keys", "brokerMode.planClientSecret=plan-client"]
+    (deployment,) = _of_kind(_render(helm, *sets), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    args = build_parser("operator").parse_args(list(container["args"]))
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert args.plan_key_file.startswith(mounts["plan-keys"]["mountPath"] + "/")
+    assert args.plan_client_config.startswith(mounts["plan-client"]["mountPath"] + "/")
+    assert mounts["plan-keys"]["readOnly"] and mounts["plan-client"]["readOnly"]
+    assert volumes["plan-keys"]["secret"]["secretName"] == "plan-keys"
+    assert volumes["plan-client"]["secret"]["secretName"] == "plan-client"
+    (plain,) = _of_kind(_render(helm), "Deployment")
+    assert "--plan-key-file" not in plain["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
 def test_the_operator_listens_where_the_probe_and_service_point(helm: Path) -> None:
     docs = _render(helm, "health.port=8181", "metrics.port=9200")
     (deployment,) = _of_kind(docs, "Deployment")
@@ -553,8 +574,9 @@ def test_the_operator_listens_where_the_probe_and_service_point(helm: Path) -> N
         ["watchAllNamespaces=true"],
         ["watchNamespaces={team-a,team-b}", "rbac.secretNames={kafka-client}"],
         ["metrics.enabled=false"],
+        ["brokerMode.planKeySecret=plan-keys", "brokerMode.planClientSecret=plan-client"],
     ],
-    ids=["default", "all-namespaces", "watch-list", "no-metrics"],
+    ids=["default", "all-namespaces", "watch-list", "no-metrics", "broker-mode-secrets"],
 )
 def test_rendered_chart_is_kubeconform_strict_clean(helm: Path, sets: list[str]) -> None:
     """Every rendered object, the CRD included, against the pinned Kubernetes version's strict

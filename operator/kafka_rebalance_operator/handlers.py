@@ -27,6 +27,7 @@ from kafka_rebalance_operator import metrics, names
 from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
 from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.phases.publish import retire
 from kafka_rebalance_operator.pod_audit import PodAudit
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
 from kafka_rebalance_operator.ports import Ports, StoreError
@@ -282,12 +283,14 @@ def _plain(value: Any) -> Any:
 
 
 def forget_deleted(type: str, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
-    """A deleted policy leaves the liveness check and closes its Kafka client. (Its ConfigMaps
-    go by ownerReferences, through Kubernetes' garbage collector.)"""
+    """A deleted policy leaves the liveness check, retires its broker-mode plan record (a
+    tombstone) and closes its Kafka client. (Its ConfigMaps go by ownerReferences, through
+    Kubernetes' garbage collector.)"""
     if type != "DELETED":
         return
     memo.operator.liveness.forget(f"{namespace}/{name}")
     metrics.forget(namespace, name)
     memory: PolicyMemory | None = memo.get("memory")
     if memory is not None:
+        retire(memory, memo.operator.settings, f"{namespace}/{name}")
         memory.close()

@@ -23,7 +23,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
-from kafka_rebalance_operator import kip848
+from kafka_rebalance_operator import broker_plan, kip848
 from kafka_rebalance_operator.lag import PartitionOffsets
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,11 @@ class KafkaObserver:
     def __init__(self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float):
         self.timeout_ms = int(max(1.0, timeout_s) * 1000)
         self.bootstrap_servers, self.security = bootstrap_servers, dict(security)
-        self.producer: KafkaProducer | None = None  # broker mode's plan publisher, made lazily
+        # broker mode's plan publisher and its admin client (the operator's own credentials),
+        # made lazily; nudge members that could not leave, retried at the next nudge
+        self.producer: KafkaProducer | None = None
+        self.plan_admin: KafkaAdminClient | None = None
+        self.left_behind: list[tuple[str, str]] = []
         try:
             self.admin = KafkaAdminClient(
                 bootstrap_servers=bootstrap_servers.split(","),
@@ -91,14 +95,14 @@ class KafkaObserver:
             raise KafkaUnavailable(f"cannot reach {bootstrap_servers}: {_short(error)}") from error
 
     def close(self) -> None:
-        for client in (self.producer, self.admin):
+        for client in (self.producer, self.plan_admin, self.admin):
             if client is None:
                 continue
             try:
                 client.close()
             except Exception:  # closing a broken client must not fail a poll
                 log.debug("closing a Kafka client failed", exc_info=True)
-        self.producer = None
+        self.producer = self.plan_admin = None
 
     # -- broker mode (KIP-848 groups) ----------------------------------------------------------
 
@@ -110,42 +114,82 @@ class KafkaObserver:
             log.debug("ConsumerGroupDescribe failed", exc_info=True)
             return None
 
-    def publish_plan(self, topic: str, group_id: str, value: bytes) -> None:
-        """Write the group's plan record (compacted topic, keyed by group id), creating the
-        topic when it does not exist; raises KafkaUnavailable when the write is not confirmed."""
+    def publish_plan(
+        self,
+        topic: str,
+        group_id: str,
+        value: bytes | None,
+        signature: bytes | None,
+        client: Mapping[str, Any],
+    ) -> None:
+        """Write the group's plan record (compacted topic, keyed by group id; `value` None
+        writes a tombstone), creating the topic when it does not exist; raises KafkaUnavailable
+        when the write is not confirmed.
+
+        Invariant: the plan topic is written with the operator's own plan-topic credentials
+        (`client`: kafka-python settings from --plan-client-config, optionally with its own
+        `bootstrap_servers`), never with the policy's Secret, so no tenant needs Write on it."""
         try:
-            self._ensure_compacted(topic)
+            settings = dict(client)
+            servers = settings.pop("bootstrap_servers", None) or self.bootstrap_servers
+            if isinstance(servers, str):
+                servers = servers.split(",")
+            if self.plan_admin is None:
+                self.plan_admin = KafkaAdminClient(
+                    bootstrap_servers=servers,
+                    client_id="kafka-rebalance-operator-plans",
+                    request_timeout_ms=self.timeout_ms,
+                    bootstrap_timeout_ms=self.timeout_ms,
+                    **settings,
+                )
             if self.producer is None:
                 self.producer = KafkaProducer(
-                    bootstrap_servers=self.bootstrap_servers.split(","),
-                    client_id="kafka-rebalance-operator",
+                    bootstrap_servers=servers,
+                    client_id="kafka-rebalance-operator-plans",
                     acks="all",
                     request_timeout_ms=self.timeout_ms,
-                    **self.security,
+                    # the brokers' compression counts against max.message.bytes: ranges and
+                    # bitmaps compress well (docs/kip848.md, "Record size")
+                    compression_type="gzip",
+                    **settings,
                 )
-            self.producer.send(topic, key=group_id.encode(), value=value).get(
+            self._ensure_compacted(topic)
+            headers = [(broker_plan.SIGNATURE_HEADER, signature)] if signature else None
+            self.producer.send(topic, key=group_id.encode(), value=value, headers=headers).get(
                 timeout=self.timeout_ms / 1000
             )
         except Exception as error:
             raise KafkaUnavailable(f"publishing the plan to {topic}: {_short(error)}") from error
+        if value is None:
+            return
         # The brokers' readers fetch the topic continuously (long polls of at most 0.5 s); a
         # nudge sent before they hold the record recomputes with the previous plan.
         time.sleep(PLAN_SETTLE_S)
 
     def nudge(self, group_id: str) -> None:
-        """Make the group's coordinator recompute its target assignment (kip848.nudge)."""
+        """Make the group's coordinator recompute its target assignment (kip848.nudge). A nudge
+        member that could not leave (kip848.NudgeLeftBehind) is retried here first, at the next
+        nudge, rather than left in the group until its session times out."""
         try:
+            for group, member_id in list(self.left_behind):
+                kip848.leave(self.admin, group, member_id)
+                self.left_behind.remove((group, member_id))
             kip848.nudge(self.admin, group_id)
+        except kip848.NudgeLeftBehind as error:
+            if (error.group_id, error.member_id) not in self.left_behind:
+                self.left_behind.append((error.group_id, error.member_id))
+            raise KafkaUnavailable(f"nudging group {group_id}: {_short(error)}") from error
         except Exception as error:
             raise KafkaUnavailable(f"nudging group {group_id}: {_short(error)}") from error
 
     def _ensure_compacted(self, topic: str) -> None:
-        if topic in set(self.admin.list_topics()):
+        admin = self.plan_admin
+        if topic in set(admin.list_topics()):
             return
-        brokers = len(self.admin.describe_cluster().get("brokers") or []) or 1
+        brokers = len(admin.describe_cluster().get("brokers") or []) or 1
         compacted = NewTopic(topic, 1, min(3, brokers), topic_configs={"cleanup.policy": "compact"})
         with contextlib.suppress(TopicAlreadyExistsError):  # another operator made it meanwhile
-            self.admin.create_topics([compacted])
+            admin.create_topics([compacted])
 
     # -- topics ---------------------------------------------------------------------------------
 

@@ -47,6 +47,8 @@ class PolicyMemory:
     documents: dict[str, MemberDocument] = field(default_factory=dict)
     published_hash: str | None = None  # broker mode: the plan last published to the brokers
     published_at: float | None = None  # ... and when (wall time)
+    published_group: str | None = None  # ... for which group (a tombstone retires it)
+    published_member_ids: tuple[str, ...] = ()  # ... naming these KIP-848 member ids
     status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def close(self) -> None:
