@@ -28,7 +28,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction, command: str) -> argp
             f"Print the completion script of {command} for SHELL. bash: "
             f"`source <({command} completion bash)`, or save it in "
             "~/.local/share/bash-completion/completions/; zsh: save it as "
-            f"`_{command.split()[0]}` in a directory on $fpath."
+            f"`_{command.replace(' ', '-')}` in a directory on $fpath."
         ),
     )
     parser.add_argument("shell", choices=SHELLS)
