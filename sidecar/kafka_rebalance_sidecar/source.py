@@ -22,7 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception_type, stop_when_event_set, wait_exponential_jitter
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_when_event_set,
+    wait_exponential,
+    wait_random,
+)
 
 from kafka_rebalance_sidecar.document import AssignmentTracker
 
@@ -180,9 +186,10 @@ class ConfigMapSource:
         self._version = version
         retrying = Retrying(
             retry=retry_if_exception_type(_WatchFailed),
-            wait=wait_exponential_jitter(
-                initial=self.backoff_s, max=MAX_RELIST_BACKOFF_S, jitter=self.backoff_s
-            ),
+            # (wait_exponential_jitter's `initial` is deprecated in tenacity 9.2 and its
+            # `multiplier` missing before; this sum means the same in every supported version.)
+            wait=wait_exponential(multiplier=self.backoff_s, max=MAX_RELIST_BACKOFF_S)
+            + wait_random(0, self.backoff_s),
             stop=stop_when_event_set(self._stop),
             sleep=self._stop.wait,
             reraise=True,
