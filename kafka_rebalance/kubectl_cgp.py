@@ -46,6 +46,7 @@ STATUS_COLUMNS = [
     ("proposal", "PROPOSAL"),
 ]
 MOVE_COLUMNS = [("topic", "TOPIC"), ("partition", "PARTITION"), ("from", "FROM"), ("to", "TO")]
+ASSIGNMENT_COLUMNS = [("member", "MEMBER"), ("topic", "TOPIC"), ("partitions", "PARTITIONS")]
 CONDITION_COLUMNS = [
     ("type", "TYPE"),
     ("status", "STATUS"),
@@ -245,6 +246,17 @@ def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     )
     if moves:
         print(cgp_report.table(moves, MOVE_COLUMNS))
+    if not any(current.values()):
+        # The first plan for a group (observe/propose on an existing group): nothing applied,
+        # so every partition is a grant and nothing "moves". Show who would get what.
+        print("No plan applied yet: every partition is granted, none moves. Proposed assignment:")
+        rows = [
+            {"member": member, "topic": topic, "partitions": ",".join(map(str, partitions))}
+            for member, topics in sorted(proposed.items())
+            for topic, partitions in sorted(topics.items())
+            if partitions
+        ]
+        print(cgp_report.table(rows, ASSIGNMENT_COLUMNS))
     print(f"Approve it with: kubectl cgp approve {args.name} -n {namespace}")
     return 0
 

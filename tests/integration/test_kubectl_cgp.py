@@ -251,6 +251,38 @@ def test_status_of_one_policy_and_the_yaml_and_name_outputs(k8s: Any, namespace:
     assert missing.stderr.count("\n") == 1 and "not found" in missing.stderr
 
 
+def test_a_first_plan_shows_who_would_get_what(k8s: Any, namespace: str) -> None:
+    """propose on a group the operator never planned: no ConfigMaps, so nothing moves; the
+    table lists the proposed assignment instead."""
+    policy = create_policy(k8s, namespace, "first")
+    proposal_hash = planning.plan_hash(PROPOSED)
+    write_status(
+        k8s,
+        namespace,
+        "first",
+        {
+            "observedGeneration": policy["metadata"]["generation"],
+            "proposal": {
+                "hash": proposal_hash,
+                "moves": 0,
+                "before": 0.0,
+                "after": 1.0,
+                "generatedAt": NOW,
+                "epoch": 1,
+                "assignment": planning.encode_assignment(PROPOSED),
+            },
+        },
+    )
+    result = kubectl_cgp(k8s, namespace, "plan", "first")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("MEMBER")))
+    assert [line.split() for line in lines[start + 1 : start + 3]] == [
+        ["app-0", "orders", "0,1"],
+        ["app-1", "orders", "2,3"],
+    ]
+
+
 def test_plan_shows_the_moves_the_planner_computes(k8s: Any, namespace: str) -> None:
     proposal_hash = waiting_policy(k8s, namespace, "waiting")
     result = kubectl_cgp(k8s, namespace, "plan", "waiting", "-o", "json")
