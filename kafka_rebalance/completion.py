@@ -46,3 +46,40 @@ def _kafka_rebalance_completion(args: argparse.Namespace) -> int:
 
     print(script(build_parser(), args.shell))
     return 0
+
+
+# Cobra's ShellCompDirectiveNoFileComp: kubectl offers no file names after these candidates.
+NO_FILE_COMPLETION = 4
+
+
+def candidates(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
+    """What may come in place of the last of `words` (the arguments after the command, the last
+    one partial): a subcommand, an option, or one of an option's choices."""
+    current = parser
+    expecting: argparse.Action | None = None
+    for word in words[:-1]:
+        expecting = None
+        action = _option(current, word)
+        if action is not None:
+            expecting = action if action.nargs != 0 else None
+            continue
+        sub = _subcommands(current)
+        if sub is not None and word in sub.choices:
+            current = sub.choices[word]
+    partial = words[-1] if words else ""
+    if expecting is not None:
+        return [str(c) for c in expecting.choices or () if str(c).startswith(partial)]
+    if partial.startswith("-"):
+        return sorted(
+            s for a in current._actions for s in a.option_strings if s.startswith(partial)
+        )
+    sub = _subcommands(current)
+    return [name for name in (sub.choices if sub else ()) if name.startswith(partial)]
+
+
+def _option(parser: argparse.ArgumentParser, word: str) -> argparse.Action | None:
+    return parser._option_string_actions.get(word)
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)

@@ -12,7 +12,8 @@ Kubernetes client, which comes with the `watch` or `operator` extra.
 - `approve NAME`: sets spec.approvedPlan to the waiting proposal's hash (a merge patch with field
   manager `kubectl-cgp`); for an object a GitOps tool manages it also prints the change to commit,
   since the next sync would otherwise put Git's value back.
-- `version`: the plugin's version; `completion SHELL`: a completion script (shtab).
+- `version`: the plugin's version; `completion SHELL`: a completion script (shtab);
+  `kubectl_complete-cgp` (complete_main): the candidates kubectl's own completion asks for.
 """
 
 from __future__ import annotations
@@ -327,6 +328,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, cgp_report.ReportError) as error:
         print(f"kubectl cgp {args.command}: {error}", file=sys.stderr)
         return 1
+
+
+def complete_main(argv: Sequence[str] | None = None) -> int:
+    """`kubectl_complete-cgp`: kubectl (1.26+) runs it to complete `kubectl cgp ...` and reads
+    Cobra's answer: one candidate per line, then `:<directive>`."""
+    words = list(sys.argv[1:] if argv is None else argv) or [""]
+    for candidate in completion.candidates(build_parser(), words):
+        print(candidate)
+    print(f":{completion.NO_FILE_COMPLETION}")
+    return 0
 
 
 if __name__ == "__main__":

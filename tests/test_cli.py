@@ -72,3 +72,34 @@ def test_an_unknown_shell_is_refused_in_one_line() -> None:
     result = _run("kafka_rebalance.kubectl_cgp", "completion", "fish")
     assert result.returncode == 2
     assert "invalid choice: 'fish'" in result.stderr
+
+
+def test_kubectl_completes_the_plugin_through_kubectl_complete_cgp() -> None:
+    """The real kubectl's plugin completion (`kubectl __complete cgp ...`, what its shell scripts
+    call) finds `kubectl_complete-cgp` on $PATH and reads its Cobra-style answer."""
+    import os
+    from pathlib import Path
+
+    import pytest
+
+    from kafka_rebalance.devenv.toolchain import toolchain
+
+    kubectl = toolchain().kubectl
+    if not kubectl.is_file():
+        pytest.fail("not provisioned: kubectl; run `scripts/bootstrap`", pytrace=False)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def complete(*words: str) -> list[str]:
+        result = subprocess.run(
+            [str(kubectl), "__complete", "cgp", *words],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.splitlines()
+
+    assert complete("st") == ["status", ":4"]
+    assert complete("status", "-o", "") == ["table", "wide", "json", "yaml", "name", ":4"]
+    assert complete("plan", "--ou") == ["--output", ":4"]
