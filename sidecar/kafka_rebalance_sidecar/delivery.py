@@ -238,11 +238,6 @@ class HttpDelivery:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Capped exponential backoff without jitter, on purpose: the sidecar retries its own pod's
-    application over localhost, which no other sidecar calls, so there is no herd to spread, and
-    exact waits keep `--max-attempts` timing predictable. (Dead-letter sends go to Kafka, whose
-    client already jitters its reconnects.)"""
-
     max_attempts: int = 5
     initial_backoff_s: float = 0.1
     max_backoff_s: float = 5.0
