@@ -138,13 +138,13 @@ def main() -> None:
     show("lag classification", times)
     weights = {f"bench-{i}": 1.0 for i in range(args.members)}
     lag_values = {k: float(v.lag) for k, v in lags.items() if v.lag is not None}
-    times, document = timed(
-        lambda: planning.build_document(spec, observation.topics, weights, {}, lag_values, {}),
+    times, request = timed(
+        lambda: planning.build_request(spec, observation.topics, weights, {}, lag_values, {}),
         args.polls,
     )
-    show("plan document", times)
-    times, _ = timed(lambda: assignors.plan(document), args.polls)
-    show("kafka_rebalance_assignors.plan (lag-aware, fresh)", times)
+    show("plan request", times)
+    times, _ = timed(lambda: assignors.plan_request(request), args.polls)
+    show("kafka_rebalance_assignors.plan_request (lag-aware, fresh)", times)
     observer.close()
 
     if args.kubeconfig:

@@ -95,6 +95,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="MODULE:FUNCTION",
         help="call this with each sidecar.records.Batch",
     )
+    parser.add_argument(
+        "--deliver-token-file",
+        metavar="FILE",
+        help="with --deliver-to: send the token in FILE (a mounted Secret) as "
+        "`Authorization: Bearer <token>` so the app can check its caller; re-read on change",
+    )
     parser.add_argument("--max-attempts", type=_positive, default=5, metavar="N")
     parser.add_argument("--on-poison", choices=("dead-letter", "skip"), default="dead-letter")
     parser.add_argument(
@@ -175,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
     from kafka_rebalance_sidecar.consumer import DocumentSource, PlanFollowingConsumer
     from kafka_rebalance_sidecar.delivery import HandlerSpecError, HttpDelivery, InProcessDelivery
     from kafka_rebalance_sidecar.runner import SidecarConfig
+    from kafka_rebalance_sidecar.token_file import TokenFile
 
     from kafka_rebalance.sidecar_security import (
         SecurityFlagError,
@@ -192,9 +199,14 @@ def run(args: argparse.Namespace) -> int:
         security = _security_options(args)
     except SecurityFlagError as error:
         return _fail(str(error))
+    if args.deliver_token_file and not args.deliver_to:
+        return _fail("--deliver-token-file needs --deliver-to (a token is sent over HTTP)")
     try:
         sink = (
-            HttpDelivery(args.deliver_to)
+            HttpDelivery(
+                args.deliver_to,
+                token=TokenFile(args.deliver_token_file) if args.deliver_token_file else None,
+            )
             if args.deliver_to
             else InProcessDelivery(args.handler_spec)
         )

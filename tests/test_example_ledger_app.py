@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka_rebalance_sidecar.delivery import HttpDelivery
+from kafka_rebalance_sidecar.delivery import AppUnavailable, HttpDelivery
 from kafka_rebalance_sidecar.records import Batch, Record
+from kafka_rebalance_sidecar.token_file import TokenFile
 
 from kafka_rebalance.demo.ledger import read_ledger
 
@@ -30,10 +31,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, Path]]:
+def start_app(tmp_path: Path, **extra: str) -> tuple[subprocess.Popen[str], str, Path]:
     port, ledger = free_port(), tmp_path / "ledger"
-    env = {**os.environ, "LEDGER_DIR": str(ledger), "PORT": str(port), "DRAIN_S": "1"}
+    env = {**os.environ, "LEDGER_DIR": str(ledger), "PORT": str(port), "DRAIN_S": "1", **extra}
     proc = subprocess.Popen([sys.executable, str(APP)], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     deadline = time.monotonic() + 10
@@ -43,8 +43,14 @@ def app(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, Path]]:
             break
         except OSError:
             time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port}/records", ledger
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, Path]]:
+    proc, url, ledger = start_app(tmp_path)
     try:
-        yield proc, f"http://127.0.0.1:{port}/records", ledger
+        yield proc, url, ledger
     finally:
         proc.kill()
         proc.wait()
@@ -86,3 +92,34 @@ def test_after_sigterm_it_keeps_answering_for_the_drain_period(app) -> None:
     HttpDelivery(url)(batch("events-2", 1, range(5)))  # the sidecar's last batch lands
     assert len(read_ledger(ledger)[0]) == 5
     assert proc.wait(timeout=10) == 0
+
+
+def test_with_a_token_file_only_the_sidecar_holding_the_token_is_served(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("pod-secret\n")
+    wrong = tmp_path / "wrong"
+    wrong.write_text("guess")
+    proc, url, ledger = start_app(tmp_path, TOKEN_FILE=str(token))
+    try:
+        for sink in (HttpDelivery(url), HttpDelivery(url, token=TokenFile(str(wrong)))):
+            with pytest.raises(AppUnavailable, match="HTTP 401"):  # held, not poison
+                sink(batch("events-0", 1, range(3)))
+        assert not ledger.exists() or read_ledger(ledger)[0] == []
+        HttpDelivery(url, token=TokenFile(str(token)))(batch("events-0", 1, range(3)))
+        assert len(read_ledger(ledger)[0]) == 3
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_unwritable_ledger_answers_503_with_retry_after(tmp_path: Path) -> None:
+    proc, url, ledger = start_app(tmp_path, RETRY_AFTER_S="4")
+    try:
+        ledger.mkdir(parents=True, exist_ok=True)
+        (ledger / "events-0.jsonl").mkdir()  # the member's ledger file cannot be opened
+        with pytest.raises(AppUnavailable) as unavailable:
+            HttpDelivery(url)(batch("events-0", 1, range(3)))
+        assert unavailable.value.retry_after_s == 4 and "HTTP 503" in str(unavailable.value)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -27,13 +27,13 @@ from kafka_rebalance_sidecar.delivery import (
     HEADER_PARTITION,
     HEADER_TOPIC,
     AppUnavailable,
+    BackPressure,
     Deliverer,
     DeliveryRefused,
     HandlerSpecError,
     HttpDelivery,
     InProcessDelivery,
     RetryPolicy,
-    Stopped,
     batch_json,
     load_handler,
 )
@@ -202,7 +202,7 @@ def test_a_failing_dead_letter_send_is_retried_until_it_lands():
     assert dead.calls == 3 and len(dead.sent) == 1 and len(outcome.dead_lettered) == 1
 
 
-def test_an_unreachable_app_is_waited_for_without_counting_attempts():
+def test_an_unreachable_app_is_handed_back_without_counting_attempts():
     calls = {"n": 0}
 
     def sink(batch: Batch) -> None:
@@ -211,8 +211,17 @@ def test_an_unreachable_app_is_waited_for_without_counting_attempts():
             raise AppUnavailable("connection refused")
 
     dead = DeadLetters()
-    outcome = deliverer(sink, max_attempts=2, dead=dead).deliver(Batch("m", 1, records(3)))
-    assert outcome.delivered == 3 and not dead.sent  # 7 failures > max_attempts, no poison
+    d = deliverer(sink, max_attempts=2, dead=dead)
+    tries = []
+    while True:  # the runner's part: hold the batch and offer it again
+        try:
+            outcome = d.deliver(Batch("m", 1, records(3)))
+            break
+        except BackPressure as pressure:
+            assert pressure.done == 0 and "connection refused" in pressure.reason
+            tries.append(pressure.tries)
+    assert tries == [1, 2, 3, 4, 5, 6, 7]  # 7 failures > max_attempts, no poison
+    assert outcome.delivered == 3 and not dead.sent
 
 
 def test_an_in_process_handler_may_say_it_is_unavailable():
@@ -221,24 +230,16 @@ def test_an_in_process_handler_may_say_it_is_unavailable():
     def handler(batch: Batch) -> None:
         calls["n"] += 1
         if calls["n"] <= 4:
-            raise AppUnavailable("database down")
+            raise AppUnavailable("database down", retry_after_s=3)
 
     dead = DeadLetters()
-    outcome = deliverer(InProcessDelivery(handler), max_attempts=1, dead=dead).deliver(
-        Batch("m", 1, records(1))
-    )
+    d = deliverer(InProcessDelivery(handler), max_attempts=1, dead=dead)
+    for _ in range(4):
+        with pytest.raises(BackPressure) as pressure:
+            d.deliver(Batch("m", 1, records(1)))
+        assert pressure.value.delay_s == 3  # the handler's Retry-After
+    outcome = d.deliver(Batch("m", 1, records(1)))
     assert outcome.delivered == 1 and not dead.sent and calls["n"] == 5
-
-
-def test_shutdown_while_the_app_is_unreachable_raises_stopped():
-    stop = threading.Event()
-
-    def sink(batch: Batch) -> None:
-        stop.set()
-        raise AppUnavailable("gone")
-
-    with pytest.raises(Stopped):
-        deliverer(sink, stop=stop).deliver(Batch("m", 1, records(2)))
 
 
 def test_configuration_errors():

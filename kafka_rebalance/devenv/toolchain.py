@@ -31,6 +31,22 @@ def broker_plugin_version(kafka_version: str) -> str:
     return f"{kafka_version}-{digest.hexdigest()[:12]}"
 
 
+CLIENT_ASSIGNOR_SOURCE = REPO_ROOT / "client-assignor"
+# the user_data vectors the client assignor's JUnit tests share with the Python wire module
+WIRE_VECTORS = REPO_ROOT / "tests" / "data" / "wire" / "user_data_vectors.json"
+
+
+def client_assignor_version(kafka_version: str) -> str:
+    """`<kafka version>-<digest of the assignor's pom, sources and the shared vectors>`."""
+    digest = hashlib.sha256(kafka_version.encode())
+    source = CLIENT_ASSIGNOR_SOURCE
+    for path in [source / "pom.xml", *sorted(source.glob("src/**/*")), WIRE_VECTORS]:
+        if path.is_file():
+            digest.update(str(path.relative_to(REPO_ROOT)).encode())
+            digest.update(path.read_bytes())
+    return f"{kafka_version}-{digest.hexdigest()[:12]}"
+
+
 VERSIONS_FILE = REPO_ROOT / "versions.toml"
 CACHE_ENV = "KAFKA_REBALANCE_CACHE"
 DEFAULT_CACHE = Path.home() / ".cache" / "kafka-rebalance"
@@ -139,6 +155,20 @@ class Toolchain:
     @property
     def broker_plugin_jar(self) -> Path:
         return self.broker_plugin_dir / "kafka-rebalance-broker-plugin.jar"
+
+    @property
+    def client_assignor_dir(self) -> Path:
+        """The Java client-side assignor (client-assignor/), keyed like the broker plug-in."""
+        return tool_dir(self.root, "client-assignor", client_assignor_version(self.kafka_version))
+
+    @property
+    def client_assignor_jar(self) -> Path:
+        return self.client_assignor_dir / "kafka-rebalance-client-assignor.jar"
+
+    @property
+    def spring_kafka_dir(self) -> Path:
+        """Spring Kafka's runtime closure (lib/), for the client assignor's listener-app test."""
+        return tool_dir(self.root, "spring-kafka", self.versions["spring_kafka"]["version"])
 
     @property
     def pause_dir(self) -> Path:
@@ -285,6 +315,14 @@ class Toolchain:
             f"broker-plugin {self.broker_plugin_dir.name}": (
                 self.broker_plugin_dir,
                 (self.broker_plugin_jar,),
+            ),
+            f"client-assignor {self.client_assignor_dir.name}": (
+                self.client_assignor_dir,
+                (self.client_assignor_jar,),
+            ),
+            f"spring-kafka {self.spring_kafka_dir.name}": (
+                self.spring_kafka_dir,
+                (self.spring_kafka_dir / "lib",),
             ),
             f"kubelet {self.kubernetes_version}": (self.kubelet_dir, (self.kubelet,)),
             f"pause {PAUSE_VERSION}": (self.pause_dir, (self.pause_archive,)),

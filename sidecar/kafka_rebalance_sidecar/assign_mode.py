@@ -17,6 +17,11 @@ A failed acknowledgement is retried every loop until it succeeds or a newer docu
 
 A partition is started only when the current document lists it: granting happens at the epoch
 that grants, never earlier.
+
+Documents are followed while the application pushes back too (runner.py, back-pressure): a
+partition given up while some of its records are held is acknowledged at its first held offset,
+not at the fetch position, and its held records are dropped, so the new owner starts exactly
+where delivery stopped.
 """
 
 from __future__ import annotations
@@ -110,9 +115,11 @@ class AssignRunner(Runner):
         revoking = {TopicPartition(t, p) for t, p in document.revoking_set()}
         positions: dict[TopicPartition, int] = {}
         for tp in giving_up:
-            positions[tp] = self.consumer.position(tp)
+            undelivered = self.held_from(tp)  # fetched, not delivered: not handed over
+            positions[tp] = undelivered if undelivered is not None else self.consumer.position(tp)
         self.consumer.assign(target)  # stops fetching what is given up
         self.take_pending(giving_up)  # the acknowledgement commits at least as far
+        self.drop_held(giving_up)
         for tp in revoking - giving_up:
             try:
                 positions[tp] = self._start_offset(tp)

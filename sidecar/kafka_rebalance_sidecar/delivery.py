@@ -1,35 +1,46 @@
 """Handing batches to the application, and what happens when it refuses them.
 
 The sidecar commits a record's offset only after this module says the record is done: delivered,
-dead-lettered, or (by the operator's choice) skipped. Three failure kinds are kept apart because
-they call for different answers:
+dead-lettered, or (by the operator's choice) skipped. Three kinds of answer are kept apart because
+they call for different responses:
 
-- the application is not there (connection refused, timeout): nothing about the records is wrong,
-  so these attempts are not counted; the batch waits with capped backoff until the app is back or
-  the sidecar is told to stop (then nothing is committed and the records come again);
-- the application refuses a batch (an exception, a non-2xx answer): retried with exponential
-  backoff up to `max_attempts`; if it still fails the batch is bisected, so the good records go
-  through and only the record that keeps failing is treated as poison;
+- "not now" (back-pressure): the application is busy or not there - HTTP 503, 429 or 408, a
+  connection error or timeout, an in-process handler raising `AppUnavailable` - or the delivery is
+  misconfigured (a 3xx redirect, a 401 for the shared token). Nothing about the records is wrong,
+  so this never counts towards poison: `deliver()` raises `BackPressure` at once, saying how many
+  leading records are already done and how long to wait (the application's `Retry-After` when it
+  gave one, else a jittered exponential backoff). The caller (runner.py) holds the rest of the
+  batch and offers it again, as often as it takes, while it keeps its group membership;
+- a refusal (an exception, any other non-2xx answer): retried with exponential backoff up to
+  `max_attempts`; if it still fails the batch is bisected, so the good records go through and
+  only the record that keeps failing is treated as poison;
 - a poison record is dead-lettered (the original coordinates and the error in headers) or skipped
   with a log line, so one record can never stall its partition forever.
+
+Bisection finishes the left half before it starts the right half, so the records that are done
+always form a prefix of the batch: that is what makes `BackPressure.done` a single number.
 """
 
 from __future__ import annotations
 
 import binascii
+import email.utils
 import http.client
 import importlib
 import json
 import logging
+import random
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafka_rebalance_sidecar.records import Batch, Handler, Record
+from kafka_rebalance_sidecar.token_file import TokenFile
 
 log = logging.getLogger("kafka_rebalance_sidecar.delivery")
 
@@ -54,7 +65,26 @@ class DeliveryRefused(Exception):
 
 
 class AppUnavailable(Exception):
-    """The application could not be reached; says nothing about the records."""
+    """The application cannot take the batch now (unreachable, busy, misconfigured endpoint);
+    says nothing about the records. `retry_after_s`: when the application said when to come
+    back (HTTP `Retry-After`), in seconds from now."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class BackPressure(Exception):
+    """`deliver()` gives the batch back: its first `done` records are finished (delivered,
+    dead-lettered or skipped; they may be committed), the rest is to be offered again after
+    `delay_s`. `tries` counts the consecutive "not now" answers, this one included."""
+
+    def __init__(self, reason: str, delay_s: float, done: int, tries: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay_s = delay_s
+        self.done = done
+        self.tries = tries
 
 
 class Stopped(Exception):
@@ -156,18 +186,57 @@ def batch_json(batch: Batch) -> bytes:
 # counts as "application unavailable".
 _STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
+# Answers that mean "not now, the same batch later" (back-pressure), never a refusal of records.
+RETRY_LATER_STATUSES = frozenset({408, 429, 503})
+# The most of an answer's body the sidecar reads (only its start is logged); a longer body is
+# left unread and its connection closed, so a misbehaving endpoint cannot fill the memory.
+MAX_RESPONSE_BYTES = 64 * 1024
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """An HTTP `Retry-After` value in seconds from `now` (epoch seconds): delta-seconds or an
+    HTTP-date (RFC 9110 10.2.3). None when absent or unreadable; a date in the past is 0."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(int(text))
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT; a zone-less date is read as such
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
 
 class HttpDelivery:
     """POSTs the batch as JSON to the application on localhost; any 2xx means delivered.
+
+    The answer decides what happens to the batch (docs/sidecar.md, "Delivery over HTTP"):
+    2xx delivered; 503, 429 and 408 (with `Retry-After` honoured) and connection errors are
+    back-pressure (`AppUnavailable`); a 3xx is a configuration error (the URL redirects; it is
+    never followed) and a 401 a token mismatch, both held like back-pressure rather than blamed
+    on the records, the 3xx logged once; any other answer is a refusal (`DeliveryRefused`).
 
     One persistent HTTP/1.1 connection (`http.client`, kept alive while the application allows):
     a new TCP connection per batch cost more than the request itself. Deliveries come from one
     thread, one at a time, so one connection is all there is to keep; no pool library is needed.
     The connection goes straight to the URL's host (no proxy from the environment: the
     application is the pod's own). Sending a batch again after a dropped connection is within
-    the at-least-once contract: the application may see it twice, never lose it."""
+    the at-least-once contract: the application may see it twice, never lose it.
 
-    def __init__(self, url: str, timeout_s: float = 30.0) -> None:
+    `token`: a shared secret sent as `Authorization: Bearer <token>` so the application can
+    check its caller. At most `max_response_bytes` of an answer's body are read."""
+
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 30.0,
+        *,
+        token: TokenFile | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"--deliver-to {url!r}: expected an http:// or https:// URL")
         parts = urllib.parse.urlsplit(url)
@@ -175,12 +244,15 @@ class HttpDelivery:
             raise ValueError(f"--deliver-to {url!r}: no host")
         self.url = url
         self.timeout_s = timeout_s
+        self.token = token
+        self.max_response_bytes = max_response_bytes
         self.description = url
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._connection: http.client.HTTPConnection | None = None
+        self._redirect_logged = False
 
     def _connect(self) -> http.client.HTTPConnection:
         connection: http.client.HTTPConnection
@@ -201,14 +273,16 @@ class HttpDelivery:
             self._connection.close()
             self._connection = None
 
-    def _post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    def _post(
+        self, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
         reused = self._connection is not None
         connection = self._connection or self._connect()
         self._connection = connection
         try:
             connection.request("POST", self._target, body, headers)
             response = connection.getresponse()
-            data = response.read()
+            data = response.read(self.max_response_bytes + 1)
         except _STALE_CONNECTION:
             self.close()
             if not reused:
@@ -217,9 +291,10 @@ class HttpDelivery:
         except BaseException:
             self.close()
             raise
-        if response.will_close:
+        # A body longer than the cap is left unread: the connection cannot carry another request.
+        if response.will_close or not response.isclosed() or len(data) > self.max_response_bytes:
             self.close()
-        return response.status, data
+        return response.status, response.msg, data[: self.max_response_bytes]
 
     def __call__(self, batch: Batch) -> None:
         headers = {
@@ -227,25 +302,65 @@ class HttpDelivery:
             "X-Kafka-Rebalance-Member": batch.member,
             "X-Kafka-Rebalance-Epoch": str(batch.epoch),
         }
+        if self.token is not None:
+            name, value = self.token.header()
+            headers[name] = value
         try:
-            status, data = self._post(batch_json(batch), headers)
+            status, answer, data = self._post(batch_json(batch), headers)
         except (TimeoutError, OSError, http.client.HTTPException) as error:
             raise AppUnavailable(f"{self.url}: {error or type(error).__name__}") from None
-        if not 200 <= status < 300:
-            text = data[:200].decode("utf-8", "replace").strip()
-            raise DeliveryRefused(f"HTTP {status}: {text}" if text else f"HTTP {status}")
+        if 200 <= status < 300:
+            return
+        text = data[:200].decode("utf-8", "replace").strip()
+        said = f"HTTP {status}: {text}" if text else f"HTTP {status}"
+        if status in RETRY_LATER_STATUSES:
+            raise AppUnavailable(said, retry_after_seconds(answer.get("Retry-After")))
+        if 300 <= status < 400:
+            location = answer.get("Location") or "no Location"
+            if not self._redirect_logged:
+                self._redirect_logged = True
+                log.error(
+                    "configuration error: --deliver-to %s answers HTTP %d (redirect to %s); "
+                    "redirects are not followed: set --deliver-to to the URL that takes the "
+                    "batches. Records are held, not dropped, until it answers 2xx",
+                    self.url,
+                    status,
+                    location,
+                )
+            raise AppUnavailable(f"HTTP {status} redirect to {location}: configuration error")
+        if status == 401:
+            raise AppUnavailable(
+                f"{said} (the application refused the sidecar's token: --deliver-token-file)"
+            )
+        raise DeliveryRefused(said)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """Refusals: up to `max_attempts`, `initial_backoff_s` doubling up to `max_backoff_s`.
+    Back-pressure ("not now"): tried without limit; the application's `Retry-After` is honoured
+    between `initial_backoff_s` and `max_retry_after_s`, without one the same doubling backoff
+    with jitter (a random point in its upper half)."""
+
     max_attempts: int = 5
     initial_backoff_s: float = 0.1
     max_backoff_s: float = 5.0
     multiplier: float = 2.0
+    max_retry_after_s: float = 60.0
 
     def backoff(self, failures: int) -> float:
         """Sleep before the next attempt after `failures` consecutive failures (>= 1)."""
         return min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** (failures - 1))
+
+    def pressure_delay(
+        self, tries: int, retry_after_s: float | None, jitter: Callable[[], float] = random.random
+    ) -> float:
+        """The wait before offering a held batch again after `tries` consecutive "not now"
+        answers (>= 1); `jitter()` returns a number in [0, 1)."""
+        if retry_after_s is not None:
+            return min(max(retry_after_s, self.initial_backoff_s), self.max_retry_after_s)
+        delay = self.backoff(tries)
+        return delay / 2 + delay / 2 * jitter()
 
 
 DeadLetterSend = Callable[[Record, str, str, list[tuple[str, bytes]]], None]
@@ -283,7 +398,9 @@ class Outcome:
 
 
 class Deliverer:
-    """Delivers one batch completely (or raises Stopped): retries, bisection, poison handling."""
+    """Delivers one batch completely (or raises BackPressure or Stopped): retries, bisection,
+    poison handling. Never waits for back-pressure itself: the caller holds the batch and keeps
+    its consumer alive meanwhile (runner.py)."""
 
     def __init__(
         self,
@@ -314,13 +431,26 @@ class Deliverer:
         self._sleep = sleep or self._interruptible_sleep
         # Called on every try: waiting for the application is the loop being alive, not stuck.
         self.heartbeat = heartbeat or (lambda: None)
+        self._done = 0  # records of the batch in hand that are finished (a prefix)
+        self._pressure_tries = 0  # consecutive "not now" answers, across batches
+        self._pressure_since = 0.0
 
     def _interruptible_sleep(self, seconds: float) -> None:
         self.stop.wait(seconds)
 
     def deliver(self, batch: Batch) -> Outcome:
+        """Deliver every record (or dead-letter/skip poison). Raises `BackPressure` when the
+        application says "not now" (the leading records already done are counted in it), and
+        `Stopped` on shutdown during refusal retries."""
         if not batch.records:
             return Outcome(0)
+        self._done = 0
+        try:
+            return self._deliver(batch)
+        except AppUnavailable as error:
+            raise self._back_pressure(batch, error) from None
+
+    def _deliver(self, batch: Batch) -> Outcome:
         error = self._attempts(batch, self.retry.max_attempts)
         if error is None:
             return Outcome(len(batch.records))
@@ -334,20 +464,48 @@ class Deliverer:
         )
         return self._bisect(batch)
 
+    def _back_pressure(self, batch: Batch, error: AppUnavailable) -> BackPressure:
+        self._pressure_tries += 1
+        tries = self._pressure_tries
+        now = time.monotonic()
+        if tries == 1:
+            self._pressure_since = now
+        delay = self.retry.pressure_delay(tries, error.retry_after_s)
+        held = len(batch.records) - self._done
+        if tries == 1 or tries % 10 == 0:
+            hint = (
+                "" if error.retry_after_s is None else f" (Retry-After {error.retry_after_s:g} s)"
+            )
+            log.warning(
+                "application not taking records (%s): holding %d records, next try in %.1f s%s "
+                "(try %d, %.0f s so far); nothing is dead-lettered or skipped for this",
+                error,
+                held,
+                delay,
+                hint,
+                tries,
+                now - self._pressure_since,
+            )
+        return BackPressure(str(error), delay, self._done, tries)
+
     def _bisect(self, batch: Batch) -> Outcome:
         """Halves are tried once each; a refused half is halved again, and a single record that
         is refused gets the full `max_attempts` before it is declared poison. Order within the
-        batch is kept: the left half is finished before the right half starts."""
+        batch is kept: the left half is finished before the right half starts (so what is done
+        is always a prefix, `self._done` records long)."""
         records = batch.records
         if len(records) == 1:
             error = self._attempts(batch, self.retry.max_attempts)
-            return Outcome(1) if error is None else self._poison(batch, records[0], error)
+            outcome = Outcome(1) if error is None else self._poison(batch, records[0], error)
+            self._done += 1
+            return outcome
         middle = len(records) // 2
         outcomes = []
         for half in (records[:middle], records[middle:]):
             part = Batch(batch.member, batch.epoch, half)
             if len(half) > 1 and self._attempts(part, 1) is None:
                 outcomes.append(Outcome(len(half)))
+                self._done += len(half)
             else:
                 outcomes.append(self._bisect(part))
         return Outcome(
@@ -357,25 +515,19 @@ class Deliverer:
         )
 
     def _attempts(self, batch: Batch, attempts: int) -> str | None:
-        """Deliver with up to `attempts` refusals; None on success, else the last error. Waits
-        out an unreachable application without counting (raises Stopped on shutdown)."""
+        """Deliver with up to `attempts` refusals; None on success, else the last error. A "not
+        now" answer (`AppUnavailable`) propagates at once; shutdown during refusal retries
+        raises Stopped."""
         refused = 0
-        unavailable = 0
         while True:
-            if self.stop.is_set() and (refused or unavailable):
+            if self.stop.is_set() and refused:
                 raise Stopped("shutting down with an undelivered batch")
             self.heartbeat()
             try:
                 self.sink(batch)
-            except AppUnavailable as error:
-                unavailable += 1
+            except AppUnavailable:
                 self.stats.failed()
-                if unavailable == 1 or unavailable % 10 == 0:
-                    log.warning(
-                        "application unavailable (%s); waiting (try %d)", error, unavailable
-                    )
-                self._sleep(self.retry.backoff(unavailable))
-                continue
+                raise
             except DeliveryRefused as error:
                 refused += 1
                 self.stats.failed()
@@ -390,6 +542,13 @@ class Deliverer:
                     return str(error)
                 self._sleep(self.retry.backoff(refused))
                 continue
+            if self._pressure_tries:
+                log.info(
+                    "application taking records again after %d tries over %.1f s",
+                    self._pressure_tries,
+                    time.monotonic() - self._pressure_since,
+                )
+                self._pressure_tries = 0
             self.stats.delivered(len(batch.records))
             return None
 

@@ -18,7 +18,11 @@ every member's claim. This module makes sure a new plan actually reaches the bro
 - revoked partitions (cooperative: only those moving away) have their delivered offsets committed
   before they go; lost partitions (the member was fenced or expired) are dropped without a commit,
   because the broker already gave them to someone else. Local state is released only for
-  partitions actually gone (KIP-54), never for the whole assignment on every rebalance.
+  partitions actually gone (KIP-54), never for the whole assignment on every rebalance;
+- while the application pushes back (runner.py, back-pressure), the loop keeps calling poll()
+  with every assigned partition paused: heartbeats go on, `max.poll.interval.ms` never expires,
+  rebalances are joined and new documents acted on, and nothing new is fetched. Held records of
+  partitions revoked or lost meanwhile are dropped.
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class _Listener(AsyncConsumerRebalanceListener):
                     len(offsets),
                     error,
                 )
+        runner.drop_held(revoked)
         gone = frozenset(key(tp) for tp in revoked)
         log.info("revoked %d partitions: %s", len(gone), _names(gone))
         if runner.assignor.cooperative:
@@ -102,6 +107,7 @@ class _Listener(AsyncConsumerRebalanceListener):
     async def on_partitions_lost(self, lost: set[Any]) -> None:
         runner = self.runner
         dropped = runner.take_pending(lost)
+        runner.drop_held(lost)
         gone = frozenset(key(tp) for tp in lost)
         log.warning(
             "lost %d partitions (membership lost; %d uncommitted offsets dropped): %s",
@@ -160,6 +166,28 @@ class GroupRunner(Runner):
         gone = self._owned_before - now_owned
         self._owned_before = now_owned
         self.released(gone)
+
+    def _idle(self, seconds: float) -> None:
+        """Poll with every assigned partition paused: the group is served, nothing fetched. A
+        partition assigned during this poll may return records before it is paused: they are
+        sought back, so they come again when fetching resumes."""
+        consumer = self.consumer
+        assert consumer is not None
+        unpaused = set(consumer.assignment()) - set(consumer.paused())
+        if unpaused:
+            consumer.pause(*sorted(unpaused))
+        polled = consumer.poll(
+            timeout_ms=max(1, int(seconds * 1000)), max_records=self.config.max_poll_records
+        )
+        for tp, records in polled.items():
+            if records:
+                consumer.seek(tp, records[0].offset)
+
+    def _resume(self) -> None:
+        assert self.consumer is not None
+        paused = self.consumer.paused()
+        if paused:
+            self.consumer.resume(*sorted(paused))
 
     def _note_rebalance(self) -> None:
         generation = self.assignor.last_generation

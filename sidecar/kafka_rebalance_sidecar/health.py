@@ -2,6 +2,10 @@
 
 - /healthz: the consume loop is alive (it beat within `max_age_s`). A loop stuck in a broker call
   or a hung handler stops beating, and the kubelet restarts the container.
+- both say `"degraded"`: null, or why delivery is held (the application answers "not now").
+  Back-pressure changes neither answer's status: the loop is alive, and an unready pod would
+  lose its partitions (assign mode plans only Ready pods), the opposite of waiting for the app;
+  `kafka_rebalance_sidecar_holding` is the metric to alert on.
 - /readyz: the sidecar owns what its document plans for it (every planned partition is in its
   current assignment). Before the first document it is ready once the consumer runs: in assign
   mode the operator takes membership from Ready pods, so a pod that waited for a document to get
@@ -66,6 +70,13 @@ class SidecarMetrics:
         self.rejected_documents = counter(
             "rejected_documents", "Assignment documents refused (malformed, lower epoch, foreign)"
         )
+        self.backpressure = counter(
+            "backpressure",
+            "Delivery answers meaning 'not now' (503, 429, 408, unreachable, misconfigured)",
+        )
+        self.holding = gauge(
+            "holding", "1 while a batch is held because the application is not taking records"
+        )
         self.commits = counter("commits", "Successful offset commits")
         self.commit_failures = counter("commit_failures", "Failed offset commits")
         self.document_epoch = gauge("document_epoch", "Epoch of the assignment document acted on")
@@ -124,6 +135,7 @@ class Health:
         self._owned: frozenset[tuple[str, int]] = frozenset()
         self._epoch: int | None = None
         self._stopping = False
+        self._degraded: str | None = None
 
     def beat(self) -> None:
         with self._lock:
@@ -144,6 +156,11 @@ class Health:
             self._owned = frozenset(owned)
             self._epoch = epoch
 
+    def degraded(self, reason: str | None) -> None:
+        """Why delivery is held (None: it is not); shown by both probes, status unchanged."""
+        with self._lock:
+            self._degraded = reason
+
     def stopping(self) -> None:
         with self._lock:
             self._stopping = True
@@ -156,7 +173,12 @@ class Health:
     def live(self) -> tuple[bool, dict[str, object]]:
         with self._lock:
             age = time.monotonic() - self._beat
-        return age <= self.max_age_s, {"loopAgeSeconds": round(age, 1), "maxAge": self.max_age_s}
+            degraded = self._degraded
+        return age <= self.max_age_s, {
+            "loopAgeSeconds": round(age, 1),
+            "maxAge": self.max_age_s,
+            "degraded": degraded,
+        }
 
     def ready(self) -> tuple[bool, dict[str, object]]:
         with self._lock:
@@ -170,6 +192,7 @@ class Health:
                 "owned": len(owned),
                 "planned": None if planned is None else len(planned),
                 "missing": [f"{t}-{p}" for t, p in missing[:20]],
+                "degraded": self._degraded,
             }
         return ok, detail
 

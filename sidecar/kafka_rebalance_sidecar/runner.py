@@ -15,7 +15,15 @@ out is either being delivered or already committed. That keeps the guarantees si
   trace of who committed what in either mode);
 - shutdown (SIGTERM/SIGINT or `stop()`): the batch in hand is finished and committed, then the
   consumer closes; a static member sends no LeaveGroup, so a restart within the session timeout
-  gets its partitions back without a rebalance.
+  gets its partitions back without a rebalance;
+- back-pressure (the application says "not now": 503/429/408, unreachable; delivery.py): the
+  undelivered rest of the batch is *held* and offered again when the delay is up, as often as it
+  takes. Meanwhile the loop goes on turning: it fetches nothing new (at most one batch is ever
+  held), but it keeps polling in group mode with every partition paused (heartbeats, rebalances
+  and `max.poll.interval.ms` are served, so membership and ownership stay), keeps following
+  documents in assign mode, and keeps committing what was done. A partition that leaves this
+  member meanwhile has its held records dropped (its new owner starts at the commit, which never
+  passed them), and the health endpoints say "degraded" with the reason until a delivery lands.
 
 The modes (`group_mode`, `assign_mode`) differ only in how partitions are obtained and released.
 """
@@ -35,7 +43,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common.wire import CommitMetadata, encode_commit_metadata
 
-from kafka_rebalance_sidecar.delivery import Deliverer, Stopped
+from kafka_rebalance_sidecar.delivery import BackPressure, Deliverer, Stopped
 from kafka_rebalance_sidecar.document import AssignmentTracker
 from kafka_rebalance_sidecar.health import Health, SidecarMetrics
 from kafka_rebalance_sidecar.records import Batch, Record
@@ -142,6 +150,14 @@ def next_offsets(polled: Mapping[Any, list[Any]]) -> dict[TopicPartition, int]:
     }
 
 
+def record_offsets(records: Iterable[Record]) -> dict[TopicPartition, int]:
+    """Per partition, the offset after the last of `records` (records of a partition ascend)."""
+    offsets: dict[TopicPartition, int] = {}
+    for r in records:
+        offsets[TopicPartition(r.topic, r.partition)] = r.offset + 1
+    return offsets
+
+
 def key(tp: Any) -> tuple[str, int]:
     return (tp.topic, tp.partition)
 
@@ -176,6 +192,9 @@ class Runner:
         self._lock = threading.Lock()
         self._pending: dict[TopicPartition, OffsetAndMetadata] = {}
         self._commit_due = 0.0  # monotonic time of the next interval commit
+        # Back-pressure: the undelivered rest of a batch, and when to offer it again.
+        self._held: Batch | None = None
+        self._held_retry_at = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -227,6 +246,13 @@ class Runner:
                     break
         finally:
             self.health.stopping()
+            held = self._held
+            if held is not None and held.records:
+                log.info(
+                    "stopping while the application is not taking records: %d held records "
+                    "are not committed and will be delivered again",
+                    len(held.records),
+                )
             self._close()
 
     def _close(self) -> None:
@@ -259,11 +285,24 @@ class Runner:
         return ""
 
     def consume_once(self, epoch_now: Callable[[], int]) -> int:
-        """Poll once, deliver what came, commit it. Returns the number of records.
+        """Poll once, deliver what came, commit it. Returns the number of records delivered.
 
         The epoch is read after the poll: a rebalance inside poll() may have changed it, and the
-        records returned belong to the assignment that poll ended with."""
+        records returned belong to the assignment that poll ended with. While a batch is held
+        (back-pressure) nothing is fetched: the held batch is offered again when its delay is
+        up, and until then the turn only idles (`_idle`) and commits what is due."""
         assert self.consumer is not None
+        held = self._held
+        if held is not None:
+            if not held.records:  # every held partition went away meanwhile
+                self._release_hold()
+            else:
+                wait = self._held_retry_at - time.monotonic()
+                if wait > 0:
+                    self._idle(min(wait, self.config.poll_timeout_ms / 1000))
+                    self.commit_if_due()
+                    return 0
+                return self._deliver(held, None)
         polled = self.consumer.poll(
             timeout_ms=self.config.poll_timeout_ms, max_records=self.config.max_poll_records
         )
@@ -272,13 +311,86 @@ class Runner:
             return 0
         epoch = epoch_now()
         batch = to_batch(self.config.member, epoch, polled)
-        self.deliverer.deliver(batch)  # raises Stopped: nothing committed, delivered again later
-        metadata = commit_metadata(self.config.member, epoch, self.incarnation())
-        with self._lock:
-            for tp, offset in next_offsets(polled).items():
-                self._pending[tp] = OffsetAndMetadata(offset, metadata, -1)
+        return self._deliver(batch, polled)
+
+    def _deliver(self, batch: Batch, polled: Mapping[Any, list[Any]] | None) -> int:
+        """Deliver `batch` (raises Stopped: nothing committed, delivered again later); on
+        back-pressure keep what was done as pending and hold the rest."""
+        try:
+            self.deliverer.deliver(batch)
+        except BackPressure as pressure:
+            done = batch.records[: pressure.done]
+            self._add_pending(batch.epoch, record_offsets(done))
+            self._hold(Batch(batch.member, batch.epoch, batch.records[pressure.done :]), pressure)
+            self.commit_if_due()
+            return len(done)
+        offsets = next_offsets(polled) if polled is not None else record_offsets(batch.records)
+        self._add_pending(batch.epoch, offsets)
+        if self._held is not None:
+            self._release_hold()
         self.commit_if_due(caught_up=len(batch.records) < self.config.max_poll_records)
         return len(batch.records)
+
+    def _add_pending(self, epoch: int, offsets: Mapping[TopicPartition, int]) -> None:
+        if not offsets:
+            return
+        metadata = commit_metadata(self.config.member, epoch, self.incarnation())
+        with self._lock:
+            for tp, offset in offsets.items():
+                self._pending[tp] = OffsetAndMetadata(offset, metadata, -1)
+
+    # -- back-pressure ---------------------------------------------------------------------
+
+    def _hold(self, rest: Batch, pressure: BackPressure) -> None:
+        with self._lock:
+            self._held = rest
+        self._held_retry_at = time.monotonic() + pressure.delay_s
+        self.metrics.backpressure.inc()
+        self.metrics.holding.set(1)
+        self.health.degraded(
+            f"application not taking records: {pressure.reason}; holding {len(rest.records)} "
+            f"records, try {pressure.tries}, next in {pressure.delay_s:.1f} s"
+        )
+
+    def _release_hold(self) -> None:
+        """The held batch is delivered (or all its partitions went away): fetch again."""
+        with self._lock:
+            self._held = None
+        self.metrics.holding.set(0)
+        self.health.degraded(None)
+        self._resume()
+
+    def drop_held(self, partitions: Iterable[Any]) -> None:
+        """Forget the held records of partitions this member no longer owns (any thread: the
+        group listener calls it while the loop's thread is inside poll())."""
+        gone = {key(tp) for tp in partitions}
+        with self._lock:
+            held = self._held
+            if held is None or not gone:
+                return
+            kept = tuple(r for r in held.records if (r.topic, r.partition) not in gone)
+            if len(kept) != len(held.records):
+                log.info(
+                    "dropped %d held records of partitions no longer owned",
+                    len(held.records) - len(kept),
+                )
+                self._held = Batch(held.member, held.epoch, kept)
+
+    def held_from(self, tp: Any) -> int | None:
+        """The first held (undelivered) offset of `tp`, None when nothing of it is held."""
+        with self._lock:
+            held = self._held
+        if held is None:
+            return None
+        return next((r.offset for r in held.records if (r.topic, r.partition) == key(tp)), None)
+
+    def _idle(self, seconds: float) -> None:
+        """Spend up to `seconds` without fetching, while a batch is held. Here: wait (assign
+        mode has no group membership to keep; documents are looked at every turn)."""
+        self.stop_event.wait(seconds)
+
+    def _resume(self) -> None:
+        """Undo what `_idle` did to the consumer (nothing here)."""
 
     def commit_if_due(self, caught_up: bool = True) -> None:
         """Commit what was delivered, at once when caught up, else when `commit_interval_ms`

@@ -724,3 +724,184 @@ def test_on_released_reports_only_partitions_that_moved(bench):
             t.join(30)
     assert before == {"x-0": [], "x-1": []}  # joining and the first assignment release nothing
     assert after == {"x-0": [frozenset({(b.topic, 1)})], "x-1": []}
+
+
+# ---- back-pressure: a busy application is waited for, never poison -------------------------------
+
+
+class BusyApp:
+    """A real HTTP application that answers 503 (`Retry-After: 1`) while `busy()` says so, then
+    takes batches; checks the shared token (401 when wrong) and remembers what it took."""
+
+    def __init__(self, token: str | None = None) -> None:
+        self.busy: Callable[[], bool] = lambda: False
+        self.taken: list[tuple[int, int]] = []
+        self.busy_answers = 0
+        self.unauthorized = 0
+        self.first_post: float | None = None
+        app = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if app.first_post is None:
+                    app.first_post = time.monotonic()
+                if token is not None and self.headers.get("Authorization") != f"Bearer {token}":
+                    app.unauthorized += 1
+                    self.answer(401)
+                elif app.busy():
+                    app.busy_answers += 1
+                    self.answer(503, {"Retry-After": "1"})
+                else:
+                    app.taken.extend(
+                        (r["partition"], r["offset"]) for r in json.loads(body)["records"]
+                    )
+                    self.answer(204)
+
+            def answer(self, status: int, headers: dict[str, str] | None = None) -> None:
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/records"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def committed_to(b: Bench, offset: int, partitions: Any) -> bool:
+    committed = b.committed()
+    return all(p in committed and committed[p].offset == offset for p in partitions)
+
+
+def test_an_app_answering_503_for_15_s_loses_nothing_and_keeps_the_group(bench, tmp_path):
+    """Group mode, one member. `max_poll_interval_ms` is 5 s, so a sidecar that stopped polling
+    while it waited for the app would leave the group (a new generation); one that holds the
+    batch and keeps polling with its partitions paused keeps its generation throughout."""
+    from kafka_rebalance_sidecar import DocumentSource, PlanFollowingConsumer, SidecarConfig
+    from kafka_rebalance_sidecar.delivery import HttpDelivery
+    from kafka_rebalance_sidecar.token_file import TokenFile
+
+    b: Bench = bench(3, "busy")
+    dead_letter = f"{b.topic}.dlq"
+    b.admin.create_topics([NewTopic(dead_letter, 1, 1)])
+    token = tmp_path / "token"
+    token.write_text("sidecar-token\n")
+    app = BusyApp(token="sidecar-token")
+    app.busy = lambda: app.first_post is None or time.monotonic() - app.first_post < 15
+    b.write("bp-0", 1, [0, 1, 2])
+    consumer = PlanFollowingConsumer(
+        SidecarConfig(
+            bootstrap_servers=b.bootstrap,
+            group=b.group,
+            topics=(b.topic,),
+            member="bp-0",
+            session_timeout_ms=SESSION_MS,
+            max_poll_records=50,
+            consumer_options={"max_poll_interval_ms": 5_000},
+        ),
+        DocumentSource(file=str(b.document_path("bp-0")), file_interval_s=0.2),
+        dead_letter_topic=dead_letter,
+    )
+    thread = threading.Thread(
+        target=consumer.run, args=(HttpDelivery(app.url, token=TokenFile(str(token))),)
+    )
+    thread.start()
+    try:
+        metrics = consumer.metrics
+        wait_for("joined", lambda: b.actual() == {"bp-0": [0, 1, 2]}, timeout=45)
+        wait_for("a generation", lambda: metrics.generation._value.get() >= 0 or None)
+        generation = metrics.generation._value.get()
+        b.produce(100)
+        wait_for("the app pushing back", lambda: app.busy_answers >= 3, timeout=30)
+        degraded = consumer.health.live()[1]["degraded"]
+        assert degraded and "HTTP 503" in str(degraded)
+        assert consumer.health.ready()[0]  # still ready: the partitions stay with this member
+        assert metrics.holding._value.get() == 1
+        wait_for("all records taken", lambda: len(set(app.taken)) == 300 or None, timeout=45)
+        wait_for("committed to the end", lambda: committed_to(b, 100, range(3)), timeout=30)
+        busy_for = time.monotonic() - (app.first_post or 0)
+        assert busy_for >= 15
+        assert sorted(set(app.taken)) == [(p, o) for p in range(3) for o in range(100)]
+        assert metrics.records_dead_lettered._value.get() == 0
+        assert metrics.records_skipped._value.get() == 0
+        assert metrics.generation._value.get() == generation  # never left the group
+        assert metrics.backpressure._value.get() == app.busy_answers
+        assert app.unauthorized == 0
+        assert consumer.health.live()[1]["degraded"] is None
+        assert metrics.holding._value.get() == 0
+        print(f"busy answers {app.busy_answers}, duplicates {len(app.taken) - len(set(app.taken))}")
+    finally:
+        consumer.stop()
+        thread.join(30)
+        app.close()
+    assert not thread.is_alive()
+    reader = KafkaConsumer(
+        dead_letter, bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
+        consumer_timeout_ms=2000,
+    )  # fmt: skip
+    try:
+        assert list(reader) == []  # nothing dead-lettered
+    finally:
+        reader.close()
+
+
+@pytest.mark.parametrize("engine", ["kafka-python", "librdkafka"])
+def test_assign_mode_follows_a_revoke_while_the_app_pushes_back(bench, tmp_path, engine):
+    """The held records of a revoked partition are not handed over as done: the acknowledgement
+    commits the first undelivered offset, at once, while the app is still busy. The sidecar
+    command shows the app its token (`--deliver-token-file`)."""
+    b: Bench = bench(2, "busyassign")
+    token = tmp_path / "token"
+    token.write_text("t0ken")
+    app = BusyApp(token="t0ken")
+    release = threading.Event()
+    app.busy = lambda: not release.is_set()
+    try:
+        b.write("ba-0", 1, [0, 1])
+        car = b.sidecar(
+            "ba-0",
+            mode="assign",
+            deliver_to=app.url,
+            extra=("--engine", engine, "--deliver-token-file", str(token)),
+        )
+        wait_for("ready", car.ready, timeout=30)
+        b.produce(20, [1])  # the held batch is partition 1's records 0-19, its position 20
+        wait_for("the app pushing back", lambda: app.busy_answers >= 2, timeout=30)
+        with urllib.request.urlopen(f"http://127.0.0.1:{car.port}/healthz", timeout=5) as r:
+            assert "HTTP 503" in json.loads(r.read())["degraded"]
+        b.write("ba-0", 2, [0], revoking=[1])
+
+        def acked() -> Any:
+            c = b.committed()
+            return c if 1 in c and acknowledged(c[1].metadata, "ba-0", 2) else None
+
+        committed = wait_for("the revoke acknowledged while busy", acked, timeout=20)
+        assert committed[1].offset == 0  # nothing of partition 1 was delivered
+        assert not release.is_set() and app.taken == []
+        log_text = car.log_text()
+        assert "held records of partitions no longer owned" in log_text
+        assert "applied epoch 2" in log_text and "applying epoch 2 failed" not in log_text
+        b.produce(20, [0])
+        release.set()
+        wait_for("partition 0 committed to the end", lambda: committed_to(b, 20, [0]), timeout=30)
+        time.sleep(1)
+        assert sorted(set(app.taken)) == [(0, o) for o in range(20)]  # 1 was handed over
+        m = car.metrics()
+        assert m["records_dead_lettered_total"] == 0 and m["records_skipped_total"] == 0
+        assert m["holding"] == 0 and m["backpressure_total"] == app.busy_answers
+        assert b.committed()[1].offset == 0 and app.unauthorized == 0
+        assert car.stop() == 0
+    finally:
+        app.close()

@@ -13,6 +13,7 @@ second per tool, and Go and Maven keep their own default caches, which survive b
 
 One module per tool family: `frame` (commands, the atomic install), `maven`, `kafka`,
 `broker_plugin`,
+`client_assignor` (the Java client-side assignor and Spring Kafka for its test),
 `go_tools` (go install tools, etcd), `kubernetes`, `schemas`, `spark`, `debian_base`.
 """
 
@@ -26,6 +27,10 @@ from collections.abc import Sequence
 
 from kafka_rebalance.devenv import system_packages
 from kafka_rebalance.devenv.provision.broker_plugin import build_broker_plugin
+from kafka_rebalance.devenv.provision.client_assignor import (
+    build_client_assignor,
+    build_spring_kafka,
+)
 from kafka_rebalance.devenv.provision.debian_base import build_debian_base
 from kafka_rebalance.devenv.provision.frame import (
     Component,
@@ -118,6 +123,15 @@ def components(tc: Toolchain) -> list[Component]:
             tc.broker_plugin_dir.name,
             tc.broker_plugin_dir,
             build_broker_plugin(tc),
+        ),
+        Component(
+            "client-assignor",
+            tc.client_assignor_dir.name,
+            tc.client_assignor_dir,
+            build_client_assignor(tc),
+        ),
+        Component(
+            "spring-kafka", tc.spring_kafka_dir.name, tc.spring_kafka_dir, build_spring_kafka(tc)
         ),
         Component("spark-kafka", tc.spark_version, tc.spark_kafka_dir, build_spark_kafka(tc)),
         Component(
@@ -260,7 +274,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--only",
         action="append",
         metavar="TOOL",
-        help="provision only this tool (repeatable): kafka, spark-kafka, kubeconform, "
+        help="provision only this tool (repeatable): kafka, broker-plugin, client-assignor, "
+        "spring-kafka, spark-kafka, kubeconform, "
         "kube-schemas, helm, kwok, etcd, kubernetes, kubelet, pause, debian-base",
     )
     parser.add_argument(

@@ -1,6 +1,6 @@
-"""Plan: the assignment this poll would like the group to have, from the real planner (the same
-`kafka_rebalance_assignors.plan` as `kafka-rebalance plan`), or the proposal already on offer,
-or the settlement of a hand-over that timed out.
+"""Plan: the assignment this poll would like the group to have, from the real planner (the typed
+`kafka_rebalance_assignors.plan_request`, which `kafka-rebalance plan` runs on its document too),
+or the proposal already on offer, or the settlement of a hand-over that timed out.
 
 Pure except for the capacity estimator and the proposal kept in memory.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import kafka_rebalance_assignors as assignors
 
@@ -67,7 +66,7 @@ def plan(
     adaptive = _adaptive(ctx, observed, memory, settings, now)
     weights = resolve_weights(spec, observed.members, adaptive)
     live_docs = {m: d for m, d in observed.current.by_member.items() if m in weights}
-    document = planning.build_document(
+    request = planning.build_request(
         spec,
         observed.observation.topics,
         weights,
@@ -76,16 +75,16 @@ def plan(
         {k: m.produce.value for k, m in memory.partitions.items()},
     )
     try:
-        result = assignors.plan(document)
+        result = assignors.plan_request(request)
     except assignors.PlanInputError as error:
         raise PollFailure("PlanFailed", f"the planner refused the input: {error}") from None
     pending = observed.handoff
     planned = Planned(
-        assignment=result["assignment"],
-        hash=planning.plan_hash(result["assignment"]),
-        moves=len(result["moves"]),
-        ratio_before=_ratio(result["stats"].get("max_load_ratio_before")),
-        ratio_after=_ratio(result["stats"].get("max_load_ratio")),
+        assignment=result.assignment,
+        hash=planning.plan_hash(result.assignment),
+        moves=len(result.moves),
+        ratio_before=result.stats.max_load_ratio_before,
+        ratio_after=result.stats.max_load_ratio,
         live_docs=live_docs,
         lingering=dict(observed.lingering),
         proposal=None,
@@ -197,7 +196,3 @@ def _adaptive(
 
 def owners(assignment: Mapping[str, Mapping[str, list[int]]]) -> dict[PartitionKey, str]:
     return {(t, p): m for m, ts in assignment.items() for t, ps in ts.items() for p in ps}
-
-
-def _ratio(value: Any) -> float | None:
-    return round(float(value), 6) if isinstance(value, int | float) else None

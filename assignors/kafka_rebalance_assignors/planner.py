@@ -1,8 +1,9 @@
-"""One planning round: validated input -> target assignment, moves and stats (the plan contract).
+"""One planning round: a typed request -> target assignment, moves and stats (a typed `Plan`).
 
-`plan(document)` is the JSON adapter the `plan` command uses; in-process callers build a typed
-`request.PlanRequest` and call `plan_request`, which runs the very same steps (so what a user
-previews is what the operator applies). `plan_group` prepares the planning context once (see
+`plan_request` is the planning path of every caller: it validates the request
+(`validation.validate`) and plans it. The `plan` command's JSON document reaches it through
+`parsing.plan`, the contract's adapter, so what a user previews is what the operator applies.
+`plan_group` prepares the planning context once (see
 `assignors.context`), runs the strategy on it, and measures the result against the same context.
 Pure: no I/O, deterministic for the same input. Everything here works on flat owner arrays (one
 entry per partition of the group, see `Group.offsets`) and C-level maps over each member's lists,
@@ -16,7 +17,6 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from itertools import accumulate, compress, repeat
 from operator import add, itemgetter, lt, ne
-from typing import Any
 
 from kafka_rebalance_assignors.collector import collector_paused
 from kafka_rebalance_assignors.context import PlanContext, prepare
@@ -29,9 +29,11 @@ from kafka_rebalance_assignors.model import (
     global_numbers,
     summed_loads,
 )
-from kafka_rebalance_assignors.parsing import parse_request
 from kafka_rebalance_assignors.registry import STRATEGY_MODULES, strategy_function
-from kafka_rebalance_assignors.request import Move, Plan, PlanRequest
+from kafka_rebalance_assignors.request import MemberSummary, Move, Plan, PlanRequest, PlanStats
+from kafka_rebalance_assignors.validation import validate
+
+_OWNED = (-1).__lt__  # an owner index, not -1 for nobody
 
 
 class PlanInvariantError(RuntimeError):
@@ -189,9 +191,7 @@ def _check_slowly(context: PlanContext, raw: Assignment) -> None:
             raise PlanInvariantError(f"{topic}-{table.index(None)} left unassigned")
 
 
-def compute_moves(
-    context: PlanContext, previous: list[int], target: list[int]
-) -> list[dict[str, Any]]:
+def compute_moves(context: PlanContext, previous: list[int], target: list[int]) -> list[Move]:
     """The plan's moves between two flat owner arrays of its group (see `_moves`)."""
     ids: list[str | None] = [*context.group.members, None]  # index -1: nobody
     return _moves(ids, list(context.group.topics), list(context.offsets.values()), previous, target)
@@ -222,10 +222,7 @@ def moves_between(
                         if 0 <= partition < count:
                             owners[offsets[topic] + partition] = index[member_id]
         arrays.append(owners)
-    return [
-        Move(move["topic"], move["partition"], move["from"], move["to"])
-        for move in _moves(ids, names, starts, arrays[0], arrays[1])
-    ]
+    return _moves(ids, names, starts, arrays[0], arrays[1])
 
 
 def _moves(
@@ -234,7 +231,7 @@ def _moves(
     starts: list[int],
     previous: list[int],
     target: list[int],
-) -> list[dict[str, Any]]:
+) -> list[Move]:
     """Partitions that change owner: what a cooperative protocol would revoke and re-grant.
     Partitions nobody owned before are grants, not moves; a partition of a topic nobody
     subscribes to any more moves to None. Both arrays are flat (topic `names[t]` starts at
@@ -242,32 +239,25 @@ def _moves(
     found at C speed, only the moves themselves are visited."""
     if previous == target:
         return []
+    differing = list(compress(range(len(target)), map(ne, previous, target)))
+    moved = compress(differing, map(_OWNED, map(previous.__getitem__, differing)))
     moves = []
-    for number in compress(range(len(target)), map(ne, previous, target)):
+    for number in moved:
         old = previous[number]
-        if old < 0:
-            continue
         t = bisect_right(starts, number) - 1  # empty topics share a start: the last is it
-        moves.append(
-            {
-                "topic": names[t],
-                "partition": number - starts[t],
-                "from": ids[old],
-                "to": ids[target[number]],
-            }
-        )
+        moves.append(Move(names[t], number - starts[t], ids[old], ids[target[number]]))  # type: ignore[arg-type]
     return moves
 
 
-def plan_group(request: ParsedRequest) -> dict[str, Any]:
-    """Run the request's strategy and return the plan document (collector paused: see
+def plan_group(request: ParsedRequest) -> Plan:
+    """Run a validated request's strategy and measure the result (collector paused: see
     `assignors.collector`)."""
     with collector_paused():
         return _plan_group(request)
 
 
-def _plan_group(request: ParsedRequest) -> dict[str, Any]:
-    """Prepare the context, run the request's strategy on it, return the plan document."""
+def _plan_group(request: ParsedRequest) -> Plan:
+    """Prepare the context, run the request's strategy on it, check and measure the result."""
     group = request.group
     assign = strategy_function(request.strategy)
     context = prepare(group, request.options)
@@ -277,80 +267,72 @@ def _plan_group(request: ParsedRequest) -> dict[str, Any]:
     if measured is None:
         measured = _check_and_measure(context, raw, model == "count")
     assignment, target, per_member = measured
-    conflicts = context.ownership.conflicts
     previous = context.ownership.owners
-    owned_load = context.owned_loads
     moves = compute_moves(context, previous, target)
     subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
-    budgeted = sum(1 for move in moves if move["topic"] in subscriptions[move["from"]])
+    budgeted = sum(1 for move in moves if move.topic in subscriptions[move.from_member])
     # Every subscribed partition is assigned (checked above): the grants are exactly the
     # subscribed partitions that had no previous owner.
     offsets = context.offsets
+    subscribed = context.subscribed_topics()
     granted = sum(
         previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
-        for topic in context.subscribed_topics()
+        for topic in subscribed
     )
-
-    bound = lower_bound(group, loads, context.subscribed_topics())
-    summary = {
-        member_id: {
-            "weight": member.weight,
-            "partitions": sum(map(len, assignment[member_id].values())),
-            "load": round(per_member[member_id], 6),
-            "normalised_load": round(per_member[member_id] / member.weight, 6),
-        }
+    bound = lower_bound(group, loads, subscribed)
+    members = {
+        member_id: MemberSummary(
+            weight=member.weight,
+            partitions=sum(map(len, assignment[member_id].values())),
+            load=round(per_member[member_id], 6),
+            normalised_load=round(per_member[member_id] / member.weight, 6),
+        )
         for member_id, member in group.members.items()
     }
+    owned_load = context.owned_loads
     achieved = max(
         (per_member[m] / member.weight for m, member in group.members.items()), default=0.0
     )
     before = max(
         (owned_load[m] / member.weight for m, member in group.members.items()), default=0.0
     )
-    subscribed = context.subscribed_topics()
-    counts = [entry["partitions"] for entry in summary.values()]
-    stats = {
-        "strategy": request.strategy,
-        "members": len(group.members),
-        "topics": len(group.topics),
-        "partitions": sum(group.topics.values()),
-        "assigned": sum(counts),
-        "unassigned": sum(group.topics[t] for t in subscribed) - sum(counts),
-        "moves": len(moves),
-        "budgeted_moves": budgeted,
-        "granted_unowned": granted,
-        "count_spread": (max(counts) - min(counts)) if counts else 0,
-        "load_model": model,
-        "max_load": round(achieved, 6),
-        "lower_bound": round(bound, 6),
-        "max_load_ratio": round(achieved / bound, 6) if bound > 0 else 1.0,
-        "max_load_before": round(before, 6),
-        "max_load_ratio_before": round(before / bound, 6) if bound > 0 else 1.0,
-        "conflicting_claims": conflicts,
-        "stale_ownership_dropped": group.stale_ownership_dropped,
-        "unknown_subscriptions_ignored": group.unknown_subscriptions_ignored,
-    }
-    return {"assignment": assignment, "members": summary, "moves": moves, "stats": stats}
-
-
-def plan(document: Any, strategy: str | None = None) -> dict[str, Any]:
-    """Parse, validate and plan one plan-contract document. Raises PlanInputError on bad input."""
-    with collector_paused():
-        request = parse_request(document, strategy)
-        if request.strategy not in STRATEGY_MODULES:
-            raise PlanInputError(
-                "strategy",
-                f"unknown strategy {request.strategy!r} (one of {', '.join(STRATEGY_MODULES)})",
-            )
-        result = plan_group(request)
-        # Freed by reference counting while the collector is still paused: the collection that
-        # follows re-enabling it then scans only the plan, not the parsed group as well.
-        del request
-    return result
+    counts = [entry.partitions for entry in members.values()]
+    stats = PlanStats(
+        strategy=request.strategy,
+        members=len(group.members),
+        topics=len(group.topics),
+        partitions=sum(group.topics.values()),
+        assigned=sum(counts),
+        unassigned=sum(group.topics[t] for t in subscribed) - sum(counts),
+        moves=len(moves),
+        budgeted_moves=budgeted,
+        granted_unowned=granted,
+        count_spread=(max(counts) - min(counts)) if counts else 0,
+        load_model=model,
+        max_load=round(achieved, 6),
+        lower_bound=round(bound, 6),
+        max_load_ratio=round(achieved / bound, 6) if bound > 0 else 1.0,
+        max_load_before=round(before, 6),
+        max_load_ratio_before=round(before / bound, 6) if bound > 0 else 1.0,
+        conflicting_claims=context.ownership.conflicts,
+        stale_ownership_dropped=group.stale_ownership_dropped,
+        unknown_subscriptions_ignored=group.unknown_subscriptions_ignored,
+    )
+    return Plan(assignment=assignment, members=members, moves=tuple(moves), stats=stats)
 
 
 def plan_request(request: PlanRequest) -> Plan:
-    """Plan a typed request: validated and planned by exactly the steps `plan` takes for its
-    plan-contract document, so the command's preview and this call cannot differ. Raises
-    PlanInputError on bad input."""
-    return Plan.from_document(plan(request.to_document()))
+    """Validate and plan a typed request: the planning path of every caller (`parsing.plan` is
+    the JSON adapter over it). Raises PlanInputError on bad input, naming the field."""
+    with collector_paused():
+        parsed = validate(request)
+        if parsed.strategy not in STRATEGY_MODULES:
+            raise PlanInputError(
+                "strategy",
+                f"unknown strategy {parsed.strategy!r} (one of {', '.join(STRATEGY_MODULES)})",
+            )
+        result = plan_group(parsed)
+        # Freed by reference counting while the collector is still paused: the collection that
+        # follows re-enabling it then scans only the plan, not the parsed group as well.
+        del parsed
+    return result
