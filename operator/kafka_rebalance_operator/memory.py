@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from kafka_rebalance_operator.assignment_doc import MemberDocument
 from kafka_rebalance_operator.capacity import CapacityEstimator
-from kafka_rebalance_operator.history import PartitionMemory
-from kafka_rebalance_operator.lag import PartitionLag
+from kafka_rebalance_operator.history import PolicyHistory
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.ports import Observer
+from kafka_rebalance_operator.telemetry import Emitted
 
 PartitionKey = tuple[str, int]
 
@@ -25,8 +25,10 @@ PartitionKey = tuple[str, int]
 class PolicyMemory:
     observer: Observer | None = None
     observer_key: tuple[str, str] | None = None  # (bootstrap servers, Secret fingerprint)
-    partitions: dict[PartitionKey, PartitionMemory] = field(default_factory=dict)
-    lags: dict[PartitionKey, PartitionLag] = field(default_factory=dict)
+    # rates, end-offset histories and the lags last reported, for every partition, as arrays
+    # (None until the first poll reads offsets)
+    history: PolicyHistory | None = None
+    telemetry: Emitted | None = None  # what each partition's last telemetry row said
     proposal: Proposal | None = None  # the plan on offer for approval
     last_poll: float | None = None  # monotonic; the handler's "is a poll due"
     last_generation: int | None = None

@@ -3,6 +3,11 @@ Kafka topic, same schema either way, so the pipeline reads both alike.
 
 Building rows is pure; the sinks are the only I/O. A sink that fails drops its rows with a
 warning: telemetry must never stop the operator from keeping the group balanced.
+
+Partition rows are written for the partitions whose row changed since its last one (any field
+but `ts_ms`: offsets, lag, state, time lag, owner, epoch), and for every partition at least
+every `REFRESH_S` seconds (`Columns`, `Emitted`). A partition without a row at a poll had the
+row it last had (its time lag included, so a consumer stuck behind shows a row every poll).
 """
 
 from __future__ import annotations
@@ -12,7 +17,12 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import numpy as np
+
+from kafka_rebalance_operator.lag import STATES, Layout
 
 log = logging.getLogger(__name__)
 
@@ -156,3 +166,138 @@ class Telemetry:
                 sink.close()
             except Exception:
                 log.debug("closing telemetry sink failed", exc_info=True)
+
+
+# ------------------------------------------------------------------------ partition rows, columnar
+
+REFRESH_S = 300.0  # every partition gets a row at least this often, changed or not
+
+
+@dataclass
+class Emitted:
+    """What the last row of each partition said (columnar, in `layout` order), so the next
+    poll writes rows only for partitions whose row changed."""
+
+    layout: Layout
+    values: np.ndarray  # (partitions, 7) int64: start, end, committed, lag, state, owner, epoch
+    time_lag: np.ndarray  # NaN: None
+    at: np.ndarray  # when each partition's last row was written
+    names: dict[str, int] = field(default_factory=dict)  # owner name -> stable code
+
+
+@dataclass
+class Columns:
+    """One poll's partition rows as columns in `layout` order. Offsets and lags: -1 for None;
+    time lags: NaN for None, rounded as written; owner: index into `owners` (-1: none)."""
+
+    layout: Layout
+    log_start: np.ndarray
+    log_end: np.ndarray
+    committed: np.ndarray
+    lag: np.ndarray
+    state: np.ndarray
+    time_lag: np.ndarray
+    owner: np.ndarray
+    owners: tuple[str, ...]
+    epoch: int
+
+    def _values(self, names: dict[str, int]) -> np.ndarray:
+        codes = np.array([names.setdefault(m, len(names)) for m in self.owners] + [-1], np.int64)
+        stable = codes[self.owner]  # owner -1 picks the trailing -1
+        return np.column_stack(
+            [
+                self.log_start,
+                self.log_end,
+                self.committed,
+                self.lag,
+                self.state.astype(np.int64),
+                stable,
+                np.full(self.layout.size, self.epoch, np.int64),
+            ]
+        )
+
+    def changed_since(self, previous: Emitted | None, now: float) -> np.ndarray:
+        """The partitions that need a row: changed, new, or not written for `REFRESH_S`."""
+        n = self.layout.size
+        if previous is None:
+            return np.ones(n, bool)
+        values = self._values(previous.names)
+        changed = np.ones(n, bool)
+        into, out = self.layout.carry(previous.layout)
+        if len(into):
+            old_time = previous.time_lag[out]
+            new_time = self.time_lag[into]
+            same = (values[into] == previous.values[out]).all(axis=1) & (
+                (new_time == old_time) | (np.isnan(new_time) & np.isnan(old_time))
+            )
+            changed[into] = ~same | (now - previous.at[out] >= REFRESH_S)
+        return changed
+
+    def emitted(self, previous: Emitted | None, changed: np.ndarray, now: float) -> Emitted:
+        """The record after this poll's rows (`changed`) are written."""
+        names = dict(previous.names) if previous is not None else {}
+        values = self._values(names)
+        time_lag = self.time_lag.copy()
+        at = np.full(self.layout.size, now)
+        if previous is not None:
+            into, out = self.layout.carry(previous.layout)
+            kept = into[~changed[into]]
+            from_rows = out[~changed[into]]
+            values[kept] = previous.values[from_rows]
+            time_lag[kept] = previous.time_lag[from_rows]
+            at[kept] = previous.at[from_rows]
+        return Emitted(self.layout, values, time_lag, at, names)
+
+    def rows(
+        self,
+        changed: np.ndarray,
+        *,
+        ts_ms: int,
+        cluster: str,
+        namespace: str,
+        policy: str,
+        group: str,
+    ) -> list[dict[str, Any]]:
+        """The `partition_row`s of the `changed` partitions, in (topic, partition) order."""
+        picked = np.flatnonzero(changed)
+        if not len(picked):
+            return []
+        spans = sorted((base, topic) for topic, (base, _n) in self.layout.spans.items())
+        bases = np.array([b for b, _t in spans], np.int64)
+        which = np.searchsorted(bases, picked, side="right") - 1
+        columns = [
+            which.tolist(),
+            (picked - bases[which]).tolist(),
+            self.log_start[picked].tolist(),
+            self.log_end[picked].tolist(),
+            self.committed[picked].tolist(),
+            self.lag[picked].tolist(),
+            self.state[picked].tolist(),
+            self.time_lag[picked].tolist(),
+            self.owner[picked].tolist(),
+        ]
+        states = [s.value for s in STATES]
+        topics = [t for _b, t in spans]
+        owners = self.owners
+        return [
+            {
+                "ts_ms": ts_ms,
+                "cluster": cluster,
+                "namespace": namespace,
+                "policy": policy,
+                "group": group,
+                "topic": topics[t],
+                "partition": p,
+                "log_start": None if start < 0 else start,
+                "log_end": None if end < 0 else end,
+                "committed": None if committed < 0 else committed,
+                "lag": None if lag < 0 else lag,
+                "lag_state": states[state],
+                "time_lag_s": None if time_lag != time_lag else time_lag,
+                "owner": owners[owner] if owner >= 0 else None,
+                "epoch": self.epoch,
+            }
+            for t, p, start, end, committed, lag, state, time_lag, owner in zip(
+                *columns, strict=True
+            )
+        ]
