@@ -35,6 +35,7 @@ from kafka_rebalance_operator import wire
 from kafka_rebalance_operator.lag import NONE, Layout, PolicyOffsets
 
 LOG_START_MAX_AGE_S = 300.0
+METADATA_MAX_AGE_S = 5.0  # a whole-cluster Metadata answer serves this client's policies so long
 
 
 class _Body:
@@ -150,6 +151,7 @@ class OffsetReader:
         self.admin, self.timeout_ms = admin, timeout_ms
         self._lock = threading.Lock()
         self._starts: dict[str, _Starts] = {}
+        self._cluster: tuple[float, dict[str, wire.TopicMetadata]] | None = None
         self.start_reads = 0  # ListOffsets EARLIEST requests made (benchmarks, tests)
 
     # -- versions -----------------------------------------------------------------------------
@@ -201,18 +203,32 @@ class OffsetReader:
         return manager.run(gather)
 
     def metadata(self, topics: Sequence[str] | None) -> list[wire.TopicMetadata]:
-        """The topics (None: every topic) with their partitions' leaders; raises on failure."""
+        """The topics (None: every topic) with their partitions' leaders; raises on failure.
+
+        The client's metadata view: a whole-cluster answer is kept for `METADATA_MAX_AGE_S`
+        and answers every policy of this client in that time (a pattern's or named topics it
+        has), so policies sharing a client do not each decode the whole cluster's metadata."""
         version = self._version(wire.METADATA)
         assert version is not None
-        request = RawRequest(wire.METADATA, version, wire.metadata_request(version, topics))
+        now = time.monotonic()
         with self._lock:
+            if self._cluster is not None and now - self._cluster[0] <= METADATA_MAX_AGE_S:
+                known = self._cluster[1]
+                if topics is None:
+                    return list(known.values())
+                if all(name in known for name in topics):
+                    return [known[name] for name in topics]
+            request = RawRequest(wire.METADATA, version, wire.metadata_request(version, topics))
             node = self.admin._manager.least_loaded_node()
             if node is None:
                 raise kafka_errors.NoBrokersAvailable("no broker to ask for metadata")
             answer = self._run({"metadata": (node, request)})["metadata"]
-        if isinstance(answer, Exception):
-            raise answer
-        return wire.decode_metadata(version, answer.data)
+            if isinstance(answer, Exception):
+                raise answer
+            described = wire.decode_metadata(version, answer.data)
+            if topics is None:
+                self._cluster = (now, {t.name: t for t in described})
+            return described
 
     def read(self, group_id: str, topics: Mapping[str, wire.TopicMetadata]) -> Read:
         """Log start, log end and committed offset of every partition of `topics`."""

@@ -14,6 +14,7 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_operator import kafka_offsets
+from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import PolicyOffsets
 
@@ -139,3 +140,40 @@ def test_a_recreated_topic_reads_its_log_starts_again_at_once(kafka: str) -> Non
     finally:
         observer.close()
         admin.close()
+
+
+def test_policies_on_one_cluster_share_one_real_client_until_the_secret_rotates(
+    kafka: str,
+) -> None:
+    topics = [f"shared-{uuid.uuid4().hex[:8]}-{i}" for i in range(3)]
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(t, 2, 1) for t in topics])
+    admin.close()
+    pool = SharedObservers(KafkaObserver)
+    leases = [pool(kafka, {}, 10, key=(kafka, "fingerprint-1")) for _ in topics]
+    try:
+        assert pool.created == 1 and pool.open == 1
+        (admin_client,) = {id(lease.observer.admin) for lease in leases}  # type: ignore[attr-defined]
+        for lease, topic in zip(leases, topics, strict=True):
+            deadline = time.monotonic() + 30
+            while True:  # a topic just created may not have its leaders yet
+                observation = lease.observe("nobody", [topic], None)
+                ends = observation.offsets.end.tolist()  # type: ignore[union-attr]
+                if ends == [0, 0] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            # (a fresh broker may not have a group coordinator yet: log offsets are still read)
+            assert observation.topics == {topic: 2} and ends == [0, 0]
+        rotated = pool(kafka, {}, 10, key=(kafka, "fingerprint-2"))
+        assert pool.created == 2 and id(rotated.observer.admin) != admin_client  # type: ignore[attr-defined]
+        old = leases[0].observer
+        for lease in leases:
+            lease.close()
+        assert pool.open == 1
+        assert old.admin._closed  # type: ignore[attr-defined]
+        assert rotated.observe("nobody", topics[:1], None).topics == {topics[0]: 2}
+        rotated.close()
+        assert pool.open == 0
+    finally:
+        for lease in leases:
+            lease.close()

@@ -187,7 +187,8 @@ def _observer(
     ports: Ports,
     settings: OperatorSettings,
 ) -> Observer:
-    """The policy's Kafka client, rebuilt when the servers or the Secrets change."""
+    """The policy's Kafka client (shared with the policies that name the same servers and
+    credentials: `clients`), asked for again when the servers or the Secrets change."""
     secret = _secret(ports, ctx.namespace, spec.secret_name)
     ca = _secret(ports, ctx.namespace, spec.ca_secret_name)
     key = (spec.bootstrap_servers, kafka_security.fingerprint(secret, ca))
@@ -202,7 +203,7 @@ def _observer(
             settings.kafka_timeout_s, max(2.0, spec.poll_interval * settings.interval_scale)
         )
         try:
-            memory.observer = ports.kafka(spec.bootstrap_servers, security, timeout)
+            memory.observer = ports.kafka(spec.bootstrap_servers, security, timeout, key=key)
         except KafkaUnavailable as error:
             raise PollFailure("KafkaUnreachable", str(error)) from None
         memory.observer_key = key
