@@ -5,6 +5,7 @@ metrics and telemetry write only what changed."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from typing import Any
@@ -241,3 +242,22 @@ def test_telemetry_rows_only_for_changed_partitions_and_a_refresh() -> None:
     assert moved.changed_since(emitted, 30.0).tolist() == [False, True, False]
     assert _columns(layout, 10, epoch=2).changed_since(emitted, 30.0).all()
     assert same.changed_since(emitted, telemetry.REFRESH_S).all()
+
+
+def test_encoded_rows_are_the_json_the_sinks_wrote_for_dict_rows(tmp_path) -> None:
+    layout = Layout.of({'odd "tøpic"\\': 3, "b": 2})
+    columns = _columns(layout, 10)
+    columns.log_start[1] = -1
+    columns.time_lag[:] = [0.125, math.nan, 12345.678, 0.0, 3.0]
+    columns.owner[2] = -1
+    columns.state[:] = [0, 4, 1, 2, 3]
+    changed = np.array([True, True, True, False, True])
+    fields = {"ts_ms": 7, "cluster": "c", "namespace": "n\u00e9", "policy": "p", "group": 'g"'}
+    rows = columns.rows(changed, **fields)
+    encoded = columns.encoded(changed, **fields)
+    assert [json.loads(line) for line in encoded.lines] == rows == list(encoded)
+    expected = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows)
+    assert "".join(encoded.lines) == expected
+    path = tmp_path / "rows.jsonl"
+    telemetry.JsonLinesSink(str(path)).write(encoded)
+    assert path.read_text() == expected

@@ -304,7 +304,7 @@ def _telemetry(
     )
     changed = columns.changed_since(memory.telemetry, now)
     memory.telemetry = columns.emitted(memory.telemetry, changed, now)
-    rows = columns.rows(
+    rows = columns.encoded(
         changed,
         ts_ms=int(now * 1000),
         cluster=settings.cluster,
