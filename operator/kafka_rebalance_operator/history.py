@@ -155,7 +155,7 @@ class PolicyHistory:
 
     The same arithmetic as the per-partition objects, in the same order, so rates and time lags
     are those the objects give (tests/test_operator_columnar.py). Memory per partition:
-    16 bytes per history point plus about 70 bytes (`bytes_per_partition`)."""
+    16 bytes per history point plus 66 bytes (`bytes_per_partition`)."""
 
     def __init__(self, layout: Layout, points: int = MAX_POINTS) -> None:
         n = layout.size

@@ -158,33 +158,44 @@ def _metrics(
     """Per partition: lag state, lag, time lag; per member of the applied plan: partitions and
     their summed lag; the epoch, total lag and maxLoadRatio the status reports."""
     lags = observed.lags
-    known = np.maximum(lags.lags, 0)
-    members: dict[str, tuple[int, float]] = {}
-    for member, topics in applied.assignment.items():
-        rows = _rows(lags.layout, topics)
-        members[member] = (len(rows), float(known[rows].sum()))
+    members, owner = owner_codes(lags.layout, applied.assignment)
+    held = owner >= 0
+    counts = np.bincount(owner[held], minlength=len(members))
+    sums = np.bincount(owner[held], weights=np.maximum(lags.lags, 0)[held], minlength=len(members))
     ports.metrics.policy_state(
         ctx.namespace,
         ctx.name,
         observed.spec.group_id,
         partitions=PartitionRows(lags.layout, lags.states, lags.lags, lags.time_lags),
-        members=members,
+        members={m: (int(counts[i]), float(sums[i])) for i, m in enumerate(members)},
         epoch=applied.epoch,
         total_lag=observed.total_lag,
         max_load_ratio=ratio,
     )
 
 
-def _rows(layout: Layout, topics: Mapping[str, list[int]]) -> np.ndarray:
-    """The flat indexes of a member's partitions (those of topics the policy still has)."""
-    found = []
-    for topic, parts in topics.items():
-        span = layout.spans.get(topic)
-        if span is None or not parts:
-            continue
-        p = np.asarray(parts, np.int64)
-        found.append(span[0] + p[(p >= 0) & (p < span[1])])
-    return np.concatenate(found) if found else np.empty(0, np.int64)
+def owner_codes(
+    layout: Layout, assignment: Mapping[str, Mapping[str, list[int]]]
+) -> tuple[list[str], np.ndarray]:
+    """(members in name order, each partition's owner as an index into them; -1: none). A
+    partition listed under two members goes to the later one; partitions of topics the policy
+    no longer has are left out."""
+    members = sorted(assignment)
+    rows: list[int] = []
+    codes: list[int] = []
+    spans = layout.spans
+    for code, member in enumerate(members):
+        for topic, parts in assignment[member].items():
+            span = spans.get(topic)
+            if span is None:
+                continue
+            base, count = span
+            found = [base + p for p in parts if 0 <= p < count]
+            rows += found
+            codes += [code] * len(found)
+    owner = np.full(layout.size, -1, np.int32)
+    owner[np.array(rows, np.int64)] = np.array(codes, np.int32)
+    return members, owner
 
 
 def _health(
@@ -286,10 +297,7 @@ def _telemetry(
     if not ports.telemetry.enabled:
         return
     offsets, lags, layout = observed.offsets, observed.lags, observed.lags.layout
-    members = sorted(assignment)
-    owner = np.full(layout.size, -1, np.int32)
-    for code, member in enumerate(members):
-        owner[_rows(layout, assignment[member])] = code
+    members, owner = owner_codes(layout, assignment)
     columns = telemetry.Columns(
         layout=layout,
         log_start=offsets.start,
