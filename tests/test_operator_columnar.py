@@ -261,3 +261,32 @@ def test_encoded_rows_are_the_json_the_sinks_wrote_for_dict_rows(tmp_path) -> No
     path = tmp_path / "rows.jsonl"
     telemetry.JsonLinesSink(str(path)).write(encoded)
     assert path.read_text() == expected
+
+
+def test_a_long_run_compacts_the_clock_and_still_gives_the_objects_time_lags() -> None:
+    counts = {"t": 3}
+    history = _recorded(11, 1300, counts)  # past the clock's compaction threshold
+    expected = _reference(history, "earliest")
+    got = _columnar(history, counts, "earliest")
+    columns = got[-1][2]
+    assert len(columns.clock) < 1300  # compacted to the times still referred to
+    for poll, (lags, _rates, _columns) in zip(expected[-50:], got[-50:], strict=True):
+        for key in lags:
+            assert _same(lags.time_lag(key), poll[key][1])
+
+
+def test_offsets_further_apart_than_int32_rebase_the_partition() -> None:
+    layout = Layout.of({"t": 1})
+    columns = PolicyHistory(layout)
+    reference = PartitionMemory()
+    ends = [10, 2**31 + 100, 2**31 + 200, 2**32 + 5, 2**32 + 5, 2**32 + 2**30]
+    for t, end in enumerate(ends):
+        columns.observe(
+            float(t), np.array([end]), np.array([-1]), np.array([False]), np.array([-1])
+        )
+        reference.observe(float(t), end, None, None)
+    # the points that fit in 2**31 - 1 above the oldest kept one
+    assert columns.ends[0, : columns.count[0]].tolist() == [2**32 + 5, 2**32 + 5, 2**32 + 2**30]
+    committed = np.array([2**32 + 2**29])
+    got = columns.time_lags(committed, np.array([True]), 10.0)[0]
+    assert got == pytest.approx(reference.ends.time_lag(int(committed[0]), 10.0))
