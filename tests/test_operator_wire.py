@@ -66,7 +66,7 @@ def test_list_offsets_request_decodes_in_kafka_python(version: int) -> None:
     assert {p.current_leader_epoch for t in request.topics for p in t.partitions} == {-1}
 
 
-def _metadata_response(version: int, rng: random.Random, uniform: bool) -> MetadataResponse:
+def _metadata_response(version: int, rng: random.Random, shape: str) -> MetadataResponse:
     topic_class = MetadataResponse.MetadataResponseTopic
     partition_class = topic_class.MetadataResponsePartition
     broker_class = MetadataResponse.MetadataResponseBroker
@@ -77,7 +77,12 @@ def _metadata_response(version: int, rng: random.Random, uniform: bool) -> Metad
         rng.shuffle(order)
         partitions = []
         for p in order:
-            replicas = [1, 2, 3] if uniform else rng.sample(range(10), rng.randrange(1, 4))
+            if shape == "same-replicas":
+                replicas = [1, 2, 3]
+            elif shape == "same-counts":  # one replica each, on different brokers
+                replicas = [rng.randrange(7)]
+            else:
+                replicas = rng.sample(range(10), rng.randrange(1, 4))
             partitions.append(
                 partition_class(
                     error_code=0,
@@ -85,7 +90,7 @@ def _metadata_response(version: int, rng: random.Random, uniform: bool) -> Metad
                     leader_id=rng.choice([-1, 1, 2, 3]),
                     leader_epoch=rng.randrange(9),
                     replica_nodes=replicas,
-                    isr_nodes=replicas[: 1 if not uniform else 3],
+                    isr_nodes=replicas[:1] if shape == "mixed-replicas" else replicas,
                     offline_replicas=[],
                 )
             )
@@ -111,11 +116,11 @@ def _metadata_response(version: int, rng: random.Random, uniform: bool) -> Metad
     )
 
 
-@pytest.mark.parametrize("uniform", [True, False], ids=["same-replicas", "mixed-replicas"])
+@pytest.mark.parametrize("shape", ["same-replicas", "same-counts", "mixed-replicas"])
 @pytest.mark.parametrize("version", range(10, 13))
-def test_metadata_decoder_matches_kafka_python(version: int, uniform: bool) -> None:
-    rng = random.Random(version * 2 + uniform)
-    body = _metadata_response(version, rng, uniform).encode(version=version)
+def test_metadata_decoder_matches_kafka_python(version: int, shape: str) -> None:
+    rng = random.Random(f"{version}{shape}")
+    body = _metadata_response(version, rng, shape).encode(version=version)
     theirs = MetadataResponse.decode(body, version=version)
     ours = wire.decode_metadata(version, body)
     assert [t.name for t in ours] == [t.name for t in theirs.topics]
@@ -194,3 +199,60 @@ def test_truncated_response_is_a_wire_error() -> None:
     body = _list_offsets_response(9, random.Random(1)).encode(version=9)
     with pytest.raises(wire.WireError):
         wire.decode_list_offsets(body[: len(body) // 2], {})
+
+
+def test_uniform_metadata_is_read_at_once_and_mixed_entry_by_entry(monkeypatch) -> None:
+    """The vectorised path is the one taken when shapes agree (and only then)."""
+    calls = []
+    real = wire._uniform_partitions
+
+    def spy(*args):
+        result = real(*args)
+        calls.append(result is not None)
+        return result
+
+    monkeypatch.setattr(wire, "_uniform_partitions", spy)
+    for shape, expected in (("same-counts", True), ("mixed-replicas", False)):
+        calls.clear()
+        body = _metadata_response(12, random.Random(3), shape).encode(version=12)
+        wire.decode_metadata(12, body)
+        assert any(c is expected for c in calls), (shape, calls)
+
+
+@pytest.mark.parametrize("cut", [7, 40, 200])
+def test_any_truncated_response_is_a_wire_error(cut: int) -> None:
+    bodies = [
+        (wire.decode_metadata, (12,), _metadata_response(12, random.Random(2), "mixed-replicas")),
+        (wire.decode_offset_fetch, (), None),
+    ]
+    group_class = OffsetFetchResponse.OffsetFetchResponseGroup
+    topic_class = group_class.OffsetFetchResponseTopics
+    partition_class = topic_class.OffsetFetchResponsePartitions
+    fetch = OffsetFetchResponse(
+        throttle_time_ms=0,
+        groups=[
+            group_class(
+                group_id="g",
+                topics=[
+                    topic_class(
+                        name="t",
+                        partitions=[
+                            partition_class(
+                                partition_index=p,
+                                committed_offset=p,
+                                committed_leader_epoch=-1,
+                                metadata="m" * p,
+                                error_code=0,
+                            )
+                            for p in range(30)
+                        ],
+                    )
+                ],
+                error_code=0,
+            )
+        ],
+    )
+    for decode, args, response in bodies:
+        body = (response or fetch).encode(version=args[0] if args else 8)
+        with pytest.raises(wire.WireError):
+            decode(*args, body[:cut])

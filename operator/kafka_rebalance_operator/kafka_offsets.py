@@ -20,6 +20,7 @@ makes `supported` False and the caller uses the admin API instead.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import threading
 import time
@@ -30,11 +31,15 @@ from typing import Any
 import numpy as np
 from kafka import errors as kafka_errors
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
+from kafka.protocol.metadata import CoordinatorType
 
 from kafka_rebalance_operator import wire
 from kafka_rebalance_operator.lag import NONE, Layout, PolicyOffsets
 
 LOG_START_MAX_AGE_S = 300.0
+# OffsetFetch group errors that mean "ask the coordinator again": COORDINATOR_LOAD_IN_PROGRESS,
+# COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+COORDINATOR_MOVED = (14, 15, 16)
 METADATA_MAX_AGE_S = 5.0  # a whole-cluster Metadata answer serves this client's policies so long
 
 
@@ -283,14 +288,17 @@ class OffsetReader:
             if stale:
                 again = {name: np.full(topics[name].partitions, NONE, np.int64) for name in stale}
                 retry: dict[Any, tuple[int | None, RawRequest]] = {}
-                for leader, wanted in self._by_leader(topics, stale, []).items():
+                wanted_again = self._by_leader(topics, stale, [])
+                for leader, wanted in wanted_again.items():
                     body = wire.list_offsets_request(list_version, wanted, wire.EARLIEST)
                     retry[("start", leader)] = (
                         leader,
                         RawRequest(wire.LIST_OFFSETS, list_version, body),
                     )
                 for (_kind, leader), answer in self._run(retry).items():
-                    self._decode_offsets(answer, again, "start", leader, {}, errors)
+                    self._decode_offsets(
+                        answer, again, "start", leader, wanted_again[leader], errors
+                    )
                 for name in stale:
                     self._starts[name] = _Starts(now, again[name])
                     self.start_reads += 1
@@ -361,18 +369,26 @@ class OffsetReader:
         for name, pairs in failed.items():
             errors.extend(f"{name}-{p} ({kind} offset): {_error_name(code)}" for p, code in pairs)
 
-    @staticmethod
-    def _commits(answer: Any, group_id: str, errors: list[str]) -> wire.Commits | None:
+    def _commits(self, answer: Any, group_id: str, errors: list[str]) -> wire.Commits | None:
         if isinstance(answer, Exception):
             errors.append(f"committed offsets of {group_id}: {_short(answer)}")
+            self._forget_coordinator(group_id)
             return None
         try:
             return wire.decode_offset_fetch(answer.data)
         except wire.GroupError as error:
             errors.append(f"committed offsets of {group_id}: {_error_name(error.code)}")
+            if error.code in COORDINATOR_MOVED:
+                self._forget_coordinator(group_id)
         except wire.WireError as error:
             errors.append(f"committed offsets of {group_id}: {error}")
         return None
+
+    def _forget_coordinator(self, group_id: str) -> None:
+        """The next read looks the group's coordinator up again (kafka-python keeps the one it
+        found for good)."""
+        with contextlib.suppress(Exception):
+            self.admin._manager.cluster._coordinators.pop((CoordinatorType.GROUP, group_id), None)
 
     @staticmethod
     def _columns(

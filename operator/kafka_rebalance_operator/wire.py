@@ -18,9 +18,11 @@ array holds -1 where the partition was not in the response or its error code is 
 
 from __future__ import annotations
 
+import functools
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,6 +47,25 @@ _LIST_RESPONSE = np.dtype(
 
 class WireError(ValueError):
     """A response these codecs cannot read (truncated, or of a shape they do not know)."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _decoder(decode: _F) -> _F:
+    """Any failure to read a response is a WireError (a truncated body shows up as a struct or
+    index error part-way through)."""
+
+    @functools.wraps(decode)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return decode(*args, **kwargs)
+        except WireError:
+            raise
+        except (struct.error, IndexError, ValueError, UnicodeDecodeError) as error:
+            raise WireError(f"{decode.__name__}: {error}") from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 # ------------------------------------------------------------------------------ primitives
@@ -149,23 +170,9 @@ def _partition_leaders(data: memoryview, pos: int, count: int) -> tuple[np.ndarr
     """`count` Metadata partition entries from `pos`: the leaders by partition number."""
     if count == 0:
         return np.empty(0, np.int32), pos
-    # The first entry's size; if every entry has it (and no tagged fields), read them at once.
-    end = pos + 14
-    for _ in range(3):
-        end = _skip_int32_array(data, end)
-    if end < len(data) and data[end] == 0:
-        size = end + 1 - pos
-        if pos + size * count <= len(data):
-            rows = np.frombuffer(data, np.uint8, size * count, pos).reshape(count, size)
-            if (rows == rows[0]).all(axis=0)[14:].all():  # same array lengths, no tags
-                heads = (
-                    rows[:, :14]
-                    .copy()
-                    .view(
-                        np.dtype([("error", ">i2"), ("p", ">i4"), ("leader", ">i4"), ("e", ">i4")])
-                    )[:, 0]
-                )
-                return _by_index(heads["p"], heads["leader"], count), pos + size * count
+    fast = _uniform_partitions(data, pos, count)
+    if fast is not None:
+        return fast
     indexes = np.empty(count, np.int32)
     leaders = np.empty(count, np.int32)
     for i in range(count):
@@ -178,6 +185,38 @@ def _partition_leaders(data: memoryview, pos: int, count: int) -> tuple[np.ndarr
     return _by_index(indexes, leaders, count), pos
 
 
+_HEAD = np.dtype([("error", ">i2"), ("p", ">i4"), ("leader", ">i4"), ("epoch", ">i4")])
+
+
+def _uniform_partitions(data: memoryview, pos: int, count: int) -> tuple[np.ndarray, int] | None:
+    """The entries read at once when they all have the first one's shape: the same replica,
+    ISR and offline counts (one-byte lengths) and no tagged fields; None otherwise. The entries
+    must also name each partition number once, so a misread shape cannot pass."""
+    marks = []  # offsets of the three array lengths within an entry
+    at = 14
+    for _ in range(3):
+        if pos + at >= len(data) or data[pos + at] & 0x80 or data[pos + at] == 0:
+            return None
+        marks.append(at)
+        at += 1 + 4 * (data[pos + at] - 1)
+    size = at + 1  # the tagged-field count, which must be 0
+    if pos + size * count > len(data):
+        return None
+    rows = np.frombuffer(data, np.uint8, size * count, pos).reshape(count, size)
+    for mark in marks:
+        if (rows[:, mark] != rows[0, mark]).any():
+            return None
+    if rows[:, at].any():
+        return None
+    heads = np.ascontiguousarray(rows[:, :14]).view(_HEAD)[:, 0]
+    index = heads["p"].astype(np.int64)
+    if index.min() < 0 or index.max() >= count or len(np.unique(index)) != count:
+        return None
+    leaders = np.empty(count, np.int32)
+    leaders[index] = heads["leader"]
+    return leaders, pos + size * count
+
+
 def _by_index(indexes: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:
     out = np.full(count, -1, np.int32)
     valid = (indexes >= 0) & (indexes < count)
@@ -185,6 +224,7 @@ def _by_index(indexes: np.ndarray, values: np.ndarray, count: int) -> np.ndarray
     return out
 
 
+@_decoder
 def decode_metadata(version: int, body: bytes | memoryview) -> list[TopicMetadata]:
     """The topics of a Metadata response body (after the response header)."""
     data = memoryview(body)
@@ -231,6 +271,7 @@ def list_offsets_request(version: int, topics: Mapping[str, np.ndarray], timesta
     return bytes(out)
 
 
+@_decoder
 def decode_list_offsets(
     body: bytes | memoryview, into: Mapping[str, np.ndarray]
 ) -> dict[str, list[tuple[int, int]]]:
@@ -298,6 +339,7 @@ class GroupError(RuntimeError):
         self.code = code
 
 
+@_decoder
 def decode_offset_fetch(body: bytes | memoryview) -> Commits:
     data = memoryview(body)
     pos = 4  # throttle_time_ms
@@ -314,11 +356,24 @@ def decode_offset_fetch(body: bytes | memoryview) -> Commits:
             indexes = np.empty(n, np.int64)
             offsets = np.empty(n, np.int64)
             notes: dict[int, str] = {}
+            head, i16 = _COMMIT_HEAD.unpack_from, _I16.unpack_from
+            size = len(data)
             for i in range(n):
-                index, offset, _epoch = _COMMIT_HEAD.unpack_from(data, pos)
-                raw, pos = _compact_bytes(data, pos + 16)
-                (error,) = _I16.unpack_from(data, pos)
-                pos = _skip_tags(data, pos + 2)
+                index, offset, _epoch = head(data, pos)
+                pos += 16
+                length = data[pos] if pos < size else 0x80
+                if length < 0x80:  # one-byte length (texts under 127 bytes): inline
+                    pos += 1
+                    raw = data[pos : pos + length - 1] if length else None
+                    pos += length - 1 if length else 0
+                else:
+                    raw, pos = _compact_bytes(data, pos)
+                (error,) = i16(data, pos)
+                pos += 2
+                if pos < size and data[pos] == 0:
+                    pos += 1
+                else:
+                    pos = _skip_tags(data, pos)
                 indexes[i], offsets[i] = index, offset if error == 0 else -1
                 if raw is not None and len(raw) and error == 0:
                     key = bytes(raw)
