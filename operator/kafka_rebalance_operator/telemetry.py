@@ -96,7 +96,8 @@ class Sink(Protocol):
 
 
 class JsonLinesSink:
-    """Appends one JSON object per line; one write per poll, so lines are never interleaved."""
+    """Appends one JSON object per line; a poll's rows are written under a lock, so the lines
+    of two polls are never interleaved."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -106,15 +107,13 @@ class JsonLinesSink:
 
     def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
         if isinstance(rows, EncodedRows):
-            text = "".join(rows.lines)
+            lines: Iterable[str] = rows.lines  # written as they are, never joined into a copy
         else:
-            text = "".join(
-                json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows
-            )
-        if not text:
+            lines = [json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows]
+        if not lines:
             return
         with self._lock, open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.writelines(lines)
 
     def close(self) -> None:
         pass
