@@ -133,3 +133,10 @@ def test_polls_are_spread_over_the_interval() -> None:
         assert memory.poll_due(t + interval, 1, interval, f"uid-{i}")
     counts = [seconds.count(float(s)) for s in range(30)]
     assert max(counts) <= 20, counts  # 200 policies over 30 one-second slots: about 7 each
+
+
+def test_a_lease_offers_what_its_observer_offers() -> None:
+    kafka, fleet = _fleet(1)
+    fleet[0].poll()
+    lease = fleet[0].memory.observer
+    assert lease is not None and lease.cluster is kafka  # type: ignore[attr-defined]

@@ -134,6 +134,12 @@ class Lease:
     def nudge(self, group_id: str) -> None:
         self._entry.observer.nudge(group_id)
 
+    def __getattr__(self, name: str) -> Any:
+        """Anything else the observer offers (`Observer` may grow), on the shared observer."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._entry.observer, name)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
