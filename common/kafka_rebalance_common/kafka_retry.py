@@ -66,7 +66,8 @@ def call_with_retry(
     retrying = Retrying(
         retry=retry_if_exception(is_retriable),
         stop=stop_after_delay(budget_s),
-        wait=wait_exponential(multiplier=FIRST_BACKOFF_S, max=MAX_BACKOFF_S) + wait_random(0, JITTER_S),
+        wait=wait_exponential(multiplier=FIRST_BACKOFF_S, max=MAX_BACKOFF_S)
+        + wait_random(0, JITTER_S),
         sleep=sleep,
         reraise=False,
     )
