@@ -140,3 +140,23 @@ def test_a_lease_offers_what_its_observer_offers() -> None:
     fleet[0].poll()
     lease = fleet[0].memory.observer
     assert lease is not None and lease.cluster is kafka  # type: ignore[attr-defined]
+
+
+def test_a_lease_offers_every_observer_method_with_the_observers_signature() -> None:
+    """A lease stands in for the `Observer` port: each of the port's methods must take exactly
+    the port's parameters, or a caller written against the port fails only at run time."""
+    import inspect
+
+    from kafka_rebalance_operator.clients import Lease
+    from kafka_rebalance_operator.ports import Observer
+
+    port_methods = {
+        name
+        for name, value in vars(Observer).items()
+        if callable(value) and not name.startswith("_")
+    }
+    assert {"observe", "publish_plan", "nudge", "close"} <= port_methods
+    for name in sorted(port_methods):
+        port = inspect.signature(getattr(Observer, name))
+        lease = inspect.signature(getattr(Lease, name))
+        assert list(lease.parameters) == list(port.parameters), name

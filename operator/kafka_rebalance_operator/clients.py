@@ -131,8 +131,15 @@ class Lease:
             self._pool._retire(self._full, self._entry)  # the next poll connects afresh
             raise
 
-    def publish_plan(self, topic: str, group_id: str, value: bytes) -> None:
-        self._entry.observer.publish_plan(topic, group_id, value)
+    def publish_plan(
+        self,
+        topic: str,
+        group_id: str,
+        value: bytes | None,
+        signature: bytes | None,
+        client: Mapping[str, Any],
+    ) -> None:
+        self._entry.observer.publish_plan(topic, group_id, value, signature, client)
 
     def nudge(self, group_id: str) -> None:
         self._entry.observer.nudge(group_id)
