@@ -184,9 +184,7 @@ def _webhook_arguments(parser: argparse.ArgumentParser) -> None:
         help="DEV ONLY: point the configuration at https://HOST:PORT instead of its Service",
     )
     hook.add_argument("--sidecar-image", metavar="IMAGE", help="the injected sidecar's image")
-    hook.add_argument(
-        "--sidecar-image-pull-policy", choices=("Always", "IfNotPresent", "Never")
-    )
+    hook.add_argument("--sidecar-image-pull-policy", choices=("Always", "IfNotPresent", "Never"))
     hook.add_argument(
         "--sidecar-source",
         choices=("watch", "file"),
@@ -231,7 +229,7 @@ def _webhook_config(args: argparse.Namespace) -> object | None:
         except json.JSONDecodeError as error:
             raise ValueError(f"--sidecar-resources: not JSON ({error.msg})") from None
         if not isinstance(extra["resources"], dict):
-            raise ValueError("--sidecar-resources: a JSON object, like {\"requests\": {...}}")
+            raise ValueError('--sidecar-resources: a JSON object, like {"requests": {...}}')
     sidecar = SidecarDefaults(
         image=args.sidecar_image,
         source=args.sidecar_source,

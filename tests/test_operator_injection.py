@@ -66,9 +66,9 @@ def test_the_file_source_mounts_the_pods_own_configmap_without_a_per_ordinal_lis
     injected = inject(pod(), "orders", SPEC, SidecarDefaults(image="i", source="file"))
     (volume,) = [v for v in injected.volumes if "configMap" in v]
     assert volume["configMap"]["name"] == "orders.orders-3"
-    assert "--assignment=/etc/kafka-rebalance/assignment.json" in sidecar(injected.containers)[
-        "args"
-    ]
+    assert (
+        "--assignment=/etc/kafka-rebalance/assignment.json" in sidecar(injected.containers)["args"]
+    )
     assert not injected.watches
 
 
@@ -96,10 +96,11 @@ def test_a_pod_injected_already_is_left_as_it_is() -> None:
 
 def test_the_topics_annotation_serves_a_policy_with_a_topic_pattern() -> None:
     spec = {**SPEC, "topics": None, "topicPattern": "orders-.*"}
-    with pytest.raises(InjectionError, match="kafka-rebalance.io/topics"):
+    with pytest.raises(InjectionError, match=r"kafka-rebalance\.io/topics"):
         inject(pod(), "orders", spec, DEFAULTS)
-    injected = inject(pod(**{"kafka-rebalance.io/topics": "orders-eu, orders-us"}), "orders",
-                      spec, DEFAULTS)
+    injected = inject(
+        pod(**{"kafka-rebalance.io/topics": "orders-eu, orders-us"}), "orders", spec, DEFAULTS
+    )
     assert "--topics=orders-eu,orders-us" in sidecar(injected.containers)["args"]
 
 

@@ -42,7 +42,7 @@ def self_signed(hosts: Iterable[str], directory: Path | None = None) -> CertFile
         raise ValueError("a webhook certificate needs at least one host name or address")
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0][:64])])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -55,13 +55,21 @@ def self_signed(hosts: Iterable[str], directory: Path | None = None) -> CertFile
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_encipherment=False, key_cert_sign=True,
-                content_commitment=False, data_encipherment=False, key_agreement=False,
-                crl_sign=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_encipherment=False,
+                key_cert_sign=True,
+                content_commitment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
         .sign(key, hashes.SHA256())
     )
     where = directory or Path(tempfile.mkdtemp(prefix="kafka-rebalance-webhook-"))

@@ -65,7 +65,9 @@ def _role_documents(role: Any) -> set[str]:
     return {n for rule in role.rules or [] for n in rule.resource_names or []}
 
 
-def add_documents(namespace: str, policy: str, documents: Iterable[str], create: bool = False) -> None:
+def add_documents(
+    namespace: str, policy: str, documents: Iterable[str], create: bool = False
+) -> None:
     """Add `documents` to the policy's Role (created when `create`, else only if it exists)."""
     wanted = set(documents)
     rbac = client.RbacAuthorizationV1Api(kube_io.api())
@@ -90,8 +92,11 @@ def add_documents(namespace: str, policy: str, documents: Iterable[str], create:
         if wanted <= held:
             return
         body = {
-            "metadata": {"name": role_name(policy), "resourceVersion": role.metadata.resource_version,
-                         "labels": role.metadata.labels},
+            "metadata": {
+                "name": role_name(policy),
+                "resourceVersion": role.metadata.resource_version,
+                "labels": role.metadata.labels,
+            },
             "rules": _rules(held | wanted),
         }
         rbac.replace_namespaced_role(role_name(policy), namespace, body)
@@ -132,11 +137,16 @@ def _bind(namespace: str, policy: str, account: str) -> None:
             role_name(policy),
             namespace,
             {
-                "metadata": {"name": role_name(policy),
-                             "resourceVersion": binding.metadata.resource_version,
-                             "labels": binding.metadata.labels},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                            "name": role_name(policy)},
+                "metadata": {
+                    "name": role_name(policy),
+                    "resourceVersion": binding.metadata.resource_version,
+                    "labels": binding.metadata.labels,
+                },
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": role_name(policy),
+                },
                 "subjects": [*subjects, subject],
             },
         )

@@ -21,7 +21,7 @@ volumes is changed or reordered. Anything the sidecar cannot run without raises
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,8 +56,10 @@ class SidecarDefaults:
     metrics_port: int = 9101
     deliver_to: str = "http://127.0.0.1:8000/records"
     resources: Mapping[str, Any] = field(
-        default_factory=lambda: {"requests": {"cpu": "100m", "memory": "128Mi"},
-                                 "limits": {"memory": "256Mi"}}
+        default_factory=lambda: {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"memory": "256Mi"},
+        }
     )
     image_pull_policy: str | None = None
     extra_args: tuple[str, ...] = ()
@@ -94,10 +96,6 @@ def _topics(pod: Mapping[str, Any], policy: str, spec: Mapping[str, Any]) -> str
             f"{ANNOTATION_TOPICS}: t1,t2 (the sidecar subscribes to named topics)"
         )
     return ",".join(str(t) for t in topics)
-
-
-def _merge_env(existing: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [dict(e) for e in existing]
 
 
 def inject(

@@ -60,7 +60,9 @@ def register(handlers: kopf.OperatorRegistry, config: WebhookConfig) -> None:
     policies = (names.GROUP, names.VERSION, names.PLURAL)
     kopf.index(*policies, id="injection_policies", registry=handlers)(injection_policies)
     kopf.on.mutate(
-        "", "v1", "pods",
+        "",
+        "v1",
+        "pods",
         id=HANDLER_ID,
         operations=["CREATE"],
         side_effects=True,  # the Role and RoleBinding; never during a dry run
@@ -69,18 +71,38 @@ def register(handlers: kopf.OperatorRegistry, config: WebhookConfig) -> None:
         registry=handlers,
     )(_mutate(config))
     kopf.index(
-        "", "v1", "configmaps",
+        "",
+        "v1",
+        "configmaps",
         id="injection_documents",
         labels={names.LABEL_POLICY: kopf.PRESENT},
         registry=handlers,
     )(injection_documents)
     kopf.on.event(
-        "", "v1", "configmaps",
+        "",
+        "v1",
+        "configmaps",
         id="injection_grant",
         labels={names.LABEL_POLICY: kopf.PRESENT},
         registry=handlers,
     )(_grant_new_documents)
     kopf.on.startup(registry=handlers)(_serve(config))
+    logging.getLogger("kopf.objects").addFilter(_QuietSuccess())
+
+
+class _QuietSuccess(logging.Filter):
+    """kopf logs "... succeeded." at INFO for every admission and every ConfigMap event."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True
+        return not (
+            record.levelno == logging.INFO
+            and ("'inject'" in message or "'injection_grant'" in message)
+            and message.endswith("succeeded.")
+        )
 
 
 def injection_policies(
