@@ -209,6 +209,13 @@ def _webhook_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FLAG",
         help="an extra sidecar flag, e.g. --session-timeout-ms=30000 (repeatable)",
     )
+    hook.add_argument(
+        "--sidecar-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the sidecar, e.g. HTTPS_PROXY=... (repeatable)",
+    )
 
 
 def _webhook_config(args: argparse.Namespace) -> object | None:
@@ -230,6 +237,12 @@ def _webhook_config(args: argparse.Namespace) -> object | None:
             raise ValueError(f"--sidecar-resources: not JSON ({error.msg})") from None
         if not isinstance(extra["resources"], dict):
             raise ValueError('--sidecar-resources: a JSON object, like {"requests": {...}}')
+    env = []
+    for item in args.sidecar_env:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise ValueError(f"--sidecar-env: {item!r} is not NAME=VALUE")
+        env.append((name, value))
     sidecar = SidecarDefaults(
         image=args.sidecar_image,
         source=args.sidecar_source,
@@ -238,6 +251,7 @@ def _webhook_config(args: argparse.Namespace) -> object | None:
         deliver_to=args.sidecar_deliver_to,
         image_pull_policy=args.sidecar_image_pull_policy,
         extra_args=tuple(args.sidecar_arg),
+        extra_env=tuple(env),
         **extra,
     )
     return WebhookConfig(

@@ -63,6 +63,7 @@ class SidecarDefaults:
     )
     image_pull_policy: str | None = None
     extra_args: tuple[str, ...] = ()
+    extra_env: tuple[tuple[str, str], ...] = ()  # (name, value), after POD_NAME/POD_NAMESPACE
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -173,6 +174,7 @@ def inject(
                 "name": "POD_NAMESPACE",
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
             },
+            *({"name": name, "value": value} for name, value in defaults.extra_env),
         ],
         "ports": [
             {"name": "krb-health", "containerPort": defaults.health_port},

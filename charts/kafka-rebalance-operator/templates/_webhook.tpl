@@ -40,6 +40,9 @@ its own objects). Each renders nothing unless webhook.enabled. */}}
 {{- range $sidecar.extraArgs }}
 - --sidecar-arg={{ . }}
 {{- end }}
+{{- range $name, $value := $sidecar.extraEnv }}
+- --sidecar-env={{ $name }}={{ $value }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
