@@ -3,7 +3,9 @@ API server in tests/integration/test_injection_webhook.py)."""
 
 from __future__ import annotations
 
+import argparse
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +15,8 @@ from kafka_rebalance_operator.injection import (
     SidecarDefaults,
     inject,
 )
+
+from kafka_rebalance import operator_command
 
 SPEC = {
     "groupId": "orders-processor",
@@ -129,3 +133,46 @@ def test_a_reserved_volume_name_is_refused() -> None:
 def test_an_unknown_source_is_refused() -> None:
     with pytest.raises(InjectionError, match="watch or file"):
         SidecarDefaults(image="i", source="both")
+
+
+def _operator_args(*flags: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    operator_command.register(parser.add_subparsers())
+    return parser.parse_args(["operator", *flags])
+
+
+def test_the_webhook_is_off_unless_a_port_is_given() -> None:
+    assert operator_command._webhook_config(_operator_args()) is None
+
+
+def test_the_flags_reach_the_sidecar_defaults() -> None:
+    config = operator_command._webhook_config(
+        _operator_args(
+            "--webhook-port=9443",
+            "--sidecar-image=img:1",
+            "--sidecar-env=HTTPS_PROXY=http://proxy:3128",
+            "--sidecar-resources",
+            '{"requests": {"cpu": "50m"}}',
+        )
+    )
+    assert config is not None
+    sidecar = config.sidecar  # type: ignore[attr-defined]
+    assert sidecar.image == "img:1"
+    assert sidecar.extra_env == (("HTTPS_PROXY", "http://proxy:3128"),)
+    assert sidecar.resources == {"requests": {"cpu": "50m"}}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--webhook-port=9443",), "--webhook-port needs --sidecar-image"),
+        (("--webhook-port=9443", "--sidecar-image=i", "--sidecar-env=NOVALUE"), "NAME=VALUE"),
+        (("--webhook-port=9443", "--sidecar-image=i", "--sidecar-resources={"), "not JSON"),
+        (("--webhook-port=9443", "--sidecar-image=i", "--sidecar-resources=[]"), "JSON object"),
+    ],
+)
+def test_bad_webhook_flags_are_refused_naming_the_flag(
+    flags: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        operator_command._webhook_config(_operator_args(*flags))
