@@ -176,3 +176,26 @@ def test_bad_webhook_flags_are_refused_naming_the_flag(
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         operator_command._webhook_config(_operator_args(*flags))
+
+
+def test_the_injection_example_gets_its_sidecar_from_the_example_policy() -> None:
+    """examples/consumer-statefulset-injected.yaml with examples/policies/lag-aware.yaml."""
+    import pathlib
+
+    import yaml
+
+    examples = pathlib.Path(__file__).resolve().parents[1] / "examples"
+    (statefulset,) = [
+        d
+        for d in yaml.safe_load_all((examples / "consumer-statefulset-injected.yaml").read_text())
+        if d["kind"] == "StatefulSet"
+    ]
+    policy = yaml.safe_load((examples / "policies" / "lag-aware.yaml").read_text())
+    template = statefulset["spec"]["template"]
+    name = template["metadata"]["annotations"]["kafka-rebalance.io/policy"]
+    assert name == policy["metadata"]["name"]
+    pod = {"metadata": {**template["metadata"], "name": "orders-7"}, "spec": template["spec"]}
+    injected = inject(pod, name, policy["spec"], DEFAULTS)
+    args = sidecar(injected.containers)["args"]
+    assert "--assignment-configmap=orders.orders-7" in args
+    assert f"--group={policy['spec']['groupId']}" in args
