@@ -270,6 +270,23 @@ def test_annotated_statefulset_scaled_from_2_to_5_gets_sidecars_and_documents(
             )
             assert max(d.total_seconds() for d in delays.values()) < 5.0, delays
 
+            # -- a pod naming a policy that does not exist is refused, naming it
+            missing = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": "no-policy",
+                    "annotations": {"kafka-rebalance.io/policy": "absent"},
+                },
+                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]},
+            }
+            (tmp_path / "no-policy.json").write_text(json.dumps(missing))
+            refused = k8s.kubectl(
+                "-n", namespace, "create", "-f", str(tmp_path / "no-policy.json"), check=False
+            )
+            assert refused.returncode != 0
+            assert "no ConsumerGroupPolicy 'absent' in namespace" in refused.stderr, refused.stderr
+
             # -- fail open: with the operator down, an annotated pod still starts (no sidecar)
             operator.stop()
             unmanaged = {
