@@ -7,6 +7,7 @@ chart's webhook configuration.
   never needs a wider grant. Names are only ever added (a document of a pod that is gone is
   deleted by the operator; a name left in the Role grants nothing).
 - RoleBinding of the same name: the ServiceAccounts of the pods injected for the policy.
+  Both are owned by the policy (ownerReferences), so they go with it.
 - `point_configuration`: the chart's MutatingWebhookConfiguration gets the serving
   certificate's CA (caBundle) and, for development, a URL instead of the chart's Service.
 
@@ -40,6 +41,16 @@ def _labels(policy: str) -> dict[str, str]:
     return {names.LABEL_MANAGED_BY: names.MANAGER, names.LABEL_POLICY: names.label_value(policy)}
 
 
+def _owned(policy: str, owner_uid: str | None) -> dict[str, Any]:
+    """New object metadata: name, labels and (with the policy's uid) its ownerReference."""
+    metadata: dict[str, Any] = {"name": role_name(policy), "labels": _labels(policy)}
+    if owner_uid:
+        metadata["ownerReferences"] = [
+            {"apiVersion": names.API_VERSION, "kind": names.KIND, "name": policy, "uid": owner_uid}
+        ]
+    return metadata
+
+
 def _retry_conflicts(step: Callable[[], T], attempts: int = 5) -> T:
     for attempt in range(attempts):
         try:
@@ -66,9 +77,14 @@ def _role_documents(role: Any) -> set[str]:
 
 
 def add_documents(
-    namespace: str, policy: str, documents: Iterable[str], create: bool = False
+    namespace: str,
+    policy: str,
+    documents: Iterable[str],
+    create: bool = False,
+    owner_uid: str | None = None,
 ) -> None:
-    """Add `documents` to the policy's Role (created when `create`, else only if it exists)."""
+    """Add `documents` to the policy's Role (created when `create`, owned by `owner_uid`, else
+    only if it exists)."""
     wanted = set(documents)
     rbac = client.RbacAuthorizationV1Api(kube_io.api())
 
@@ -82,29 +98,21 @@ def add_documents(
                 raise
             rbac.create_namespaced_role(
                 namespace,
-                {
-                    "metadata": {"name": role_name(policy), "labels": _labels(policy)},
-                    "rules": _rules(wanted),
-                },
+                {"metadata": _owned(policy, owner_uid), "rules": _rules(wanted)},
             )
             return
         held = _role_documents(role)
         if wanted <= held:
             return
-        body = {
-            "metadata": {
-                "name": role_name(policy),
-                "resourceVersion": role.metadata.resource_version,
-                "labels": role.metadata.labels,
-            },
-            "rules": _rules(held | wanted),
-        }
+        # The object as read (its resourceVersion, labels and ownerReferences kept).
+        body = kube_io.api().sanitize_for_serialization(role)
+        body["rules"] = _rules(held | wanted)
         rbac.replace_namespaced_role(role_name(policy), namespace, body)
 
     _retry_conflicts(step)
 
 
-def _bind(namespace: str, policy: str, account: str) -> None:
+def _bind(namespace: str, policy: str, account: str, owner_uid: str | None) -> None:
     rbac = client.RbacAuthorizationV1Api(kube_io.api())
     subject = {"kind": "ServiceAccount", "name": account, "namespace": namespace}
 
@@ -117,7 +125,7 @@ def _bind(namespace: str, policy: str, account: str) -> None:
             rbac.create_namespaced_role_binding(
                 namespace,
                 {
-                    "metadata": {"name": role_name(policy), "labels": _labels(policy)},
+                    "metadata": _owned(policy, owner_uid),
                     "roleRef": {
                         "apiGroup": "rbac.authorization.k8s.io",
                         "kind": "Role",
@@ -133,31 +141,19 @@ def _bind(namespace: str, policy: str, account: str) -> None:
         ]
         if subject in subjects:
             return
-        rbac.replace_namespaced_role_binding(
-            role_name(policy),
-            namespace,
-            {
-                "metadata": {
-                    "name": role_name(policy),
-                    "resourceVersion": binding.metadata.resource_version,
-                    "labels": binding.metadata.labels,
-                },
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "Role",
-                    "name": role_name(policy),
-                },
-                "subjects": [*subjects, subject],
-            },
-        )
+        body = kube_io.api().sanitize_for_serialization(binding)
+        body["subjects"] = [*subjects, subject]
+        rbac.replace_namespaced_role_binding(role_name(policy), namespace, body)
 
     _retry_conflicts(step)
 
 
-def grant(namespace: str, policy: str, account: str, documents: Iterable[str]) -> None:
+def grant(
+    namespace: str, policy: str, owner_uid: str, account: str, documents: Iterable[str]
+) -> None:
     """ServiceAccount `account` may read the policy's `documents` (and those added later)."""
-    add_documents(namespace, policy, documents, create=True)
-    _bind(namespace, policy, account)
+    add_documents(namespace, policy, documents, create=True, owner_uid=owner_uid)
+    _bind(namespace, policy, account, owner_uid)
 
 
 def point_configuration(name: str, ca_bundle: str | None, url: str | None) -> None:

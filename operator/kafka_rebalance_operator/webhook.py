@@ -106,9 +106,10 @@ class _QuietSuccess(logging.Filter):
 
 
 def injection_policies(
-    namespace: str, name: str, spec: kopf.Spec, **_: Any
+    namespace: str, name: str, uid: str, spec: kopf.Spec, **_: Any
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(namespace, name): _plain(dict(spec))}
+    """The spec and uid of every policy (the uid owns the Role the webhook makes for it)."""
+    return {(namespace, name): {"spec": _plain(dict(spec)), "uid": uid}}
 
 
 def injection_documents(
@@ -138,7 +139,7 @@ def _mutate(config: WebhookConfig) -> Any:
             )
         pod = _plain(dict(body))
         try:
-            injected = inject(pod, policy, found[0], config.sidecar)
+            injected = inject(pod, policy, found[0]["spec"], config.sidecar)
         except InjectionError as error:
             raise kopf.AdmissionError(str(error), code=400) from None
         patch.spec["containers"] = injected.containers
@@ -154,7 +155,7 @@ def _mutate(config: WebhookConfig) -> Any:
             if injected.configmap:
                 known.add(injected.configmap)
             await asyncio.to_thread(
-                document_access.grant, namespace, policy, account, sorted(known)
+                document_access.grant, namespace, policy, found[0]["uid"], account, sorted(known)
             )
 
     return mutate

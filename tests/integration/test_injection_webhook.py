@@ -170,6 +170,8 @@ def test_annotated_statefulset_scaled_from_2_to_5_gets_sidecars_and_documents(
 
             # -- the pods' ServiceAccount reads its policy's documents and nothing else
             role = cluster.get("role", f"kafka-rebalance-documents.{policy}")
+            (owner,) = role["metadata"]["ownerReferences"]
+            assert owner["uid"] == cluster.policy(policy)["metadata"]["uid"]
             (rule,) = role["rules"]
             assert {f"{policy}.{m}" for m in members} <= set(rule["resourceNames"])
             binding = cluster.get("rolebinding", f"kafka-rebalance-documents.{policy}")
