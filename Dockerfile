@@ -12,8 +12,10 @@
 # certificate). The sidecar needs only the
 # base; `librdkafka` (confluent-kafka) is its faster assign-mode engine (`--engine librdkafka`).
 # The Kubernetes client's asyncio twin (kubernetes.aio, about 68 MB with its bytecode) is removed:
-# nothing here imports it (kopf talks to the API through aiohttp itself). So are the developer
-# subcommands (`dev`, `demo`, `pipeline`): in the image they answer with a one-line hint. (`-I`:
+# nothing here imports it (kopf talks to the API through aiohttp itself). So is the `pipeline`
+# subcommand's module. The development harness (`dev`, `demo`) is a distribution of its own
+# (devharness/) that is neither copied nor installed here; a check below fails the build if a
+# module of it is importable. In the image these subcommands answer with a one-line hint. (`-I`:
 # the checks import the virtualenv's copy, not the source tree in the working directory.)
 #
 # The base is pinned by digest (python 3.11.13 slim on Debian bookworm), so a rebuild gets the
@@ -40,7 +42,8 @@ RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/kafka-rebalance/bin/python -I -c "import kafka_rebalance_assignors, kafka_rebalance, kafka_rebalance_operator, kafka_rebalance_sidecar.consumer" \
  && /opt/kafka-rebalance/bin/python -m pip uninstall --yes --quiet pip setuptools \
  && /opt/kafka-rebalance/bin/python -c "import kubernetes, pathlib, shutil; shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / 'aio')" \
- && /opt/kafka-rebalance/bin/python -I -c "import kafka_rebalance, pathlib, shutil; root = pathlib.Path(kafka_rebalance.__file__).parent; [shutil.rmtree(root / d) for d in ('devenv', 'demo')]; [(root / f).unlink() for f in ('demo_command.py', 'pipeline_command.py')]" \
+ && /opt/kafka-rebalance/bin/python -I -c "import kafka_rebalance, pathlib; (pathlib.Path(kafka_rebalance.__file__).parent / 'pipeline_command.py').unlink()" \
+ && /opt/kafka-rebalance/bin/python -I -c "import importlib.util as u; found = [m for m in ('kafka_rebalance_dev', 'kafka_rebalance.devenv', 'kafka_rebalance.demo') if u.find_spec(m)]; assert not found, f'the image carries the dev harness: {found}'" \
  && /opt/kafka-rebalance/bin/kafka-rebalance dev 2>&1 | grep -q "not part of this installation"
 
 FROM ${PYTHON_IMAGE}

@@ -102,10 +102,10 @@ class Broker:
     """One KRaft broker from the project's dev harness, in its own temporary directory."""
 
     def __init__(self, directory: Path) -> None:
-        from kafka_rebalance.devenv import kafka_broker
-        from kafka_rebalance.devenv.processes import StateFile
-        from kafka_rebalance.devenv.supervisor import Supervisor
-        from kafka_rebalance.devenv.toolchain import toolchain
+        from kafka_rebalance_dev.devenv import kafka_broker
+        from kafka_rebalance_dev.devenv.processes import StateFile
+        from kafka_rebalance_dev.devenv.supervisor import Supervisor
+        from kafka_rebalance_dev.devenv.toolchain import toolchain
 
         tools = toolchain()
         missing = [m for m in tools.missing() if m.startswith("kafka ")]

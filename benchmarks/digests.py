@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kafka_rebalance_assignors.plan import plan
+from kafka_rebalance_assignors.parsing import plan
 from kafka_rebalance_assignors.registry import STRATEGY_NAMES
 
 from benchmarks import cases as casegen

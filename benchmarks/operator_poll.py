@@ -97,10 +97,11 @@ class InMemoryConfigMaps:
     def list(self, namespace: str, policy: str) -> list[dict[str, Any]]:
         return [copy.deepcopy(v) for v in self.store.values()]
 
-    def upsert(self, body: Any) -> None:
+    def upsert(self, body: Any) -> str:
         self.store[body["metadata"]["name"]] = copy.deepcopy(dict(body))
+        return ""  # no versions: every write is taken
 
-    def delete(self, namespace: str, name: str) -> None:
+    def delete(self, namespace: str, name: str, resource_version: str = "") -> None:
         self.store.pop(name, None)
 
 
@@ -138,13 +139,13 @@ def main() -> None:
     show("lag classification", times)
     weights = {f"bench-{i}": 1.0 for i in range(args.members)}
     lag_values = {k: float(v.lag) for k, v in lags.items() if v.lag is not None}
-    times, document = timed(
-        lambda: planning.build_document(spec, observation.topics, weights, {}, lag_values, {}),
+    times, request = timed(
+        lambda: planning.build_request(spec, observation.topics, weights, {}, lag_values, {}),
         args.polls,
     )
-    show("plan document", times)
-    times, _ = timed(lambda: assignors.plan(document), args.polls)
-    show("kafka_rebalance_assignors.plan (lag-aware, fresh)", times)
+    show("plan request", times)
+    times, _ = timed(lambda: assignors.plan_request(request), args.polls)
+    show("kafka_rebalance_assignors.plan_request (lag-aware, fresh)", times)
     observer.close()
 
     if args.kubeconfig:

@@ -55,7 +55,8 @@ def _wrap(kind: str, function: Callable[..., Any]) -> Callable[..., Any]:
         key = _sha(kind + repr(parsed))  # taken before the call: a strategy must not mutate input
         label = f"{kind}:{parsed[0]}" if kind == "plan_group" else kind
         result = function(*args)
-        _lines.append(f"{key} {_sha(json.dumps(result, separators=(',', ':')))} {label}")
+        shown = result.to_document() if hasattr(result, "to_document") else result  # a Plan
+        _lines.append(f"{key} {_sha(json.dumps(shown, separators=(',', ':')))} {label}")
         return result
 
     recorded.__wrapped__ = function  # type: ignore[attr-defined]
@@ -65,7 +66,7 @@ def _wrap(kind: str, function: Callable[..., Any]) -> Callable[..., Any]:
 def pytest_configure(config: Any) -> None:
     from kafka_rebalance_assignors.registry import STRATEGY_MODULES
 
-    plan_module = import_module("kafka_rebalance_assignors.plan")
+    plan_module = import_module("kafka_rebalance_assignors.planner")
     plan_module.plan_group = _wrap("plan_group", plan_module.plan_group)
     for name, module_name in STRATEGY_MODULES.items():
         module = import_module(module_name)

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_rebalance_assignors import parse_request
-from kafka_rebalance_assignors.plan import compute_moves
+from kafka_rebalance_assignors.context import prepare
+from kafka_rebalance_assignors.planner import compute_moves
 
 Assignment = dict[str, dict[str, list[int]]]
 
@@ -97,7 +98,9 @@ def proposal_assignment(policy: Mapping[str, Any]) -> tuple[str, Assignment]:
     return str(proposal["hash"]), assignment
 
 
-def proposal_moves(current: Mapping[str, Mapping[str, list[int]]], proposed: Assignment) -> list:
+def proposal_moves(
+    current: Mapping[str, Mapping[str, list[int]]], proposed: Assignment
+) -> list[dict[str, Any]]:
     """Partitions that change owner from `current` (the applied ConfigMaps) to `proposed`,
     as the planner counts them (`compute_moves`: grants of unowned partitions are not moves)."""
     topics: dict[str, int] = {}
@@ -124,21 +127,12 @@ def proposal_moves(current: Mapping[str, Mapping[str, list[int]]], proposed: Ass
         for topic, ps in parts.items():
             for p in ps:
                 target[offsets[topic] + p] = index[member]
-    return _compute_moves(request, target)
-
-
-def _compute_moves(request: Any, target: list[int]) -> list[dict[str, Any]]:
-    """The planner's `compute_moves` from the request's resolved previous ownership. The
-    planner's internals moved to a planning context (`kafka_rebalance_assignors.context`); both
-    shapes are accepted while that change lands."""
-    try:
-        from kafka_rebalance_assignors.context import prepare
-    except ImportError:
-        from kafka_rebalance_assignors.model import previous_owner_array
-
-        return compute_moves(request.group, previous_owner_array(request.group), target)
-    context = prepare(request.group, request.options)
-    return compute_moves(context, context.ownership.owners, target)
+    context = prepare(group, request.options)
+    return [
+        {"topic": move.topic, "partition": move.partition, "from": move.from_member}
+        | {"to": move.to_member}
+        for move in compute_moves(context, context.ownership.owners, target)
+    ]
 
 
 def gitops_managers(policy: Mapping[str, Any]) -> list[str]:

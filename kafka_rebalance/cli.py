@@ -12,14 +12,17 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from kafka_rebalance.version import version
+
 # subcommand name -> module exposing `register(subparsers)`; imported lazily.
 SUBCOMMANDS: dict[str, str] = {
     "plan": "kafka_rebalance.plan_command",
-    "dev": "kafka_rebalance.devenv.command",
+    "dev": "kafka_rebalance_dev.devenv.command",
     "pipeline": "kafka_rebalance.pipeline_command",
     "operator": "kafka_rebalance.operator_command",
     "sidecar": "kafka_rebalance.sidecar_command",
-    "demo": "kafka_rebalance.demo_command",
+    "demo": "kafka_rebalance_dev.demo.command",
+    "completion": "kafka_rebalance.completion",
 }
 
 
@@ -28,6 +31,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="kafka-rebalance",
         description="Plan and operate Kafka consumer-group partition assignments on Kubernetes.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         if only is not None and name != only:
@@ -59,13 +63,20 @@ def register_unavailable(subparsers: argparse._SubParsersAction, name: str, hint
 
 
 # The optional dependencies each subcommand needs (pyproject's extras): a base install (the sidecar
-# and `plan`) has none of them, and a missing one is a one-line hint, not a traceback.
+# and `plan`) has none of them, and a missing one is a one-line hint, not a traceback. `dev` and
+# `demo` come from the harness's own distribution instead (HARNESS_HINT below).
 EXTRA_OF: dict[str, str] = {
     "operator": "operator",
     "pipeline": "pipeline",
-    "dev": "dev",
-    "demo": "dev",
+    "completion": "watch",
 }
+# The development harness: its own distribution (devharness/, import package kafka_rebalance_dev),
+# installed from a checkout by scripts/bootstrap and never by an extra of this one.
+HARNESS_PACKAGE = "kafka_rebalance_dev"
+HARNESS_HINT = (
+    "it comes with the development harness (kafka-rebalance-dev): in a checkout of the repository "
+    "run scripts/bootstrap (or pip install -e devharness/)"
+)
 EXTRA_MODULES = frozenset(
     {
         "kopf",
@@ -77,16 +88,20 @@ EXTRA_MODULES = frozenset(
         "numpy",
         "matplotlib",
         "cryptography",
+        "shtab",
     }
 )
 
 
 def not_shipped_message(command: str, module_name: str, error: ModuleNotFoundError) -> str | None:
-    """The hint for a subcommand whose own module is absent (the container image carries the
-    operator and the sidecar only), or None if `error` is about another module."""
+    """The hint for a subcommand whose own module is absent (the development harness is not
+    installed, or the container image, which carries the operator and the sidecar only, left it
+    out), or None if `error` is about another module."""
     missing = error.name or ""
     if not missing.startswith("kafka_rebalance") or not module_name.startswith(missing):
         return None
+    if module_name.split(".", 1)[0] == HARNESS_PACKAGE:
+        return f"kafka-rebalance {command}: not part of this installation; {HARNESS_HINT}"
     return (
         f"kafka-rebalance {command}: not part of this installation (the container image carries "
         "the operator and the sidecar only); run it from a checkout of the repository "
@@ -100,6 +115,8 @@ def missing_extra_message(command: str | None, error: ModuleNotFoundError) -> st
     root = (error.name or "").split(".", 1)[0]
     if root not in EXTRA_MODULES:
         return None
+    if SUBCOMMANDS.get(command or "", "").startswith(HARNESS_PACKAGE + "."):
+        return f"kafka-rebalance {command}: the Python package '{root}' is missing; {HARNESS_HINT}"
     extra = EXTRA_OF.get(command or "", "watch" if root == "kubernetes" else "operator")
     return (
         f"kafka-rebalance {command}: the Python package '{root}' is not installed; it comes with "

@@ -10,6 +10,8 @@ import argparse
 import functools
 import logging
 import os
+from pathlib import Path
+from typing import Any
 
 from kafka_rebalance_common import logformat
 
@@ -134,10 +136,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "kafka_rebalance_partition_series_dropped_total); default 10000",
     )
     parser.add_argument(
+        "--max-partitions-per-policy",
+        type=_non_negative,
+        default=20_000,
+        metavar="N",
+        help="a policy whose topics hold more partitions is Stalled (TooManyPartitions) before "
+        "any per-partition state is kept for it (0: no cap); default 20000",
+    )
+    parser.add_argument(
         "--plan-topic",
         default="kafka-rebalance-plans",
         help="apply.mode broker: the compacted topic the brokers' kafka-rebalance-plan "
         "assignor reads plans from (its kafka.rebalance.plans.topic); default %(default)s",
+    )
+    parser.add_argument(
+        "--plan-key-file",
+        metavar="PATH",
+        help="apply.mode broker: file of shared keys (one per line; the first signs) that sign "
+        "plan records; the brokers' kafka.rebalance.plans.keys.file holds the same keys. "
+        "Default: records are unsigned",
+    )
+    parser.add_argument(
+        "--plan-client-config",
+        metavar="PATH",
+        help="apply.mode broker: JSON object of kafka-python settings (security_protocol, "
+        "sasl_*, ssl_*, optionally bootstrap_servers) with which the operator writes the plan "
+        "topic: its own principal, never a policy's Secret. Default: plaintext, to the "
+        "policy's bootstrap servers",
+    )
+    parser.add_argument(
+        "--plan-refresh",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="apply.mode broker: write each plan again this often so it never reaches the "
+        "brokers' kafka.rebalance.plans.max.age.ms (default 15 min) while its policy lives; "
+        "default %(default)s",
     )
     parser.add_argument(
         "--pod-audit-interval",
@@ -265,7 +299,7 @@ def _webhook_config(args: argparse.Namespace) -> object | None:
     )
 
 
-def _lead(args: argparse.Namespace) -> None:
+def _lead(args: argparse.Namespace) -> Any:
     """Block until this replica holds the Lease. A leader that cannot renew exits (status 3) by
     its renew deadline, which is shorter than the lease a standby waits out, so two replicas
     never reconcile at the same time; its pod restarts as a standby. A new leader starts from
@@ -301,6 +335,25 @@ def _lead(args: argparse.Namespace) -> None:
         config.name,
         elector.transitions,
     )
+    return elector
+
+
+def _plan_credentials(args: argparse.Namespace) -> tuple[tuple[bytes, ...], dict[str, Any]]:
+    """The plan signing keys and the plan-topic client settings (ValueError: one line)."""
+    import json
+
+    from kafka_rebalance_operator import broker_plan
+
+    keys = broker_plan.load_keys(args.plan_key_file) if args.plan_key_file else ()
+    client: dict[str, Any] = {}
+    if args.plan_client_config:
+        try:
+            client = json.loads(Path(args.plan_client_config).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise ValueError(f"--plan-client-config {args.plan_client_config}: {error}") from None
+        if not isinstance(client, dict):
+            raise ValueError(f"--plan-client-config {args.plan_client_config}: not a JSON object")
+    return keys, client
 
 
 def _non_negative(text: str) -> int:
@@ -338,6 +391,16 @@ def run(args: argparse.Namespace) -> int:
     except admission.AllowlistError as error:
         logging.getLogger(__name__).error("%s", error)
         return 2
+    try:
+        plan_keys, plan_client = _plan_credentials(args)
+    except ValueError as error:
+        logging.getLogger(__name__).error("%s", error)
+        return 2
+    if not plan_keys:
+        logging.getLogger(__name__).warning(
+            "--plan-key-file is not set: broker-mode plan records go unsigned; brokers that "
+            "require signatures (kafka.rebalance.plans.keys.file) ignore them (docs/kip848.md)"
+        )
     settings = OperatorSettings(
         interval_scale=args.interval_scale,
         tick_s=args.tick,
@@ -345,6 +408,10 @@ def run(args: argparse.Namespace) -> int:
         cluster=args.cluster_name,
         allowed_bootstrap_servers=allowlist,
         plan_topic=args.plan_topic,
+        max_partitions_per_policy=args.max_partitions_per_policy,
+        plan_keys=plan_keys,
+        plan_client=plan_client,
+        plan_refresh_s=args.plan_refresh,
     )
     sinks = []
     if args.telemetry_file:
@@ -352,21 +419,13 @@ def run(args: argparse.Namespace) -> int:
     if args.telemetry_bootstrap:
         sinks.append(KafkaSink(args.telemetry_bootstrap, args.telemetry_topic))
     telemetry = Telemetry(sinks)
-    api_client = kube_io.connect()
-    operator = handlers.Operator(
-        settings=settings,
-        ports=ports.real_ports(api_client, telemetry, args.max_partition_series),
-        liveness=health.Liveness(args.liveness_max_age),
-        pod_audit=PodAudit(
-            functools.partial(kube_io.list_pod_uids, api_client=api_client),
-            args.pod_audit_interval,
-        ),
-    )
+    liveness = health.Liveness(args.liveness_max_age)
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.bind)
     if args.health_port:
-        health.serve(operator.liveness, args.health_port, args.bind)
+        health.serve(liveness, args.health_port, args.bind)
 
+    elector = None
     if args.leader_election:
         if args.peering:
             logging.getLogger(__name__).error(
@@ -374,10 +433,23 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
         try:
-            _lead(args)
+            elector = _lead(args)
         except ValueError as error:  # inconsistent durations
             logging.getLogger(__name__).error("--leader-election-*: %s", error)
             return 2
+    api_client = kube_io.connect()
+    operator = handlers.Operator(
+        settings=settings,
+        # the elector fences every write: none once this replica may have lost the Lease
+        ports=ports.real_ports(
+            api_client, telemetry, args.max_partition_series, leadership=elector
+        ),
+        liveness=liveness,
+        pod_audit=PodAudit(
+            functools.partial(kube_io.list_pod_uids, api_client=api_client),
+            args.pod_audit_interval,
+        ),
+    )
 
     import kopf
 

@@ -207,8 +207,12 @@ def _connector_jars() -> list[Path]:
     listed = os.environ.get("KAFKA_REBALANCE_SPARK_JARS")
     if listed is not None:
         return [Path(p) for p in listed.split(",") if p]
-    from kafka_rebalance.devenv.toolchain import toolchain
-
+    try:
+        from kafka_rebalance_dev.devenv.toolchain import toolchain
+    except ModuleNotFoundError as error:
+        if error.name != "kafka_rebalance_dev":
+            raise
+        return []  # no dev harness (kafka-rebalance-dev), so nothing was provisioned
     try:
         return toolchain().spark_jars
     except OSError:  # an installed wheel has no versions.toml and no provisioned cache

@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from kafka_rebalance.devenv import control_plane, kafka_broker
-from kafka_rebalance.devenv.kafka_broker import KafkaCluster
-from kafka_rebalance.devenv.kube_api import write_kubeconfig
-from kafka_rebalance.devenv.processes import StateFile
-from kafka_rebalance.devenv.supervisor import Supervisor
-from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
+from kafka_rebalance_dev.devenv import control_plane, kafka_broker
+from kafka_rebalance_dev.devenv.kafka_broker import KafkaCluster
+from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
+from kafka_rebalance_dev.devenv.processes import StateFile
+from kafka_rebalance_dev.devenv.supervisor import Supervisor
+from kafka_rebalance_dev.devenv.toolchain import Toolchain, toolchain
 
 BROKER_HEAP = "512m"
 CLUSTER_NODE_HEAP = "384m"
@@ -185,11 +184,23 @@ def kafka(kafka_broker_4: KafkaHandle) -> str:
     return kafka_broker_4.bootstrap_servers
 
 
+PLAN_KEY = "kafka-rebalance-test-plan-key-1"
+
+
 @pytest.fixture(scope="session")
-def kafka_plans(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]:
+def plan_keys(devenv_root: Path) -> Path:
+    """The shared plan key file: the `kafka_plans` broker requires plan records signed with it,
+    and broker-mode tests give it to the operator (`--plan-key-file`)."""
+    path = devenv_root / "plan-keys"
+    path.write_text(f"# the key plan records are signed with (docs/kip848.md)\n{PLAN_KEY}\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def kafka_plans(tools: Toolchain, devenv_root: Path, plan_keys: Path) -> Iterator[KafkaHandle]:
     """One Kafka 4.x broker with the KIP-848 plan-following assignor (broker-plugin/) loaded as
-    its default server-side assignor (the `kafka` broker has none: the plug-in's absence is
-    tested there)."""
+    its default server-side assignor, requiring plan records signed with `plan_keys` (the
+    `kafka` broker has no plug-in: its absence is tested there)."""
     _require(tools, "broker-plugin")
     yield from _kafka_cluster(
         tools,
@@ -199,7 +210,10 @@ def kafka_plans(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]:
         1,
         BROKER_HEAP,
         plugins=(tools.broker_plugin_jar,),
-        overrides=kafka_broker.plan_plugin_overrides(),
+        overrides={
+            **kafka_broker.plan_plugin_overrides(),
+            "kafka.rebalance.plans.keys.file": str(plan_keys),
+        },
     )
 
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_rebalance_operator import reconcile
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
+from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.lag import PartitionOffsets
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
-from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError
+from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError, WriteConflict
 from kafka_rebalance_operator.settings import OperatorSettings
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
@@ -27,25 +27,57 @@ PartitionKey = tuple[str, int]
 
 
 class MemoryConfigMaps:
+    """ConfigMaps with resourceVersions, refusing stale conditional writes as the API server
+    does (WriteConflict)."""
+
     def __init__(self) -> None:
         self.items: dict[str, dict[str, Any]] = {}
         self.writes: list[str] = []  # names upserted, "-name" for deletes
         self.refuse: StoreError | None = None  # raised by every call while set
+        self.version = 0  # the last resourceVersion given out
+        self.before_write: Any = None  # called with the name before each write (a racing writer)
 
     def list(self, namespace: str, policy: str) -> list[dict[str, Any]]:
         if self.refuse is not None:
             raise self.refuse
         return [copy.deepcopy(v) for v in self.items.values()]
 
-    def upsert(self, body: Mapping[str, Any]) -> None:
-        if self.refuse is not None:
-            raise self.refuse
-        self.writes.append(body["metadata"]["name"])
-        self.items[body["metadata"]["name"]] = copy.deepcopy(dict(body))
+    def put(self, body: Mapping[str, Any]) -> str:
+        """Store `body` unconditionally (another writer, or a person): its new version."""
+        self.version += 1
+        stored = copy.deepcopy(dict(body))
+        stored["metadata"] = {**stored["metadata"], "resourceVersion": str(self.version)}
+        self.items[body["metadata"]["name"]] = stored
+        return str(self.version)
 
-    def delete(self, namespace: str, name: str) -> None:
+    def upsert(self, body: Mapping[str, Any]) -> str:
         if self.refuse is not None:
             raise self.refuse
+        name = body["metadata"]["name"]
+        if self.before_write is not None:
+            self.before_write(name)
+        expected = body["metadata"].get("resourceVersion")
+        existing = self.items.get(name)
+        if expected:
+            if existing is None or existing["metadata"].get("resourceVersion") != expected:
+                raise WriteConflict(body["metadata"]["namespace"], name)
+        elif existing is not None:
+            raise WriteConflict(body["metadata"]["namespace"], name)
+        self.writes.append(name)
+        return self.put(body)
+
+    def delete(self, namespace: str, name: str, resource_version: str = "") -> None:
+        if self.refuse is not None:
+            raise self.refuse
+        if self.before_write is not None:
+            self.before_write(name)
+        existing = self.items.get(name)
+        if (
+            resource_version
+            and existing is not None
+            and existing["metadata"].get("resourceVersion") != resource_version
+        ):
+            raise WriteConflict(namespace, name)
         self.writes.append(f"-{name}")
         self.items.pop(name, None)
 
@@ -86,13 +118,20 @@ class MemoryKafka:
     committed: dict[PartitionKey, tuple[int, str]] = field(default_factory=dict)
     group: dict[str, Any] | None = None
     group_type: tuple[str, str] | None = None
+    assignor: str | None = None  # a KIP-848 group's server-side assignor (broker mode)
     reachable: bool = True
     connections: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
-    published: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # broker mode
+    # broker mode: (topic, group, record or None for a tombstone), and each record's signature
+    published: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
+    signatures: list[bytes | None] = field(default_factory=list)
     nudges: list[str] = field(default_factory=list)
 
     def __call__(
-        self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float
+        self,
+        bootstrap_servers: str,
+        security: Mapping[str, Any],
+        timeout_s: float,
+        key: Any = None,
     ) -> MemoryObserver:
         if not self.reachable:
             raise KafkaUnavailable(f"cannot reach {bootstrap_servers}: connection refused")
@@ -118,6 +157,7 @@ class MemoryObserver:
         pattern: TopicPattern | None,
         describe: bool = False,
         kip848_group: bool = False,
+        max_partitions: int = 0,
     ) -> Observation:
         cluster = self.cluster
         if not cluster.reachable:
@@ -128,6 +168,8 @@ class MemoryObserver:
             wanted = list(topics or [])
         counts = {t: cluster.topics[t] for t in sorted(wanted) if t in cluster.topics}
         missing = sorted(t for t in wanted if t not in cluster.topics)
+        if max_partitions and sum(counts.values()) > max_partitions:
+            raise TooManyPartitions(counts, max_partitions)
         offsets = {}
         for topic, count in counts.items():
             for p in range(count):
@@ -144,12 +186,23 @@ class MemoryObserver:
             offsets,
             group=copy.deepcopy(cluster.group) if describe else None,
             group_type=cluster.group_type if describe else None,
+            assignor=cluster.assignor if kip848_group else None,
         )
 
-    def publish_plan(self, topic: str, group_id: str, value: bytes) -> None:
+    def publish_plan(
+        self,
+        topic: str,
+        group_id: str,
+        value: bytes | None,
+        signature: bytes | None = None,
+        client: Mapping[str, Any] | None = None,
+    ) -> None:
         if not self.cluster.reachable:
             raise KafkaUnavailable(f"publishing the plan to {topic}: connection refused")
-        self.cluster.published.append((topic, group_id, json.loads(value)))
+        self.cluster.published.append(
+            (topic, group_id, None if value is None else json.loads(value))
+        )
+        self.cluster.signatures.append(signature)
 
     def nudge(self, group_id: str) -> None:
         self.cluster.nudges.append(group_id)

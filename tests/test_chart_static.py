@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from kafka_rebalance_assignors import STRATEGY_NAMES
-
-from kafka_rebalance.devenv.toolchain import Toolchain, toolchain
+from kafka_rebalance_dev.devenv.toolchain import Toolchain, toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "crds" / "consumergrouppolicies.yaml"
@@ -318,6 +317,8 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
         "9100",
         "--max-partition-series",
         "10000",
+        "--max-partitions-per-policy",
+        "20000",
         "--log-format",
         "text",
     ]
@@ -328,6 +329,9 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"health": 8080, "metrics": 9100}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert "enabled" not in container["livenessProbe"]
+    assert "affinity" not in pod and "topologySpreadConstraints" not in pod
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
@@ -359,6 +363,8 @@ def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> N
         "9100",
         "--max-partition-series",
         "10000",
+        "--max-partitions-per-policy",
+        "20000",
         "--log-format",
         "text",
     ]
@@ -385,6 +391,8 @@ def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
         "9100",
         "--max-partition-series",
         "10000",
+        "--max-partitions-per-policy",
+        "20000",
         "--log-format",
         "text",
     ]
@@ -474,9 +482,191 @@ def test_leader_election_adds_a_lease_role_in_the_release_namespace_and_its_flag
     assert both.returncode != 0 and "exclude each other" in both.stderr
 
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("sets", "image"),
+    [
+        ([], "kafka-rebalance-operator:0.1.0"),
+        (["image.tag=1.2.3"], "kafka-rebalance-operator:1.2.3"),
+        (["image.registry=ghcr.io/acme/"], "ghcr.io/acme/kafka-rebalance-operator:0.1.0"),
+        (
+            ["image.registry=ghcr.io/acme", "image.tag=1.2.3", f"image.digest={DIGEST}"],
+            f"ghcr.io/acme/kafka-rebalance-operator@{DIGEST}",
+        ),
+    ],
+    ids=["default", "tag", "registry", "digest-wins"],
+)
+def test_image_is_registry_repository_then_digest_or_tag(
+    helm: Path, sets: list[str], image: str
+) -> None:
+    (deployment,) = _of_kind(_render(helm, *sets), "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+def test_leader_election_rolls_one_pod_at_a_time_and_spreads_replicas(helm: Path) -> None:
+    (deployment,) = _of_kind(
+        _render(helm, "leaderElection.enabled=true", "replicaCount=2"), "Deployment"
+    )
+    spec = deployment["spec"]
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    selector = spec["selector"]["matchLabels"]
+    affinity = spec["template"]["spec"]["affinity"]
+    assert affinity == {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": selector},
+                    },
+                }
+            ]
+        }
+    }
+    (hard,) = _of_kind(
+        _render(
+            helm, "leaderElection.enabled=true", "replicaCount=3", "podAntiAffinityPreset=hard"
+        ),
+        "Deployment",
+    )
+    required = hard["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert required == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}}
+        ]
+    }
+    for sets in (
+        ["leaderElection.enabled=true", "replicaCount=2", "podAntiAffinityPreset=none"],
+        ["leaderElection.enabled=true"],  # one replica: nothing to spread
+    ):
+        (plain,) = _of_kind(_render(helm, *sets), "Deployment")
+        assert "affinity" not in plain["spec"]["template"]["spec"]
+    (own,) = _of_kind(
+        _render(
+            helm,
+            "leaderElection.enabled=true",
+            "replicaCount=2",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[0].key=pool",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+        ),
+        "Deployment",
+    )
+    assert list(own["spec"]["template"]["spec"]["affinity"]) == ["nodeAffinity"]
+
+
+def test_topology_spread_gets_the_pod_selector_unless_it_has_its_own(helm: Path) -> None:
+    docs = _render(
+        helm,
+        "topologySpreadConstraints[0].maxSkew=1",
+        "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+        "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+        "topologySpreadConstraints[1].maxSkew=2",
+        "topologySpreadConstraints[1].topologyKey=kubernetes.io/hostname",
+        "topologySpreadConstraints[1].whenUnsatisfiable=DoNotSchedule",
+        "topologySpreadConstraints[1].labelSelector.matchLabels.team=a",
+    )
+    (deployment,) = _of_kind(docs, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    zone, host = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert zone == {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": selector},
+    }
+    assert host["labelSelector"] == {"matchLabels": {"team": "a"}}
+
+
+def test_extra_volumes_mount_next_to_tmp_and_probes_can_be_tuned_or_off(helm: Path) -> None:
+    docs = _render(
+        helm,
+        "extraVolumes[0].name=ca",
+        "extraVolumes[0].secret.secretName=kafka-ca",
+        "extraVolumeMounts[0].name=ca",
+        "extraVolumeMounts[0].mountPath=/etc/kafka-ca",
+        "extraVolumeMounts[0].readOnly=true",
+        "readinessProbe.periodSeconds=3",
+        "livenessProbe.enabled=false",
+    )
+    (deployment,) = _of_kind(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["volumes"][1:] == [{"name": "ca", "secret": {"secretName": "kafka-ca"}}]
+    (container,) = pod["containers"]
+    assert container["volumeMounts"][1:] == [
+        {"name": "ca", "mountPath": "/etc/kafka-ca", "readOnly": True}
+    ]
+    assert "livenessProbe" not in container
+    assert container["readinessProbe"]["periodSeconds"] == 3
+
+
+# Keys a KEDA or Strimzi values file carries that this chart now supports (same meaning).
+KEDA_STYLE_VALUES = {
+    "image": {"registry": "ghcr.io", "repository": "acme/kro", "tag": "1.0", "digest": ""},
+    "podAnnotations": {"a": "b"},
+    "podLabels": {"team": "data"},
+    "priorityClassName": "high",
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {},
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+        }
+    ],
+    "extraVolumes": [{"name": "certs", "emptyDir": {}}],
+    "extraVolumeMounts": [{"name": "certs", "mountPath": "/certs"}],
+    "livenessProbe": {
+        "initialDelaySeconds": 25,
+        "periodSeconds": 10,
+        "timeoutSeconds": 1,
+        "failureThreshold": 3,
+        "successThreshold": 1,
+    },
+    "readinessProbe": {
+        "initialDelaySeconds": 5,
+        "periodSeconds": 10,
+        "timeoutSeconds": 1,
+        "failureThreshold": 3,
+        "successThreshold": 1,
+    },
+    "resources": {
+        "limits": {"cpu": "1", "memory": "1000Mi"},
+        "requests": {"cpu": "100m", "memory": "100Mi"},
+    },
+    "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+    "serviceAccount": {"create": True, "name": "kro", "annotations": {}},
+}
+
+
+def test_the_schema_accepts_keda_style_keys_it_supports(helm: Path, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(KEDA_STYLE_VALUES))
+    out = _helm(helm, "template", "kro", str(CHART), "--namespace", "ops", "-f", str(values)).stdout
+    (deployment,) = _of_kind([d for d in yaml.safe_load_all(out) if d], "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "ghcr.io/acme/kro:1.0"
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    assert pod["containers"][0]["readinessProbe"]["successThreshold"] == 1
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
+        ("image.digest=sha256:abc", "digest"),
+        ("podAntiAffinityPreset=always", "podAntiAffinityPreset"),
+        ("topologySpreadConstraints[0].maxSkew=1", "topologyKey"),
+        ("livenessProbe.successThreshold=2", "successThreshold"),
+        ("extraVolumeMounts[0].name=ca", "mountPath"),
         ("replicaCount=2", "replicaCount > 1 needs leaderElection.enabled=true"),
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
@@ -523,6 +713,27 @@ def test_the_operator_command_line_accepts_the_rendered_arguments(
     assert (args.health_port, args.metrics_port) == (8080, 9100)
 
 
+def test_broker_mode_secrets_are_mounted_and_named_on_the_command_line(helm: Path) -> None:
+    """The plan key and the operator's plan-topic credentials come from Secrets mounted
+    read-only, and the operator is told where (docs/kip848.md, "Trust")."""
+    from kafka_rebalance.cli import build_parser
+
+    sets = ["brokerMode.planKeySecret=plan-keys", "brokerMode.planClientSecret=plan-client"]
+    (deployment,) = _of_kind(_render(helm, *sets), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    args = build_parser("operator").parse_args(list(container["args"]))
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert args.plan_key_file.startswith(mounts["plan-keys"]["mountPath"] + "/")
+    assert args.plan_client_config.startswith(mounts["plan-client"]["mountPath"] + "/")
+    assert mounts["plan-keys"]["readOnly"] and mounts["plan-client"]["readOnly"]
+    assert volumes["plan-keys"]["secret"]["secretName"] == "plan-keys"
+    assert volumes["plan-client"]["secret"]["secretName"] == "plan-client"
+    (plain,) = _of_kind(_render(helm), "Deployment")
+    assert "--plan-key-file" not in plain["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
 def test_the_operator_listens_where_the_probe_and_service_point(helm: Path) -> None:
     docs = _render(helm, "health.port=8181", "metrics.port=9200")
     (deployment,) = _of_kind(docs, "Deployment")
@@ -548,8 +759,29 @@ def test_the_operator_listens_where_the_probe_and_service_point(helm: Path) -> N
         ["watchAllNamespaces=true"],
         ["watchNamespaces={team-a,team-b}", "rbac.secretNames={kafka-client}"],
         ["metrics.enabled=false"],
+        ["brokerMode.planKeySecret=plan-keys", "brokerMode.planClientSecret=plan-client"],
+        [
+            "leaderElection.enabled=true",
+            "replicaCount=2",
+            "image.registry=ghcr.io/acme",
+            f"image.digest={DIGEST}",
+            "topologySpreadConstraints[0].maxSkew=1",
+            "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+            "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+            "extraVolumes[0].name=ca",
+            "extraVolumes[0].configMap.name=kafka-ca",
+            "extraVolumeMounts[0].name=ca",
+            "extraVolumeMounts[0].mountPath=/etc/kafka-ca",
+        ],
     ],
-    ids=["default", "all-namespaces", "watch-list", "no-metrics"],
+    ids=[
+        "default",
+        "all-namespaces",
+        "watch-list",
+        "no-metrics",
+        "broker-mode-secrets",
+        "ha-and-common-values",
+    ],
 )
 def test_rendered_chart_is_kubeconform_strict_clean(helm: Path, sets: list[str]) -> None:
     """Every rendered object, the CRD included, against the pinned Kubernetes version's strict

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from kafka_rebalance_dev.demo.cluster import CRD_FILE, policy_body
+from kafka_rebalance_dev.demo.fleet import LEDGER_HANDLER, SidecarSettings, sidecar_command
 
 from kafka_rebalance.cli import build_parser
-from kafka_rebalance.demo.cluster import CRD_FILE, policy_body
-from kafka_rebalance.demo.fleet import LEDGER_HANDLER, SidecarSettings, sidecar_command
 
 
 def settings(**overrides: object) -> SidecarSettings:
@@ -36,7 +36,7 @@ def test_the_sidecar_command_is_accepted_by_the_real_sidecar_parser() -> None:
     assert args.namespace == "ns" and args.kubeconfig == "/tmp/kubeconfig"
     assert args.group == "g" and args.topics == "orders"
     assert args.apply_mode == "assign"
-    assert args.handler_spec == LEDGER_HANDLER == "kafka_rebalance.demo.ledger:record"
+    assert args.handler_spec == LEDGER_HANDLER == "kafka_rebalance_dev.demo.ledger:record"
     assert args.max_poll_records == 7
     assert args.auto_offset_reset == "earliest"
 

@@ -6,8 +6,7 @@ import itertools
 import json
 
 import pytest
-
-from kafka_rebalance.demo.summary import (
+from kafka_rebalance_dev.demo.summary import (
     Phases,
     Point,
     build_summary,

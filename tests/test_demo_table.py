@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafka_rebalance.demo.table import member_rows, render
+from kafka_rebalance_dev.demo.table import member_rows, render
 
 
 def test_rows_sum_lag_per_owner_and_show_unowned_partitions() -> None:
@@ -37,7 +37,7 @@ def test_render_marks_hot_partitions_and_slow_members() -> None:
 
 
 def test_comparison_of_demo_runs_has_one_row_per_strategy() -> None:
-    from kafka_rebalance.demo.run import render_comparison
+    from kafka_rebalance_dev.demo.run import render_comparison
 
     runs = [
         {

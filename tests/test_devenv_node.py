@@ -11,10 +11,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-from kafka_rebalance.devenv import image, node, pod_network, system_packages
-from kafka_rebalance.devenv.provision import pause
-from kafka_rebalance.devenv.toolchain import toolchain
+from kafka_rebalance_dev.devenv import image, node, pod_network, system_packages
+from kafka_rebalance_dev.devenv.provision import pause
+from kafka_rebalance_dev.devenv.toolchain import toolchain
 
 ROUTES = """\
 default via 192.0.2.1 dev eth0

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-from kafka_rebalance.devenv import pki
+from kafka_rebalance_dev.devenv import pki
 
 
 def _load(path: Path) -> x509.Certificate:

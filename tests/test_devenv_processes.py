@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from kafka_rebalance.devenv import processes
-from kafka_rebalance.devenv.processes import StateFile
+from kafka_rebalance_dev.devenv import processes
+from kafka_rebalance_dev.devenv.processes import StateFile
 
 
 def _wait_members(pgid: int, count: int, timeout: float = 5.0) -> list[int]:

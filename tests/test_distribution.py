@@ -1,16 +1,19 @@
 """What installing the project puts into an application's environment.
 
 An application that installs the sidecar gets import packages named `kafka_rebalance*` only (no
-generic `pipeline` or `sidecar` to collide with its own modules), and a base install pulls in
-neither kopf nor the Kubernetes client.
+generic `pipeline` or `sidecar` to collide with its own modules), a base install pulls in
+neither kopf nor the Kubernetes client, and nothing of the development harness (devharness/, its
+own distribution) reaches a wheel of the project or any of its extras.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
 import tomllib
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -20,7 +23,10 @@ from kafka_rebalance.cli import missing_extra_message, not_shipped_message
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+HARNESS_PYPROJECT = tomllib.loads((REPO_ROOT / "devharness" / "pyproject.toml").read_text())
 OPERATOR_ONLY = ("kopf", "kubernetes")
+# Module names (any dotted part) that belong to the development harness and to no shipped package.
+HARNESS_PARTS = frozenset({"kafka_rebalance_dev", "devenv", "demo", "demo_command"})
 
 
 def shipped_packages() -> list[str]:
@@ -118,15 +124,92 @@ def test_a_missing_module_that_no_extra_provides_keeps_its_traceback() -> None:
     assert "kafka-rebalance[pipeline]" in (missing_extra_message("pipeline", pipeline) or "")
 
 
+def test_a_harness_command_missing_a_dependency_points_at_the_harness() -> None:
+    crypto = ModuleNotFoundError("No module named 'cryptography'", name="cryptography")
+    hint = missing_extra_message("dev", crypto) or ""
+    assert "'cryptography' is missing" in hint and "kafka-rebalance-dev" in hint
+    assert "kafka-rebalance[" not in hint  # no extra of the base distribution brings it
+
+
 def test_a_subcommand_left_out_of_the_image_says_so_and_only_then() -> None:
-    absent = ModuleNotFoundError("No module named 'kafka_rebalance.devenv'",
-                                 name="kafka_rebalance.devenv")  # fmt: skip
+    absent = ModuleNotFoundError("No module named 'kafka_rebalance.pipeline_command'",
+                                 name="kafka_rebalance.pipeline_command")  # fmt: skip
     assert "not part of this installation" in (
-        not_shipped_message("dev", "kafka_rebalance.devenv.command", absent) or ""
+        not_shipped_message("pipeline", "kafka_rebalance.pipeline_command", absent) or ""
     )
+    no_harness = ModuleNotFoundError("No module named 'kafka_rebalance_dev'",
+                                     name="kafka_rebalance_dev")  # fmt: skip
+    hint = not_shipped_message("dev", "kafka_rebalance_dev.devenv.command", no_harness) or ""
+    assert "not part of this installation" in hint and "scripts/bootstrap" in hint
     inner = ModuleNotFoundError(
-        "No module named 'kafka_rebalance.gone'", name="kafka_rebalance.gone"
+        "No module named 'kafka_rebalance_dev.gone'", name="kafka_rebalance_dev.gone"
     )
-    assert not_shipped_message("dev", "kafka_rebalance.devenv.command", inner) is None
+    assert not_shipped_message("dev", "kafka_rebalance_dev.devenv.command", inner) is None
     dependency = ModuleNotFoundError("No module named 'yaml'", name="yaml")
-    assert not_shipped_message("dev", "kafka_rebalance.devenv.command", dependency) is None
+    assert not_shipped_message("dev", "kafka_rebalance_dev.devenv.command", dependency) is None
+
+
+def test_dev_and_demo_without_the_harness_say_in_one_line_how_to_get_it() -> None:
+    without_harness = BLOCKER.replace('"cryptography"}', '"cryptography", "kafka_rebalance_dev"}')
+    for command in ("dev", "demo"):
+        result = subprocess.run(
+            [sys.executable, "-c", without_harness
+             + f"from kafka_rebalance.cli import main\nsys.exit(main([{command!r}, 'up']))"],
+            cwd="/", capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and "pip install -e devharness/" in lines[0], result.stderr
+        assert lines[0].startswith(f"kafka-rebalance {command}: not part of this installation")
+
+
+def test_no_extra_of_the_project_pulls_in_the_dev_harness() -> None:
+    declared = [
+        *PYPROJECT["project"]["dependencies"],
+        *(r for rs in PYPROJECT["project"]["optional-dependencies"].values() for r in rs),
+    ]
+    assert not [r for r in declared if r.startswith("kafka-rebalance-dev")]
+    installed = metadata.requires("kafka-rebalance") or []
+    assert not [r for r in installed if r.startswith("kafka-rebalance-dev")]
+
+
+def test_the_harness_is_its_own_distribution_on_top_of_every_role() -> None:
+    project = HARNESS_PYPROJECT["project"]
+    assert project["name"] == "kafka-rebalance-dev"
+    assert "kafka-rebalance[operator,watch,pipeline,librdkafka]" in project["dependencies"]
+    found = HARNESS_PYPROJECT["tool"]["setuptools"]["packages"]["find"]
+    packages = find_packages(where=str(REPO_ROOT / "devharness"), include=found["include"])
+    assert {"kafka_rebalance_dev.devenv", "kafka_rebalance_dev.demo"} <= set(packages)
+    assert {name.split(".", 1)[0] for name in packages} == {"kafka_rebalance_dev"}
+    assert metadata.version("kafka-rebalance-dev")  # scripts/bootstrap installed it
+
+
+def copy_source(dest: Path) -> Path:
+    """The checkout without its virtualenv, VCS data, caches and build outputs (a stale build/lib
+    would leak old modules into a wheel built in place)."""
+    skipped = shutil.ignore_patterns(
+        ".git", ".venv", ".dev", ".dev-demo", "build", "dist", "target", "__pycache__",
+        "*.egg-info", ".pytest_cache", ".ruff_cache", ".hypothesis",
+    )  # fmt: skip
+    return Path(shutil.copytree(REPO_ROOT, dest, ignore=skipped))
+
+
+def test_a_wheel_of_the_project_contains_no_module_of_the_dev_harness(tmp_path: Path) -> None:
+    # Built offline from a copy of the checkout, as the Dockerfile builds it (`pip wheel .`), with
+    # the virtualenv's setuptools (the dev extra pins one new enough for pyproject's license).
+    source = copy_source(tmp_path / "src")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "--quiet", "--wheel-dir", str(tmp_path / "wheels"), str(source)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (wheel,) = (tmp_path / "wheels").glob("kafka_rebalance-*.whl")
+    modules = [
+        name.removesuffix(".py").replace("/", ".")
+        for name in zipfile.ZipFile(wheel).namelist()
+        if name.endswith(".py")
+    ]
+    assert "kafka_rebalance.cli" in modules and "kafka_rebalance_operator.reconcile" in modules
+    harness = [m for m in modules if HARNESS_PARTS & set(m.split("."))]
+    assert harness == [], harness

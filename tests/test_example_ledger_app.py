@@ -16,11 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka_rebalance_dev.demo.ledger import read_ledger
 from kafka_rebalance_sidecar.delivery import AppUnavailable, HttpDelivery
 from kafka_rebalance_sidecar.records import Batch, Record
 from kafka_rebalance_sidecar.token_file import TokenFile
-
-from kafka_rebalance.demo.ledger import read_ledger
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "ledger-app" / "app.py"
 

@@ -17,8 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_rebalance_assignors.context import prepare
 from kafka_rebalance_assignors.model import Assignment, Group, Options
-from kafka_rebalance_assignors.parsing import parse_request
-from kafka_rebalance_assignors.plan import plan
+from kafka_rebalance_assignors.parsing import parse_request, plan
 from kafka_rebalance_assignors.registry import strategy_function
 
 from tests.assignor_checks import (

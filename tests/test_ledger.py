@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from kafka_rebalance_dev.demo import ledger
+from kafka_rebalance_dev.demo.ledger import Conflict, reconcile
 from kafka_rebalance_sidecar.records import Batch, Record
-
-from kafka_rebalance.demo import ledger
-from kafka_rebalance.demo.ledger import Conflict, reconcile
 
 
 def line(t: str, p: int, o: int, m: str, e: int) -> str:

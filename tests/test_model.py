@@ -248,30 +248,30 @@ def test_a_flat_result_failing_its_array_check_is_checked_list_by_list(
 ):
     # The array check only decides whether to trust the result; the list-by-list check then
     # names the problem as for any strategy.
-    plan_module = importlib.import_module("kafka_rebalance_assignors.plan")
+    planner = importlib.import_module("kafka_rebalance_assignors.planner")
     document = {
         "topics": {"orders": 3},
         "members": {"a": {"topics": ["orders"]}, "b": {"topics": ["orders"]}, "c": {"topics": []}},
     }
     flat = lambda context: _flat_result(context.group, owners, lists)  # noqa: E731
-    monkeypatch.setattr(plan_module, "strategy_function", lambda name: flat)
-    with pytest.raises(plan_module.PlanInvariantError, match=message):
-        plan_module.plan(document)
+    monkeypatch.setattr(planner, "strategy_function", lambda name: flat)
+    with pytest.raises(planner.PlanInvariantError, match=message):
+        plan(document)
 
 
 def test_a_flat_result_is_measured_like_a_plain_one(monkeypatch):
-    plan_module = importlib.import_module("kafka_rebalance_assignors.plan")
+    planner = importlib.import_module("kafka_rebalance_assignors.planner")
     document = _doc(lag={"orders": [5, 1, 7], "payments": [2, 3]})
     document["members"]["a"]["owned"] = {"orders": [0, 1], "payments": [0, 1]}
     document["members"]["b"]["owned"] = {"orders": [2]}
     lists = {"a": {"orders": [0], "payments": [0, 1]}, "b": {"orders": [1, 2]}}
     flat = lambda context: _flat_result(context.group, [0, 1, 1, 0, 0], lists)  # noqa: E731
-    monkeypatch.setattr(plan_module, "strategy_function", lambda name: flat)
+    monkeypatch.setattr(planner, "strategy_function", lambda name: flat)
     with monkeypatch.context() as patched:  # the array's own path, not the list-by-list one
-        patched.setattr(plan_module, "_check_and_measure", None)
-        from_array = plan_module.plan(document)
-    monkeypatch.setattr(plan_module, "strategy_function", lambda name: lambda context: lists)
-    from_lists = plan_module.plan(document)
+        patched.setattr(planner, "_check_and_measure", None)
+        from_array = plan(document)
+    monkeypatch.setattr(planner, "strategy_function", lambda name: lambda context: lists)
+    from_lists = plan(document)
     assert json.dumps(from_array) == json.dumps(from_lists)
     assert from_array["moves"] == [{"topic": "orders", "partition": 1, "from": "a", "to": "b"}]
     assert from_array["members"]["b"]["load"] == 8.0
@@ -353,14 +353,14 @@ def test_lower_bound_takes_the_biggest_partition_into_account():
     ],
 )
 def test_an_invalid_strategy_result_is_a_loud_bug(monkeypatch, bad_assignment, message):
-    # `assignors.plan` the attribute is the function; the module is reached through importlib.
-    plan_module = importlib.import_module("kafka_rebalance_assignors.plan")
+    # The planner module, reached through importlib as the tests around it do.
+    planner = importlib.import_module("kafka_rebalance_assignors.planner")
 
-    monkeypatch.setattr(plan_module, "strategy_function", lambda name: lambda _: bad_assignment)
+    monkeypatch.setattr(planner, "strategy_function", lambda name: lambda _: bad_assignment)
     document = _doc(topics={"orders": 3, "payments": 2})
     document["members"]["a"]["topics"] = ["orders"]
     document["members"]["b"]["topics"] = ["orders"]
     if message == "does not subscribe":
         document["members"]["a"]["topics"] = ["orders", "payments"]
-    with pytest.raises(plan_module.PlanInvariantError, match=message):
-        plan_module.plan(document)
+    with pytest.raises(planner.PlanInvariantError, match=message):
+        plan(document)

@@ -5,8 +5,19 @@ from __future__ import annotations
 from kafka_rebalance_operator.handlers import _conflict, policies_by_namespace
 
 
-def _entry(namespace: str, name: str, created: str, group: str, servers: str) -> dict:
-    spec = {"groupId": group, "kafka": {"bootstrapServers": servers}}
+def _valid(group: str, servers: str) -> dict:
+    return {
+        "groupId": group,
+        "kafka": {"bootstrapServers": servers},
+        "topics": ["orders"],
+        "members": {"selector": {"matchLabels": {"app": "c"}}},
+    }
+
+
+def _entry(
+    namespace: str, name: str, created: str, group: str, servers: str, **extra: object
+) -> dict:
+    spec = {**_valid(group, servers), **extra}
     return policies_by_namespace(namespace, name, spec, {"creationTimestamp": created})
 
 
@@ -56,3 +67,21 @@ def test_equal_creation_times_are_ordered_by_namespace_then_name_on_both_sides()
     )
     assert _conflict("b", "x", _spec("g"), index) == "a/y"
     assert _conflict("a", "y", _spec("g"), index) is None
+
+
+def test_an_invalid_policy_holds_no_group() -> None:
+    invalid = _entry(
+        "a", "broken", "2026-11-24T01:00:00Z", "g", "kafka:9092", topics=None, topicPattern="(?=x)"
+    )
+    assert invalid == {}, "an InvalidSpec policy is not indexed"
+    index = _index(invalid, _entry("b", "good", "2026-11-24T02:00:00Z", "g", "kafka:9092"))
+    assert _conflict("b", "good", _spec("g"), index) is None
+
+
+def test_host_aliases_of_one_cluster_are_not_recognised() -> None:
+    # documented (docs/troubleshooting.md, ConflictingPolicy): servers compare as written
+    index = _index(
+        _entry("a", "p", "2026-11-24T01:00:00Z", "g", "kafka.example:9092"),
+        _entry("b", "q", "2026-11-24T02:00:00Z", "g", "10.0.0.5:9092"),
+    )
+    assert _conflict("b", "q", _spec("g"), index) is None

@@ -1,4 +1,4 @@
-"""From observations to the plan document, plan hashes, placement and proposals (the
+"""From observations to the planning request, plan hashes, placement and proposals (the
 apply/hold/propose decision is in test_operator_decide.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import kafka_rebalance_assignors as assignors
 import pytest
 from kafka_rebalance_operator.assignment_doc import render_documents
 from kafka_rebalance_operator.planning import (
-    build_document,
+    build_request,
     moves_between,
     placement_needed,
     plan_hash,
@@ -28,38 +28,42 @@ def policy(**rebalance):
     )
 
 
-def test_document_is_accepted_by_the_planner_and_carries_ownership() -> None:
+def test_request_is_planned_and_carries_ownership() -> None:
     current = render_documents("g", {"a": {"t": [0, 1, 2]}, "b": {"t": [3]}}, 5, "h", "T")
     lag = {("t", 0): 1000.0, ("t", 1): 10.0, ("t", 2): None, ("t", 3): 30.0}
     rate = {("t", 0): 5.0}
-    document = build_document(
+    request = build_request(
         policy(maxMovesPerRound="50%"), {"t": 4}, {"a": 1.0, "b": 2.0}, current, lag, rate
     )
-    assert document["members"]["a"]["owned"] == {"t": [0, 1, 2]}
-    assert document["members"]["a"]["generation"] == 5
-    assert document["members"]["b"]["weight"] == 2.0
+    assert request.members["a"].owned == {"t": [0, 1, 2]}
+    assert request.members["a"].generation == 5
+    assert request.members["b"].weight == 2.0
     # what was not observed goes to the planner as unknown, where it counts as the topic's mean
-    assert document["lag"]["t"] == [1000.0, 10.0, None, 30.0]
-    assert document["rate"]["t"] == [5.0, None, None, None]
+    assert request.lag["t"] == [1000.0, 10.0, None, 30.0]
+    assert request.rate["t"] == [5.0, None, None, None]
     from kafka_rebalance_assignors.load import partition_loads
+    from kafka_rebalance_assignors.validation import validate
 
-    group = assignors.parse_request(document).group
+    group = validate(request).group
     _, lags = partition_loads(group, assignors.Options(load_model="lag"))
     assert lags["t"][2] == pytest.approx((1000 + 10 + 30) / 3)
-    assert document["options"]["max_moves"] == 2
-    result = assignors.plan(document)  # the contract accepts it
-    assert sorted(p for parts in result["assignment"].values() for p in parts.get("t", [])) == [
+    assert request.options.max_moves == 2
+    result = assignors.plan_request(request)
+    assert sorted(p for parts in result.assignment.values() for p in parts.get("t", [])) == [
         0,
         1,
         2,
         3,
     ]
-    assert len(result["moves"]) <= 2
+    assert len(result.moves) <= 2
+    # the preview: `kafka-rebalance plan` on the request's document gives the same plan
+    assert assignors.plan(request.to_document()) == result.to_document()
 
 
 def test_topic_with_nothing_known_has_no_lag_array() -> None:
-    document = build_document(policy(), {"t": 2}, {"a": 1.0}, {}, {}, {})
-    assert "lag" not in document and "rate" not in document
+    request = build_request(policy(), {"t": 2}, {"a": 1.0}, {}, {}, {})
+    assert not request.lag and not request.rate
+    assert "lag" not in request.to_document() and "rate" not in request.to_document()
 
 
 def test_plan_hash_is_order_independent_and_sees_members() -> None:

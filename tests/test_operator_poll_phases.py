@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from kafka_rebalance_common.replanning import Action
-from kafka_rebalance_operator import admission
+from kafka_rebalance_common.wire import partitions
+from kafka_rebalance_operator import admission, broker_plan
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext
 from kafka_rebalance_operator.phases.decide import Stop, decide, wait
@@ -160,7 +161,8 @@ class TestObserve:
         assert observed.member_names == ["c-0", "c-1"]
         assert observed.epoch == 7 and observed.handoff is None and observed.mismatch is None
         assert observed.total_lag == 150 + (observed.lags[(TOPIC, 3)].lag or 0)
-        assert set(memory.partitions) == {(TOPIC, p) for p in range(4)}
+        assert memory.history is not None
+        assert set(memory.history.layout.keys()) == {(TOPIC, p) for p in range(4)}
 
 
 class TestPlan:
@@ -205,7 +207,8 @@ class TestDecide:
         del subject.ports.configmaps.items[name]
         outcome = subject.poll()
         assert outcome.action is Action.REPAIR and subject.status["epoch"] == 1
-        assert subject.ports.configmaps.items[name] == before[name]
+        repaired = subject.ports.configmaps.items[name]
+        assert repaired["data"] == before[name]["data"]  # a new object: a new resourceVersion
 
     def test_cooldown_holds_a_better_plan_until_it_has_passed(self) -> None:
         kafka = cluster()
@@ -563,8 +566,13 @@ class TestBrokerMode:
         ((topic, group, record),) = kafka.published
         assert (topic, group, kafka.nudges) == ("kafka-rebalance-plans", "g", ["g"])
         docs = subject.ports.configmaps.documents()
-        assert record["members"] == {m: d["partitions"] for m, d in docs.items()}
+        members = {
+            m: {t: list(partitions.decode_set(text, t)) for t, text in topics.items()}
+            for m, topics in record["members"].items()
+        }
+        assert members == {m: d["partitions"] for m, d in docs.items()}
         assert record["epoch"] == subject.status["epoch"] == 1
+        assert record["incarnation"] == subject.uid and kafka.signatures == [None]
         subject.ports.clock.advance(30)
         assert subject.poll().action is Action.NOOP
         assert len(kafka.published) == 1 and len(kafka.nudges) == 1
@@ -591,6 +599,87 @@ class TestBrokerMode:
         assert subject.condition("Stalled")["reason"] == "PublishFailed"
         subject.memory.observer.publish_plan = original
         assert subject.poll().succeeded and len(kafka.published) == 1
+
+    KEY = b"shared-plan-key-0123"
+
+    def keyed(self, kafka: MemoryKafka, **extra: Any) -> Policy:
+        subject = policy(kafka, members=2, apply={"mode": "broker"}, **extra)
+        subject.settings = OperatorSettings(kafka_timeout_s=3, plan_keys=(self.KEY, b"old" * 6))
+        return subject
+
+    def test_records_are_signed_with_the_first_key_and_name_the_groups_member_ids(self) -> None:
+        kafka = cluster(partitions=4)
+        kafka.assignor = "kafka-rebalance-plan"
+        kafka.group_type = ("consumer", "Stable")
+        kafka.group = {"members": [{"member_id": "uuid-b"}, {"member_id": "uuid-a"}]}
+        subject = self.keyed(kafka)
+        subject.poll()
+        ((_, group, record),) = kafka.published
+        value = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+        assert kafka.signatures == [broker_plan.sign(self.KEY, group, value)]
+        assert record["memberIds"] == ["uuid-a", "uuid-b"]
+
+    def test_a_live_plan_is_refreshed_without_a_nudge_and_when_its_members_all_changed(
+        self,
+    ) -> None:
+        kafka = cluster(partitions=4)
+        kafka.assignor = "kafka-rebalance-plan"
+        kafka.group_type = ("consumer", "Stable")
+        kafka.group = {"members": [{"member_id": "uuid-a"}]}
+        subject = self.keyed(kafka)
+        subject.poll()
+        subject.ports.clock.advance(30)
+        subject.poll()
+        assert (len(kafka.published), len(kafka.nudges)) == (1, 1)
+        subject.ports.clock.advance(subject.settings.plan_refresh_s)
+        subject.poll()
+        assert (len(kafka.published), len(kafka.nudges)) == (2, 1)
+        assert kafka.published[0][2]["epoch"] == kafka.published[1][2]["epoch"]
+        kafka.group = {"members": [{"member_id": "uuid-new"}]}  # every member restarted
+        subject.ports.clock.advance(5)
+        subject.poll()
+        assert (len(kafka.published), len(kafka.nudges)) == (3, 1)
+        assert kafka.published[2][2]["memberIds"] == ["uuid-new"]
+
+    def test_no_publish_and_no_nudge_while_the_group_is_a_classic_group(self) -> None:
+        kafka = cluster(partitions=4)
+        kafka.group = {
+            "group_state": "Stable",
+            "protocol_type": "consumer",
+            "protocol_data": "range",
+            "members": [{"member_id": "m", "group_instance_id": "c-0"}],
+        }
+        subject = self.keyed(kafka)
+        for _ in range(3):
+            subject.poll()
+            subject.ports.clock.advance(30)
+        assert subject.condition("Stalled")["reason"] == "ProtocolMismatch"
+        assert (kafka.published, kafka.nudges) == ([], [])
+
+    def test_under_another_server_assignor_each_plan_is_published_once_never_nudged(
+        self,
+    ) -> None:
+        kafka = cluster(partitions=4)
+        kafka.assignor = "uniform"
+        kafka.group_type = ("consumer", "Stable")
+        subject = self.keyed(kafka)
+        subject.poll()
+        assert subject.condition("Stalled")["reason"] == "ProtocolMismatch"
+        for _ in range(3):
+            subject.ports.clock.advance(30)
+            subject.poll()
+        assert (len(kafka.published), kafka.nudges) == (1, [])
+
+    def test_leaving_broker_mode_retires_the_plan_with_a_signed_tombstone(self) -> None:
+        kafka = cluster(partitions=4)
+        subject = self.keyed(kafka)
+        subject.poll()
+        subject.spec = spec(apply={"mode": "assign"})
+        subject.generation += 1
+        subject.poll()
+        assert kafka.published[-1][1:] == ("g", None)
+        assert kafka.signatures[-1] == broker_plan.sign(self.KEY, "g", None)
+        assert subject.memory.published_group is None
 
 
 class TestApply:
@@ -666,9 +755,11 @@ class TestReport:
         assert metrics.successes == 1 and metrics.polls == 1
 
     def test_a_stopped_poll_reports_telemetry_with_the_owners_in_place(self) -> None:
-        subject = policy()
+        kafka = cluster()
+        subject = policy(kafka)
         subject.poll()
         subject.pods = []
+        kafka.lag(TOPIC, dict.fromkeys(range(6), 120))  # every partition's row changes
         before = len(subject.ports.telemetry.rows)
         subject.poll()
         rows = subject.ports.telemetry.rows[before:]

@@ -98,6 +98,65 @@ def test_a_bad_request_is_refused_naming_the_field() -> None:
         plan_request(request)
 
 
+def _request(**changes: Any) -> PlanRequest:
+    members = {"a": MemberRequest(["t"], owned={"t": [0]}, generation=1), "b": MemberRequest(["t"])}
+    fields: dict[str, Any] = {"topics": {"t": 3}, "members": members} | changes
+    return PlanRequest(**fields)
+
+
+BAD_REQUESTS = [
+    _request(topics={"t": -1}),
+    _request(topics={"t": 2.5}),
+    _request(topics={"t": 20_000_000}),
+    _request(strategy="best"),
+    _request(strategy=7),
+    _request(members={"a": MemberRequest(["t"], weight=0.0)}),
+    _request(members={"a": MemberRequest(["t"], weight=float("nan"))}),
+    _request(members={"a": MemberRequest(["t"], weight="2")}),  # type: ignore[arg-type]
+    _request(members={"a": MemberRequest(["t"], generation=1.5)}),  # type: ignore[arg-type]
+    _request(members={"a": MemberRequest(["t"], owned={"t": [0, "1"]})}),
+    _request(members={"a": MemberRequest(["t"], owned={"t": "0"})}),
+    _request(lag={"t": [1.0, 2.0]}),
+    _request(lag={"t": [1.0, -2.0, 3.0]}),
+    _request(rate={"t": [1.0, 2.0, float("inf")]}),
+    _request(options=PlanOptions(count_balance="loose")),
+    _request(options=PlanOptions(max_moves=-1)),
+    _request(options=PlanOptions(max_moves="150%")),
+    _request(options=PlanOptions(min_improvement=1.0)),
+    _request(options=PlanOptions(load_model="bytes")),
+    _request(options=PlanOptions(target_drain_seconds=0.0)),
+]
+
+
+@pytest.mark.parametrize("request_", BAD_REQUESTS)
+def test_a_bad_request_is_refused_as_its_document_is(request_: PlanRequest) -> None:
+    """Typed input meets the plan contract's rules: the same field path and the same message
+    as the `plan` command gives for the request's document."""
+    with pytest.raises(PlanInputError) as typed:
+        plan_request(request_)
+    with pytest.raises(PlanInputError) as previewed:
+        plan(request_.to_document())
+    assert str(typed.value) == str(previewed.value)
+
+
+def test_a_string_is_not_a_subscription() -> None:
+    with pytest.raises(PlanInputError, match=r"^members\.a\.topics: must be a list of topic"):
+        plan_request(_request(members={"a": MemberRequest("t")}))
+
+
+def test_tuples_are_sequences_too() -> None:
+    as_lists = _request(lag={"t": [1.0, None, 3.0]})
+    as_tuples = PlanRequest(
+        topics={"t": 3},
+        members={
+            "a": MemberRequest(("t",), owned={"t": (0,)}, generation=1),
+            "b": MemberRequest(("t",)),
+        },
+        lag={"t": (1.0, None, 3.0)},
+    )
+    assert plan_request(as_tuples) == plan_request(as_lists)
+
+
 # --------------------------------------------------------------------------- unknown values
 
 

@@ -11,9 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from kafka_rebalance.devenv import provision
-from kafka_rebalance.devenv.toolchain import MARKER, ToolchainError, toolchain
+from kafka_rebalance_dev.devenv import provision
+from kafka_rebalance_dev.devenv.toolchain import MARKER, ToolchainError, toolchain
 
 UPSTREAM_GOMOD = """\
 module k8s.io/kubernetes

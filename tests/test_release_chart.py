@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from kafka_rebalance.devenv.toolchain import toolchain
+from kafka_rebalance_dev.devenv.toolchain import toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART_YAML = ROOT / "charts" / "kafka-rebalance-operator" / "Chart.yaml"

@@ -119,7 +119,7 @@ def _time(label: str, action: Any) -> Any:
 
 
 def main(argv: list[str]) -> None:
-    from kafka_rebalance_assignors.plan import plan
+    from kafka_rebalance_assignors.parsing import plan
 
     shapes = [a for a in argv if a in ("identical", "general")] or ["identical", "general"]
     with_plan = "plan" in argv

@@ -104,18 +104,18 @@ def deliverer(sink, *, max_attempts=3, on_poison="dead-letter", dead=None, sleep
 
 
 def test_load_handler_resolves_a_module_function():
-    assert load_handler("kafka_rebalance.demo.ledger:record").__name__ == "record"
+    assert load_handler("kafka_rebalance_dev.demo.ledger:record").__name__ == "record"
     assert load_handler("json:JSONDecoder.decode") is json.JSONDecoder.decode
 
 
 @pytest.mark.parametrize(
     "spec, fragment",
     [
-        ("kafka_rebalance.demo.ledger", "expected module:function"),
+        ("kafka_rebalance_dev.demo.ledger", "expected module:function"),
         (":record", "expected module:function"),
         ("no_such_module_xyz:f", "cannot import"),
-        ("kafka_rebalance.demo.ledger:nope", "has no nope"),
-        ("kafka_rebalance.demo.ledger:LEDGER_DIR_ENV", "not callable"),
+        ("kafka_rebalance_dev.demo.ledger:nope", "has no nope"),
+        ("kafka_rebalance_dev.demo.ledger:LEDGER_DIR_ENV", "not callable"),
     ],
 )
 def test_bad_handler_specs_are_refused_with_the_reason(spec, fragment):

@@ -158,7 +158,7 @@ def test_cli_refuses_with_one_line_and_status_2(tmp_path: Path) -> None:
             "--topics=t",
             "--member=m-0",
             f"--assignment={tmp_path / 'assignment.json'}",
-            "--handler=kafka_rebalance.demo.ledger:record",
+            "--handler=kafka_rebalance_dev.demo.ledger:record",
             "--security-protocol=SASL_SSL",
             "--sasl-mechanism=SCRAM-SHA-256",
             "--ssl-certfile=/x",

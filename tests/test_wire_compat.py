@@ -6,6 +6,8 @@ release reads what the operator writes now)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from kafka_rebalance_common import wire
 
@@ -125,3 +127,30 @@ def test_plan_hash_and_canonical_assignment_of_the_previous_release() -> None:
     assignment = {"b": {"t": [3, 1], "u": []}, "a": {}}
     assert wire.encode_assignment(assignment) == '{"a":{},"b":{"t":[1,3]}}'
     assert wire.assignment_hash(assignment) == "ab69722435a364b8340a"
+
+
+# -- leaderTerm (an optional key: absent, the text is what earlier releases wrote) ----------
+
+
+def test_a_document_without_a_leader_term_is_written_as_before() -> None:
+    document = wire.decode_document(DOC_WITH_REVOKING)
+    assert document.leader_term is None
+    assert wire.encode_document(document) == DOC_WITH_REVOKING
+
+
+def test_a_leader_term_round_trips_and_is_not_part_of_the_plan() -> None:
+    document = replace(wire.decode_document(DOC_WITH_REVOKING), leader_term=7)
+    text = wire.encode_document(document)
+    # keys sorted: leaderTerm between group and member, nothing else changed
+    assert text == DOC_WITH_REVOKING.replace('"member"', '"leaderTerm":7,"member"')
+    back = wire.decode_document(text)
+    assert back.leader_term == 7 and back == wire.decode_document(DOC_WITH_REVOKING)
+    v2 = wire.decode_document(wire.encode_document(document, version=2))
+    assert v2.leader_term == 7
+
+
+@pytest.mark.parametrize("term", ['"7"', "-1", "true", "1.5"])
+def test_a_malformed_leader_term_is_refused_naming_it(term: str) -> None:
+    text = DOC_EMPTY[:-1] + f',"leaderTerm":{term}}}'
+    with pytest.raises(wire.DocumentError, match="leaderTerm"):
+        wire.decode_document(text)

@@ -1,9 +1,9 @@
 """The planning types: the validated input every strategy consumes, and the shapes of results.
 
-Strategies never see raw JSON: `parsing` turns a plan-contract document (or a typed
-`request.PlanRequest`) into an immutable `Group`, refusing bad input with a `PlanInputError` that
-names the offending field. These types hold no caches: what one plan derives from them is
-prepared once in `context.PlanContext`.
+Strategies never see raw JSON: `validation` turns a typed `request.PlanRequest` (which `parsing`
+builds from a plan-contract document) into an immutable `Group`, refusing bad input with a
+`PlanInputError` that names the offending field. These types hold no caches: what one plan
+derives from them is prepared once in `context.PlanContext`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from itertools import accumulate, chain
 from operator import add
-from typing import Any, Literal
+from typing import Literal
 
 # member id -> topic -> sorted partition numbers. The one assignment shape used everywhere (a
 # strategy's raw result may hold shared tuples instead of lists: see `assignors.registry`).
@@ -45,7 +45,7 @@ class Member:
     topics: tuple[str, ...]
     weight: float = 1.0
     # Previous ownership as claimed by this member (stale partitions already removed). Claims of
-    # several members may conflict; `resolve_ownership` applies the KIP-341 generation rule.
+    # several members may conflict; `ownership.resolve` applies the KIP-341 generation rule.
     claimed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     generation: int | None = None
 
@@ -119,8 +119,8 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class ParsedRequest:
-    """A validated planning input: what `plan_group` runs (`parsing` builds it from a document or
-    from a typed `request.PlanRequest`)."""
+    """A validated planning input: what `plan_group` runs (`validation.validate` builds it from a
+    typed `request.PlanRequest`)."""
 
     strategy: str
     group: Group
@@ -160,13 +160,3 @@ def summed_loads(
     summed per topic list, then the list sums in order (the order fixes the float result, and
     the plan's figures must not change with the code that computes them), all at C speed."""
     return reduce(add, map(sum, map(map, map(getters.__getitem__, owned), owned.values())), start)
-
-
-def __getattr__(name: str) -> Any:
-    """`resolve_ownership` moved to `ownership`; `weighted_sticky` still imports it from here
-    until its own rework lands."""
-    if name == "resolve_ownership":
-        from kafka_rebalance_assignors.ownership import resolve_ownership
-
-        return resolve_ownership
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import islice, repeat
-from operator import itemgetter, lt
+from operator import add, itemgetter, lt
 
 from kafka_rebalance_assignors.model import Group, global_numbers
 
@@ -99,17 +99,20 @@ def resolve_ownership(group: Group) -> tuple[Resolved, int]:
 
 
 _CLAIM_PARTITIONS = itemgetter(2)  # (generation, member index, partitions) -> partitions
+_FIRST = itemgetter(0)
+_ONE = {1}
 
 
 def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
     """The usual case at scale: no partition is claimed twice. Then nothing needs resolving and
     each member keeps its claims as they are: the member's own mapping is shared, not copied,
     when its topics are in topic order and each claim is an ascending tuple of in-range
-    partitions (what parsing builds), otherwise a sorted copy. The flat owner array is filled
-    claim by claim (one store for a one-partition claim, the usual shape of a member owning a
-    little of many topics), and as many entries must end up set as were written. None when a
-    claim names an unknown topic or a partition out of range, or some partition is claimed
-    twice: the topic-by-topic resolution handles those (and gives the same owners otherwise)."""
+    partitions (what validation builds), otherwise a sorted copy. The flat owner array is filled
+    member by member when each claim is one partition (the usual shape of a member owning a
+    little of many topics), else claim by claim, and as many entries must end up set as were
+    written. None when a claim names an unknown topic or a partition out of range, or some
+    partition is claimed twice: the topic-by-topic resolution handles those (and gives the same
+    owners otherwise)."""
     offsets = group.offsets()
     counts = group.topics
     position = {topic: i for i, topic in enumerate(counts)}
@@ -124,7 +127,17 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
                 return None
             order = list(map(position.__getitem__, claimed))
             in_order = order == sorted(order)
-        for topic, partitions in claimed.items():
+        if len(claimed) > 1 and set(map(len, claimed.values())) == _ONE:
+            # One partition per topic (a member owning a little of many topics, a million
+            # claims at Kafka's scale): the whole member at once, in C-level maps.
+            # Claims are in range (`Member`'s invariant, which validation establishes).
+            numbers = map(add, map(offsets.__getitem__, claimed), map(_FIRST, claimed.values()))
+            deque(map(owners.__setitem__, numbers, repeat(index)), 0)
+            written += len(claimed)
+            claimed_items = ()
+        else:
+            claimed_items = claimed.items()
+        for topic, partitions in claimed_items:
             start, count = offsets.get(topic), counts.get(topic)
             if start is None or count is None or not partitions:
                 return None

@@ -4,14 +4,13 @@ Every strategy module exposes `assign(context: PlanContext) -> Assignment`: a pu
 returning the target assignment for `context.group` under `context.options`, reading the
 prepared loads, ownership and subscribers from the context (see `assignors.context`). It may
 omit members that get nothing, may list partitions in any order, and may share one immutable
-sequence (a tuple) between entries, so the result is read-only; `assignors.plan` normalises it
+sequence (a tuple) between entries, so the result is read-only; `assignors.planner` normalises it
 into fresh sorted lists and checks its validity.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable
 
 from kafka_rebalance_assignors.context import PlanContext
@@ -33,11 +32,6 @@ STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGY_MODULES)
 
 
 def strategy_function(name: str) -> StrategyFunction:
-    """The `assign` function of a strategy; KeyError for an unknown name. A strategy still
-    written as `assign(group, options)` (weighted-sticky, until its rework lands) is called with
-    the context's group and options."""
-    module = importlib.import_module(STRATEGY_MODULES[name])
-    assign = module.assign
-    if len(inspect.signature(assign).parameters) == 2:
-        return lambda context: assign(context.group, context.options)
+    """The `assign` function of a strategy; KeyError for an unknown name."""
+    assign: StrategyFunction = importlib.import_module(STRATEGY_MODULES[name]).assign
     return assign

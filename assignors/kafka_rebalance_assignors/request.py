@@ -1,11 +1,10 @@
 """The typed planning API: callers build a `PlanRequest` and get a `Plan` back.
 
 `plan_request(request)` is what in-process callers (the operator, the pipeline's replay, the
-sidecar's fallback) use; `plan(document)` is the plan contract's JSON adapter that the
-`kafka-rebalance plan` command uses. A request is validated by the very code that validates a
-document (`PlanRequest.to_document()` is its plan-contract form), so what a user previews with
-the command is what the operator does; a test holds `plan(request.to_document())` equal to
-`plan_request(request)`.
+sidecar's fallback) use; `plan(document)` is the plan contract's JSON adapter over it, which the
+`kafka-rebalance plan` command uses: it turns the document into a request and plans that. So a
+request and its document (`PlanRequest.to_document()`) meet the same validation and the same
+planner; a test holds `plan(request.to_document())` equal to `plan_request(request)`.
 """
 
 from __future__ import annotations

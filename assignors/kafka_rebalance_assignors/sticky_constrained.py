@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from itertools import chain, filterfalse, repeat
+from itertools import chain, compress, filterfalse, repeat
 
 from kafka_rebalance_assignors.context import PlanContext
-from kafka_rebalance_assignors.model import Assignment
+from kafka_rebalance_assignors.model import Assignment, FlatAssignment, global_numbers
 from kafka_rebalance_assignors.sticky_ownership import (
     Owned,
     Previous,
@@ -52,9 +52,12 @@ def constrained(
     offsets = context.offsets
     taken = claimed if claimed is not None else no_partitions_taken(len(context.ownership.owners))
     subscribed = topic_index.keys()
+    claims = owned  # as resolved, before trimming: what the owner array says each one holds
+    touched: set[int] = set()  # members whose holdings differ from their resolved claims
     trimmed = []
-    for mine in owned:
+    for index, mine in enumerate(owned):
         if mine and not mine.keys() <= subscribed:
+            touched.add(index)
             dropped = {t: mine[t] for t in mine if t not in subscribed}
             if claimed is not None:
                 _discard(taken, dropped, offsets)
@@ -76,6 +79,7 @@ def constrained(
             else:
                 cap = min_quota
         if held > cap:
+            touched.add(index)
             keep = _keep_first(mine, cap, topic_index, previous, owned_counts, min_quota)
             if claimed is not None:
                 _discard(taken, mine, offsets)
@@ -121,7 +125,7 @@ def constrained(
 
     # Fill: least loaded first, ties by id, in phases of identical rounds.
     remaining = sum(len(free) for _, free in segments)
-    dealer = _Dealer(segments, kept, held_topics, numbers)
+    dealer = _Dealer(segments, kept, held_topics, numbers, touched)
     order = sorted(range(size), key=counts.__getitem__)  # stable: ties stay in id order
     active: list[int] = []
     next_member = 0
@@ -146,7 +150,51 @@ def constrained(
             remaining = 0
     if remaining < 0:
         raise AssertionError("constrained fill: quota accounting went negative")
-    return dict(zip(member_ids, kept, strict=True))
+    if (
+        claimed is None
+        or previous
+        or 2 * len(touched) > size  # a fresh group: the plan's own normalisation is cheaper
+        or list(group.topics) != sorted(group.topics)
+    ):
+        return dict(zip(member_ids, kept, strict=True))
+    return _flat(context, claims, kept, touched, owned_counts)
+
+
+def _flat(
+    context: PlanContext,
+    claims: Owned,
+    kept: list[dict[str, list[int]]],
+    touched: set[int],
+    held: list[int],
+) -> FlatAssignment:
+    """The result in the plan's normal form with its flat owner array (see `FlatAssignment`),
+    when no claim conflicted, the group's topics are in name order and at most half the members
+    were touched (a group close to its previous assignment: the steady state). Untouched
+    members hold exactly their resolved claims (topic order, ascending, copied into fresh
+    lists), so the owner array starts as the resolved one and only the touched members'
+    partitions are rewritten: cleared from what they claimed, set from what they now hold,
+    which they are given in normal form. In steady state that is a handful of members out of
+    thousands."""
+    group = context.group
+    offsets = context.offsets
+    adders = {topic: offset.__add__ for topic, offset in offsets.items()}
+    owners = list(context.ownership.owners)
+    for index in touched:
+        if claims[index]:
+            deque(map(owners.__setitem__, global_numbers(adders, claims[index]), repeat(-1)), 0)
+    listed = sum(held[index] for index in range(len(kept)) if index not in touched)
+    for index in sorted(touched):
+        mine = kept[index]
+        names = sorted(compress(mine, mine.values()))  # topics in order, empty lists left out
+        lists = map(sorted, map(mine.__getitem__, names))
+        normal = kept[index] = dict(zip(names, lists, strict=True))
+        deque(map(owners.__setitem__, global_numbers(adders, normal), repeat(index)), 0)
+        listed += sum(map(len, normal.values()))
+    if listed != len(owners) - owners.count(-1):
+        raise AssertionError("constrained fill: a partition is listed twice")
+    result = FlatAssignment(group, owners)
+    result.update(zip(group.members, kept, strict=True))
+    return result
 
 
 def _keep_first(
@@ -213,8 +261,10 @@ class _Dealer:
         result: list[dict],
         held: set[str],
         numbers: list[int],
+        touched: set[int],
     ) -> None:
         self.segments = segments
+        self.touched = touched  # members dealt anything
         self.result = result
         self.held = held  # topics some member already has partitions of
         self.numbers = numbers  # the shared 0..n-1 (see `partition_numbers`)
@@ -245,6 +295,7 @@ class _Dealer:
                     free.__getitem__,
                     map(slice, range(start, start + receivers), repeat(stop), repeat(width)),
                 )
+            self.touched.update(order[:receivers])
             targets = map(result.__getitem__, order[:receivers])
             if topic in self.held:
                 for target, piece in zip(targets, pieces, strict=True):
@@ -293,6 +344,7 @@ class _Dealer:
             self._singles = list(zip(self.numbers))
         single = self._singles.__getitem__
         result = self.result
+        self.touched.update(members)
         first = topics[0::width]
         template = dict.fromkeys(first)
         for j, member in enumerate(members):

@@ -19,7 +19,7 @@ the consumer pods' `app` container:
 
 Each record becomes one line of `$LEDGER_DIR/<member>.jsonl`, `{"t": topic, "p": partition,
 "o": offset, "m": member, "e": epoch, "ts": wall ms}`, the format the project's ledger
-reconciliation reads (kafka_rebalance.demo.ledger).
+reconciliation reads (kafka_rebalance_dev.demo.ledger).
 
 Standard library only, one file: it runs on any Python 3.9+, here on the project image's Python
 with this file mounted from a ConfigMap (`python /app/app.py`).

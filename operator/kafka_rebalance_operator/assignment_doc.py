@@ -34,6 +34,7 @@ class MemberDocument:
     generated_at: str
     revoking: dict[str, list[int]] = field(default_factory=dict)
     policy_uid: str = ""  # the incarnation of the policy that wrote it ("" = not said)
+    leader_term: int | None = None  # the writing operator's leadership term (None = not said)
 
     def to_wire(self) -> wire.AssignmentDocument:
         return wire.AssignmentDocument(
@@ -45,6 +46,7 @@ class MemberDocument:
             plan_hash=self.plan_hash,
             generated_at=self.generated_at,
             policy_uid=self.policy_uid,
+            leader_term=self.leader_term,
         )
 
     @classmethod
@@ -58,6 +60,7 @@ class MemberDocument:
             generated_at=document.generated_at,
             revoking={t: list(p) for t, p in document.revoking.items()},
             policy_uid=document.policy_uid,
+            leader_term=document.leader_term,
         )
 
     def to_json(self) -> str:
@@ -81,6 +84,13 @@ class CurrentConfigMap:
     name: str
     document: MemberDocument | None  # None: unreadable, will be rewritten
     resource_version: str = ""
+    # the ConsumerGroupPolicy names in its ownerReferences (None: not known, e.g. built in tests)
+    owners: tuple[str, ...] | None = None
+
+    def owned_by(self, policy: str) -> bool:
+        """Whether a policy of this name owns it (an earlier incarnation counts): only such a
+        ConfigMap is ever written over (`ForeignConfigMap` otherwise)."""
+        return self.owners is None or policy in self.owners
 
 
 @dataclass(frozen=True)
@@ -125,7 +135,16 @@ def read_current(configmaps: Iterable[Mapping[str, Any]]) -> CurrentState:
         metadata = body.get("metadata") or {}
         name = metadata.get("name", "")
         document = parse_document((body.get("data") or {}).get(names.DATA_KEY))
-        current[name] = CurrentConfigMap(name, document, metadata.get("resourceVersion", ""))
+        owners = tuple(
+            str(o.get("name"))
+            for o in metadata.get("ownerReferences") or []
+            if isinstance(o, Mapping)
+            and o.get("kind") == names.KIND
+            and o.get("apiVersion") == names.API_VERSION
+        )
+        current[name] = CurrentConfigMap(
+            name, document, metadata.get("resourceVersion", ""), owners
+        )
         if document is not None:
             by_member[document.member] = document
     return CurrentState(current, by_member)
@@ -139,9 +158,11 @@ def render_documents(
     generated_at: str,
     revoking: Mapping[str, Mapping[str, list[int]]] | None = None,
     policy_uid: str = "",
+    leader_term: int | None = None,
 ) -> dict[str, MemberDocument]:
     """Member -> the document it should read (`revoking`: assign mode's first hand-over step),
-    stamped with the incarnation of the policy that writes it."""
+    stamped with the incarnation of the policy and the leadership term of the operator that
+    writes it."""
     revoking = revoking or {}
     return {
         member: MemberDocument(
@@ -153,6 +174,7 @@ def render_documents(
             generated_at=generated_at,
             revoking={t: sorted(p) for t, p in sorted((revoking.get(member) or {}).items()) if p},
             policy_uid=policy_uid,
+            leader_term=leader_term,
         )
         for member, topics in sorted(assignment.items())
     }
@@ -163,9 +185,12 @@ def configmap_body(
     policy_uid: str,
     namespace: str,
     document: MemberDocument,
+    resource_version: str = "",
 ) -> dict[str, Any]:
-    """The full ConfigMap, owned by the policy so that deleting the policy deletes it."""
-    return {
+    """The full ConfigMap, owned by the policy so that deleting the policy deletes it.
+    `resource_version`: the version this write replaces (the API server refuses the write with
+    409 Conflict if the ConfigMap changed since); "" creates it."""
+    body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
@@ -189,6 +214,9 @@ def configmap_body(
         },
         "data": {names.DATA_KEY: document.to_json()},
     }
+    if resource_version:
+        body["metadata"]["resourceVersion"] = resource_version
+    return body
 
 
 @dataclass(frozen=True)
@@ -218,3 +246,17 @@ def diff(policy: str, current: CurrentState, desired: Mapping[str, MemberDocumen
             upserts.append(document)
     deletes = sorted(name for name in current.configmaps if name not in wanted_names)
     return Writes(upserts, deletes)
+
+
+def older_terms(current: CurrentState, term: int | None) -> list[str]:
+    """ConfigMaps whose document an operator of an older leadership term (or one without leader
+    election) wrote: the new leader stamps its term on them before it grants anything, so that
+    every later write of the deposed leader, conditioned on a version it read, is refused."""
+    if term is None:
+        return []
+    return sorted(
+        name
+        for name, shown in current.configmaps.items()
+        if shown.document is not None
+        and (shown.document.leader_term is None or shown.document.leader_term < term)
+    )

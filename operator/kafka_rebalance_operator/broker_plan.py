@@ -3,21 +3,48 @@
 id, so the topic holds each group's latest plan.
 
 ```
-{"version":1,"group":"orders","epoch":12,"planHash":"...","generatedAt":"2026-...Z",
- "members":{"orders-0":{"orders":[0,2]},"orders-1":{"orders":[1,3]}}}
+{"version":2,"group":"orders","incarnation":"<policy uid>","epoch":12,"planHash":"...",
+ "generatedAt":"2026-...Z","memberIds":["<KIP-848 member id>",...],
+ "members":{"orders-0":{"orders":"0-2,7"},"orders-1":{"orders":"bits:..."}}}
 ```
 
-Members are keyed by their `group.instance.id`, which broker mode's consumers set to their pod
-name. The plug-in decodes it strictly (`PlanCodec.java`) and falls back to uniform-style sticky
-assignment for anything it cannot follow.
+- Members are keyed by their `group.instance.id`, which broker mode's consumers set to their
+  pod name. Partitions are written as the assignment document's version 2 writes them
+  (`kafka_rebalance_common.wire.partitions.encode_set`: ranges, or a bitmap when shorter), so
+  a plan costs a few bytes per run of partitions, not per partition.
+- `memberIds` are the group's KIP-848 member ids as the operator saw them: the assignor API
+  gives the plug-in no group id, and instance ids are unique only within a group, so the
+  plug-in follows a plan for a group only when they share a member id (client-generated UUIDs).
+- `incarnation` (the policy's uid) and `epoch` order plans: within one incarnation the plug-in
+  never replaces a higher epoch with a lower one.
+- Each record, tombstones included, is signed (`sign`): HMAC-SHA256 in the record header
+  `kafka-rebalance-signature`, with a key the operator and the brokers share
+  (`PlanKeys.java` checks it; the byte layout is defined there and here, and a test vector
+  ties the two).
+
+The plug-in decodes strictly and within bounds (`PlanCodec.java`) and falls back to
+uniform-style sticky assignment for anything it cannot follow.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
-VERSION = 1
+from kafka_rebalance_common.wire import partitions as wire_partitions
+
+VERSION = 2
+SIGNATURE_HEADER = "kafka-rebalance-signature"
+SCHEME = "hmac-sha256:"
+MIN_KEY_LENGTH = 16
+_DOMAIN = b"kafka-rebalance-plan\x00"
+
+
+class PlanKeyError(ValueError):
+    """The plan key file cannot be used (one line naming the file and the problem)."""
 
 
 def encode_plan(
@@ -25,18 +52,57 @@ def encode_plan(
     epoch: int,
     plan_hash: str,
     generated_at: str,
-    assignment: Mapping[str, Mapping[str, list[int]]],
+    assignment: Mapping[str, Mapping[str, Iterable[int]]],
+    *,
+    incarnation: str = "",
+    member_ids: Iterable[str] = (),
 ) -> bytes:
+    """The record value: deterministic (sorted keys, compact separators) for the same input."""
     members = {
-        member: {topic: sorted(parts) for topic, parts in sorted(topics.items()) if parts}
+        member: wire_partitions.encode_sets(wire_partitions.normalise(topics))
         for member, topics in sorted(assignment.items())
     }
     record = {
         "version": VERSION,
         "group": group,
+        "incarnation": incarnation,
         "epoch": epoch,
         "planHash": plan_hash,
         "generatedAt": generated_at,
+        "memberIds": sorted(set(member_ids)),
         "members": members,
     }
     return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+
+
+def sign(key: bytes, group: str, value: bytes | None) -> bytes:
+    """The `kafka-rebalance-signature` header value for the record (group, value); `value`
+    None for a tombstone. Signed bytes: the domain tag, the group's UTF-8 length (4 bytes, big
+    endian), the group, then 0x00 (tombstone) or 0x01 and the value."""
+    group_bytes = group.encode()
+    message = _DOMAIN + len(group_bytes).to_bytes(4, "big") + group_bytes
+    message += b"\x00" if value is None else b"\x01" + value
+    return (SCHEME + hmac.new(key, message, hashlib.sha256).hexdigest()).encode("ascii")
+
+
+def load_keys(path: str | Path) -> tuple[bytes, ...]:
+    """The keys in a plan key file, in order (the first one signs): one key per line, blank
+    lines and `#` lines ignored, each at least MIN_KEY_LENGTH characters. The brokers read the
+    same format (`kafka.rebalance.plans.keys.file`), so one Secret can serve both."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise PlanKeyError(f"plan key file {path}: cannot read it: {error.strerror}") from None
+    keys = []
+    for line in text.splitlines():
+        key = line.strip()
+        if not key or key.startswith("#"):
+            continue
+        if len(key) < MIN_KEY_LENGTH:
+            raise PlanKeyError(
+                f"plan key file {path}: a key is shorter than {MIN_KEY_LENGTH} characters"
+            )
+        keys.append(key.encode())
+    if not keys:
+        raise PlanKeyError(f"plan key file {path}: holds no key")
+    return tuple(keys)

@@ -27,10 +27,11 @@ from kafka_rebalance_operator import metrics, names
 from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
 from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.phases.publish import retire
 from kafka_rebalance_operator.pod_audit import PodAudit
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
 from kafka_rebalance_operator.ports import Ports, StoreError
-from kafka_rebalance_operator.reconcile import PolicyContext, poll
+from kafka_rebalance_operator.reconcile import PolicyContext, PollOutcome, poll
 from kafka_rebalance_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -109,8 +110,18 @@ PolicyEntry = tuple[str, str, str, tuple[str, ...]]
 def policies_by_namespace(
     namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
 ) -> dict[str, PolicyEntry]:
-    """(creationTimestamp, name, groupId, bootstrap servers) per policy: to find two policies
-    for one group of one cluster, in this namespace or any other the operator watches."""
+    """(creationTimestamp, name, groupId, bootstrap servers) per valid policy: to find two
+    policies for one group of one cluster, in this namespace or any other the operator watches.
+    An invalid policy (InvalidSpec) manages nothing, so it holds no groupId: it is left out,
+    and a valid policy for its group is not refused because of it.
+
+    Servers are compared as written (`host:port`, lower-cased): two spellings of one cluster
+    (another DNS alias, an IP address, another listener's port) are not recognised as the
+    same cluster (docs/operator.md, "One policy per group")."""
+    try:
+        parse_spec(_plain(dict(spec)))
+    except PolicyError:
+        return {}
     kafka = spec.get("kafka") or {}
     servers = str(kafka.get("bootstrapServers") or "")
     return {
@@ -177,13 +188,14 @@ async def poll_policy(
         memo["memory"] = memory
     key = f"{namespace}/{name}"
     operator.liveness.woke(key)
+    if not operator.ports.leadership.may_write():
+        return  # a replica that lost its Lease polls and writes nothing; it exits shortly
     now = time.monotonic()
     generation = int(meta.get("generation") or 0)
-    # A changed spec is polled at the next tick, not after the rest of the interval.
-    due = memory.last_generation != generation or memory.last_poll is None
-    if not due and now - memory.last_poll < _interval(spec, operator.settings):
+    # A changed spec is polled at the next tick, not after the rest of the interval; polls of
+    # policies started together are spread over the interval (PolicyMemory.poll_due).
+    if not memory.poll_due(now, generation, _interval(spec, operator.settings), uid):
         return
-    memory.last_poll, memory.last_generation = now, generation
     # Snapshot everything from kopf's live views here, on the loop; the thread gets copies.
     context = PolicyContext(
         namespace=namespace,
@@ -196,12 +208,11 @@ async def poll_policy(
     )
     pods = list(pods_by_namespace.get(namespace, []))
     log.debug("%s: polling with %d pods of the namespace in the index: %s", key, len(pods), pods)
-    operator.liveness.poll_started(key)
+    # Queued until a worker thread is free: that is waiting, not being stuck (health.py).
+    operator.liveness.poll_queued(key)
     try:
-        if operator.pod_audit is not None:
-            pods = await asyncio.to_thread(operator.pod_audit.current, namespace, pods, now)
         outcome = await asyncio.to_thread(
-            poll, context, pods, memory, operator.ports, operator.settings
+            _poll_in_worker, operator, key, context, pods, memory, now
         )
     except Exception:
         log.exception("poll of %s failed", key)
@@ -210,6 +221,8 @@ async def poll_policy(
         raise kopf.TemporaryError("poll failed; retrying", delay=operator.settings.tick_s) from None
     finally:
         operator.liveness.poll_finished(key)
+    if not operator.ports.leadership.may_write():
+        return  # the Lease may have passed to a standby while this poll ran: no status, no Event
     for kind, reason, message in outcome.events:
         kopf.event(body, type=kind, reason=reason, message=message)
     conditions = (outcome.status or {}).get("conditions")
@@ -217,6 +230,21 @@ async def poll_policy(
         metrics.record_conditions(namespace, name, conditions)
     if outcome.status:
         await _write_status(operator, memory, body, namespace, name, outcome.status)
+
+
+def _poll_in_worker(
+    operator: Operator,
+    key: str,
+    context: PolicyContext,
+    pods: list[PodSummary],
+    memory: PolicyMemory,
+    now: float,
+) -> PollOutcome:
+    """The poll, in a worker thread: from here on its time counts toward liveness."""
+    operator.liveness.poll_started(key)
+    if operator.pod_audit is not None:
+        pods = operator.pod_audit.current(context.namespace, pods, now)
+    return poll(context, pods, memory, operator.ports, operator.settings)
 
 
 async def _write_status(
@@ -254,12 +282,14 @@ def _plain(value: Any) -> Any:
 
 
 def forget_deleted(type: str, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
-    """A deleted policy leaves the liveness check and closes its Kafka client. (Its ConfigMaps
-    go by ownerReferences, through Kubernetes' garbage collector.)"""
+    """A deleted policy leaves the liveness check, retires its broker-mode plan record (a
+    tombstone) and closes its Kafka client. (Its ConfigMaps go by ownerReferences, through
+    Kubernetes' garbage collector.)"""
     if type != "DELETED":
         return
     memo.operator.liveness.forget(f"{namespace}/{name}")
     metrics.forget(namespace, name)
     memory: PolicyMemory | None = memo.get("memory")
     if memory is not None:
+        retire(memory, memo.operator.settings, f"{namespace}/{name}")
         memory.close()

@@ -16,7 +16,7 @@ Pure: the decisions only; reconcile.py does the writes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from kafka_rebalance_common import wire
@@ -94,15 +94,18 @@ def pending(
     now: float,
     started_at: float | None,
     timeout_s: float,
+    fenced: Collection[str] = (),
 ) -> Pending | None:
     """The revoke of the applied epoch, if there is one. A member that left the group needs no
-    acknowledgement (it is not Ready, so it consumes nothing the operator could wait for)."""
+    acknowledgement (it is not Ready, so it consumes nothing the operator could wait for), nor
+    does one in `fenced` (group mode: it has joined the consumer group, whose rebalances fence
+    it, so it consumes only what the group assigns it)."""
     revoking = {m: d for m, d in current.items() if d.revoking}
     if not revoking:
         return None
     waiting: dict[str, list[PartitionKey]] = {}
     for member, document in revoking.items():
-        if member not in members:
+        if member not in members or member in fenced:
             continue
         for topic, parts in document.revoking.items():
             for p in parts:

@@ -1,7 +1,10 @@
-"""Reading a group's offsets from Kafka (kafka-python 3.0 admin API). Blocking: call it from a
-worker thread, never from the event loop.
+"""Reading a group's offsets from Kafka. Blocking: call it from a worker thread, never from the
+event loop.
 
-Log offsets are read for every partition of the policy in one call per offset kind (kafka-python
+Metadata, log offsets and committed offsets are read by `kafka_offsets` (one request per leader
+broker, decoded by `wire` into arrays) on the admin client's connections. The admin API path
+below is the fallback for brokers that speak none of `wire.VERSIONS`:
+log offsets are read for every partition of the policy in one call per offset kind (kafka-python
 sends one ListOffsets request per leader), so a poll's round trips do not grow with its topics.
 kafka-python raises for the whole call when any one partition fails, so a failed call is retried
 per topic and a failing topic is bisected down to the partitions that fail: a partition without a
@@ -23,8 +26,9 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
-from kafka_rebalance_operator import kip848
-from kafka_rebalance_operator.lag import PartitionOffsets
+from kafka_rebalance_operator import broker_plan, kip848, wire
+from kafka_rebalance_operator.kafka_offsets import OffsetReader
+from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +46,9 @@ class KafkaUnavailable(RuntimeError):
 class Observation:
     topics: dict[str, int]
     missing_topics: list[str]
-    offsets: dict[PartitionKey, PartitionOffsets]
+    # columnar (`PolicyOffsets`) from Kafka; a plain mapping from the admin API fallback and
+    # test fakes, which the observe phase turns into a `PolicyOffsets`
+    offsets: PolicyOffsets | Mapping[PartitionKey, PartitionOffsets]
     errors: list[str] = field(default_factory=list)
     group: dict[str, Any] | None = None  # describe_groups result for the group, when read
     # ("consumer", state) when ListGroups says the group is a KIP-848 group (which
@@ -50,6 +56,20 @@ class Observation:
     group_type: tuple[str, str] | None = None
     duration_s: float = 0.0
     assignor: str | None = None  # a KIP-848 group's server-side assignor (broker mode)
+
+
+class TooManyPartitions(Exception):
+    """The policy's topics hold more partitions than the operator takes per policy."""
+
+    def __init__(self, counts: Mapping[str, int], limit: int) -> None:
+        total = sum(counts.values())
+        super().__init__(
+            f"{total} partitions in {len(counts)} topics exceed --max-partitions-per-policy "
+            f"{limit}: narrow spec.topics or spec.topicPattern, split the group into several "
+            "policies, or raise the operator's limit (chart value maxPartitionsPerPolicy) and "
+            "its memory with it"
+        )
+        self.total, self.limit = total, limit
 
 
 def _short(error: BaseException) -> str:
@@ -63,7 +83,12 @@ class KafkaObserver:
     def __init__(self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float):
         self.timeout_ms = int(max(1.0, timeout_s) * 1000)
         self.bootstrap_servers, self.security = bootstrap_servers, dict(security)
-        self.producer: KafkaProducer | None = None  # broker mode's plan publisher, made lazily
+        # broker mode's plan publisher and its admin client (the operator's own credentials),
+        # made lazily; nudge members that could not leave, retried at the next nudge
+        self.producer: KafkaProducer | None = None
+        self.plan_admin: KafkaAdminClient | None = None
+        self.left_behind: list[tuple[str, str]] = []
+        self._offsets: OffsetReader | None = None  # offsets at wire speed, made at first read
         try:
             self.admin = KafkaAdminClient(
                 bootstrap_servers=bootstrap_servers.split(","),
@@ -77,14 +102,14 @@ class KafkaObserver:
             raise KafkaUnavailable(f"cannot reach {bootstrap_servers}: {_short(error)}") from error
 
     def close(self) -> None:
-        for client in (self.producer, self.admin):
+        for client in (self.producer, self.plan_admin, self.admin):
             if client is None:
                 continue
             try:
                 client.close()
             except Exception:  # closing a broken client must not fail a poll
                 log.debug("closing a Kafka client failed", exc_info=True)
-        self.producer = None
+        self.producer = self.plan_admin = None
 
     # -- broker mode (KIP-848 groups) ----------------------------------------------------------
 
@@ -96,42 +121,82 @@ class KafkaObserver:
             log.debug("ConsumerGroupDescribe failed", exc_info=True)
             return None
 
-    def publish_plan(self, topic: str, group_id: str, value: bytes) -> None:
-        """Write the group's plan record (compacted topic, keyed by group id), creating the
-        topic when it does not exist; raises KafkaUnavailable when the write is not confirmed."""
+    def publish_plan(
+        self,
+        topic: str,
+        group_id: str,
+        value: bytes | None,
+        signature: bytes | None,
+        client: Mapping[str, Any],
+    ) -> None:
+        """Write the group's plan record (compacted topic, keyed by group id; `value` None
+        writes a tombstone), creating the topic when it does not exist; raises KafkaUnavailable
+        when the write is not confirmed.
+
+        Invariant: the plan topic is written with the operator's own plan-topic credentials
+        (`client`: kafka-python settings from --plan-client-config, optionally with its own
+        `bootstrap_servers`), never with the policy's Secret, so no tenant needs Write on it."""
         try:
-            self._ensure_compacted(topic)
+            settings = dict(client)
+            servers = settings.pop("bootstrap_servers", None) or self.bootstrap_servers
+            if isinstance(servers, str):
+                servers = servers.split(",")
+            if self.plan_admin is None:
+                self.plan_admin = KafkaAdminClient(
+                    bootstrap_servers=servers,
+                    client_id="kafka-rebalance-operator-plans",
+                    request_timeout_ms=self.timeout_ms,
+                    bootstrap_timeout_ms=self.timeout_ms,
+                    **settings,
+                )
             if self.producer is None:
                 self.producer = KafkaProducer(
-                    bootstrap_servers=self.bootstrap_servers.split(","),
-                    client_id="kafka-rebalance-operator",
+                    bootstrap_servers=servers,
+                    client_id="kafka-rebalance-operator-plans",
                     acks="all",
                     request_timeout_ms=self.timeout_ms,
-                    **self.security,
+                    # the brokers' compression counts against max.message.bytes: ranges and
+                    # bitmaps compress well (docs/kip848.md, "Record size")
+                    compression_type="gzip",
+                    **settings,
                 )
-            self.producer.send(topic, key=group_id.encode(), value=value).get(
+            self._ensure_compacted(topic)
+            headers = [(broker_plan.SIGNATURE_HEADER, signature)] if signature else None
+            self.producer.send(topic, key=group_id.encode(), value=value, headers=headers).get(
                 timeout=self.timeout_ms / 1000
             )
         except Exception as error:
             raise KafkaUnavailable(f"publishing the plan to {topic}: {_short(error)}") from error
+        if value is None:
+            return
         # The brokers' readers fetch the topic continuously (long polls of at most 0.5 s); a
         # nudge sent before they hold the record recomputes with the previous plan.
         time.sleep(PLAN_SETTLE_S)
 
     def nudge(self, group_id: str) -> None:
-        """Make the group's coordinator recompute its target assignment (kip848.nudge)."""
+        """Make the group's coordinator recompute its target assignment (kip848.nudge). A nudge
+        member that could not leave (kip848.NudgeLeftBehind) is retried here first, at the next
+        nudge, rather than left in the group until its session times out."""
         try:
+            for group, member_id in list(self.left_behind):
+                kip848.leave(self.admin, group, member_id)
+                self.left_behind.remove((group, member_id))
             kip848.nudge(self.admin, group_id)
+        except kip848.NudgeLeftBehind as error:
+            if (error.group_id, error.member_id) not in self.left_behind:
+                self.left_behind.append((error.group_id, error.member_id))
+            raise KafkaUnavailable(f"nudging group {group_id}: {_short(error)}") from error
         except Exception as error:
             raise KafkaUnavailable(f"nudging group {group_id}: {_short(error)}") from error
 
     def _ensure_compacted(self, topic: str) -> None:
-        if topic in set(self.admin.list_topics()):
+        admin = self.plan_admin
+        if topic in set(admin.list_topics()):
             return
-        brokers = len(self.admin.describe_cluster().get("brokers") or []) or 1
+        brokers = len(admin.describe_cluster().get("brokers") or []) or 1
         compacted = NewTopic(topic, 1, min(3, brokers), topic_configs={"cleanup.policy": "compact"})
         with contextlib.suppress(TopicAlreadyExistsError):  # another operator made it meanwhile
-            self.admin.create_topics([compacted])
+            admin.create_topics([compacted])
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -255,11 +320,89 @@ class KafkaObserver:
         pattern: re.Pattern[str] | None,
         describe: bool = False,
         kip848_group: bool = False,
+        max_partitions: int = 0,
     ) -> Observation:
         """`kip848_group` (broker mode): describe the group as a KIP-848 group, falling back to
-        DescribeGroups only to say that it is a classic one."""
+        DescribeGroups only to say that it is a classic one. `max_partitions` (0: none): raise
+        TooManyPartitions when the topics hold more, before reading any offset."""
         started = time.monotonic()
+        fast = self._read_fast(group_id, topics, pattern, max_partitions)
+        if fast is not None:
+            counts, missing, offsets, errors = fast
+        else:
+            counts, missing, offsets, errors = self._read_admin(
+                group_id, topics, pattern, started, max_partitions
+            )
+        group, group_type, assignor = None, None, None
+        described = self.describe_consumer_group(group_id) if kip848_group else None
+        if described is not None:
+            group = described.as_describe_groups()
+            group_type, assignor = ("consumer", described.state), described.assignor
+        elif describe or kip848_group:
+            group = self.describe_group(group_id)
+            if group is None or group.get("error") or group.get("group_state") == "Dead":
+                # DescribeGroups does not describe KIP-848 groups (GROUP_ID_NOT_FOUND / Dead)
+                group_type = self.kip848_group(group_id)
+        return Observation(
+            counts,
+            missing,
+            offsets,
+            errors,
+            group,
+            group_type,
+            duration_s=time.monotonic() - started,
+            assignor=assignor,
+        )
+
+    def _read_fast(
+        self,
+        group_id: str,
+        topics: Iterable[str] | None,
+        pattern: re.Pattern[str] | None,
+        max_partitions: int,
+    ) -> tuple[dict[str, int], list[str], PolicyOffsets, list[str]] | None:
+        """Metadata and offsets through `kafka_offsets` (None: the broker does not speak its
+        message versions; the admin API is used instead)."""
+        if self._offsets is None:
+            self._offsets = OffsetReader(self.admin, self.timeout_ms)
+        if not self._offsets.supported:
+            return None
+        try:
+            described = self._offsets.metadata(None if pattern is not None else list(topics or []))
+        except Exception as error:
+            raise KafkaUnavailable(f"cannot read cluster metadata: {_short(error)}") from error
+        selected: dict[str, wire.TopicMetadata] = {}
+        missing: list[str] = []
+        for entry in described:
+            name = entry.name
+            if pattern is not None and (
+                entry.internal or name.startswith("__") or not pattern.fullmatch(name)
+            ):
+                continue
+            if entry.error:
+                missing.append(name)
+                continue
+            selected[name] = entry
+        selected = dict(sorted(selected.items()))
+        counts = {name: entry.partitions for name, entry in selected.items()}
+        if max_partitions and sum(counts.values()) > max_partitions:
+            raise TooManyPartitions(counts, max_partitions)  # before any offset is read
+        read = self._offsets.read(group_id, selected)
+        return counts, sorted(missing), read.offsets, read.errors
+
+    def _read_admin(
+        self,
+        group_id: str,
+        topics: Iterable[str] | None,
+        pattern: re.Pattern[str] | None,
+        started: float,
+        max_partitions: int,
+    ) -> tuple[dict[str, int], list[str], dict[PartitionKey, PartitionOffsets], list[str]]:
+        """Metadata and offsets through kafka-python's admin API (brokers too old for
+        `kafka_offsets`)."""
         counts, missing = self.topic_partitions(topics, pattern)
+        if max_partitions and sum(counts.values()) > max_partitions:
+            raise TooManyPartitions(counts, max_partitions)  # before any offset is read
         errors: list[str] = []
         committed = self.committed(group_id, errors)
         offsets: dict[PartitionKey, PartitionOffsets] = {}
@@ -283,23 +426,4 @@ class KafkaObserver:
                     committed_known=committed is not None,
                     error=None if start is not None and end is not None else "offsets unread",
                 )
-        group, group_type, assignor = None, None, None
-        described = self.describe_consumer_group(group_id) if kip848_group else None
-        if described is not None:
-            group = described.as_describe_groups()
-            group_type, assignor = ("consumer", described.state), described.assignor
-        elif describe or kip848_group:
-            group = self.describe_group(group_id)
-            if group is None or group.get("error") or group.get("group_state") == "Dead":
-                # DescribeGroups does not describe KIP-848 groups (GROUP_ID_NOT_FOUND / Dead)
-                group_type = self.kip848_group(group_id)
-        return Observation(
-            counts,
-            missing,
-            offsets,
-            errors,
-            group,
-            group_type,
-            duration_s=time.monotonic() - started,
-            assignor=assignor,
-        )
+        return counts, missing, offsets, errors

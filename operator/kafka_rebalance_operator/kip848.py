@@ -17,6 +17,7 @@ nothing to give it, so no real member loses or gains a partition because of the 
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,30 +163,78 @@ def describe(admin: Any, group_id: str) -> ConsumerGroup | None:
     )
 
 
+LEAVE_ATTEMPTS = 4
+LEAVE_BACKOFF_S = (0.2, 0.5, 1.0)  # between the leave attempts of one nudge
+
+
+class NudgeLeftBehind(Kip848Error):
+    """The nudge member joined but could not leave: it stays a member (with nothing assigned)
+    until it leaves or its session times out, so the caller retries `leave` later."""
+
+    def __init__(self, group_id: str, member_id: str, reason: str) -> None:
+        super().__init__(
+            f"nudging {group_id}: the nudge member {member_id} did not leave after "
+            f"{LEAVE_ATTEMPTS} attempts: {reason}"
+        )
+        self.group_id, self.member_id = group_id, member_id
+
+
+async def _heartbeat(
+    admin: Any,
+    coordinator: int,
+    group_id: str,
+    member_id: str,
+    epoch: int,
+    topics: list[str] | None,
+) -> Any:
+    request = ConsumerGroupHeartbeatRequest(
+        group_id=group_id,
+        member_id=member_id,
+        member_epoch=epoch,
+        rebalance_timeout_ms=NUDGE_REBALANCE_TIMEOUT_MS if epoch == JOIN_EPOCH else -1,
+        subscribed_topic_names=topics,
+        topic_partitions=[] if epoch == JOIN_EPOCH else None,  # a joiner owns nothing
+    )
+    return await admin._manager.send(request, node_id=coordinator)
+
+
+def leave(admin: Any, group_id: str, member_id: str) -> None:
+    """Make `member_id` leave the group (a leave heartbeat, member epoch -1), retried
+    LEAVE_ATTEMPTS times, the coordinator looked up again each time (it may have moved). A
+    member the coordinator no longer knows has left. Raises NudgeLeftBehind."""
+    last = ""
+    for attempt in range(LEAVE_ATTEMPTS):
+        if attempt:
+            time.sleep(LEAVE_BACKOFF_S[min(attempt, len(LEAVE_BACKOFF_S)) - 1])
+
+        async def call() -> Any:
+            coordinator = await admin._find_coordinator_id(group_id)
+            return await _heartbeat(admin, coordinator, group_id, member_id, LEAVE_EPOCH, None)
+
+        try:
+            left = admin._manager.run(call)
+        except Exception as error:  # a timeout, a lost connection: try again
+            last = f"{type(error).__name__}: {error}"
+            continue
+        if not left.error_code or left.error_code == errors.UnknownMemberIdError.errno:
+            return
+        last = _error(left)
+    raise NudgeLeftBehind(group_id, member_id, last)
+
+
 def nudge(admin: Any, group_id: str) -> int:
     """Join the group with an empty subscription and leave it again, so its coordinator
-    recomputes the target assignment. Returns the group epoch the join produced."""
+    recomputes the target assignment. Returns the group epoch the join produced. The leave is
+    retried (`leave`); NudgeLeftBehind names the member when it still did not leave."""
     member_id = uuid.uuid4().hex  # version 1 wants the member to name itself
-
-    async def heartbeat(coordinator: int, epoch: int, topics: list[str] | None) -> Any:
-        request = ConsumerGroupHeartbeatRequest(
-            group_id=group_id,
-            member_id=member_id,
-            member_epoch=epoch,
-            rebalance_timeout_ms=NUDGE_REBALANCE_TIMEOUT_MS if epoch == JOIN_EPOCH else -1,
-            subscribed_topic_names=topics,
-            topic_partitions=[] if epoch == JOIN_EPOCH else None,  # a joiner owns nothing
-        )
-        return await admin._manager.send(request, node_id=coordinator)
 
     async def call() -> int:
         coordinator = await admin._find_coordinator_id(group_id)
-        joined = await heartbeat(coordinator, JOIN_EPOCH, [])
+        joined = await _heartbeat(admin, coordinator, group_id, member_id, JOIN_EPOCH, [])
         if joined.error_code:
             raise Kip848Error(f"nudging {group_id}: the join was refused: {_error(joined)}")
-        left = await heartbeat(coordinator, LEAVE_EPOCH, None)
-        if left.error_code:
-            raise Kip848Error(f"nudging {group_id}: the leave was refused: {_error(left)}")
         return int(joined.member_epoch)
 
-    return int(admin._manager.run(call))
+    epoch = int(admin._manager.run(call))
+    leave(admin, group_id, member_id)
+    return epoch

@@ -19,6 +19,7 @@ __all__ = [
     "ApiException",
     "ForeignConfigMap",
     "SecretMissing",
+    "WriteConflict",
     "api",
     "connect",
     "delete_configmap",
@@ -31,6 +32,9 @@ __all__ = [
 from kafka_rebalance_operator import names
 
 _API: client.ApiClient | None = None
+# No call waits on the API server for longer: a half-open connection fails the poll (retried at
+# the next tick) rather than holding its thread, and the poll's liveness, for ever.
+REQUEST_TIMEOUT_S = 30.0
 
 
 def connect() -> client.ApiClient:
@@ -66,7 +70,7 @@ def read_secret(
     """The Secret's data, decoded. Values are returned to the caller only, never logged."""
     core = client.CoreV1Api(api_client or api())
     try:
-        secret = core.read_namespaced_secret(name, namespace)
+        secret = core.read_namespaced_secret(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
     except ApiException as error:
         if error.status in (403, 404):
             raise SecretMissing(f"Secret {namespace}/{name}: HTTP {error.status}") from None
@@ -89,6 +93,7 @@ def list_configmaps(
         label_selector=f"{names.LABEL_POLICY}={names.label_value(policy)},"
         f"{names.LABEL_MANAGED_BY}={names.MANAGER}",
         _preload_content=False,
+        _request_timeout=REQUEST_TIMEOUT_S,
     )
     return list(json.loads(response.data).get("items") or [])
 
@@ -101,7 +106,10 @@ def list_pod_uids(namespace: str, *, api_client: client.ApiClient | None = None)
     """Name -> uid of every pod in the namespace, as the API server has them now."""
     core = client.CoreV1Api(api_client or api())
     response = core.list_namespaced_pod(
-        namespace, _preload_content=False, _headers={"Accept": _METADATA_ONLY}
+        namespace,
+        _preload_content=False,
+        _headers={"Accept": _METADATA_ONLY},
+        _request_timeout=REQUEST_TIMEOUT_S,
     )
     items = json.loads(response.data).get("items") or []
     return {
@@ -123,38 +131,93 @@ class ForeignConfigMap(Exception):
         self.namespace, self.name = namespace, name
 
 
-def upsert_configmap(
-    body: Mapping[str, Any], *, api_client: client.ApiClient | None = None
-) -> None:
-    """Create the policy's ConfigMap, or replace it when a policy of the same name owns it (an
-    earlier incarnation of the policy counts: its ConfigMaps are the ones the sidecars read).
-    Raises ForeignConfigMap for any other ConfigMap of that name."""
+class WriteConflict(Exception):
+    """A conditional write found the ConfigMap changed since the poll read it (409 Conflict):
+    another writer (a deposed or a new operator leader, a person) got there first. Nothing is
+    overwritten; the next poll reads again."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        super().__init__(
+            f"ConfigMap {namespace}/{name} changed since this poll read it; not overwritten, "
+            "the next poll reads it again"
+        )
+        self.namespace, self.name = namespace, name
+
+
+def upsert_configmap(body: Mapping[str, Any], *, api_client: client.ApiClient | None = None) -> str:
+    """Write the policy's ConfigMap and return its new resourceVersion.
+
+    With `metadata.resourceVersion` (the version the poll read) the write replaces exactly that
+    version: WriteConflict if it changed since, or was deleted. Without, the ConfigMap is
+    created: WriteConflict if another writer created it since the poll listed the policy's
+    ConfigMaps; if one exists that the listing could not show (a policy of the same name owns
+    it, an earlier incarnation counts, but its policy label was removed by hand), it is
+    replaced conditioned on the version just read. Raises ForeignConfigMap for any other
+    ConfigMap of that name."""
     core = client.CoreV1Api(api_client or api())
     namespace = body["metadata"]["namespace"]
     name = body["metadata"]["name"]
+    if body["metadata"].get("resourceVersion"):
+        return _replace(core, namespace, name, body)
     try:
-        core.create_namespaced_config_map(namespace, body)
+        created = core.create_namespaced_config_map(
+            namespace, body, _request_timeout=REQUEST_TIMEOUT_S
+        )
+        return str(created.metadata.resource_version)
     except ApiException as error:
         if error.status != 409:
             raise
-        existing = core.read_namespaced_config_map(name, namespace)
-        owners = existing.metadata.owner_references or []
-        policy = body["metadata"]["ownerReferences"][0]["name"]
-        if not any(
-            o.kind == names.KIND and o.api_version == names.API_VERSION and o.name == policy
-            for o in owners
-        ):
-            described = ", ".join(f"owned by {o.kind} {o.name}" for o in owners) or "no owner"
-            raise ForeignConfigMap(namespace, name, described) from None
-        core.replace_namespaced_config_map(name, namespace, body)
+    existing = core.read_namespaced_config_map(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
+    owners = existing.metadata.owner_references or []
+    policy = body["metadata"]["ownerReferences"][0]["name"]
+    if not any(
+        o.kind == names.KIND and o.api_version == names.API_VERSION and o.name == policy
+        for o in owners
+    ):
+        described = ", ".join(f"owned by {o.kind} {o.name}" for o in owners) or "no owner"
+        raise ForeignConfigMap(namespace, name, described) from None
+    labels = existing.metadata.labels or {}
+    if labels.get(names.LABEL_POLICY) == body["metadata"]["labels"].get(names.LABEL_POLICY):
+        raise WriteConflict(namespace, name)  # listed by the poll had it existed: created since
+    metadata = {**body["metadata"], "resourceVersion": existing.metadata.resource_version}
+    return _replace(core, namespace, name, {**body, "metadata": metadata})
+
+
+def _replace(core: client.CoreV1Api, namespace: str, name: str, body: Mapping[str, Any]) -> str:
+    try:
+        replaced = core.replace_namespaced_config_map(
+            name, namespace, body, _request_timeout=REQUEST_TIMEOUT_S
+        )
+    except ApiException as error:
+        if error.status in (404, 409):  # changed or deleted since it was read
+            raise WriteConflict(namespace, name) from None
+        raise
+    return str(replaced.metadata.resource_version)
 
 
 def delete_configmap(
-    namespace: str, name: str, *, api_client: client.ApiClient | None = None
+    namespace: str,
+    name: str,
+    resource_version: str = "",
+    *,
+    api_client: client.ApiClient | None = None,
 ) -> None:
+    """Delete the ConfigMap; with `resource_version`, only that version (WriteConflict if it
+    changed since). One already gone is fine."""
     core = client.CoreV1Api(api_client or api())
+    options = (
+        client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(resource_version=resource_version)
+        )
+        if resource_version
+        else None
+    )
     try:
-        core.delete_namespaced_config_map(name, namespace)
+        core.delete_namespaced_config_map(
+            name, namespace, body=options, _request_timeout=REQUEST_TIMEOUT_S
+        )
     except ApiException as error:
+        if error.status == 409:
+            raise WriteConflict(namespace, name) from None
         if error.status != 404:
             raise

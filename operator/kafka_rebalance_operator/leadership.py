@@ -12,8 +12,13 @@ on, because they are what make it safe where kopf peering is not:
   `resourceVersion` that was read. Of two candidates racing for an expired lease the API server
   accepts exactly one write; the other gets 409 Conflict and stays a follower.
 - The leader stops leading when it cannot renew within `renew_deadline` (< `lease_duration`), so
-  it has stopped before any follower may take over; `leaseTransitions` counts takeovers and can
-  serve as a fencing epoch.
+  it has stopped before any follower may take over. `is_leader` is that arithmetic on the
+  leader's own monotonic clock, from the moment it *sent* its last successful renewal (a
+  follower saw the change no earlier), so it turns False in time even while a call hangs; and
+  no call can hang for long: every Lease request carries a timeout (`request_timeout`) below
+  the renew deadline, so a renew round always returns and `run` notices the loss.
+- `leaseTransitions` counts takeovers and is the fencing term: `term` while leading. The
+  operator asks `may_write` before every write and stamps `term` on the documents it writes.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import urllib3
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,22 @@ class LeaseConfig:
     def __post_init__(self) -> None:
         if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
             raise ValueError("need 0 < retry_period < renew_deadline < lease_duration")
+
+    @property
+    def request_timeout(self) -> float:
+        """Each Lease call gives up after this long: a round (a read and a write) fits in what
+        the renew deadline leaves after one retry period, so a leader whose calls hang still
+        sees a failed round before its deadline."""
+        return (self.renew_deadline - self.retry_period) / 2
+
+
+# A call that timed out or never reached the API server: a failed round, like a refusal.
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, OSError)
+
+
+def _short(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _now_micro() -> str:
@@ -70,13 +93,26 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self.leading and self.clock() - self.renewed_at < self.config.renew_deadline
 
+    def may_write(self) -> bool:
+        """Whether this process may write now (the operator's `ports.Leadership`)."""
+        return self.is_leader
+
+    @property
+    def term(self) -> int | None:
+        """The Lease's transition count while this process leads (the fencing term)."""
+        return self.transitions if self.leading else None
+
     def try_acquire_or_renew(self) -> bool:
         """One round: create, renew, or take over an expired lease; True while leading."""
         from kubernetes.client.rest import ApiException
 
         cfg, now = self.config, self.clock()
         try:
-            lease = self.api.read_namespaced_lease(cfg.name, cfg.namespace)
+            lease = self.api.read_namespaced_lease(
+                cfg.name, cfg.namespace, _request_timeout=cfg.request_timeout
+            )
+        except _TRANSPORT_ERRORS as error:
+            return self._failed(f"read: {_short(error)}")
         except ApiException as error:
             if error.status != 404:
                 return self._failed(f"read: HTTP {error.status}")
@@ -99,7 +135,11 @@ class LeaderElector:
             spec.acquire_time = spec.renew_time
             spec.lease_transitions = transitions
         try:
-            updated = self.api.replace_namespaced_lease(cfg.name, cfg.namespace, lease)
+            updated = self.api.replace_namespaced_lease(
+                cfg.name, cfg.namespace, lease, _request_timeout=cfg.request_timeout
+            )
+        except _TRANSPORT_ERRORS as error:
+            return self._failed(f"update: {_short(error)}")
         except ApiException as error:  # 409: someone else wrote first; we stay a follower
             return self._failed(f"update: HTTP {error.status}")
         self._won(updated, now, transitions)
@@ -121,7 +161,11 @@ class LeaderElector:
             ),
         )
         try:
-            created = self.api.create_namespaced_lease(cfg.namespace, body)
+            created = self.api.create_namespaced_lease(
+                cfg.namespace, body, _request_timeout=cfg.request_timeout
+            )
+        except _TRANSPORT_ERRORS as error:
+            return self._failed(f"create: {_short(error)}")
         except ApiException as error:  # 409: another candidate created it first
             return self._failed(f"create: HTTP {error.status}")
         self._won(created, now, 0)
@@ -143,15 +187,40 @@ class LeaderElector:
         return self.is_leader
 
     def run(self, stop: threading.Event, on_lost: Callable[[], None] | None = None) -> None:
-        """Campaign until `stop`; calls `on_lost` once if leadership is lost after it was held."""
+        """Campaign until `stop`; calls `on_lost` once if leadership is lost after it was held:
+        when a round says so, or, whichever comes first, when the renew deadline passes on this
+        process's clock while a round is still waiting for the API server (a watchdog thread
+        checks `is_leader` every `watch_interval`)."""
+        fired = threading.Event()
+        lock = threading.Lock()
+
+        def lost() -> None:
+            with lock:
+                if fired.is_set():
+                    return
+                fired.set()
+            stop.set()
+            if on_lost is not None:
+                on_lost()
+
+        def watchdog() -> None:
+            while not stop.wait(self.watch_interval):
+                if self.leading and not self.is_leader:
+                    lost()
+
+        threading.Thread(target=watchdog, name="leader-election-watchdog", daemon=True).start()
         was_leading = False
         while not stop.is_set():
             leading = self.try_acquire_or_renew()
-            if was_leading and not leading and on_lost is not None:
-                on_lost()
+            if was_leading and not leading:
+                lost()
                 return
             was_leading = was_leading or leading
             stop.wait(self.config.retry_period)
+
+    @property
+    def watch_interval(self) -> float:
+        return min(0.1, self.config.retry_period / 4)
 
 
 def wait_for_leadership(

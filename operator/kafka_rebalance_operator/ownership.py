@@ -26,23 +26,78 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator import names
 from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
-from kafka_rebalance_operator.lag import PartitionOffsets
+from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.members import PodSummary
 
 PartitionKey = tuple[str, int]
 
 
 def accepted_by_sidecar(shown: MemberDocument | None, written: MemberDocument) -> bool:
-    """Would a sidecar that holds `written` act on `shown`? Only on a later epoch, or the same
-    plan again; everything else it refuses (the wire tracker's rules)."""
+    """Would a sidecar that holds `written` act on `shown`? On a document of another
+    incarnation of the policy (another `policyUid`: the sidecar takes a new incarnation whatever
+    its epoch, and then refuses the one it replaced), on a later epoch, the same plan again, or
+    the same epoch re-written by a newer operator leader (a higher `leaderTerm`); everything
+    else it refuses (the sidecar tracker's rules). Where the sidecar might act on `shown`, the
+    member counts as holding what `shown` gives it."""
     if shown is None:
         return False
-    return shown.epoch > written.epoch or shown.same_plan(written)
+    if shown.policy_uid and written.policy_uid and shown.policy_uid != written.policy_uid:
+        return True
+    if shown.epoch > written.epoch or shown.same_plan(written):
+        return True
+    return (
+        shown.epoch == written.epoch
+        and shown.leader_term is not None
+        and written.leader_term is not None
+        and shown.leader_term > written.leader_term
+    )
+
+
+def outside_group(
+    apply_mode: str,
+    group: Mapping[str, Any] | None,
+    current: CurrentState,
+    members: Collection[str],
+    committers: Mapping[PartitionKey, wire.CommitMetadata],
+) -> tuple[str, ...]:
+    """`group` mode: the members that consume outside the consumer group. Such a member's
+    document gives it partitions, it is not in the group as describe_groups shows it
+    (`group_instance_id` = pod name), and the latest commit of one of those partitions names it:
+    it consumes them with manual `assign()` (its sidecar still runs in assign mode, after
+    `apply.mode` was switched to group). No rebalance fences it, so a partition moves away from
+    it only through a revoke it acknowledges, as in assign mode. A member that has never
+    committed (no sidecar running yet) is not counted: it consumes nothing. Empty in the other
+    modes and when the group could not be described (then nothing is known)."""
+    if apply_mode != "group" or group is None:
+        return ()
+    joined = in_group(group)
+    committed_by = {(key, m.member) for key, m in committers.items()}
+    outside = []
+    for member in sorted(members):
+        document = current.by_member.get(member)
+        if member in joined or document is None:
+            continue
+        held = {
+            (topic, p)
+            for topic, parts in (*document.partitions.items(), *document.revoking.items())
+            for p in parts
+        }
+        if any((key, member) in committed_by for key in held):
+            outside.append(member)
+    return tuple(outside)
+
+
+def in_group(group: Mapping[str, Any] | None) -> frozenset[str]:
+    """The members describe_groups shows in the consumer group (empty when not described)."""
+    if group is None:
+        return frozenset()
+    return frozenset(str(m.get("group_instance_id") or "") for m in group.get("members") or [])
 
 
 def with_memory(current: CurrentState, remembered: Mapping[str, MemberDocument]) -> CurrentState:
@@ -65,12 +120,22 @@ def last_committers(
 ) -> dict[PartitionKey, wire.CommitMetadata]:
     """The sidecar metadata of each partition's latest commit (other clients' commits left out)."""
     found: dict[PartitionKey, wire.CommitMetadata] = {}
-    for key, read in offsets.items():
-        if read.metadata:
+    if isinstance(offsets, PolicyOffsets):  # columnar: only the partitions with metadata
+        notes: Iterable[tuple[PartitionKey, str | None]] = offsets.with_metadata()
+    else:
+        notes = ((key, read.metadata) for key, read in offsets.items())
+    decoded: dict[str, wire.CommitMetadata | None] = {}  # one decode per distinct text
+    for key, text in notes:
+        if not text:
+            continue
+        if text not in decoded:
             try:
-                found[key] = wire.decode_commit_metadata(read.metadata)
+                decoded[text] = wire.decode_commit_metadata(text)
             except wire.MetadataError:
-                continue
+                decoded[text] = None
+        metadata = decoded[text]
+        if metadata is not None:
+            found[key] = metadata
     return found
 
 

@@ -1,9 +1,10 @@
 """From observations to the planning request, plan hashes, placement and proposals (what to do
 with a plan is decided by `kafka_rebalance_common.replanning`).
 
-Pure. The operator plans the typed request built here with `assignors.plan_request`, which runs
-exactly the steps `kafka-rebalance plan` runs on the request's document (`build_document`), so a
-user can preview what the operator will apply by feeding that document to the command.
+Pure. The operator plans the typed request built here with `assignors.plan_request` and gets a
+typed `Plan`; no JSON document is built on the way. `kafka-rebalance plan` runs the same
+validation and planner on the request's document (`PlanRequest.to_document()`), so a user can
+preview what the operator will apply by feeding that document to the command.
 """
 
 from __future__ import annotations
@@ -59,18 +60,6 @@ def build_request(
         generations={name: current[name].epoch for name in owned},
         options=options,
     )
-
-
-def build_document(
-    spec: PolicySpec,
-    topics: Mapping[str, int],
-    weights: Mapping[str, float],
-    current: Mapping[str, MemberDocument],
-    lag: Mapping[PartitionKey, float | None],
-    rate: Mapping[PartitionKey, float | None],
-) -> dict[str, Any]:
-    """The plan-contract document of `build_request`: what `kafka-rebalance plan` previews."""
-    return build_request(spec, topics, weights, current, lag, rate).to_document()
 
 
 def plan_hash(assignment: Mapping[str, Mapping[str, list[int]]]) -> str:

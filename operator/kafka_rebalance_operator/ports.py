@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import urllib3
@@ -21,6 +21,7 @@ from kubernetes import client
 
 from kafka_rebalance_operator import kube_io, names
 from kafka_rebalance_operator import metrics as prometheus
+from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver, Observation
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
@@ -33,6 +34,8 @@ PartitionRow = tuple[str, int, str, int | None, float | None]
 SecretMissing = kube_io.SecretMissing
 # A ConfigMap the policy would write exists and is not the policy's (the message names it).
 ForeignConfigMap = kube_io.ForeignConfigMap
+# A conditional ConfigMap write found it changed since the poll read it (409 Conflict).
+WriteConflict = kube_io.WriteConflict
 
 
 class StoreError(RuntimeError):
@@ -65,11 +68,38 @@ def _short(error: BaseException) -> str:
 
 class ConfigMapStore(Protocol):
     """The policy's per-pod ConfigMaps (raises StoreError; `upsert` raises ForeignConfigMap
-    rather than overwrite a ConfigMap the policy does not own)."""
+    rather than overwrite a ConfigMap the policy does not own). Writes are conditional: a body
+    with `metadata.resourceVersion`, or a delete given one, applies only to that version and
+    raises WriteConflict if the ConfigMap changed since; `upsert` returns the new version."""
 
     def list(self, namespace: str, policy: str) -> list[dict[str, Any]]: ...
-    def upsert(self, body: Mapping[str, Any]) -> None: ...
-    def delete(self, namespace: str, name: str) -> None: ...
+    def upsert(self, body: Mapping[str, Any]) -> str: ...
+    def delete(self, namespace: str, name: str, resource_version: str = "") -> None: ...
+
+
+class Leadership(Protocol):
+    """Whether this process may write now, and the leadership term its documents carry.
+
+    `may_write` is asked right before every write: with leader election it turns False, by this
+    process's own monotonic clock, before any standby may take the Lease over
+    (`leadership.LeaderElector`). `term` is the Lease's transition count while leading, None
+    without leader election (documents then carry no term)."""
+
+    def may_write(self) -> bool: ...
+
+    @property
+    def term(self) -> int | None: ...
+
+
+class AlwaysLeader:
+    """Without leader election: the only replica, always allowed to write, no term."""
+
+    def may_write(self) -> bool:
+        return True
+
+    @property
+    def term(self) -> int | None:
+        return None
 
 
 class StatusWriter(Protocol):
@@ -86,7 +116,8 @@ class SecretReader(Protocol):
 
 
 class Observer(Protocol):
-    """One Kafka connection for one policy (raises kafka_io.KafkaUnavailable); broker mode also
+    """One Kafka connection for one policy (raises kafka_io.KafkaUnavailable, and
+    kafka_io.TooManyPartitions over `max_partitions` before reading offsets); broker mode also
     publishes plans through it and nudges the group's coordinator (`kip848`)."""
 
     def observe(
@@ -96,17 +127,31 @@ class Observer(Protocol):
         pattern: TopicPattern | None,
         describe: bool = False,
         kip848_group: bool = False,
+        max_partitions: int = 0,
     ) -> Observation: ...
-    def publish_plan(self, topic: str, group_id: str, value: bytes) -> None: ...
+    def publish_plan(
+        self,
+        topic: str,
+        group_id: str,
+        value: bytes | None,
+        signature: bytes | None,
+        client: Mapping[str, Any],
+    ) -> None: ...
     def nudge(self, group_id: str) -> None: ...
     def close(self) -> None: ...
 
 
 class ObserverFactory(Protocol):
-    """Connects to `bootstrap_servers` with kafka-python `security` settings."""
+    """Connects to `bootstrap_servers` with kafka-python `security` settings. Callers that pass
+    the same `key` (servers and a fingerprint of the credentials) may be given one shared
+    client (`clients.SharedObservers`); closing what they were given lets go of it."""
 
     def __call__(
-        self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float
+        self,
+        bootstrap_servers: str,
+        security: Mapping[str, Any],
+        timeout_s: float,
+        key: Hashable | None = None,
     ) -> Observer: ...
 
 
@@ -154,6 +199,7 @@ class Ports:
     clock: Clock
     metrics: MetricsSink
     telemetry: TelemetrySink
+    leadership: Leadership = field(default_factory=AlwaysLeader)
 
 
 class SystemClock:
@@ -219,13 +265,13 @@ class KubeConfigMaps:
         with api_errors():
             return kube_io.list_configmaps(namespace, policy, api_client=self.api_client)
 
-    def upsert(self, body: Mapping[str, Any]) -> None:
+    def upsert(self, body: Mapping[str, Any]) -> str:
         with api_errors():
-            kube_io.upsert_configmap(body, api_client=self.api_client)
+            return kube_io.upsert_configmap(body, api_client=self.api_client)
 
-    def delete(self, namespace: str, name: str) -> None:
+    def delete(self, namespace: str, name: str, resource_version: str = "") -> None:
         with api_errors():
-            kube_io.delete_configmap(namespace, name, api_client=self.api_client)
+            kube_io.delete_configmap(namespace, name, resource_version, api_client=self.api_client)
 
 
 class KubeStatus:
@@ -246,6 +292,7 @@ class KubeStatus:
                 name,
                 {"status": dict(status)},
                 _content_type="application/merge-patch+json",
+                _request_timeout=kube_io.REQUEST_TIMEOUT_S,
             )
 
 
@@ -272,15 +319,19 @@ def real_ports(
     api_client: Any,
     telemetry: TelemetrySink,
     max_partition_series: int = prometheus.DEFAULT_MAX_PARTITION_SERIES,
+    leadership: Leadership | None = None,
 ) -> Ports:
-    """The operator's ports: the API server through `api_client`, Kafka through kafka-python,
-    the system clock, the Prometheus registry, and the configured telemetry sinks."""
+    """The operator's ports: the API server through `api_client`, Kafka through kafka-python
+    (one client per cluster and credentials, shared by the policies that use them), the system
+    clock, the Prometheus registry, the configured telemetry sinks, and the leader elector
+    (None: no leader election)."""
     return Ports(
         configmaps=KubeConfigMaps(api_client),
         status=KubeStatus(api_client),
         secrets=KubeSecrets(api_client),
-        kafka=KafkaObserver,
+        kafka=SharedObservers(KafkaObserver),
         clock=SystemClock(),
         metrics=PrometheusMetrics(max_partition_series),
         telemetry=telemetry,
+        leadership=leadership if leadership is not None else AlwaysLeader(),
     )

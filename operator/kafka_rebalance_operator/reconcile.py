@@ -19,7 +19,7 @@ from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure
 from kafka_rebalance_operator.phases.decide import decide, wait
 from kafka_rebalance_operator.phases.observe import observe
 from kafka_rebalance_operator.phases.plan import plan
-from kafka_rebalance_operator.phases.publish import publish
+from kafka_rebalance_operator.phases.publish import publish, retire
 from kafka_rebalance_operator.phases.report import PollOutcome
 from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.settings import OperatorSettings
@@ -61,4 +61,6 @@ def _phases(
     applied = apply(ctx, observed, planned, decision, memory, ports, settings, now)
     if observed.spec.apply_mode == "broker":
         publish(ctx, observed, applied, memory, settings, now)
+    elif memory.published_group is not None:  # left broker mode: the brokers drop its plan
+        retire(memory, settings, f"{ctx.namespace}/{ctx.name}")
     return report.polled(ctx, observed, planned, decision, applied, memory, ports, settings, now)

@@ -6,7 +6,9 @@ there to every poll; nothing reads them from a module global.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from kafka_rebalance_operator.admission import AllowedServer
 
@@ -27,3 +29,16 @@ class OperatorSettings:
     allowed_bootstrap_servers: tuple[AllowedServer, ...] = ()
     # broker mode: the compacted topic the brokers' plug-in reads plans from (docs/kip848.md)
     plan_topic: str = "kafka-rebalance-plans"
+    # --max-partitions-per-policy: a policy over it is Stalled before per-partition state
+    # exists for it (one tenant cannot run the operator out of memory); 0: no cap
+    max_partitions_per_policy: int = 20_000
+    # broker mode: the shared keys plan records are signed with (--plan-key-file; the first
+    # signs); empty: records go unsigned (brokers without kafka.rebalance.plans.keys.file)
+    plan_keys: tuple[bytes, ...] = field(default=(), repr=False)
+    # broker mode: the operator's own kafka-python settings for writing the plan topic
+    # (--plan-client-config); never a policy's Secret
+    plan_client: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
+    # broker mode: a published plan is written again (not nudged) this often, well within the
+    # brokers' kafka.rebalance.plans.max.age.ms (default 15 min), so a live policy's plan
+    # never expires and a deleted one's does
+    plan_refresh_s: float = 300.0

@@ -112,15 +112,15 @@ def generate_group(
         slow = members[rng.randrange(n_members)]
         capacity[slow] = per_member * spec.slow_factor
 
-    document = {
-        "strategy": spec.current_strategy,
-        "topics": topics,
-        "members": {m: {"topics": list(topics)} for m in members},
-    }
-    plan = assignors.plan(document)
+    request = assignors.PlanRequest(
+        topics=topics,
+        members={m: assignors.MemberRequest(topics=list(topics)) for m in members},
+        strategy=spec.current_strategy,
+    )
+    plan = assignors.plan_request(request)
     owners: list[str | None] = [None] * count
     position = {tp: i for i, tp in enumerate(partitions)}
-    for member, owned in plan["assignment"].items():
+    for member, owned in plan.assignment.items():
         for topic, parts in owned.items():
             for part in parts:
                 owners[position[(topic, part)]] = member
@@ -143,7 +143,7 @@ def generate_group(
             "strategy": spec.current_strategy,
             "moves": 0,
             "max_load_ratio_before": None,
-            "max_load_ratio_after": plan["stats"]["max_load_ratio"],
+            "max_load_ratio_after": plan.stats.max_load_ratio,
         }
     for t in range(spec.polls):
         rates = [rate(p, t) for p in range(count)]

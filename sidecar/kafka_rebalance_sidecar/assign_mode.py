@@ -181,6 +181,7 @@ class AssignRunner(Runner):
             self.applied is None
             or document.epoch != self.applied.epoch
             or document.policy_uid != self.applied.policy_uid
+            or document != self.applied  # the same epoch re-written by a newer operator leader
         ):
             try:
                 self.apply(document)

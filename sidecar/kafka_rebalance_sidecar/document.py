@@ -9,7 +9,10 @@ within one incarnation of the policy (`policyUid`): a policy deleted and created
 new incarnation, which is accepted whatever its epoch, and the incarnation it replaced is never
 accepted again. The operator
 rewrites an epoch only with identical content (it may change `generatedAt`, which is not part of
-the plan and is ignored here). Decoding either document version is the wire module's
+the plan and is ignored here). An operator run with leader election stamps its documents with
+its leadership term (`leaderTerm`): at one epoch, a document of an older term is refused and one
+of a newer term replaces the current one, so a deposed leader's late write is never acted on
+once the new leader's is. Decoding either document version is the wire module's
 (`kafka_rebalance_common.wire.document`, shared with the operator's encoder); deciding whether to
 act on what it decoded is this module's.
 """
@@ -147,12 +150,31 @@ class AssignmentTracker:
                         )
                         result = None
                     elif document.epoch == current.epoch:
-                        if document == current:
-                            if document.policy_uid and not current.policy_uid:
-                                self._current = document  # the incarnation is named now
+                        order = document.term_order(current)
+                        if order < 0:
+                            reason = (
+                                f"leaderTerm: {document.leader_term} is older than the current "
+                                f"{current.leader_term} at epoch {document.epoch} (a deposed "
+                                "operator leader wrote it)"
+                            )
+                            result = None
+                        elif document == current:
+                            if _names_more(document, current):
+                                self._current = document  # incarnation or term named now
                             return OfferResult(OfferStatus.UNCHANGED, "same plan", current)
-                        reason = f"epoch: {document.epoch} rewritten with different content"
-                        result = None
+                        elif order > 0:
+                            log.warning(
+                                "assignment from %s re-writes epoch %d under leaderTerm %s "
+                                "(was %s): the newer operator leader's plan replaces it",
+                                source,
+                                document.epoch,
+                                document.leader_term,
+                                current.leader_term,
+                            )
+                            result = document
+                        else:
+                            reason = f"epoch: {document.epoch} rewritten with different content"
+                            result = None
                     else:
                         result = document
                     if result is None:
@@ -190,3 +212,12 @@ class AssignmentTracker:
         kept = f"keeping epoch {current.epoch}" if current is not None else "no document yet"
         log.warning("rejected assignment from %s: %s (%s)", source, reason, kept)
         return OfferResult(OfferStatus.REJECTED, reason, current)
+
+
+def _names_more(document: AssignmentDocument, current: AssignmentDocument) -> bool:
+    """The same plan, now naming its incarnation or a later leadership term: keep the newer
+    names, so that an older term's rewrite of this epoch is recognised as one."""
+    return bool(document.policy_uid and not current.policy_uid) or (
+        document.leader_term is not None
+        and (current.leader_term is None or document.leader_term > current.leader_term)
+    )

@@ -33,6 +33,7 @@ from typing import Any
 
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+from kafka_rebalance_common.wire import AssignmentDocument
 
 from kafka_rebalance_sidecar.assignor import PlanFollowingAssignor
 from kafka_rebalance_sidecar.runner import Runner, key
@@ -133,6 +134,7 @@ class GroupRunner(Runner):
         self._seen_generation: int | None = None
         self._owned_before: frozenset[tuple[str, int]] = frozenset()
         self._joined_epoch: int | None = None
+        self._joined: AssignmentDocument | None = None  # the document the last join claimed
         self._stale_next = 0.0
         self._stale_interval = self.config.stale_rejoin_min_s
 
@@ -150,6 +152,7 @@ class GroupRunner(Runner):
         self.assignor.owned_source = consumer.assignment
         current = self.tracker.current
         self._joined_epoch = current.epoch if current is not None else None
+        self._joined = current
         consumer.subscribe(topics=list(c.topics), listener=_Listener(self))
         return consumer
 
@@ -225,8 +228,11 @@ class GroupRunner(Runner):
         document = self.tracker.current
         if document is None:
             return
-        if document.epoch != self._joined_epoch:
-            self._joined_epoch = document.epoch
+        # a new epoch, or the same epoch re-written by a newer operator leader (leaderTerm)
+        if document.epoch != self._joined_epoch or (
+            self._joined is not None and document != self._joined
+        ):
+            self._joined_epoch, self._joined = document.epoch, document
             self._stale_next = time.monotonic() + self.config.stale_rejoin_min_s
             self._stale_interval = self.config.stale_rejoin_min_s
             self.request_rejoin(f"new document epoch {document.epoch}")

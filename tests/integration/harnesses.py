@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.harness import GroupHarness
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
 
 
 def print_evidence(harness: GroupHarness, *extra: Callable[[], str]) -> None:

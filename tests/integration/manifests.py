@@ -1,8 +1,7 @@
 """Kubernetes manifests the integration tests share: a group of pause pods under KWOK."""
 
 import yaml
-
-from kafka_rebalance.demo.cluster import pause_statefulset as pause_statefulset_objects
+from kafka_rebalance_dev.demo.cluster import pause_statefulset as pause_statefulset_objects
 
 
 def pause_statefulset(name: str, replicas: int, *, cpu_request: str | None = None) -> str:

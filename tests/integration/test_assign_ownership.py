@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.demo.ledger import read_ledger
 
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.harness import GroupHarness
-from kafka_rebalance.demo.ledger import read_ledger
 from tests.integration.harnesses import group_harness, ledger_verdict
 
 pytestmark = pytest.mark.integration

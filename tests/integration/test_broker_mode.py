@@ -1,8 +1,9 @@
 """apply.mode broker: a KIP-848 group of Java consumers follows the operator's plans through the
 brokers' `kafka-rebalance-plan` assignor (broker-plugin/, docs/kip848.md). Marked `kip848`.
 
-Everything is real: a 4.3.1 broker with the plug-in jar on its classpath (the `kafka_plans`
-fixture), the API server with KWOK pods, the operator process, and one Java consumer
+Everything is real: a 4.4 broker with the plug-in jar on its classpath, requiring signed plan
+records (the `kafka_plans` and `plan_keys` fixtures), the API server with KWOK pods, the operator
+process (given the same key), and one Java consumer
 (`group.protocol=consumer`, `group.instance.id` = pod name) per pod writing the project's ledger.
 The group's actual assignment is read with ConsumerGroupDescribe (`kip848.describe`).
 """
@@ -21,14 +22,14 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
-from kafka_rebalance_operator import kip848
+from kafka_rebalance_dev.demo.cluster import GROUP, PLURAL, VERSION, wait_for
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.demo.ledger import ledger_path
+from kafka_rebalance_dev.devenv.kafka_broker import java_binary
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
+from kafka_rebalance_operator import broker_plan, kip848
 
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.harness import GroupHarness
-from kafka_rebalance.demo.ledger import ledger_path
-from kafka_rebalance.devenv.kafka_broker import java_binary
-from kafka_rebalance.devenv.toolchain import Toolchain
 from tests.integration.harnesses import group_harness, ledger_verdict
 
 pytestmark = [pytest.mark.integration, pytest.mark.kip848]
@@ -97,7 +98,13 @@ class JavaMembers:
 
 @contextlib.contextmanager
 def _broker_group(
-    kafka_bootstrap: str, k8s: Any, tools: Toolchain, workdir: Path, prefix: str, replicas: int
+    kafka_bootstrap: str,
+    k8s: Any,
+    tools: Toolchain,
+    workdir: Path,
+    prefix: str,
+    replicas: int,
+    plan_keys: Path | None = None,
 ) -> Iterator[tuple[GroupHarness, JavaMembers, RetryingAdmin]]:
     endpoints = Endpoints(kafka_bootstrap, k8s.kubeconfig, k8s.tools.kubectl)
     admin = RetryingAdmin(bootstrap_servers=kafka_bootstrap)
@@ -117,6 +124,8 @@ def _broker_group(
             replicas=replicas,
             apply_mode="broker",
         ) as harness:
+            if plan_keys is not None:
+                harness.operator.extra = ["--plan-key-file", str(plan_keys)]
             java = JavaMembers(tools, kafka_bootstrap, harness.group, harness.topic, workdir)
             try:
                 yield harness, java, admin
@@ -159,10 +168,10 @@ def _converged(
 
 
 def test_a_kip848_group_follows_lag_aware_plans_through_the_broker_plugin(
-    kafka_plans: Any, k8s: Any, tools: Toolchain, tmp_path: Path
+    kafka_plans: Any, plan_keys: Path, k8s: Any, tools: Toolchain, tmp_path: Path
 ) -> None:
     with _broker_group(
-        kafka_plans.bootstrap_servers, k8s, tools, tmp_path, "broker", replicas=3
+        kafka_plans.bootstrap_servers, k8s, tools, tmp_path, "broker", 3, plan_keys
     ) as (harness, java, admin):
         members = harness.pods(3)
         harness.operator.start()
@@ -202,16 +211,28 @@ def test_a_kip848_group_follows_lag_aware_plans_through_the_broker_plugin(
         assert all(after[p] > progress[p] for p in range(PARTITIONS)), (progress, after)
         harness.operator.start()
 
-        # a malformed plan record: the plug-in falls back (the group keeps consuming), and the
-        # operator publishes its plan again once it sees the group drift from it
+        # a malformed plan record signed with the shared key (as an operator bug would write
+        # it): the plug-in falls back (the group keeps consuming), and the operator publishes
+        # its plan again once it sees the group drift from it
         producer = KafkaProducer(bootstrap_servers=kafka_plans.bootstrap_servers)
-        producer.send(PLAN_TOPIC, key=harness.group.encode(), value=b"{not json").get(10)
+        value = b"{not json"
+        signature = broker_plan.sign(broker_plan.load_keys(plan_keys)[0], harness.group, value)
+        headers = [(broker_plan.SIGNATURE_HEADER, signature)]
+        producer.send(PLAN_TOPIC, key=harness.group.encode(), value=value, headers=headers).get(10)
         producer.close()
         kip848.nudge(admin, harness.group)
         harness.watch(5.0)
         _converged(harness, admin, java, left, timeout=120)
-        operator_log = harness.operator.log.read_text() if harness.operator.log else ""
-        assert "published to kafka-rebalance-plans" in operator_log
+        # (the restarted operator's first poll publishes too: it does not know what was published)
+        wait_for(
+            "the operator publishing its plan",
+            lambda: (
+                harness.operator.log is not None
+                and "published to kafka-rebalance-plans" in harness.operator.log.read_text()
+            ),
+            60,
+            0.5,
+        )
         ledger_verdict(harness, same_epoch=False)
 
 
@@ -240,4 +261,141 @@ def test_without_the_plugin_broker_mode_is_stalled_naming_the_assignor(
         assert "'uniform'" in condition["message"], condition
         assert "group.consumer.assignors" in condition["message"], condition
         print(f"\nwithout the plug-in: {condition['reason']}: {condition['message'][:200]}")
+        ledger_verdict(harness, same_epoch=False)
+
+
+def _policy_uid(harness: GroupHarness) -> str:
+    body = harness.cluster.custom.get_namespaced_custom_object(
+        GROUP, VERSION, harness.namespace, PLURAL, harness.policy
+    )
+    return str(body["metadata"]["uid"])
+
+
+def _publishes(harness: GroupHarness) -> int:
+    log = harness.operator.log.read_text() if harness.operator.log else ""
+    return log.count("published to kafka-rebalance-plans")
+
+
+def test_forged_foreign_and_older_plan_records_are_ignored(
+    kafka_plans: Any, plan_keys: Path, k8s: Any, tools: Toolchain, tmp_path: Path
+) -> None:
+    """Only the operator's plans count, and only for their own group: a record signed with a
+    wrong key, a correctly signed plan of another group that names this group's instance ids,
+    and an older epoch of this group's own plan are each ignored by the plug-in. After each, the
+    test nudges the group itself: the coordinator recomputes, and its target is still the
+    operator's plan, with no republish by the operator needed. The ledger loses nothing."""
+    with _broker_group(
+        kafka_plans.bootstrap_servers, k8s, tools, tmp_path, "trust", 3, plan_keys
+    ) as (harness, java, admin):
+        members = harness.pods(3)
+        harness.operator.start()
+        for member in members:
+            java.start(member, harness.ledger_dir)
+        harness.produce({0: 4 * RATE, 1: 4 * RATE, **{p: RATE for p in range(2, PARTITIONS)}})
+        harness.apply_policy("lag-aware", "enforce", load={"model": "rate"})
+        epoch, plan, group = _converged(harness, admin, java, 1, timeout=120)
+        harness.watch(4.0)  # the operator settles (its first record may predate the members)
+        epoch, plan, group = _converged(harness, admin, java, epoch, timeout=60)
+        publishes = _publishes(harness)
+        uid = _policy_uid(harness)
+        key = broker_plan.load_keys(plan_keys)[0]
+        member_ids = [m.member_id for m in group.members]
+        everything = {members[0]: {harness.topic: list(range(PARTITIONS))}}
+        other_group = f"other-{harness.group}"
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        hostile = [
+            (
+                "signed with a wrong key",
+                harness.group,
+                broker_plan.encode_plan(
+                    harness.group,
+                    epoch + 10,
+                    "forged",
+                    stamp,
+                    everything,
+                    incarnation=uid,
+                    member_ids=member_ids,
+                ),
+                b"not-the-shared-key-at-all",
+                f"ignored an unauthenticated plan record for group '{harness.group}'",
+            ),
+            (
+                "another group's plan naming this group's instance ids",
+                other_group,
+                broker_plan.encode_plan(
+                    other_group,
+                    99,
+                    "foreign",
+                    stamp,
+                    everything,
+                    incarnation="another-policy",
+                    member_ids=["another-groups-member"],
+                ),
+                key,
+                f"cached plan for group '{other_group}' epoch 99",
+            ),
+            (
+                "an older epoch of this group's plan",
+                harness.group,
+                broker_plan.encode_plan(
+                    harness.group,
+                    epoch - 1,
+                    "older",
+                    stamp,
+                    everything,
+                    incarnation=uid,
+                    member_ids=member_ids,
+                ),
+                key,
+                f"ignored plan for group '{harness.group}' epoch {epoch - 1}",
+            ),
+        ]
+        producer = KafkaProducer(bootstrap_servers=kafka_plans.bootstrap_servers)
+        broker_log = kafka_plans.cluster.nodes[0].log
+        try:
+            for label, record_key, value, secret, logged in hostile:
+                signature = broker_plan.sign(secret, record_key, value)
+                producer.send(
+                    PLAN_TOPIC,
+                    key=record_key.encode(),
+                    value=value,
+                    headers=[(broker_plan.SIGNATURE_HEADER, signature)],
+                ).get(10)
+                wait_for(
+                    f"the broker log on the record {label}",
+                    lambda logged=logged: logged in broker_log.read_text(),
+                    30,
+                    0.5,
+                )
+                before = kip848.describe(admin, harness.group)
+                assert before is not None
+                kip848.nudge(admin, harness.group)
+
+                def recomputed(before: kip848.ConsumerGroup = before) -> Any:
+                    now = kip848.describe(admin, harness.group)
+                    return (
+                        now
+                        if now is not None and now.assignment_epoch > before.assignment_epoch
+                        else None
+                    )
+
+                after = wait_for(
+                    f"a recompute after the record {label}", recomputed, 30, 0.2, java.crashed
+                )
+                targets = {m.instance_id: m.target for m in after.members if m.instance_id}
+                assert targets == {
+                    m: {t: sorted(p) for t, p in d.items() if p} for m, d in plan.items()
+                }, (
+                    label,
+                    targets,
+                )
+                print(
+                    f"\n{label}: ignored; target after the recompute is still epoch {epoch}'s plan"
+                )
+        finally:
+            producer.close()
+        _converged(harness, admin, java, epoch, timeout=60)
+        assert _publishes(harness) == publishes, "the operator did not have to repair anything"
+        _, final = _plan(harness)
+        assert final == plan
         ledger_verdict(harness, same_epoch=False)

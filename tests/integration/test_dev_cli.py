@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
-
-from kafka_rebalance.devenv import kafka_protocol
-from kafka_rebalance.devenv.environment import SECURED_ENV
+from kafka_rebalance_dev.devenv import kafka_protocol
+from kafka_rebalance_dev.devenv.environment import SECURED_ENV
 
 pytestmark = pytest.mark.integration
 

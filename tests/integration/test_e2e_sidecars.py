@@ -1,7 +1,7 @@
 """End to end with everything real: broker, API server, the operator and one sidecar process per
 KWOK pod, each sidecar writing a ledger of what it processed.
 
-Every test drives the demo's own harness (`kafka_rebalance.demo`), so what the tests prove is
+Every test drives the demo's own harness (`kafka_rebalance_dev.demo`), so what the tests prove is
 what `kafka-rebalance demo` shows. "Nothing lost" means: every (topic, partition, offset) the
 broker acknowledged to the producer appears in some member's ledger.
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_dev.demo.comparison import SlowConsumerSetup, run_slow_consumer
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.demo.summary import comparison_table
 
-from kafka_rebalance.demo.comparison import SlowConsumerSetup, run_slow_consumer
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.harness import GroupHarness
-from kafka_rebalance.demo.summary import comparison_table
 from tests.integration.harnesses import group_harness, ledger_verdict
 
 pytestmark = pytest.mark.integration

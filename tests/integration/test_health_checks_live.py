@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_dev.demo.cluster import wait_for
 
-from kafka_rebalance.demo.cluster import wait_for
 from tests.health_checks import EXPECTED, LUA_VERSIONS, argocd_health, kstatus
 from tests.integration.test_operator_k8s import (
     condition,

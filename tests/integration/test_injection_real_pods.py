@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 import yaml
 from kafka_rebalance_common.kafka_retry import ensure_topic
+from kafka_rebalance_dev.demo.pods import ConsumerPods, consumer_statefulset, ledger_app_configmap
+from kafka_rebalance_dev.devenv.control_plane import REAL_NODE_NAME
 
-from kafka_rebalance.demo.pods import ConsumerPods, consumer_statefulset, ledger_app_configmap
-from kafka_rebalance.devenv.control_plane import REAL_NODE_NAME
 from tests.integration.test_real_pods import (
     CHART,
     RELEASE,

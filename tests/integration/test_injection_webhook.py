@@ -27,10 +27,10 @@ import pytest
 import yaml
 from kafka.admin import NewTopic
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.demo.cluster import pause_statefulset, wait_for
+from kafka_rebalance_dev.demo.operator_process import free_port
+from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
 
-from kafka_rebalance.demo.cluster import pause_statefulset, wait_for
-from kafka_rebalance.demo.operator_process import free_port
-from kafka_rebalance.devenv.kube_api import write_kubeconfig
 from tests.integration.test_operator_k8s import (
     RELEASE,
     Cluster,

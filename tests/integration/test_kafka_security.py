@@ -29,12 +29,11 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common import wire
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.demo import ledger
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.devenv.kafka_secured import DEV_PASSWORD, DEV_USERNAME
 from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable
 from kafka_rebalance_operator.kafka_security import client_settings
-
-from kafka_rebalance.demo import ledger
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.devenv.kafka_secured import DEV_PASSWORD, DEV_USERNAME
 
 pytestmark = pytest.mark.integration
 
@@ -309,7 +308,7 @@ def test_sidecar_consumes_and_commits_through_a_secured_listener(
         f"--topics={topic}",
         f"--member={member}",
         f"--assignment={document}",
-        "--handler=kafka_rebalance.demo.ledger:record",  # on-poison dead-letter: a producer too
+        "--handler=kafka_rebalance_dev.demo.ledger:record",  # on-poison dead-letter: a producer too
         f"--apply-mode={mode}",
         f"--engine={client}",
         *flags,
@@ -554,7 +553,7 @@ def test_sidecar_reconnects_with_a_rotated_sasl_password(kafka_broker_4, tmp_pat
         f"--topics={topic}",
         f"--member={member}",
         f"--assignment={document}",
-        "--handler=kafka_rebalance.demo.ledger:record",  # dead-letter producer rebuilt too
+        "--handler=kafka_rebalance_dev.demo.ledger:record",  # dead-letter producer rebuilt too
         "--security-protocol=SASL_PLAINTEXT",
         "--sasl-mechanism=SCRAM-SHA-512",
         f"--sasl-username={user}",

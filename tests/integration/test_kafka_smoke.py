@@ -9,8 +9,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
-
-from kafka_rebalance.devenv import kafka_protocol
+from kafka_rebalance_dev.devenv import kafka_protocol
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from kafka_rebalance.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.cluster import wait_for
 
 pytestmark = pytest.mark.integration
 

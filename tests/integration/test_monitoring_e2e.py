@@ -20,11 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
-
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.harness import GroupHarness
-from kafka_rebalance.devenv import prometheus
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.devenv import prometheus
 
 pytestmark = pytest.mark.integration
 

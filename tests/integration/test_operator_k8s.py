@@ -29,11 +29,11 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import NewTopic
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.operator_process import OperatorProcess, free_port
+from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.demo.operator_process import OperatorProcess, free_port
-from kafka_rebalance.devenv.kube_api import write_kubeconfig
 from tests.integration.manifests import pause_statefulset
 
 pytestmark = pytest.mark.integration

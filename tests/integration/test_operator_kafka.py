@@ -180,9 +180,8 @@ def test_a_kip848_group_is_recognised_and_refuses_manual_commits(kafka, tools, t
 
     from kafka import KafkaConsumer
     from kafka.errors import CommitFailedError
+    from kafka_rebalance_dev.devenv.kafka_broker import java_binary
     from kafka_rebalance_operator import protocol
-
-    from kafka_rebalance.devenv.kafka_broker import java_binary
 
     topic, group = f"kip848-{uuid.uuid4().hex[:6]}", f"kip848-{uuid.uuid4().hex[:6]}"
     admin = RetryingAdmin(bootstrap_servers=kafka)

@@ -27,9 +27,8 @@ from typing import Any
 import pytest
 from kafka.admin import NewTopic
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
-
-from kafka_rebalance.demo.cluster import Cluster, install_crd
-from kafka_rebalance.demo.operator_process import OperatorProcess
+from kafka_rebalance_dev.demo.cluster import Cluster, install_crd
+from kafka_rebalance_dev.demo.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

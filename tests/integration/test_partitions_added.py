@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from kafka.admin import NewPartitions
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.demo.ledger import reconcile
+from kafka_rebalance_dev.demo.observe import Sampler
+from kafka_rebalance_dev.demo.workload import Workload
 
-from kafka_rebalance.demo.environment import Endpoints
-from kafka_rebalance.demo.harness import GroupHarness
-from kafka_rebalance.demo.ledger import reconcile
-from kafka_rebalance.demo.observe import Sampler
-from kafka_rebalance.demo.workload import Workload
 from tests.integration.harnesses import group_harness
 
 pytestmark = pytest.mark.integration

@@ -71,7 +71,7 @@ def pipeline_spark(
 ) -> Iterator[Any]:
     """The harness's `spark` session when the Kafka connector is provisioned (so the Kafka test
     shares it); otherwise a plain local one, enough for the file-based tests."""
-    from kafka_rebalance.devenv.toolchain import toolchain
+    from kafka_rebalance_dev.devenv.toolchain import toolchain
 
     tools = toolchain()
     if f"spark-kafka {tools.spark_version}" not in tools.missing():
@@ -384,7 +384,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="module")
 def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """spark://127.0.0.1:PORT with two one-core workers; stopped by process group at the end."""
-    from kafka_rebalance.devenv.ports import free_ports, is_listening
+    from kafka_rebalance_dev.devenv.ports import free_ports, is_listening
 
     directory = tmp_path_factory.mktemp("standalone")
     port, ui = free_ports(2)

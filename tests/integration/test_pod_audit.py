@@ -26,11 +26,11 @@ import pytest
 import yaml
 from kafka.admin import NewTopic
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.demo.cluster import Cluster, install_crd, policy_body, wait_for
+from kafka_rebalance_dev.demo.operator_process import OperatorProcess
+from kafka_rebalance_dev.devenv import control_plane
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
-from kafka_rebalance.demo.cluster import Cluster, install_crd, policy_body, wait_for
-from kafka_rebalance.demo.operator_process import OperatorProcess
-from kafka_rebalance.devenv import control_plane
-from kafka_rebalance.devenv.toolchain import Toolchain
 from tests.conftest import KUBE_TOOLS, _release, _require, _supervisor
 
 pytestmark = pytest.mark.integration

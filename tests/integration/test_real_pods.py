@@ -25,18 +25,17 @@ from typing import Any
 
 import pytest
 from kafka_rebalance_common.kafka_retry import ensure_topic
-
-from kafka_rebalance.demo.pods import (
+from kafka_rebalance_dev.demo.pods import (
     ConsumerPods,
     consumer_statefulset,
     ledger_app_configmap,
     newest_container_log,
 )
-from kafka_rebalance.devenv import image
-from kafka_rebalance.devenv.control_plane import REAL_NODE_NAME
-from kafka_rebalance.devenv.environment import ALL_PARTS, DevEnvironment
-from kafka_rebalance.devenv.supervisor import StartupError
-from kafka_rebalance.devenv.toolchain import Toolchain
+from kafka_rebalance_dev.devenv import image
+from kafka_rebalance_dev.devenv.control_plane import REAL_NODE_NAME
+from kafka_rebalance_dev.devenv.environment import ALL_PARTS, DevEnvironment
+from kafka_rebalance_dev.devenv.supervisor import StartupError
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubelet]
 
@@ -44,6 +43,11 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kafka-rebalance-operator"
 RELEASE = "kro"
 DEPLOYMENT = f"{RELEASE}-kafka-rebalance-operator"
+# Prints the harness modules importable in the image: `[]` when there are none.
+HARNESS_PROBE = (
+    "import importlib.util as u; print([m for m in "
+    "('kafka_rebalance_dev', 'kafka_rebalance.devenv', 'kafka_rebalance.demo') if u.find_spec(m)])"
+)
 
 
 @dataclass
@@ -258,6 +262,9 @@ def test_chart_runs_the_operator_under_restricted_pod_security_and_it_reconciles
     answer = node.kubectl("exec", "-n", namespace, name, "--", "python", "-I", "-c", probe)
     assert answer.strip() == "status 401", answer
     print(f"kubectl logs and exec work; the kubelet at {address}:{port} answers a pod: {answer}")
+    # The image that ran carries no module of the development harness (its own distribution).
+    harness = node.kubectl("exec", "-n", namespace, name, "--", "python", "-I", "-c", HARNESS_PROBE)
+    assert harness.strip() == "[]", f"the image carries dev-harness modules: {harness}"
 
 
 # ---- consumers as real pods: the sidecar reads its mounted ConfigMap --------------------------
@@ -513,7 +520,7 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
         time.sleep(10)
     finally:
         produced = producer.stop()
-    from kafka_rebalance.demo.ledger import reconcile
+    from kafka_rebalance_dev.demo.ledger import reconcile
 
     def caught_up() -> Any:
         report = reconcile(producer.acked, ledger_dir)
@@ -537,7 +544,7 @@ def test_demo_runs_its_story_with_the_sidecars_as_real_pods(real_node: RealNode)
     """`kafka-rebalance demo --kubelet` on this environment (`--reuse`): the slow member's
     hot partitions, the plan, the drain and the ledger, with every member a real pod whose app
     container wrote the ledger."""
-    from kafka_rebalance.demo.run import DemoOptions, run_demo
+    from kafka_rebalance_dev.demo.run import DemoOptions, run_demo
 
     options = DemoOptions(kubelet=True, reuse=str(real_node.state_dir), duration=120, json=True)
     summary = run_demo(options)

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_dev.demo import ledger
 from kafka_rebalance_sidecar.document import AssignmentTracker
 from kafka_rebalance_sidecar.source import DATA_KEY, ConfigMapSource
 
-from kafka_rebalance.demo import ledger
 from tests.integration.test_sidecar_kafka import Bench, Sidecar, wait_for
 
 pytestmark = pytest.mark.integration

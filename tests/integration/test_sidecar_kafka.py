@@ -30,13 +30,12 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka_rebalance_common import wire
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.demo import ledger
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.operator_process import free_port
 from kafka_rebalance_operator.handoff import acknowledged
 from kafka_rebalance_operator.verify import actual_assignment
 from kafka_rebalance_sidecar.records import Batch
-
-from kafka_rebalance.demo import ledger
-from kafka_rebalance.demo.cluster import wait_for
-from kafka_rebalance.demo.operator_process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -101,7 +100,7 @@ class Sidecar:
         logs: Path,
         *,
         mode: str = "group",
-        handler: str = "kafka_rebalance.demo.ledger:record",
+        handler: str = "kafka_rebalance_dev.demo.ledger:record",
         deliver_to: str | None = None,
         extra: tuple[str, ...] = (),
         slow_ms: int = 0,

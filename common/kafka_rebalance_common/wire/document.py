@@ -13,6 +13,14 @@ reader compares epochs only between documents of the same incarnation. A documen
 comes from an operator that did not write it; readers ignore keys they do not know, so adding it
 changes nothing for them.
 
+Both versions may also carry `leaderTerm`, the `leaseTransitions` of the Lease the writing
+operator held (only operators run with leader election write it). It fences a deposed leader: a
+reader that holds a document of epoch E and term T refuses another document of epoch E from a
+term below T, and takes one from a term above T in its place (the new leader re-wrote that
+epoch). Terms are compared only at equal epochs: a Lease deleted and created again restarts its
+count at 0, and a later epoch from such a leader must still be followed. A document without the
+key is byte for byte what an operator without leader election wrote before it existed.
+
 Version 1 has no `version` key. Version 2 differs only in how partitions are written (one string
 per topic, `wire.partitions`), which keeps a member owning 500k partitions far below the 1 MiB a
 ConfigMap may hold. A version-1 reader (which ignores the `version` key) refuses a version-2
@@ -61,6 +69,9 @@ class AssignmentDocument:
     # which incarnation of the policy wrote it ("" = not said); not part of the plan either:
     # readers compare it on its own (`same_incarnation`)
     policy_uid: str = field(default="", compare=False)
+    # the leadership term (Lease transitions) of the operator that wrote it (None = not said);
+    # not part of the plan: readers compare it only between documents of one epoch
+    leader_term: int | None = field(default=None, compare=False)
 
     def owned(self) -> frozenset[tuple[str, int]]:
         """The (topic, partition) pairs this member should consume."""
@@ -75,6 +86,13 @@ class AssignmentDocument:
         two are comparable. A document that does not say is taken as the same (an operator
         from before `policyUid` writing for a policy that still exists)."""
         return not self.policy_uid or not other.policy_uid or self.policy_uid == other.policy_uid
+
+    def term_order(self, other: AssignmentDocument) -> int:
+        """-1, 0 or 1 as this document's leadership term is below, equal to or above `other`'s;
+        0 when either does not say (nothing to compare)."""
+        if self.leader_term is None or other.leader_term is None:
+            return 0
+        return (self.leader_term > other.leader_term) - (self.leader_term < other.leader_term)
 
 
 def _text(document: AssignmentDocument, version: int) -> str:
@@ -95,6 +113,8 @@ def _text(document: AssignmentDocument, version: int) -> str:
     }
     if document.policy_uid:
         raw["policyUid"] = document.policy_uid
+    if document.leader_term is not None:
+        raw["leaderTerm"] = document.leader_term
     if version > 1:
         raw["version"] = version
     return json.dumps(raw, sort_keys=True, separators=(",", ":"))
@@ -166,6 +186,9 @@ def decode_document(text: str | bytes) -> AssignmentDocument:
         both = set(parts).intersection(partitions.get(topic, ()))
         if both:
             raise DocumentError(f"revoking.{topic}", f"partition {min(both)} is also in partitions")
+    term = raw.get("leaderTerm")
+    if term is not None and (not isinstance(term, int) or isinstance(term, bool) or term < 0):
+        raise DocumentError("leaderTerm", f"not a non-negative integer ({term!r})")
     return AssignmentDocument(
         group=group,
         member=member,
@@ -175,4 +198,5 @@ def decode_document(text: str | bytes) -> AssignmentDocument:
         plan_hash=_string(raw, "planHash", required=False),
         generated_at=_string(raw, "generatedAt", required=False),
         policy_uid=_string(raw, "policyUid", required=False),
+        leader_term=term,
     )

@@ -1,22 +1,24 @@
 """Apply: carry out the decision. Write the ConfigMaps of a new epoch (assign mode: the first
 step of a hand-over, revokes before grants) or repair the applied one, and put a proposal on
-offer. Every write goes through `ports.configmaps`; a refused write is a PollFailure, and the
-next poll re-reads the ConfigMaps and finishes or repairs what was partly written.
+offer. Every write goes through `ports.configmaps`, conditioned on the version the poll read
+and on this process still leading (`_write`); a refused write is a PollFailure, and the next
+poll re-reads the ConfigMaps and finishes or repairs what was partly written.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kafka_rebalance_operator import assignment_doc, handoff, ownership, planning, telemetry
+from kafka_rebalance_operator import assignment_doc, handoff, names, ownership, planning, telemetry
+from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument, Writes
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision
 from kafka_rebalance_operator.phases.observe import Observed
 from kafka_rebalance_operator.phases.plan import Assignment, Planned
 from kafka_rebalance_operator.planning import Proposal
-from kafka_rebalance_operator.ports import ForeignConfigMap, Ports, StoreError
+from kafka_rebalance_operator.ports import ForeignConfigMap, Ports, StoreError, WriteConflict
 from kafka_rebalance_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -47,25 +49,26 @@ def apply(
         return Applied(_in_place(planned), observed.epoch)
     spec = observed.spec
     assignment, revoking, written_hash = planned.assignment, {}, planned.hash
-    if spec.apply_mode == "assign" and decision.action is Action.APPLY and not planned.timed_out:
-        step = handoff.first_step(planned.holders, planned.with_lingering(planned.assignment))
+    if observed.two_step and decision.action is Action.APPLY and not planned.timed_out:
+        # assign mode: every move; group mode: moves away from members outside the group
+        holders = planned.holders
+        if spec.apply_mode != "assign":
+            holders = {m: d for m, d in holders.items() if m in observed.outside_group}
+        step = handoff.first_step(holders, planned.with_lingering(planned.assignment))
         assignment, revoking = step.assignment, step.revoking
         written_hash = planning.plan_hash(assignment)
     documents = assignment_doc.render_documents(
-        spec.group_id, assignment, decision.epoch, written_hash, iso(now), revoking, ctx.uid
+        spec.group_id,
+        assignment,
+        decision.epoch,
+        written_hash,
+        iso(now),
+        revoking,
+        ctx.uid,
+        ports.leadership.term,
     )
     writes = assignment_doc.diff(ctx.name, observed.current, documents)
-    try:
-        for item in writes.upserts:
-            ports.configmaps.upsert(
-                assignment_doc.configmap_body(ctx.name, ctx.uid, ctx.namespace, item)
-            )
-        for name in writes.deletes:
-            ports.configmaps.delete(ctx.namespace, name)
-    except StoreError as error:
-        raise PollFailure("ApplyFailed", f"writing ConfigMaps: {error}") from None
-    except ForeignConfigMap as error:
-        raise PollFailure("ConfigMapConflict", str(error)) from None
+    _write(ctx, observed.current, writes, ports)
     ownership.remember_written(memory.documents, documents)
     if decision.action is Action.REPAIR:
         return Applied(assignment, decision.epoch)
@@ -80,6 +83,64 @@ def apply(
         if _may_announce(memory, now, settings.event_min_interval_s)
         else None,
     )
+
+
+def _write(ctx: PolicyContext, current: CurrentState, writes: Writes, ports: Ports) -> None:
+    """Carry out `writes`, fenced against any other writer.
+
+    Every write is conditioned on the resourceVersion this poll read (or returned by this
+    poll's own previous write): a ConfigMap that changed since is never overwritten, the poll
+    stops (WriteConflict) and the next one reads again. A leader of a new term first stamps its
+    term on every ConfigMap an older term wrote, before it grants anything: from then on no
+    write of the deposed leader, conditioned on a version it read, can land, so no partition is
+    granted by both. And no write starts once this process may no longer write (its own clock
+    says its lease may have passed to a standby)."""
+    leadership = ports.leadership
+    versions = {name: shown.resource_version for name, shown in current.configmaps.items()}
+    for name in [*(names.configmap_name(ctx.name, d.member) for d in writes.upserts)]:
+        shown = current.configmaps.get(name)
+        if shown is not None and not shown.owned_by(ctx.name):
+            owners = ", ".join(shown.owners or ()) or "no owner"
+            raise PollFailure(
+                "ConfigMapConflict",
+                str(ForeignConfigMap(ctx.namespace, name, f"owned by {owners}")),
+            )
+    fence = assignment_doc.older_terms(current, leadership.term) if writes else []
+    try:
+        for name in fence:
+            shown = current.configmaps[name].document
+            assert shown is not None  # older_terms lists readable documents only
+            stamped = replace(shown, leader_term=leadership.term)
+            versions[name] = _upsert(ctx, stamped, versions[name], ports)
+        for item in writes.upserts:
+            name = names.configmap_name(ctx.name, item.member)
+            versions[name] = _upsert(ctx, item, versions.get(name, ""), ports)
+        for name in writes.deletes:
+            _may_write(ports)
+            ports.configmaps.delete(ctx.namespace, name, versions.get(name, ""))
+    except StoreError as error:
+        raise PollFailure("ApplyFailed", f"writing ConfigMaps: {error}") from None
+    except ForeignConfigMap as error:
+        raise PollFailure("ConfigMapConflict", str(error)) from None
+    except WriteConflict as error:
+        raise PollFailure("WriteConflict", str(error), stalled=False) from None
+
+
+def _upsert(ctx: PolicyContext, document: MemberDocument, version: str, ports: Ports) -> str:
+    _may_write(ports)
+    return ports.configmaps.upsert(
+        assignment_doc.configmap_body(ctx.name, ctx.uid, ctx.namespace, document, version)
+    )
+
+
+def _may_write(ports: Ports) -> None:
+    if not ports.leadership.may_write():
+        raise PollFailure(
+            "LeadershipLost",
+            "this replica could not renew its leader Lease in time and writes nothing more "
+            "(a standby takes over)",
+            stalled=False,
+        )
 
 
 def _offer(planned: Planned, memory: PolicyMemory, now: float) -> Proposal:

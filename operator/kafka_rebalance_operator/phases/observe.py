@@ -2,8 +2,8 @@
 members (Ready pods), the plan in place (the ConfigMaps, corrected by `ownership` where they no
 longer show what members act on), pods that linger with partitions, and a hand-over in flight.
 
-Reads only; the state it updates is the per-partition memory (rates, time lag, last lag) and the
-remembered documents.
+Reads only; the state it updates is the policy's columnar history (rates, end-offset histories,
+the lags last reported: `history.PolicyHistory`) and the remembered documents.
 """
 
 from __future__ import annotations
@@ -23,9 +23,16 @@ from kafka_rebalance_operator import (
 )
 from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
 from kafka_rebalance_operator.handoff import Pending
-from kafka_rebalance_operator.history import PartitionMemory
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
-from kafka_rebalance_operator.lag import LagState, PartitionLag, classify
+from kafka_rebalance_operator.history import PolicyHistory
+from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
+from kafka_rebalance_operator.lag import (
+    OK,
+    UNKNOWN,
+    Layout,
+    PolicyLags,
+    PolicyOffsets,
+    classify_all,
+)
 from kafka_rebalance_operator.members import PodSummary, select_members
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, parse_iso
@@ -39,9 +46,8 @@ PartitionKey = tuple[str, int]
 @dataclass(frozen=True)
 class Observed:
     spec: PolicySpec
-    observation: Observation
-    lags: dict[PartitionKey, PartitionLag]
-    time_lags: dict[PartitionKey, float | None]
+    observation: Observation  # its offsets are a `PolicyOffsets` (columnar)
+    lags: PolicyLags  # lag state, lag and time lag of every partition, columnar
     members: list[PodSummary]  # Running and Ready pods the selector matches
     current: CurrentState  # what members act on: the ConfigMaps, corrected (`ownership`)
     lingering: dict[str, MemberDocument]  # assign mode: running non-members still holding some
@@ -52,19 +58,32 @@ class Observed:
     mismatch: str | None  # the group's protocol does not fit spec.apply.mode
     inherited: bool  # documents in place were written by an earlier incarnation of the policy
     unwritten: list[str]  # members whose ConfigMap does not show what they act on
+    # group mode: members holding partitions outside the consumer group (sidecars still in
+    # assign mode after a switch of apply.mode): their partitions move by revoke and acknowledge
+    outside_group: tuple[str, ...] = ()
+
+    @property
+    def two_step(self) -> bool:
+        """Hand-overs revoke first and grant after an acknowledgement (assign mode, and group
+        mode while a member holds partitions outside the group)."""
+        return self.spec.apply_mode == "assign" or bool(self.outside_group)
 
     @property
     def member_names(self) -> list[str]:
         return [m.name for m in self.members]
 
     @property
+    def offsets(self) -> PolicyOffsets:
+        return self.observation.offsets  # type: ignore[return-value]
+
+    @property
     def total_lag(self) -> int:
-        return int(sum(s.lag for s in self.lags.values() if s.lag is not None))
+        return self.lags.total
 
     @property
     def unknown(self) -> int:
         """Partitions whose lag could not be read this poll."""
-        return sum(1 for s in self.lags.values() if s.state is LagState.UNKNOWN)
+        return self.lags.count(UNKNOWN)
 
     def owners(self) -> dict[str, dict[str, list[int]]]:
         """The partitions each member's ConfigMap gives it now."""
@@ -88,7 +107,12 @@ def observe(
             spec.topic_pattern,
             describe=settings.describe_group,
             kip848_group=spec.apply_mode == "broker",
+            max_partitions=settings.max_partitions_per_policy,
         )
+    except TooManyPartitions as error:
+        memory.history = None  # nothing per partition is kept for a policy over the cap
+        memory.telemetry = None
+        raise PollFailure("TooManyPartitions", str(error)) from None
     except KafkaUnavailable as error:
         memory.close()  # a fresh client next poll: the cluster may have moved
         raise PollFailure("KafkaUnreachable", str(error)) from None
@@ -97,7 +121,9 @@ def observe(
     if not observation.topics:
         wanted = ", ".join(spec.topics) if spec.topics else f"pattern {spec.topic_pattern.pattern}"
         raise PollFailure("TopicsNotFound", f"no topic found for {wanted}")
-    lags, time_lags = _lags(spec, observation, memory, now)
+    if not isinstance(observation.offsets, PolicyOffsets):
+        observation.offsets = PolicyOffsets.from_mapping(observation.topics, observation.offsets)
+    lags = _lags(spec, observation.offsets, memory, now)
     try:
         current = assignment_doc.read_current(ports.configmaps.list(ctx.namespace, ctx.name))
     except StoreError as error:
@@ -117,11 +143,13 @@ def observe(
     if reported is None:
         reported = ctx.status.get("observedGeneration")
     kind, kind_state = observation.group_type or (None, None)
+    outside = ownership.outside_group(
+        spec.apply_mode, observation.group, current, present, committers
+    )
     return Observed(
         spec=spec,
         observation=observation,
         lags=lags,
-        time_lags=time_lags,
         members=members,
         current=current,
         lingering=lingering,
@@ -134,7 +162,7 @@ def observe(
         last_applied_at=max((t for t in applied_at if t is not None), default=None),
         spec_changed=reported is not None and reported != ctx.generation,
         handoff=_handoff(
-            spec, current, sorted(present | set(lingering)), observation, settings, now
+            spec, current, sorted(present | set(lingering)), observation, settings, now, outside
         ),
         mismatch=protocol.mismatch(
             spec.apply_mode,
@@ -146,6 +174,7 @@ def observe(
         ),
         unwritten=ownership.unwritten(current, ctx.name),
         inherited=any(d.policy_uid and d.policy_uid != ctx.uid for d in current.by_member.values()),
+        outside_group=outside,
     )
 
 
@@ -176,7 +205,8 @@ def _observer(
     ports: Ports,
     settings: OperatorSettings,
 ) -> Observer:
-    """The policy's Kafka client, rebuilt when the servers or the Secrets change."""
+    """The policy's Kafka client (shared with the policies that name the same servers and
+    credentials: `clients`), asked for again when the servers or the Secrets change."""
     secret = _secret(ports, ctx.namespace, spec.secret_name)
     ca = _secret(ports, ctx.namespace, spec.ca_secret_name)
     key = (spec.bootstrap_servers, kafka_security.fingerprint(secret, ca))
@@ -191,7 +221,7 @@ def _observer(
             settings.kafka_timeout_s, max(2.0, spec.poll_interval * settings.interval_scale)
         )
         try:
-            memory.observer = ports.kafka(spec.bootstrap_servers, security, timeout)
+            memory.observer = ports.kafka(spec.bootstrap_servers, security, timeout, key=key)
         except KafkaUnavailable as error:
             raise PollFailure("KafkaUnreachable", str(error)) from None
         memory.observer_key = key
@@ -211,34 +241,19 @@ def _secret(ports: Ports, namespace: str, name: str | None) -> dict[str, str] | 
     return secret
 
 
-def _lags(
-    spec: PolicySpec, observation: Observation, memory: PolicyMemory, now: float
-) -> tuple[dict[PartitionKey, PartitionLag], dict[PartitionKey, float | None]]:
-    """Lag state and time lag per partition; updates the per-partition memory."""
-    lags: dict[PartitionKey, PartitionLag] = {}
-    time_lags: dict[PartitionKey, float | None] = {}
-    for key, offsets in observation.offsets.items():
-        history = memory.partitions.setdefault(key, PartitionMemory())
-        age = now - history.last_lag_t if history.last_lag_t is not None else 0.0
-        state = classify(offsets, spec.offset_reset, memory.lags.get(key), age)
-        known = state.state is not LagState.UNKNOWN
-        history.observe(
-            now,
-            offsets.log_end,
-            offsets.committed if known else None,
-            state.lag if known else None,
-        )
-        lags[key] = state
-        time_lags[key] = (
-            history.ends.time_lag(offsets.committed, now)
-            if state.state is LagState.OK and offsets.committed is not None
-            else None
-        )
-    for key in list(memory.partitions):
-        if key not in observation.offsets:
-            del memory.partitions[key]  # partition or topic gone
-    memory.lags = lags
-    return lags, time_lags
+def _lags(spec: PolicySpec, offsets: PolicyOffsets, memory: PolicyMemory, now: float) -> PolicyLags:
+    """Lag state, lag and time lag of every partition; updates the policy's history (resized
+    to the partitions read: new ones start empty, gone ones are forgotten)."""
+    layout: Layout = offsets.layout
+    history = memory.history
+    history = PolicyHistory(layout) if history is None else history.resized(layout)
+    memory.history = history
+    previous, ages = history.carried(now)
+    states, lags, ages = classify_all(offsets, spec.offset_reset, previous, ages)
+    known = states != UNKNOWN
+    history.observe(now, offsets.end, offsets.committed, known, lags)
+    time_lags = history.time_lags(offsets.committed, (states == OK) & (offsets.committed >= 0), now)
+    return PolicyLags(layout, states, lags, ages, time_lags)
 
 
 def _handoff(
@@ -248,12 +263,20 @@ def _handoff(
     observation: Observation,
     settings: OperatorSettings,
     now: float,
+    outside: tuple[str, ...] = (),
 ) -> Pending | None:
     """Assign mode: who has not yet acknowledged the revoke of the applied epoch (members, and
-    running pods that left with partitions)."""
-    if spec.apply_mode != "assign":
-        return None
+    running pods that left with partitions). Group mode likewise while members hold partitions
+    outside the consumer group or a revoke written for them is in flight; a member that has
+    joined the group needs no acknowledgement (`ownership.outside_group`)."""
     top = {m: d for m, d in current.by_member.items() if d.epoch == current.epoch}
+    fenced: frozenset[str] = frozenset()
+    if spec.apply_mode == "group":
+        if not outside and not any(d.revoking for d in top.values()):
+            return None
+        fenced = ownership.in_group(observation.group)
+    elif spec.apply_mode != "assign":
+        return None
     started_at = min((parse_iso(d.generated_at) or now for d in top.values()), default=None)
     return handoff.pending(
         top,
@@ -262,4 +285,5 @@ def _handoff(
         now,
         started_at,
         spec.handoff_timeout * settings.interval_scale,
+        fenced,
     )

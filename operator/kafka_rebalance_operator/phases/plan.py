@@ -1,6 +1,6 @@
-"""Plan: the assignment this poll would like the group to have, from the real planner (the same
-`kafka_rebalance_assignors.plan` as `kafka-rebalance plan`), or the proposal already on offer,
-or the settlement of a hand-over that timed out.
+"""Plan: the assignment this poll would like the group to have, from the real planner (the typed
+`kafka_rebalance_assignors.plan_request`, which `kafka-rebalance plan` runs on its document too),
+or the proposal already on offer, or the settlement of a hand-over that timed out.
 
 Pure except for the capacity estimator and the proposal kept in memory.
 """
@@ -10,14 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import kafka_rebalance_assignors as assignors
 
 from kafka_rebalance_operator import handoff, planning
 from kafka_rebalance_operator.assignment_doc import MemberDocument
 from kafka_rebalance_operator.capacity import confirmed_owners
-from kafka_rebalance_operator.lag import LagState
+from kafka_rebalance_operator.lag import OK
 from kafka_rebalance_operator.members import resolve_weights
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure
@@ -67,25 +66,25 @@ def plan(
     adaptive = _adaptive(ctx, observed, memory, settings, now)
     weights = resolve_weights(spec, observed.members, adaptive)
     live_docs = {m: d for m, d in observed.current.by_member.items() if m in weights}
-    document = planning.build_document(
+    request = planning.build_request(
         spec,
         observed.observation.topics,
         weights,
         live_docs,
-        {k: (float(s.lag) if s.lag is not None else None) for k, s in observed.lags.items()},
-        {k: m.produce.value for k, m in memory.partitions.items()},
+        observed.lags.lag_values(),
+        memory.history.produce_rates() if memory.history is not None else {},
     )
     try:
-        result = assignors.plan(document)
+        result = assignors.plan_request(request)
     except assignors.PlanInputError as error:
         raise PollFailure("PlanFailed", f"the planner refused the input: {error}") from None
     pending = observed.handoff
     planned = Planned(
-        assignment=result["assignment"],
-        hash=planning.plan_hash(result["assignment"]),
-        moves=len(result["moves"]),
-        ratio_before=_ratio(result["stats"].get("max_load_ratio_before")),
-        ratio_after=_ratio(result["stats"].get("max_load_ratio")),
+        assignment=result.assignment,
+        hash=planning.plan_hash(result.assignment),
+        moves=len(result.moves),
+        ratio_before=result.stats.max_load_ratio_before,
+        ratio_after=result.stats.max_load_ratio,
         live_docs=live_docs,
         lingering=dict(observed.lingering),
         proposal=None,
@@ -166,9 +165,13 @@ def _adaptive(
     # backlogged; held inside a hysteresis band
     estimator = memory.capacity
     estimator.settle_s = spec.poll_interval * settings.interval_scale
-    ok = {k: s for k, s in observed.lags.items() if s.state is LagState.OK and s.lag is not None}
+    lags, offsets = observed.lags, observed.offsets
+    ok = [
+        (key, int(offsets.committed[i]), int(lags.lags[i]))
+        for i, key in enumerate(lags.layout.keys())
+        if lags.states[i] == OK and lags.lags[i] >= 0 and offsets.committed[i] >= 0
+    ]
     group = observed.observation.group if spec.apply_mode == "group" else None
-    offsets = observed.observation.offsets
     names = observed.member_names
     estimator.observe(
         now,
@@ -177,11 +180,11 @@ def _adaptive(
             owners(actual_assignment(group)) if group is not None else None,
             group is not None and group.get("group_state") == "Stable",
         ),
-        {k: c for k in ok if (c := offsets[k].committed) is not None},
-        {k: s.lag for k, s in ok.items() if s.lag is not None},
+        {key: committed for key, committed, _lag in ok},
+        {key: lag for key, _committed, lag in ok},
         names,
     )
-    demand = sum(m.produce.value or 0.0 for m in memory.partitions.values())
+    demand = memory.history.total_produce() if memory.history is not None else 0.0
     held = dict(estimator.used)
     adaptive = estimator.weights(names, demand)
     if adaptive != held:
@@ -197,7 +200,3 @@ def _adaptive(
 
 def owners(assignment: Mapping[str, Mapping[str, list[int]]]) -> dict[PartitionKey, str]:
     return {(t, p): m for m, ts in assignment.items() for t, ps in ts.items() for p in ps}
-
-
-def _ratio(value: Any) -> float | None:
-    return round(float(value), 6) if isinstance(value, int | float) else None

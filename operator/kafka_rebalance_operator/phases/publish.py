@@ -1,11 +1,13 @@
 """Publish (broker mode only): the plan in place goes to the brokers' `kafka-rebalance-plan`
 assignor through the plan topic, and the group's coordinator is nudged into recomputing its
-target assignment (docs/kip848.md). The other modes stop at apply.
+target assignment (docs/kip848.md). The other modes stop at apply; a policy that leaves broker
+mode, or is deleted, retires its record with a tombstone (`retire`).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kafka_rebalance_operator import broker_plan, planning
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable
@@ -19,6 +21,13 @@ from kafka_rebalance_operator.verify import target_differs
 log = logging.getLogger(__name__)
 
 
+def _member_ids(group: dict[str, Any] | None) -> list[str]:
+    """The group's KIP-848 member ids as ConsumerGroupDescribe gave them (kip848.describe)."""
+    return sorted(
+        str(m["member_id"]) for m in (group or {}).get("members") or [] if m.get("member_id")
+    )
+
+
 def publish(
     ctx: PolicyContext,
     observed: Observed,
@@ -28,35 +37,98 @@ def publish(
     now: float,
 ) -> None:
     """Broker mode: the plan in place goes to the brokers' plug-in (the plan topic), and the
-    group's coordinator is nudged to recompute its target assignment. Done once per plan hash,
-    and again when the coordinator's target for the group still differs from the plan a poll
-    interval after the last publish (the record was lost or overwritten, the nudge did not
-    take); a publish that fails is retried at the next poll (the ConfigMaps hold the plan)."""
+    group's coordinator is nudged to recompute its target assignment.
+
+    When: once per plan hash (published and nudged); again, nudged, when the coordinator's
+    target still differs from the plan a poll interval after the last publish (the record was
+    lost or overwritten, the nudge did not take); again, not nudged, every
+    `settings.plan_refresh_s` (the brokers let plans expire) and when the group's members all
+    changed since the record named them (the plug-in ties a plan to its group by member id).
+    A publish that fails is retried at the next poll (the ConfigMaps hold the plan).
+
+    Invariant: nothing is published and nobody nudged while the group is not a KIP-848 group
+    (ProtocolMismatch). A KIP-848 group whose coordinator uses another assignor gets each new
+    plan published (followed the moment the plug-in is loaded) but is never nudged."""
     plan_hash = planning.plan_hash(applied.assignment)
     if not applied.assignment:
         return
-    if memory.published_hash == plan_hash:
+    group = observed.observation.group if observed.observation else None
+    kip848_group = observed.observation is not None and observed.observation.assignor is not None
+    if observed.mismatch and not kip848_group:
+        return
+    member_ids = _member_ids(group) if kip848_group else []
+    if memory.published_hash != plan_hash:
+        nudge = True
+    else:
         patience = observed.spec.poll_interval * settings.interval_scale
-        drifted = target_differs(observed.observation.group, applied.assignment)
-        if not drifted or now - (memory.published_at or now) < patience:
+        waited = now - (memory.published_at or now)
+        strangers = bool(member_ids) and not set(member_ids) & set(memory.published_member_ids)
+        if target_differs(group, applied.assignment) and waited >= patience:
+            nudge = True
+        elif waited >= settings.plan_refresh_s or strangers:
+            nudge = False
+        else:
             return
+    if observed.mismatch:  # another server-side assignor: no nudge, no drift loop
+        if memory.published_hash == plan_hash:
+            return
+        nudge = False
+    group_id = observed.spec.group_id
     record = broker_plan.encode_plan(
-        observed.spec.group_id, applied.epoch, plan_hash, iso(now), applied.assignment
+        group_id,
+        applied.epoch,
+        plan_hash,
+        iso(now),
+        applied.assignment,
+        incarnation=ctx.uid,
+        member_ids=member_ids,
+    )
+    signature = (
+        broker_plan.sign(settings.plan_keys[0], group_id, record) if settings.plan_keys else None
     )
     if memory.observer is None:
         raise PollFailure("PublishFailed", "no Kafka client to publish the plan with")
     try:
-        memory.observer.publish_plan(settings.plan_topic, observed.spec.group_id, record)
-        memory.observer.nudge(observed.spec.group_id)
+        memory.observer.publish_plan(
+            settings.plan_topic, group_id, record, signature, settings.plan_client
+        )
+        if nudge:
+            memory.observer.nudge(group_id)
     except KafkaUnavailable as error:
         raise PollFailure("PublishFailed", str(error)) from None
     memory.published_hash, memory.published_at = plan_hash, now
+    memory.published_group, memory.published_member_ids = group_id, tuple(member_ids)
     log.info(
-        "%s/%s epoch %d: plan %s published to %s; group %s nudged",
+        "%s/%s epoch %d: plan %s published to %s (%d bytes)%s",
         ctx.namespace,
         ctx.name,
         applied.epoch,
         plan_hash,
         settings.plan_topic,
-        observed.spec.group_id,
+        len(record),
+        f"; group {group_id} nudged" if nudge else "",
+    )
+
+
+def retire(memory: PolicyMemory, settings: OperatorSettings, where: str) -> None:
+    """The policy published a plan and is deleted or no longer in broker mode: its record
+    becomes a signed tombstone, so the brokers drop the plan at once rather than at its expiry.
+    Best effort (a failure is logged: the plan still expires by the brokers' max age)."""
+    group_id = memory.published_group
+    if group_id is None or memory.observer is None:
+        return
+    signature = (
+        broker_plan.sign(settings.plan_keys[0], group_id, None) if settings.plan_keys else None
+    )
+    try:
+        memory.observer.publish_plan(
+            settings.plan_topic, group_id, None, signature, settings.plan_client
+        )
+    except KafkaUnavailable as error:
+        log.warning("%s: the plan of group %s stays until it expires: %s", where, group_id, error)
+        return
+    memory.published_hash = memory.published_at = memory.published_group = None
+    memory.published_member_ids = ()
+    log.info(
+        "%s: plan of group %s retired from %s (tombstone)", where, group_id, settings.plan_topic
     )

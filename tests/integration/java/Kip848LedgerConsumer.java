@@ -1,6 +1,6 @@
 // A KIP-848 consumer (group.protocol=consumer) for the broker-mode tests: static member
 // `member` (group.instance.id), subscribes to one topic, writes every record it processes to
-// the project's ledger format (kafka_rebalance/demo/ledger.py) and commits after the write, so
+// the project's ledger format (devharness/kafka_rebalance_dev/demo/ledger.py) and commits after the write, so
 // the ledger shows every acknowledged record, tagged with the member epoch it was consumed
 // under. Prints "assigned [..]" on every change.
 //

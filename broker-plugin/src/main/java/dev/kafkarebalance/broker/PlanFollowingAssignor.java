@@ -25,7 +25,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A KIP-848 server-side assignor ({@code group.remote.assignor=kafka-rebalance-plan}) that follows
- * the operator's lag-aware plans. Members are matched to the plan by {@code group.instance.id};
+ * the operator's lag-aware plans. The group's plan is the one that names its members' instance
+ * ids and shares a KIP-848 member id with it ({@link PlanStore#select}); members are matched to
+ * the plan by {@code group.instance.id};
  * members and partitions the plan does not cover, and every partition of a group whose plan is
  * missing, stale or unusable, get a uniform-style sticky assignment ({@link StickyFallback}), and
  * the broker log says why. The group is never left without an assignment because of a plan.
@@ -46,7 +48,7 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
 
     /** What the broker instantiates (public no-argument constructor). */
     public PlanFollowingAssignor() {
-        this(new PlanStore(), Clock.systemUTC(), 0);
+        this(new PlanStore(), Clock.systemUTC(), PluginConfig.DEFAULT_MAX_AGE_MS);
     }
 
     /** For tests and embedding: plans come from `store`, which the caller fills. */
@@ -100,7 +102,7 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
             assignment.put(member, new HashMap<>());
         }
         Set<StickyFallback.TopicPartitionId> planned = new HashSet<>();
-        Optional<Plan> plan = usablePlan(instances.keySet());
+        Optional<Plan> plan = usablePlan(instances.keySet(), memberIds);
         int dropped = 0;
         if (plan.isPresent()) {
             for (Map.Entry<String, Map<Uuid, Set<Integer>>> entry : plan.get().members().entrySet()) {
@@ -153,8 +155,8 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
     }
 
     /** The plan to follow, or empty (and a broker-log line saying why) if there is none. */
-    private Optional<Plan> usablePlan(Set<String> instanceIds) {
-        PlanStore.Selection selection = store.select(instanceIds);
+    private Optional<Plan> usablePlan(Set<String> instanceIds, List<String> memberIds) {
+        PlanStore.Selection selection = store.select(instanceIds, memberIds);
         if (selection.plan().isEmpty()) {
             LOG.warn("{}: uniform-style sticky fallback for members {}: {}", NAME, instanceIds, selection.reason());
             return Optional.empty();

@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
 
@@ -11,16 +12,42 @@ import java.util.concurrent.ConcurrentMap;
  * The in-memory plans, keyed by group id: written only by the background reader, read by the
  * assignor on the coordinator thread. Reads never block and never do I/O.
  *
- * <p>The coordinator does not tell an assignor which group it is assigning ({@code GroupSpec}
- * carries no group id), so a plan is found through the members' instance ids: the plan that
- * names any of them. Instance ids are unique only within a group, so if two groups' plans name
- * the group's instance ids, neither is followed (see {@link Selection}).
+ * <p>Order: within one incarnation (the publishing policy's uid) a plan of a lower epoch never
+ * replaces a higher one; a plan of another incarnation replaces the current one only if it was
+ * generated no earlier. So a replayed or reordered record cannot roll a group back.
+ *
+ * <p>Selection: the coordinator does not tell an assignor which group it is assigning
+ * ({@code GroupSpec} carries no group id, up to Kafka 4.4), and instance ids are unique only
+ * within a group. So a plan carries the group's KIP-848 member ids as the operator last saw them
+ * (client-generated UUIDs: no two groups share one), and a plan is followed for a group when it
+ * names the group's instance ids and shares a member id with it. A plan without member ids
+ * (version 1) is followed only if it is the only one naming those instance ids.
  */
 public final class PlanStore {
     private final ConcurrentMap<String, Plan> plans = new ConcurrentHashMap<>();
 
-    public void put(Plan plan) {
-        plans.put(plan.group(), plan);
+    /** Stores `plan` unless it would roll its group back; returns why it was not stored. */
+    public Optional<String> put(Plan plan) {
+        String[] refusal = new String[1];
+        plans.compute(plan.group(), (group, current) -> {
+            refusal[0] = older(plan, current);
+            return refusal[0] == null ? plan : current;
+        });
+        return Optional.ofNullable(refusal[0]);
+    }
+
+    private static String older(Plan plan, Plan current) {
+        if (current == null) {
+            return null;
+        }
+        if (plan.incarnation().equals(current.incarnation())) {
+            return plan.epoch() < current.epoch()
+                ? "epoch " + plan.epoch() + " is below epoch " + current.epoch() + " already held for this policy"
+                : null;
+        }
+        return plan.generatedAtMs() < current.generatedAtMs()
+            ? "it is from another policy incarnation and older than the plan held (epoch " + current.epoch() + ")"
+            : null;
     }
 
     public void remove(String group) {
@@ -35,29 +62,46 @@ public final class PlanStore {
         return plans.size();
     }
 
-    /** The plan to follow for members with these instance ids, or why there is none. */
-    public Selection select(Collection<String> instanceIds) {
-        List<Plan> candidates = new ArrayList<>();
+    /** The plan to follow for a group with these instance ids and member ids, or why none. */
+    public Selection select(Collection<String> instanceIds, Collection<String> memberIds) {
+        List<Plan> named = new ArrayList<>();
         for (Plan plan : plans.values()) {
             for (String instance : instanceIds) {
                 if (plan.members().containsKey(instance)) {
-                    candidates.add(plan);
+                    named.add(plan);
                     break;
                 }
             }
         }
-        if (candidates.size() == 1) {
-            return new Selection(Optional.of(candidates.get(0)), "");
-        }
-        if (candidates.isEmpty()) {
+        if (named.isEmpty()) {
             return new Selection(Optional.empty(), instanceIds.isEmpty()
                 ? "no member has a group.instance.id (static membership is how plans name members)"
                 : "no plan names any of the members' instance ids");
         }
-        List<String> groups = candidates.stream().map(Plan::group).sorted().toList();
-        return new Selection(Optional.empty(),
-            "the members' instance ids appear in the plans of several groups " + groups
-                + " (instance ids must be unique across planned groups)");
+        Set<String> members = Set.copyOf(memberIds);
+        List<Plan> own = named.stream().filter(p -> p.memberIds().stream().anyMatch(members::contains)).toList();
+        if (own.size() == 1) {
+            return new Selection(Optional.of(own.get(0)), "");
+        }
+        if (own.size() > 1) {
+            return ambiguous(own, "share member ids with this group");
+        }
+        List<Plan> unqualified = named.stream().filter(p -> p.memberIds().isEmpty()).toList();
+        if (unqualified.size() == 1 && named.size() == 1) {
+            return new Selection(Optional.of(unqualified.get(0)), "");
+        }
+        if (named.size() > 1 && unqualified.size() == named.size()) {
+            return ambiguous(named, "name the members' instance ids and carry no member ids");
+        }
+        List<String> groups = named.stream().map(Plan::group).sorted().toList();
+        return new Selection(Optional.empty(), "the plans naming the members' instance ids " + groups
+            + " were made for other members (no member id in common): plans of other groups, or this "
+            + "group's members all restarted since its plan; the operator publishes it again");
+    }
+
+    private static Selection ambiguous(List<Plan> plans, String how) {
+        List<String> groups = plans.stream().map(Plan::group).sorted().toList();
+        return new Selection(Optional.empty(), "the plans of several groups " + groups + " " + how);
     }
 
     /** A selected plan, or the reason no plan applies (for the broker log). */

@@ -2,9 +2,9 @@ package dev.kafkarebalance.broker;
 
 import java.time.Duration;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -19,7 +19,9 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.errors.RecordDeserializationException;
 import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.slf4j.Logger;
@@ -28,10 +30,13 @@ import org.slf4j.LoggerFactory;
 /**
  * The background thread that keeps {@link PlanStore} equal to the compacted plan topic: it reads
  * every partition from the beginning with no consumer group (nothing committed, nothing to
- * rebalance), decodes each record ({@link PlanCodec}), resolves topic names to ids with an admin
- * client, and replaces the group's plan. A tombstone removes it; a malformed record removes it
- * too (the group falls back rather than follow a plan the operator has since replaced) and is
- * logged. All network I/O of the plug-in happens here, never on the coordinator thread.
+ * rebalance) and hands each record to {@link PlanRecords}, resolving topic names to ids with an
+ * admin client. All network I/O of the plug-in happens here, never on the coordinator thread.
+ *
+ * <p>Invariant: the thread runs until {@link #close}. Whatever one record does (a refusal, an
+ * exception, an {@code Error} such as OutOfMemoryError) is logged and the next record is read; a
+ * failure of the clients themselves restarts them after 5 s from the positions already read, and
+ * a record the consumer itself cannot hand over is skipped.
  */
 final class PlanTopicReader implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(PlanTopicReader.class);
@@ -40,15 +45,17 @@ final class PlanTopicReader implements AutoCloseable {
 
     private final PluginConfig config;
     private final PlanStore store;
+    private final PlanKeys keys;
     private final Thread thread;
     private final Map<String, Uuid> topicIds = new HashMap<>();
-    private final Map<String, PlanDocument> unresolved = new HashMap<>();
+    private final Map<TopicPartition, Long> positions = new HashMap<>();
     private volatile boolean running = true;
     private volatile KafkaConsumer<String, byte[]> consumer;
 
-    PlanTopicReader(PluginConfig config, PlanStore store) {
+    PlanTopicReader(PluginConfig config, PlanStore store, PlanKeys keys) {
         this.config = config;
         this.store = store;
+        this.keys = keys;
         this.thread = new Thread(this::run, "kafka-rebalance-plan-reader");
         this.thread.setDaemon(true);
     }
@@ -83,10 +90,12 @@ final class PlanTopicReader implements AutoCloseable {
             try {
                 follow();
             } catch (WakeupException e) {
-                return;
-            } catch (RuntimeException e) {
+                if (!running) {
+                    return;
+                }
+            } catch (Throwable t) {  // an Error too: the reader outlives any failure
                 LOG.warn("{}: plan reader failed ({}); retrying in 5 s; groups keep their last plans",
-                    PlanFollowingAssignor.NAME, e.toString());
+                    PlanFollowingAssignor.NAME, PlanRecords.oneLine(t));
                 sleep(RESOLVE_RETRY_MS);
             }
         }
@@ -99,26 +108,68 @@ final class PlanTopicReader implements AutoCloseable {
         try (Admin admin = Admin.create(clientProps());
              KafkaConsumer<String, byte[]> c = new KafkaConsumer<>(props, new StringDeserializer(), new ByteArrayDeserializer())) {
             consumer = c;
+            PlanRecords records = new PlanRecords(store, keys, config.bounds(), name -> resolve(admin, name));
             List<TopicPartition> partitions = waitForTopic(c);
             if (partitions.isEmpty()) {
                 return;
             }
             c.assign(partitions);
-            c.seekToBeginning(partitions);
+            for (TopicPartition tp : partitions) {
+                Long next = positions.get(tp);
+                if (next == null) {
+                    c.seekToBeginning(List.of(tp));
+                } else {
+                    c.seek(tp, next);
+                }
+            }
             long lastResolve = 0;
             while (running) {
-                for (ConsumerRecord<String, byte[]> record : c.poll(POLL)) {
-                    apply(admin, record);
+                records.reloadKeys();
+                for (ConsumerRecord<String, byte[]> record : poll(c)) {
+                    Header signature = record.headers().lastHeader(PlanKeys.HEADER);
+                    records.handle(record.key(), record.value(), signature == null ? null : signature.value(),
+                        record.topic() + "-" + record.partition() + "@" + record.offset());
+                    positions.put(new TopicPartition(record.topic(), record.partition()), record.offset() + 1);
                 }
-                if (!unresolved.isEmpty() && System.currentTimeMillis() - lastResolve > RESOLVE_RETRY_MS) {
+                if (records.hasUnresolved() && System.currentTimeMillis() - lastResolve > RESOLVE_RETRY_MS) {
                     lastResolve = System.currentTimeMillis();
-                    for (PlanDocument document : List.copyOf(unresolved.values())) {
-                        publish(admin, document);
-                    }
+                    records.retryUnresolved();
                 }
             }
         } finally {
             consumer = null;
+        }
+    }
+
+    /** One poll; a record the consumer cannot hand over is logged and skipped. */
+    private Iterable<ConsumerRecord<String, byte[]>> poll(KafkaConsumer<String, byte[]> c) {
+        try {
+            return c.poll(POLL);
+        } catch (RecordDeserializationException e) {
+            LOG.error("{}: skipped the unreadable plan record at {}@{}: {}", PlanFollowingAssignor.NAME,
+                e.topicPartition(), e.offset(), PlanRecords.oneLine(e));
+            c.seek(e.topicPartition(), e.offset() + 1);
+            positions.put(e.topicPartition(), e.offset() + 1);
+            return List.of();
+        }
+    }
+
+    private Optional<Uuid> resolve(Admin admin, String name) {
+        Uuid known = topicIds.get(name);
+        if (known != null) {
+            return Optional.of(known);
+        }
+        try {
+            Map<String, TopicDescription> found = admin.describeTopics(TopicCollection.ofTopicNames(Set.of(name)))
+                .allTopicNames().get(10, TimeUnit.SECONDS);
+            Uuid id = found.get(name).topicId();
+            topicIds.put(name, id);
+            return Optional.of(id);
+        } catch (ExecutionException | TimeoutException e) {
+            return Optional.empty();  // stays unknown: its partitions fall back until it can be resolved
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return Optional.empty();
         }
     }
 
@@ -137,75 +188,6 @@ final class PlanTopicReader implements AutoCloseable {
             sleep(RESOLVE_RETRY_MS);
         }
         return List.of();
-    }
-
-    private void apply(Admin admin, ConsumerRecord<String, byte[]> record) {
-        String group = record.key();
-        if (group == null) {
-            LOG.warn("{}: ignored a plan record with no key at {}-{}@{}", PlanFollowingAssignor.NAME,
-                record.topic(), record.partition(), record.offset());
-            return;
-        }
-        unresolved.remove(group);
-        if (record.value() == null) {
-            store.remove(group);
-            LOG.info("{}: plan for group '{}' deleted; the group gets the fallback from its next rebalance",
-                PlanFollowingAssignor.NAME, group);
-            return;
-        }
-        try {
-            publish(admin, PlanCodec.decode(group, record.value()));
-        } catch (PlanFormatException e) {
-            store.remove(group);
-            LOG.warn("{}: malformed plan for group '{}' at {}-{}@{}: {}; the group gets the fallback until "
-                    + "a valid plan is published", PlanFollowingAssignor.NAME, group, record.topic(),
-                record.partition(), record.offset(), e.getMessage());
-        }
-    }
-
-    /** Resolves the document's topic names (asking the cluster for unknown ones) and stores it. */
-    private void publish(Admin admin, PlanDocument document) {
-        Set<String> names = new HashSet<>();
-        document.members().values().forEach(topics -> names.addAll(topics.keySet()));
-        Set<String> unknown = new HashSet<>(names);
-        unknown.removeAll(topicIds.keySet());
-        if (!unknown.isEmpty()) {
-            for (String name : unknown) {
-                try {
-                    Map<String, TopicDescription> found = admin.describeTopics(TopicCollection.ofTopicNames(Set.of(name)))
-                        .allTopicNames().get(10, TimeUnit.SECONDS);
-                    topicIds.put(name, found.get(name).topicId());
-                } catch (ExecutionException | TimeoutException e) {
-                    // stays unknown: its partitions fall back until it can be resolved
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    return;
-                }
-            }
-        }
-        Set<String> missing = new HashSet<>(names);
-        missing.removeAll(topicIds.keySet());
-        Map<String, Map<Uuid, Set<Integer>>> members = new HashMap<>();
-        document.members().forEach((instance, topics) -> {
-            Map<Uuid, Set<Integer>> byId = new HashMap<>();
-            topics.forEach((name, partitions) -> {
-                Uuid id = topicIds.get(name);
-                if (id != null) {
-                    byId.put(id, Set.copyOf(partitions));
-                }
-            });
-            members.put(instance, byId);
-        });
-        Plan plan = new Plan(document.group(), document.epoch(), document.planHash(),
-            document.generatedAtMs(), members, missing);
-        store.put(plan);
-        if (missing.isEmpty()) {
-            unresolved.remove(document.group());
-        } else {
-            unresolved.put(document.group(), document);
-        }
-        LOG.info("{}: cached {} ({} members){}", PlanFollowingAssignor.NAME, plan.describe(), members.size(),
-            missing.isEmpty() ? "" : "; unknown topics " + missing + " fall back until they exist");
     }
 
     private void sleep(long ms) {

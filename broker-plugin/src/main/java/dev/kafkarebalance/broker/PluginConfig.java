@@ -12,19 +12,37 @@ import java.util.Map;
  *   <li>{@value #BOOTSTRAP}: where the plan topic lives (usually this cluster's own listener);
  *       unset means no plans are read and every group gets the fallback;</li>
  *   <li>{@value #TOPIC}: the compacted plan topic (default {@value #DEFAULT_TOPIC});</li>
- *   <li>{@value #MAX_AGE}: plans older than this (by their generatedAt) are not followed;
- *       0 (default) never ages a plan out;</li>
+ *   <li>{@value #MAX_AGE}: plans older than this (by their generatedAt) are not followed
+ *       (default 15 minutes; the operator republishes every plan well within it); 0 never ages
+ *       a plan out;</li>
+ *   <li>{@value #KEYS_FILE}: the file of shared keys plan records must be signed with
+ *       ({@link PlanKeys}); unset, records are not authenticated and the broker log warns;</li>
+ *   <li>{@value #MAX_RECORD_BYTES}, {@value #MAX_PARTITIONS}, {@value #MAX_PARTITIONS_PER_MEMBER},
+ *       {@value #MAX_PARTITION}: the bounds of one plan record ({@link PlanBounds});</li>
  *   <li>{@value #CLIENT_PREFIX}{@code *}: passed, without the prefix, to the reader's consumer and
  *       admin client (security.protocol, sasl.*, ssl.*).</li>
  * </ul>
  */
-public record PluginConfig(String bootstrapServers, String topic, long maxAgeMs, Map<String, Object> client) {
+public record PluginConfig(
+    String bootstrapServers,
+    String topic,
+    long maxAgeMs,
+    PlanBounds bounds,
+    String keysFile,
+    Map<String, Object> client
+) {
     public static final String PREFIX = "kafka.rebalance.plans.";
     public static final String BOOTSTRAP = PREFIX + "bootstrap.servers";
     public static final String TOPIC = PREFIX + "topic";
     public static final String MAX_AGE = PREFIX + "max.age.ms";
+    public static final String KEYS_FILE = PREFIX + "keys.file";
+    public static final String MAX_RECORD_BYTES = PREFIX + "max.record.bytes";
+    public static final String MAX_PARTITIONS = PREFIX + "max.partitions";
+    public static final String MAX_PARTITIONS_PER_MEMBER = PREFIX + "max.partitions.per.member";
+    public static final String MAX_PARTITION = PREFIX + "max.partition";
     public static final String CLIENT_PREFIX = PREFIX + "client.";
     public static final String DEFAULT_TOPIC = "kafka-rebalance-plans";
+    public static final long DEFAULT_MAX_AGE_MS = 15 * 60 * 1000;
 
     public static PluginConfig from(Map<String, ?> configs) {
         Map<String, Object> client = new HashMap<>();
@@ -35,18 +53,37 @@ public record PluginConfig(String bootstrapServers, String topic, long maxAgeMs,
         });
         Object bootstrap = configs.get(BOOTSTRAP);
         Object topic = configs.get(TOPIC);
-        Object maxAge = configs.get(MAX_AGE);
-        long age;
-        try {
-            age = maxAge == null ? 0 : Long.parseLong(maxAge.toString().trim());
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(MAX_AGE + ": '" + maxAge + "' is not a number of milliseconds");
-        }
+        Object keys = configs.get(KEYS_FILE);
+        PlanBounds bounds = new PlanBounds(
+            (int) number(configs, MAX_RECORD_BYTES, PlanBounds.DEFAULT_MAX_RECORD_BYTES, Integer.MAX_VALUE),
+            (int) number(configs, MAX_PARTITIONS, PlanBounds.DEFAULT_MAX_PARTITIONS, Integer.MAX_VALUE),
+            (int) number(configs, MAX_PARTITIONS_PER_MEMBER, PlanBounds.DEFAULT_MAX_PARTITIONS_PER_MEMBER,
+                Integer.MAX_VALUE),
+            (int) number(configs, MAX_PARTITION, PlanBounds.DEFAULT_MAX_PARTITION, Integer.MAX_VALUE));
         return new PluginConfig(
             bootstrap == null ? "" : bootstrap.toString().trim(),
             topic == null || topic.toString().isBlank() ? DEFAULT_TOPIC : topic.toString().trim(),
-            age,
+            number(configs, MAX_AGE, DEFAULT_MAX_AGE_MS, Long.MAX_VALUE),
+            bounds,
+            keys == null ? "" : keys.toString().trim(),
             Map.copyOf(client)
         );
+    }
+
+    /** A non-negative whole number config, or its default when unset. */
+    static long number(Map<String, ?> configs, String name, long fallback, long max) {
+        Object value = configs.get(name);
+        if (value == null || value.toString().isBlank()) {
+            return fallback;
+        }
+        try {
+            long parsed = Long.parseLong(value.toString().trim());
+            if (parsed < 0 || parsed > max) {
+                throw new NumberFormatException();
+            }
+            return parsed;
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(name + ": '" + value + "' is not a whole number from 0 to " + max);
+        }
     }
 }

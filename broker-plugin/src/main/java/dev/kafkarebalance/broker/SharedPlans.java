@@ -1,5 +1,6 @@
 package dev.kafkarebalance.broker;
 
+import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -23,7 +24,16 @@ final class SharedPlans {
         int users;
 
         Shared(PluginConfig config) {
-            reader = new PlanTopicReader(config, store);
+            PlanKeys keys = config.keysFile().isEmpty() ? PlanKeys.none() : PlanKeys.fromFile(Path.of(config.keysFile()));
+            reader = new PlanTopicReader(config, store, keys);
+            if (keys.required()) {
+                LOG.info("{}: plan records must be signed by one of the {} keys in {}", PlanFollowingAssignor.NAME,
+                    keys.count(), config.keysFile());
+            } else {
+                LOG.warn("{}: {} is not set: plan records are NOT authenticated, so any principal that may write "
+                    + "topic '{}' can steer groups (docs/kip848.md)", PlanFollowingAssignor.NAME, PluginConfig.KEYS_FILE,
+                    config.topic());
+            }
         }
     }
 

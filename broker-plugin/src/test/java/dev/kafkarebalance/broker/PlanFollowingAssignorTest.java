@@ -238,7 +238,7 @@ class PlanFollowingAssignorTest {
         assertRefused("also planned for", "orders",
             "{\"group\":\"orders\",\"epoch\":1,\"members\":{\"a\":{\"t\":[0]},\"b\":{\"t\":\"0-1\"}}}");
         assertRefused("members.a.t", "orders", "{\"group\":\"orders\",\"epoch\":1,\"members\":{\"a\":{\"t\":[-1]}}}");
-        assertRefused("version", "orders", "{\"version\":2,\"group\":\"orders\",\"epoch\":1,\"members\":{}}");
+        assertRefused("version", "orders", "{\"version\":3,\"group\":\"orders\",\"epoch\":1,\"members\":{}}");
     }
 
     private static void assertRefused(String fragment, String key, String json) {

@@ -1,0 +1,324 @@
+"""Validation: a typed `PlanRequest` into the `ParsedRequest` every strategy plans for.
+
+The one set of rules for planning input, whoever built it: in-process callers build the request
+themselves, the `plan` command's JSON document is turned into one by `parsing` (which checks only
+the document's shape: objects, unknown fields). Bad input is refused with a `PlanInputError`
+that names the offending field as a path of the plan contract (docs/planning.md), so a caller and
+a user of the command read the same message. *Stale* facts (ownership of deleted topics or
+partitions, subscriptions to unknown topics) are dropped and counted, never refused, because
+Kafka does the same and an operator replanning after a topic deletion must not fail. A lag or
+rate value may be None: not reported (see `load`, "unknown is not zero").
+
+The request's fields are checked as values, not trusted from their annotations: a JSON document
+puts whatever it holds there. Sequences may be lists or tuples. Checks are whole-list and C-level
+first (lists reach a million entries at Kafka's scale), with a per-value scan only to name the
+offender or to drop a stale part.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from itertools import chain, repeat
+from operator import itemgetter
+from typing import Any
+
+from kafka_rebalance_assignors.model import (
+    DEFAULT_TARGET_DRAIN_SECONDS,
+    MAX_PARTITIONS,
+    Group,
+    Member,
+    Options,
+    ParsedRequest,
+    PlanInputError,
+)
+from kafka_rebalance_assignors.request import MemberRequest, PlanOptions, PlanRequest
+
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_INT_ONLY = {int}
+_SEQUENCE_TYPES = {list, tuple}
+_NUMBER_TYPES = {int, float}
+_ONE = {1}
+_FIRST = itemgetter(0)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, list | tuple)
+
+
+def require_object(value: Any, path: str) -> Mapping[str, Any]:
+    """`value` when it is a mapping, else the contract's error for `path`."""
+    if not isinstance(value, Mapping):
+        raise PlanInputError(path, f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _topics(raw: Any) -> dict[str, int]:
+    topics = require_object(raw, "topics")
+    parsed: dict[str, int] = {}
+    for name in sorted(topics):
+        count = topics[name]
+        if not _is_int(count) or count < 0:
+            raise PlanInputError(
+                f"topics.{name}", f"partition count must be an integer >= 0, got {count!r}"
+            )
+        parsed[name] = count
+    total = sum(parsed.values())
+    if total > MAX_PARTITIONS:
+        raise PlanInputError("topics", f"{total} partitions in all, more than {MAX_PARTITIONS}")
+    return parsed
+
+
+class _Shared:
+    """What members of one request share, so that a million-claim group costs no object per
+    claim and no re-check per member: `claim(p)` is the same immutable `(p,)` every time (a
+    member owning one partition of each of many topics is the usual shape at scale), and the
+    last subscription list checked, with its result, is reused while members pass the very
+    same list object (the operator and `group_request` give every member one list)."""
+
+    def __init__(self, topics: Mapping[str, int]) -> None:
+        self.claim = list(zip(range(max(topics.values(), default=0)), strict=True)).__getitem__
+        self.subscription: object = None
+        self.subscribed: tuple[tuple[str, ...], int] = ((), 0)
+
+
+def _member(
+    member_id: str, member: MemberRequest, topics: Mapping[str, int], shared: _Shared
+) -> tuple[Member, int, int]:
+    """(the validated member, its stale claims dropped, its unknown subscriptions ignored)."""
+    path = f"members.{member_id}"
+    subscription = member.topics
+    if subscription is shared.subscription:  # members sharing one list: checked once
+        known, unknown_subscriptions = shared.subscribed
+    else:
+        if not _is_sequence(subscription) or not all(map(isinstance, subscription, repeat(str))):
+            raise PlanInputError(f"{path}.topics", "must be a list of topic names")
+        subscribed = set(subscription)  # set operations: C speed for 1,000 members x 100 topics
+        known = tuple(sorted(subscribed.intersection(topics)))
+        unknown_subscriptions = len(subscribed.difference(topics))
+        shared.subscription, shared.subscribed = subscription, (known, unknown_subscriptions)
+
+    weight = member.weight
+    if not _is_number(weight) or not math.isfinite(weight) or weight <= 0:
+        raise PlanInputError(f"{path}.weight", f"must be a finite number > 0, got {weight!r}")
+
+    generation = member.generation
+    if generation is not None and not _is_int(generation):
+        raise PlanInputError(f"{path}.generation", f"must be an integer, got {generation!r}")
+
+    owned = require_object(member.owned, f"{path}.owned")
+    claimed = _claims_at_once(owned, topics, shared)
+    if claimed is not None:
+        member_ = Member(member_id, known, float(weight), claimed, generation)
+        return member_, 0, unknown_subscriptions
+    claimed = {}
+    stale = 0
+    for topic in sorted(owned):
+        partitions = owned[topic]
+        if not _is_sequence(partitions) or not set(map(type, partitions)) <= _INT_ONLY:
+            raise PlanInputError(f"{path}.owned.{topic}", "must be a list of partition numbers")
+        count = topics.get(topic)
+        if count is None:
+            stale += len(partitions)  # the topic was deleted
+            continue
+        distinct = set(partitions)  # a repeated claim is redundant, not stale
+        if distinct and (min(distinct) < 0 or max(distinct) >= count):
+            valid = sorted(p for p in distinct if 0 <= p < count)
+        else:
+            valid = sorted(distinct)
+        stale += len(distinct) - len(valid)
+        if valid:
+            claimed[topic] = tuple(valid)
+    member_ = Member(member_id, known, float(weight), claimed, generation)
+    return member_, stale, unknown_subscriptions
+
+
+def _claims_at_once(
+    owned: Mapping[str, Any], topics: Mapping[str, int], shared: _Shared
+) -> dict[str, tuple[int, ...]] | None:
+    """A member's claims when every one is clean (a non-empty list of ints, all of an existing
+    topic and in range), in topic order as ascending tuples: the usual case, checked list by
+    list at C speed. None otherwise, and the caller's topic-by-topic path names the problem or
+    drops the stale part."""
+    if not owned:
+        return {}
+    if not topics.keys() >= owned.keys():  # a deleted topic: stale
+        return None
+    keys = list(owned)
+    names = sorted(keys)
+    # In name order already (the usual case: the check is by identity, at C speed): no lookups.
+    lists = list(owned.values()) if names == keys else list(map(owned.__getitem__, names))
+    if not set(map(type, lists)) <= _SEQUENCE_TYPES:
+        return None
+    if set(map(len, lists)) == _ONE:  # one partition per topic: no set or sort per list
+        firsts = list(map(_FIRST, lists))
+        if (
+            set(map(type, firsts)) <= _INT_ONLY
+            and min(firsts) >= 0
+            and all(map(int.__lt__, firsts, map(topics.__getitem__, names)))
+        ):
+            return dict(zip(names, map(shared.claim, firsts), strict=True))
+        return None
+    if not all(lists) or not set(map(type, chain.from_iterable(lists))) <= _INT_ONLY:
+        return None
+    valid = list(map(sorted, map(set, lists)))
+    if min(map(_FIRST, valid)) < 0 or not all(
+        map(int.__lt__, map(itemgetter(-1), valid), map(topics.__getitem__, names))
+    ):
+        return None
+    return dict(zip(names, map(tuple, valid), strict=True))
+
+
+def _check_loads(values: Any, path: str) -> bool:
+    """Every value a finite number >= 0 or None (not reported); True when none is None. A
+    vectorised check first (these arrays reach a million entries), the per-value scan only when
+    something is missing or to name the offender."""
+    if (
+        values
+        and set(map(type, values)) <= _NUMBER_TYPES
+        and min(values) >= 0
+        and math.isfinite(sum(values))
+    ):
+        return True
+    complete = True
+    for index, value in enumerate(values):
+        if value is None:
+            complete = False
+            continue
+        if not _is_number(value) or not math.isfinite(value) or value < 0:
+            raise PlanInputError(
+                f"{path}[{index}]", f"must be a finite number >= 0 or null, got {value!r}"
+            )
+    return complete
+
+
+def _loads(
+    raw: Any, name: str, topics: Mapping[str, int], gaps: set[tuple[str, str]]
+) -> dict[str, tuple[float | None, ...]]:
+    """topic -> values; adds (name, topic) to `gaps` for an array with a None in it."""
+    loads = require_object(raw, name)
+    parsed: dict[str, tuple[float | None, ...]] = {}
+    for topic in sorted(loads):
+        values = loads[topic]
+        path = f"{name}.{topic}"
+        if not _is_sequence(values):
+            raise PlanInputError(path, "must be a list with one number per partition")
+        if topic not in topics:
+            continue  # a stale fact about a deleted topic
+        if len(values) != topics[topic]:
+            raise PlanInputError(
+                path, f"has {len(values)} values but topic {topic} has {topics[topic]} partitions"
+            )
+        if _check_loads(values, path):
+            parsed[topic] = tuple(map(float, values))
+        else:
+            parsed[topic] = tuple(None if value is None else float(value) for value in values)
+            gaps.add((name, topic))
+    return parsed
+
+
+def parse_max_moves(raw: Any, total_partitions: int, path: str = "options.max_moves") -> int | None:
+    """A move budget: an integer >= 0, a percentage string like "25%" of all partitions, or None."""
+    if raw is None:
+        return None
+    if _is_int(raw) and raw >= 0:
+        return raw
+    if isinstance(raw, str) and (match := _PERCENT.match(raw)):
+        percent = float(match.group(1))
+        if percent <= 100:
+            return math.ceil(total_partitions * percent / 100)
+    raise PlanInputError(path, f"must be an integer >= 0 or a percentage like '25%', got {raw!r}")
+
+
+def check_count_balance(value: Any) -> None:
+    if value not in ("strict", "relaxed"):
+        raise PlanInputError(
+            "options.count_balance", f"must be 'strict' or 'relaxed', got {value!r}"
+        )
+
+
+def check_min_improvement(value: Any) -> None:
+    if not _is_number(value) or not 0 <= value < 1:
+        raise PlanInputError(
+            "options.min_improvement", f"must be a number in [0, 1), got {value!r}"
+        )
+
+
+def check_target_drain_seconds(value: Any) -> None:
+    if not _is_number(value) or not math.isfinite(value) or value <= 0:
+        raise PlanInputError(
+            "options.target_drain_seconds", f"must be a finite number > 0, got {value!r}"
+        )
+
+
+def _options(options: PlanOptions, total_partitions: int) -> Options:
+    """The options with the planner's defaults in place of None."""
+    count_balance = "relaxed" if options.count_balance is None else options.count_balance
+    check_count_balance(count_balance)
+    min_improvement = 0.0 if options.min_improvement is None else options.min_improvement
+    check_min_improvement(min_improvement)
+    load_model = options.load_model
+    if load_model is not None and load_model not in ("count", "lag", "rate", "drain"):
+        raise PlanInputError(
+            "options.load_model", f"must be one of count, lag, rate, drain, got {load_model!r}"
+        )
+    drain = options.target_drain_seconds
+    drain = DEFAULT_TARGET_DRAIN_SECONDS if drain is None else drain
+    check_target_drain_seconds(drain)
+    return Options(
+        count_balance=count_balance,  # type: ignore[arg-type]  # checked above
+        max_moves=parse_max_moves(options.max_moves, total_partitions),
+        min_improvement=float(min_improvement),
+        load_model=load_model,  # type: ignore[arg-type]  # checked above
+        target_drain_seconds=float(drain),
+    )
+
+
+def validate(request: PlanRequest) -> ParsedRequest:
+    """Validate one request: fields in the contract's order (strategy, topics, members by id,
+    lag, rate, options). Raises PlanInputError naming the first bad field. The strategy name is
+    checked for its type only: whether it names a strategy is the planner's question."""
+    strategy = request.strategy
+    if not isinstance(strategy, str):
+        raise PlanInputError("strategy", f"must be a strategy name, got {strategy!r}")
+    topics = _topics(request.topics)
+    requested = require_object(request.members, "members")
+    members: dict[str, Member] = {}
+    stale = unknown = 0
+    shared = _Shared(topics)
+    for member_id in sorted(requested):
+        member = requested[member_id]
+        if not isinstance(member, MemberRequest):
+            raise PlanInputError(
+                f"members.{member_id}", f"must be a MemberRequest, got {type(member).__name__}"
+            )
+        members[member_id], member_stale, member_unknown = _member(
+            member_id, member, topics, shared
+        )
+        stale += member_stale
+        unknown += member_unknown
+    gaps: set[tuple[str, str]] = set()
+    group = Group(
+        topics=topics,
+        members=members,
+        lag=_loads(request.lag, "lag", topics, gaps),
+        rate=_loads(request.rate, "rate", topics, gaps),
+        stale_ownership_dropped=stale,
+        unknown_subscriptions_ignored=unknown,
+        gaps=frozenset(gaps),
+    )
+    options = request.options
+    if not isinstance(options, PlanOptions):
+        raise PlanInputError("options", f"must be PlanOptions, got {type(options).__name__}")
+    return ParsedRequest(
+        strategy=strategy, group=group, options=_options(options, sum(topics.values()))
+    )

@@ -1,0 +1,200 @@
+package dev.kafkarebalance.broker;
+
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.kafka.common.Uuid;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What the plan reader does with one record of the plan topic, apart from fetching it: check its
+ * signature ({@link PlanKeys}), decode it within the bounds ({@link PlanCodec}), resolve its
+ * topic names to ids, and replace the group's plan in the {@link PlanStore}, which keeps a
+ * group from rolling back to a lower epoch.
+ *
+ * <ul>
+ *   <li>A record whose signature fails (when keys are configured) is ignored and counted: the
+ *       group keeps its plan, since anyone who can write the topic could have written it.</li>
+ *   <li>An authentic tombstone removes the plan (the policy was deleted).</li>
+ *   <li>An authentic record that is refused (malformed, over a bound) removes the plan too (the
+ *       group falls back rather than follow a plan the operator has since replaced).</li>
+ * </ul>
+ * Every refusal leaves one line in the broker log. Runs on the reader thread only (the resolver
+ * may do I/O).
+ */
+final class PlanRecords {
+    private static final Logger LOG = LoggerFactory.getLogger(PlanRecords.class);
+
+    /** Topic name to id, asking the cluster when needed; empty while the topic is unknown. */
+    interface TopicResolver {
+        Optional<Uuid> resolve(String topic);
+    }
+
+    private final PlanStore store;
+    private final PlanKeys keys;
+    private final PlanBounds bounds;
+    private final TopicResolver resolver;
+    private final Map<String, PlanDocument> unresolved = new HashMap<>();
+    private final AtomicLong refused = new AtomicLong();
+    private final AtomicLong unauthenticated = new AtomicLong();
+    private final AtomicLong stale = new AtomicLong();
+
+    PlanRecords(PlanStore store, PlanBounds bounds, TopicResolver resolver) {
+        this(store, PlanKeys.none(), bounds, resolver);
+    }
+
+    PlanRecords(PlanStore store, PlanKeys keys, PlanBounds bounds, TopicResolver resolver) {
+        this.store = store;
+        this.keys = keys;
+        this.bounds = bounds;
+        this.resolver = resolver;
+    }
+
+    /** Records refused so far (malformed, over a bound, failed while handled). */
+    long refused() {
+        return refused.get();
+    }
+
+    /** Records ignored because their signature failed. */
+    long unauthenticated() {
+        return unauthenticated.get();
+    }
+
+    /** Records ignored because they would have rolled their group back. */
+    long stale() {
+        return stale.get();
+    }
+
+    /** Re-reads the key file if it changed (reader thread). */
+    void reloadKeys() {
+        String change = keys.reloadIfChanged(System.currentTimeMillis());
+        if (change != null) {
+            LOG.warn("{}: {}", PlanFollowingAssignor.NAME, change);
+        }
+    }
+
+    void handle(String key, byte[] value, String where) {
+        handle(key, value, null, where);
+    }
+
+    /**
+     * Handles one record; {@code signature} is its {@value PlanKeys#HEADER} header (or null). {@code where} names it in the log ({@code topic-partition@offset}).
+     * Never throws for a bad record: whatever one record does, the next one is read.
+     */
+    void handle(String key, byte[] value, byte[] signature, String where) {
+        try {
+            apply(key, value, signature, where);
+        } catch (Throwable t) {  // an Error too: one record must never stop plan reading
+            refused.incrementAndGet();
+            if (key != null) {
+                store.remove(key);
+                unresolved.remove(key);
+            }
+            LOG.error("{}: refused the plan record at {} ({}): {}; plan reading goes on",
+                PlanFollowingAssignor.NAME, where, key == null ? "no key" : "group '" + key + "'", oneLine(t));
+        }
+    }
+
+    private void apply(String key, byte[] value, byte[] signature, String where) {
+        if (key == null) {
+            refused.incrementAndGet();
+            LOG.warn("{}: ignored a plan record with no key at {}", PlanFollowingAssignor.NAME, where);
+            return;
+        }
+        if (keys.required()) {
+            String failure = keys.verify(key, value, signature);
+            if (failure != null) {
+                long count = unauthenticated.incrementAndGet();
+                LOG.warn("{}: ignored an unauthenticated plan record for group '{}' at {}: {} ({} so far); "
+                    + "the group keeps the plan it has", PlanFollowingAssignor.NAME, key, where, failure, count);
+                return;
+            }
+        }
+        unresolved.remove(key);
+        if (value == null) {
+            store.remove(key);
+            LOG.info("{}: plan for group '{}' deleted; the group gets the fallback from its next rebalance",
+                PlanFollowingAssignor.NAME, key);
+            return;
+        }
+        PlanDocument document;
+        try {
+            document = PlanCodec.decode(key, value, bounds);
+        } catch (PlanFormatException e) {
+            refused.incrementAndGet();
+            store.remove(key);
+            LOG.warn("{}: refused the plan record for group '{}' at {}: {}; the group gets the fallback until "
+                + "a valid plan is published", PlanFollowingAssignor.NAME, key, where, e.getMessage());
+            return;
+        }
+        resolve(document);
+    }
+
+    /** Tries again the documents whose topics the cluster did not know. */
+    void retryUnresolved() {
+        for (PlanDocument document : List.copyOf(unresolved.values())) {
+            try {
+                resolve(document);
+            } catch (Throwable t) {
+                LOG.warn("{}: resolving the topics of {}'s plan failed: {}", PlanFollowingAssignor.NAME,
+                    document.group(), oneLine(t));
+            }
+        }
+    }
+
+    boolean hasUnresolved() {
+        return !unresolved.isEmpty();
+    }
+
+    /** Resolves the document's topic names and stores it. */
+    private void resolve(PlanDocument document) {
+        Map<String, Uuid> ids = new HashMap<>();
+        Set<String> missing = new HashSet<>();
+        document.members().values().forEach(topics -> topics.keySet().forEach(name -> {
+            if (!ids.containsKey(name) && !missing.contains(name)) {
+                resolver.resolve(name).ifPresentOrElse(id -> ids.put(name, id), () -> missing.add(name));
+            }
+        }));
+        Map<String, Map<Uuid, Set<Integer>>> members = new HashMap<>();
+        document.members().forEach((instance, topics) -> {
+            Map<Uuid, Set<Integer>> byId = new HashMap<>();
+            topics.forEach((name, partitions) -> {
+                Uuid id = ids.get(name);
+                if (id != null) {
+                    byId.put(id, Set.copyOf(partitions));
+                }
+            });
+            members.put(instance, byId);
+        });
+        Plan plan = new Plan(document.group(), document.incarnation(), document.epoch(), document.planHash(),
+            document.generatedAtMs(), document.memberIds(), members, missing);
+        Optional<String> refusal = store.put(plan);
+        if (refusal.isPresent()) {
+            long count = stale.incrementAndGet();
+            LOG.warn("{}: ignored {}: {} ({} so far)", PlanFollowingAssignor.NAME, plan.describe(),
+                refusal.get(), count);
+            unresolved.remove(document.group());
+            return;
+        }
+        if (missing.isEmpty()) {
+            unresolved.remove(document.group());
+        } else {
+            unresolved.put(document.group(), document);
+        }
+        LOG.info("{}: cached {} ({} members){}", PlanFollowingAssignor.NAME, plan.describe(), members.size(),
+            missing.isEmpty() ? "" : "; unknown topics " + missing + " fall back until they exist");
+    }
+
+    static String oneLine(Throwable t) {
+        String text = t.toString();
+        int newline = text.indexOf('\n');
+        text = newline < 0 ? text : text.substring(0, newline);
+        return text.length() <= 300 ? text : text.substring(0, 297) + "...";
+    }
+}

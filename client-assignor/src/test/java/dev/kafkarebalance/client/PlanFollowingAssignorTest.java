@@ -1,0 +1,170 @@
+package dev.kafkarebalance.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeMap;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.Assignment;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.GroupSubscription;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.Subscription;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
+import org.apache.kafka.common.Cluster;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The assignor through Kafka's own interface: the leader composes from the members' claims (as
+ * Java members or Python sidecars encode them), falls back to cooperative-sticky for the rest, and
+ * moves a partition in two rounds, never giving it to one member while another still owns it.
+ */
+class PlanFollowingAssignorTest {
+    private static final String T = "orders";
+
+    private static Cluster cluster(int partitions) {
+        List<PartitionInfo> infos = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) {
+            infos.add(new PartitionInfo(T, p, null, new Node[0], new Node[0]));
+        }
+        return new Cluster("c", List.of(), infos, Set.of(), Set.of());
+    }
+
+    private static ByteBuffer claim(long epoch, Integer... partitions) {
+        StringBuilder text = new StringBuilder("{\"epoch\":" + epoch + ",\"partitions\":{");
+        if (partitions.length > 0) {
+            text.append("\"" + T + "\":").append(List.of(partitions).toString().replace(" ", ""));
+        }
+        return ByteBuffer.wrap(text.append("}}").toString().getBytes(StandardCharsets.US_ASCII));
+    }
+
+    private static Subscription member(String instance, ByteBuffer userData, Integer... owned) {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p : owned) {
+            tps.add(new TopicPartition(T, p));
+        }
+        Subscription s = new Subscription(List.of(T), userData, tps);
+        s.setGroupInstanceId(Optional.ofNullable(instance));
+        return s;
+    }
+
+    private static Map<String, List<Integer>> run(Cluster cluster, Map<String, Subscription> members) {
+        Map<String, Assignment> result = PlanFollowingAssignor.following(new DocumentTracker(null, null))
+            .assign(cluster, new GroupSubscription(members)).groupAssignment();
+        Map<String, List<Integer>> out = new TreeMap<>();
+        result.forEach((m, a) -> {
+            List<Integer> parts = new ArrayList<>();
+            a.partitions().forEach(tp -> parts.add(tp.partition()));
+            parts.sort(null);
+            out.put(m, parts);
+        });
+        return out;
+    }
+
+    @Test
+    void theHighestEpochClaimWinsAndTheLeaderSaysWhatItSaw() {
+        Map<String, Subscription> members = new TreeMap<>();
+        members.put("a", member("pod-a", claim(3, 0, 1, 2)));
+        members.put("b", member("pod-b", claim(4, 2, 3)));
+        members.put("c", member("pod-c", claim(4, 4, 5)));
+        Map<String, Assignment> result = PlanFollowingAssignor.following(new DocumentTracker(null, null))
+            .assign(cluster(6), new GroupSubscription(members)).groupAssignment();
+        assertEquals(List.of(new TopicPartition(T, 0), new TopicPartition(T, 1)), result.get("a").partitions());
+        assertEquals(List.of(new TopicPartition(T, 2), new TopicPartition(T, 3)), result.get("b").partitions());
+        assertEquals("{\"claimEpoch\":3,\"composedEpoch\":4}",
+            StandardCharsets.US_ASCII.decode(result.get("a").userData()).toString());
+    }
+
+    @Test
+    void whatNoClaimCoversGoesOutCooperativeStickyCountingClaimedPartitions() {
+        Map<String, Subscription> members = new TreeMap<>();
+        members.put("a", member("pod-a", claim(2, 0, 1, 2, 3)));
+        // b has no document yet; c is a member of another assignor's (user_data is not a claim)
+        members.put("b", member("pod-b", ByteBuffer.allocate(0)));
+        members.put("c", member("pod-c", new CooperativeStickyAssignor().subscriptionUserData(Set.of(T))));
+        Map<String, List<Integer>> got = run(cluster(8), members);
+        assertEquals(List.of(0, 1, 2, 3), got.get("a"));
+        assertEquals(2, got.get("b").size());
+        assertEquals(2, got.get("c").size());
+        Composer.Composition c = Composer.compose(List.of(
+            new Composer.MemberView("a", "pod-a", List.of(T), UserData.decodeClaim(UserData.bytes(claim(2, 0, 1, 2, 3))), Map.of()),
+            new Composer.MemberView("b", "pod-b", List.of(T), null, Map.of())), Map.of(T, 8));
+        assertEquals(4, c.claimedPartitions());
+        assertEquals(4, c.fallbackPartitions());
+    }
+
+    @Test
+    void fallbackIsStickyToCurrentOwners() {
+        Map<String, Subscription> members = new TreeMap<>();
+        members.put("a", member("pod-a", ByteBuffer.allocate(0), 1, 4, 5));
+        members.put("b", member("pod-b", ByteBuffer.allocate(0), 0, 2, 3));
+        Map<String, List<Integer>> got = run(cluster(6), members);
+        assertEquals(List.of(1, 4, 5), got.get("a"));
+        assertEquals(List.of(0, 2, 3), got.get("b"));
+    }
+
+    @Test
+    void aMovingPartitionIsRevokedFirstAndGrantedOnlyOnceNobodyOwnsIt() {
+        // the plan moves 2 and 3 from a to b; everyone holds the new claims
+        Map<String, Set<Integer>> owned = new HashMap<>(Map.of("a", Set.of(0, 1, 2, 3), "b", Set.of(4, 5)));
+        Map<String, ByteBuffer> claims = Map.of("a", claim(7, 0, 1), "b", claim(7, 2, 3, 4, 5));
+        int rounds = 0;
+        while (true) {
+            rounds++;
+            Map<String, Subscription> members = new TreeMap<>();
+            owned.forEach((m, parts) -> members.put(m, member("pod-" + m, claims.get(m).duplicate(),
+                parts.stream().sorted().toArray(Integer[]::new))));
+            Map<String, List<Integer>> got = run(cluster(6), members);
+            for (String m : got.keySet()) {
+                for (int p : got.get(m)) {
+                    for (String other : owned.keySet()) {
+                        assertTrue(other.equals(m) || !owned.get(other).contains(p),
+                            "round " + rounds + ": " + p + " given to " + m + " while " + other + " owns it");
+                    }
+                }
+            }
+            Map<String, Set<Integer>> next = new HashMap<>();
+            got.forEach((m, parts) -> next.put(m, new HashSet<>(parts)));
+            if (next.equals(owned)) {
+                break;
+            }
+            owned = next;
+        }
+        assertEquals(Map.of("a", Set.of(0, 1), "b", Set.of(2, 3, 4, 5)), owned);
+        assertEquals(3, rounds); // revoke, grant, and the round that changes nothing
+    }
+
+    @Test
+    void aMemberSendsItsDocumentAndKnowsWhenTheGroupIsBehindIt() throws Exception {
+        DocumentTracker tracker = new DocumentTracker("g", "pod-a");
+        PlanFollowingAssignor assignor = PlanFollowingAssignor.following(tracker);
+        assertEquals(0, assignor.subscriptionUserData(Set.of(T)).remaining());
+        tracker.offer(DocumentTrackerTest.doc("pod-a", 5, "1,0", ""), "test");
+        assertEquals("{\"epoch\":5,\"partitions\":{\"t\":[0,1]}}",
+            StandardCharsets.US_ASCII.decode(assignor.subscriptionUserData(Set.of(T))).toString());
+        assertNull(assignor.rebalanceReason()); // never joined: the first JoinGroup carries it
+        ConsumerGroupMetadata meta = new ConsumerGroupMetadata("g", 3, "m-1", Optional.of("pod-a"));
+        assignor.onAssignment(new Assignment(List.of(), ByteBuffer.wrap(UserData.encodeComposed(5, 5))), meta);
+        assertNull(assignor.rebalanceReason());
+        tracker.offer(DocumentTrackerTest.doc("pod-a", 6, "1", ""), "test");
+        assertTrue(assignor.rebalanceReason().startsWith("new document epoch 6"));
+        assignor.subscriptionUserData(Set.of(T));
+        // the round was composed from the new epoch through others, but the leader saw our old claim
+        assignor.onAssignment(new Assignment(List.of(), ByteBuffer.wrap(UserData.encodeComposed(6, 5))), meta);
+        assertEquals("the leader saw the claim of epoch 5 from this member, document is at 6", assignor.rebalanceReason());
+        assignor.onAssignment(new Assignment(List.of(), ByteBuffer.wrap(UserData.encodeComposed(6, 6))), meta);
+        assertNull(assignor.rebalanceReason());
+        assertEquals("assignment composed from epoch 4, document is at 6", PlanFollowingAssignor.staleReason(6, 4L, 6L));
+    }
+}
