@@ -22,7 +22,11 @@ its own objects). Each renders nothing unless webhook.enabled. */}}
 - /etc/kafka-rebalance-webhook
 {{- end }}
 - --sidecar-image
-- {{ printf "%s:%s" ($sidecar.image.repository | default .Values.image.repository) ($sidecar.image.tag | default .Values.image.tag | default .Chart.AppVersion) | quote }}
+{{- if $sidecar.image.repository }}
+- {{ printf "%s:%s" $sidecar.image.repository ($sidecar.image.tag | default .Values.image.tag | default .Chart.AppVersion) | quote }}
+{{- else }}
+- {{ include "kro.image" . | quote }}
+{{- end }}
 {{- with $sidecar.image.pullPolicy }}
 - --sidecar-image-pull-policy
 - {{ . | quote }}
