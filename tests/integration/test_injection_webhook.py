@@ -272,6 +272,26 @@ def test_annotated_statefulset_scaled_from_2_to_5_gets_sidecars_and_documents(
             )
             assert max(d.total_seconds() for d in delays.values()) < 5.0, delays
 
+            # -- a server-side dry run is mutated but writes nothing (sideEffects NoneOnDryRun)
+            k8s.kubectl("-n", namespace, "create", "serviceaccount", "dry")
+            dry = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "dry", "annotations": {"kafka-rebalance.io/policy": policy}},
+                "spec": {
+                    "serviceAccountName": "dry",
+                    "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+                },
+            }
+            (tmp_path / "dry.json").write_text(json.dumps(dry))
+            answer = k8s.kubectl(
+                "-n", namespace, "create", "--dry-run=server", "-o", "json",
+                "-f", str(tmp_path / "dry.json"),
+            )  # fmt: skip
+            assert sidecar_of(json.loads(answer.stdout)) is not None
+            binding = cluster.get("rolebinding", f"kafka-rebalance-documents.{policy}")
+            assert "dry" not in {s["name"] for s in binding["subjects"]}
+
             # -- a pod naming a policy that does not exist is refused, naming it
             missing = {
                 "apiVersion": "v1",
