@@ -113,6 +113,7 @@ The permissions the operator needs in a namespace it watches, and nothing more:
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+{{- include "kro.webhookRules" . }}
 {{- if and .Values.peering.enabled (not .Values.watchAllNamespaces) }}
 - apiGroups: [kopf.dev]
   resources: [kopfpeerings]
