@@ -180,6 +180,8 @@ def test_default_install_creates_the_operator_and_exactly_its_permissions(
         "9100",
         "--max-partition-series",
         "10000",
+        "--max-partitions-per-policy",
+        "20000",
         "--log-format",
         "text",
     ]
@@ -249,6 +251,8 @@ def test_all_namespaces_binds_cluster_wide_and_uninstall_removes_it(
         "9100",
         "--max-partition-series",
         "10000",
+        "--max-partitions-per-policy",
+        "20000",
         "--log-format",
         "text",
     ]
