@@ -22,7 +22,12 @@ SOURCE_ROOTS = ("assignors", "common", "operator", "sidecar", "pipeline", "devha
 
 # Packages at mypy's strict level (pyproject.toml, [[tool.mypy.overrides]] strict = true) and at
 # its default level. Every package named here checks at 0 errors.
-TYPED_PACKAGES = ("kafka_rebalance_common",)
+TYPED_PACKAGES = (
+    "kafka_rebalance_assignors",
+    "kafka_rebalance_common",
+    "kafka_rebalance_sidecar",
+    "kafka_rebalance_pipeline",
+)
 
 
 def _run(command: list[str], **env: str) -> subprocess.CompletedProcess[str]:
@@ -48,9 +53,11 @@ def test_import_contracts_of_the_architecture_are_kept() -> None:
     assert "0 broken" in result.stdout
 
 
-def test_types_check(tmp_path: Path) -> None:
-    """mypy at 0 errors, strict where pyproject.toml says so; a fresh cache, like a fresh clone."""
-    command = [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy")]
+def test_types_check() -> None:
+    """mypy at 0 errors, strict where pyproject.toml says so. Its cache is the repository's
+    .mypy_cache (ignored by git): a fresh clone starts without one (about a minute on two
+    cores), later runs check only what changed."""
+    command = [sys.executable, "-m", "mypy", "--cache-dir", str(REPO_ROOT / ".mypy_cache")]
     for package in TYPED_PACKAGES:
         command += ["-p", package]
     result = _run(command)

@@ -39,6 +39,7 @@ def write_files(
                 if handle:
                     handle.close()
                 handle = (directory / f"part-{written // rows_per_file:05d}.jsonl").open("wb")
+            assert handle is not None  # opened at the first row (written == 0)
             handle.write(encode(row) + b"\n")
             written += 1
     finally:

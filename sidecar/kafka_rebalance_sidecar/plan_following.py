@@ -127,9 +127,9 @@ def _fallback(
     for view in members:
         owned = {}
         for topic, parts in view.owned.items():
-            index = virtual.get(topic)
-            if index is not None:
-                kept = sorted(index[p] for p in parts if p in index)
+            virtual_of = virtual.get(topic)
+            if virtual_of is not None:
+                kept = sorted(virtual_of[p] for p in parts if p in virtual_of)
                 if kept:
                     owned[topic] = kept
         topics = sorted(subscriptions[view.member_id].intersection(free))
@@ -145,8 +145,8 @@ def _fallback(
         PlanRequest(topics=request_topics, members=request_members, strategy=FALLBACK_STRATEGY)
     )
     placed = 0
-    for member_id, topics in result.assignment.items():
-        for topic, indexes in topics.items():
+    for member_id, assigned in result.assignment.items():
+        for topic, indexes in assigned.items():
             if topic not in free:
                 continue  # the member's own claimed partitions, which stay where they are
             owners, parts = table[topic], free[topic]
