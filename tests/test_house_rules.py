@@ -25,6 +25,7 @@ SOURCE_ROOTS = ("assignors", "common", "operator", "sidecar", "pipeline", "devha
 TYPED_PACKAGES = (
     "kafka_rebalance_assignors",
     "kafka_rebalance_common",
+    "kafka_rebalance_operator",
     "kafka_rebalance_sidecar",
     "kafka_rebalance_pipeline",
 )

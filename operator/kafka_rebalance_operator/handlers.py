@@ -59,12 +59,14 @@ def registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     # Kubernetes client does, in-cluster ServiceAccount first, else the kubeconfig.
     kopf.on.login(registry=handlers)(login)
     kopf.on.startup(registry=handlers)(configure)
-    kopf.index("", "v1", "pods", registry=handlers)(pods_by_namespace)
-    kopf.index(*policies, registry=handlers)(policies_by_namespace)
+    # kopf's callback protocols type `namespace` as `str | None` (cluster-scoped resources) and
+    # do not list the indexes it passes by name; pods and policies are namespaced.
+    kopf.index("", "v1", "pods", registry=handlers)(pods_by_namespace)  # type: ignore[arg-type]
+    kopf.index(*policies, registry=handlers)(policies_by_namespace)  # type: ignore[arg-type]
     kopf.timer(*policies, id="poll_policy", interval=settings.tick_s, registry=handlers)(
-        poll_policy
+        poll_policy  # type: ignore[arg-type]
     )
-    kopf.on.event(*policies, registry=handlers)(forget_deleted)
+    kopf.on.event(*policies, registry=handlers)(forget_deleted)  # type: ignore[arg-type]
     return handlers
 
 
@@ -193,8 +195,9 @@ async def poll_policy(
     now = time.monotonic()
     generation = int(meta.get("generation") or 0)
     # A changed spec is polled at the next tick, not after the rest of the interval.
-    due = memory.last_generation != generation or memory.last_poll is None
-    if not due and now - memory.last_poll < _interval(spec, operator.settings):
+    last = memory.last_poll
+    due = memory.last_generation != generation or last is None
+    if not due and last is not None and now - last < _interval(spec, operator.settings):
         return
     memory.last_poll, memory.last_generation = now, generation
     # Snapshot everything from kopf's live views here, on the loop; the thread gets copies.

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from kafka.errors import TopicAlreadyExistsError
 
 from kafka_rebalance_operator import broker_plan, kip848
 from kafka_rebalance_operator.lag import PartitionOffsets
+from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +184,7 @@ class KafkaObserver:
 
     def _ensure_compacted(self, topic: str) -> None:
         admin = self.plan_admin
+        assert admin is not None  # connected by the caller (`publish_plan`) just before
         if topic in set(admin.list_topics()):
             return
         brokers = len(admin.describe_cluster().get("brokers") or []) or 1
@@ -194,7 +195,7 @@ class KafkaObserver:
     # -- topics ---------------------------------------------------------------------------------
 
     def topic_partitions(
-        self, topics: Iterable[str] | None, pattern: re.Pattern[str] | None
+        self, topics: Iterable[str] | None, pattern: TopicPattern | None
     ) -> tuple[dict[str, int], list[str]]:
         """Partition count per topic, and the named topics that do not exist."""
         try:
@@ -310,7 +311,7 @@ class KafkaObserver:
         self,
         group_id: str,
         topics: Iterable[str] | None,
-        pattern: re.Pattern[str] | None,
+        pattern: TopicPattern | None,
         describe: bool = False,
         kip848_group: bool = False,
         max_partitions: int = 0,

@@ -170,7 +170,7 @@ def record_partitions(
         (PARTITION_LAG, PARTITION_TIME_LAG),
         {PARTITION_LAG: 5, PARTITION_TIME_LAG: 5},
     )
-    state_series = {(namespace, policy, group, state) for state in states}
+    state_series: set[tuple[str, ...]] = {(namespace, policy, group, state) for state in states}
     for state, count in states.items():
         PARTITIONS_BY_STATE.labels(namespace, policy, group, state).set(count)
     _replace_series(
@@ -198,7 +198,7 @@ def record_members(
     namespace: str, policy: str, group: str, members: Mapping[str, tuple[int, float]]
 ) -> None:
     """members: name -> (partitions, lag)."""
-    series = set()
+    series: set[tuple[str, ...]] = set()
     for member, (count, lag) in members.items():
         labels = (namespace, policy, group, member)
         MEMBER_PARTITIONS.labels(*labels).set(count)
