@@ -24,11 +24,10 @@ from kafka.errors import TopicAlreadyExistsError
 
 from kafka_rebalance_operator import broker_plan, kip848
 from kafka_rebalance_operator.lag import PartitionOffsets
+from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 log = logging.getLogger(__name__)
-
-PartitionKey = tuple[str, int]
 
 
 PLAN_SETTLE_S = 1.0  # broker mode: from a confirmed plan write to the nudge

@@ -15,10 +15,9 @@ from kafka_rebalance_operator.assignment_doc import MemberDocument
 from kafka_rebalance_operator.capacity import CapacityEstimator
 from kafka_rebalance_operator.history import PartitionMemory
 from kafka_rebalance_operator.lag import PartitionLag
+from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.ports import Observer
-
-PartitionKey = tuple[str, int]
 
 
 @dataclass

@@ -24,7 +24,6 @@ from kafka_rebalance_operator import metrics as prometheus
 from kafka_rebalance_operator.kafka_io import KafkaObserver, Observation
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
-PartitionKey = tuple[str, int]
 # (topic, partition, lag state, lag, time lag in seconds)
 PartitionRow = tuple[str, int, str, int | None, float | None]
 

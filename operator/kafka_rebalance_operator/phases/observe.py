@@ -28,12 +28,11 @@ from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, Too
 from kafka_rebalance_operator.lag import LagState, PartitionLag, classify
 from kafka_rebalance_operator.members import PodSummary, select_members
 from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, parse_iso
 from kafka_rebalance_operator.policy import PolicyError, PolicySpec, parse_spec
 from kafka_rebalance_operator.ports import Observer, Ports, SecretMissing, StoreError
 from kafka_rebalance_operator.settings import OperatorSettings
-
-PartitionKey = tuple[str, int]
 
 
 @dataclass(frozen=True)
