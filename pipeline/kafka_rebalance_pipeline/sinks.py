@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-TELEMETRY_TOPIC = "kafka-rebalance.telemetry"  # docs/naming.md
+from kafka_rebalance_common.wire.telemetry import TELEMETRY_TOPIC
+
 TELEMETRY_PARTITIONS = 3  # when the pipeline has to create the topic itself
 
 
