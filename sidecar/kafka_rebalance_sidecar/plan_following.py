@@ -24,8 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kafka_rebalance_assignors import MemberRequest, PlanRequest, plan_request
-
-from kafka_rebalance_sidecar.user_data import NO_EPOCH, Claim
+from kafka_rebalance_common.wire.user_data import NO_EPOCH, Claim
 
 FALLBACK_STRATEGY = "cooperative-sticky"
 # Placed in the owner table for a partition held back this round (never equal to a member id).
