@@ -8,7 +8,8 @@
 # outside /tmp, so it works with readOnlyRootFilesystem (mount an emptyDir at /tmp).
 #
 # It installs the base distribution plus the `operator` and `librdkafka` extras only: no dev,
-# pipeline or watch dependencies (no cryptography, Spark, pandas). The sidecar needs only the
+# pipeline or watch dependencies (no Spark, pandas; cryptography only for the operator's webhook
+# certificate). The sidecar needs only the
 # base; `librdkafka` (confluent-kafka) is its faster assign-mode engine (`--engine librdkafka`).
 # The Kubernetes client's asyncio twin (kubernetes.aio, about 68 MB with its bytecode) is removed:
 # nothing here imports it (kopf talks to the API through aiohttp itself). So is the `pipeline`

@@ -4,7 +4,10 @@ admin client and through confluent-kafka's (librdkafka), on one broker, in one r
 The full poll at 100k partitions spends most of its time here (docs/benchmarks.md), so the C
 client was the obvious candidate to read them instead; this measures that before adopting it.
 Each round reads every partition's earliest and latest offsets and the group's committed
-offsets (with metadata), as `KafkaObserver.observe` does; the median of `--rounds` is printed.
+offsets (with metadata); the median of `--rounds` is printed, wall and CPU (this process, its
+clients' network threads included). `operator` is the operator's own reader (`kafka_offsets`:
+one request per leader, decoded by `wire` into arrays), reading log starts every round;
+`operator-steady` reads them only when due (every 300 s), as the operator's polls do.
 
     .venv/bin/python -m benchmarks.offset_reads --topics 100 --partitions 100
 """
@@ -94,14 +97,40 @@ def confluent_reads(bootstrap: str, keys: list[tuple[str, int]], group: str) -> 
     return read
 
 
-def measure(read: Callable[[], int], rounds: int) -> tuple[float, list[float], int]:
+def operator_reads(
+    bootstrap: str, keys: list[tuple[str, int]], group: str, starts: bool
+) -> Callable[[], int]:
+    """The operator's own reader (`kafka_offsets`, `wire`): metadata, log ends, commits and,
+    with `starts`, log starts every round (else only when due: every 300 s)."""
+    from kafka_rebalance_operator import kafka_offsets
+    from kafka_rebalance_operator.kafka_io import KafkaObserver
+
+    observer = KafkaObserver(bootstrap, {}, timeout_s=120)
+    topics = sorted({t for t, _p in keys})
+
+    def read() -> int:
+        if starts:
+            observer._offsets = None  # a fresh reader holds no log starts
+        kafka_offsets.METADATA_MAX_AGE_S = -1.0  # every round asks for metadata
+        fast = observer._read_fast(group, topics, None)
+        assert fast is not None, "the broker does not speak the wire reader's versions"
+        offsets = fast[2]
+        return int((offsets.start >= 0).sum() + (offsets.end >= 0).sum()) + int(
+            (offsets.committed >= 0).sum()
+        )
+
+    return read
+
+
+def measure(read: Callable[[], int], rounds: int) -> tuple[float, list[float], float, int]:
     read()  # connections and metadata warm
-    times, count = [], 0
+    times, cpus, count = [], [], 0
     for _ in range(rounds):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         count = read()
         times.append(time.perf_counter() - started)
-    return statistics.median(times), times, count
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(times), times, statistics.median(cpus), count
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,20 +139,50 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
+    parser.add_argument(
+        "--reuse",
+        nargs=2,
+        metavar=("PREFIX", "GROUP"),
+        help="read the existing topics PREFIX-t0000... (--topics of --partitions) and GROUP's "
+        "commits (benchmarks.operator_full_poll's) instead of making new ones",
+    )
+    parser.add_argument(
+        "--clients",
+        default="operator,operator-steady,kafka-python,confluent-kafka",
+        help="comma-separated: operator (log starts every round), operator-steady (log starts "
+        "when due), kafka-python, confluent-kafka",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="offset-reads-") as directory:
         broker = None if args.bootstrap else Broker(Path(directory))
         bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
         try:
-            keys, group = prepare(bootstrap, args.topics, args.partitions)
+            if args.reuse:
+                prefix, group = args.reuse
+                keys = [
+                    (f"{prefix}-t{i:04d}", p)
+                    for i in range(args.topics)
+                    for p in range(args.partitions)
+                ]
+            else:
+                keys, group = prepare(bootstrap, args.topics, args.partitions)
             print(f"{len(keys):,} partitions, {args.rounds} rounds (median ms, all rounds)")
-            for name, factory in (
-                ("kafka-python", kafka_python_reads),
-                ("confluent-kafka", confluent_reads),
-            ):
-                median, times, count = measure(factory(bootstrap, keys, group), args.rounds)
+            factories: dict[str, Callable[..., Callable[[], int]]] = {
+                "operator": lambda b, k, g: operator_reads(b, k, g, starts=True),
+                "operator-steady": lambda b, k, g: operator_reads(b, k, g, starts=False),
+                "kafka-python": kafka_python_reads,
+                "confluent-kafka": confluent_reads,
+            }
+            for name in args.clients.split(","):
+                median, times, cpu, count = measure(
+                    factories[name](bootstrap, keys, group), args.rounds
+                )
                 rounds = ", ".join(f"{t * 1000:.0f}" for t in times)
-                print(f"  {name:16s} {median * 1000:8.0f} ms  [{rounds}]  ({count:,} offsets read)")
+                print(
+                    f"  {name:16s} {median * 1000:8.0f} ms wall, {cpu * 1000:6.0f} ms CPU  "
+                    f"[{rounds}]  ({count:,} offsets read)",
+                    flush=True,
+                )
         finally:
             if broker is not None:
                 broker.stop()

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
+import os
 import resource
 import signal
 import statistics
@@ -42,6 +44,7 @@ from benchmarks.measure import load_average, table
 from benchmarks.operator_poll import commit_group_offsets
 
 PHASES = ("observe", "plan", "decide", "apply", "report")
+FLEET_MEMBERS = 5  # pods per `slot` label: the fleet's policies select one slot each
 
 
 @dataclass
@@ -49,28 +52,48 @@ class Clocks:
     """Wall seconds per label for the current poll, and every finished poll's totals."""
 
     current: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cpu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     polls: list[dict[str, float]] = field(default_factory=list)
+    cpus: list[dict[str, float]] = field(default_factory=list)
     counts: list[dict[str, int]] = field(default_factory=list)
+    sockets: list[int] = field(default_factory=list)
 
-    def add(self, label: str, seconds: float) -> None:
+    def add(self, label: str, seconds: float, cpu: float = 0.0) -> None:
         self.current[label] += seconds
+        self.cpu[label] += cpu
         self.calls[label] += 1
 
     def finish(self) -> None:
         self.polls.append(dict(self.current))
+        self.cpus.append(dict(self.cpu))
         self.counts.append(dict(self.calls))
+        self.sockets.append(open_sockets())
         self.current, self.calls = defaultdict(float), defaultdict(int)
+        self.cpu = defaultdict(float)
 
     def timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`fn` timed under `label`: wall seconds, and CPU seconds of the whole process (the
+        Kafka client's network thread included) while it ran."""
+
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.add(label, time.perf_counter() - started)
+                self.add(label, time.perf_counter() - started, time.process_time() - cpu)
 
         return wrapper
+
+
+def open_sockets() -> int:
+    """Sockets this process holds open now (Linux: /proc/self/fd)."""
+    fds = Path("/proc/self/fd")
+    count = 0
+    for fd in fds.iterdir() if fds.exists() else []:
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd).startswith("socket:")
+    return count
 
 
 class TimedPort:
@@ -181,8 +204,14 @@ def write_records_and_offsets(bootstrap: str, names: list[str], partitions: int,
             for p in range(partitions)
         }
         items = list(offsets.items())
-        for start in range(0, len(items), 20_000):
-            commit_group_offsets(admin, group, dict(items[start : start + 20_000]), 120)
+        # One OffsetCommit is one record batch in __consumer_offsets, which refuses batches over
+        # max.message.bytes (1 MB) partition by partition, without failing the call: 2,000
+        # partitions per commit stay below it (20,000 did not, and nothing was committed).
+        for start in range(0, len(items), 2_000):
+            commit_group_offsets(admin, group, dict(items[start : start + 2_000]), 120)
+        committed = len(admin.list_group_offsets({group: None}).get(group) or {})
+        if committed != len(items):
+            raise RuntimeError(f"{committed} of {len(items)} commits landed")
     finally:
         admin.close()
     return written
@@ -215,7 +244,10 @@ def create_pods(api: Any, namespace: str, label: str, members: int) -> None:
         core.create_namespaced_pod(
             namespace,
             {
-                "metadata": {"name": f"{label}-{i:04d}", "labels": {"app": label}},
+                "metadata": {
+                    "name": f"{label}-{i:04d}",
+                    "labels": {"app": label, "slot": str(i // FLEET_MEMBERS)},
+                },
                 "spec": {
                     "nodeName": nodes[i // per_node],
                     "containers": [
@@ -244,13 +276,14 @@ def _ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
 
-def pod_index(api: Any, namespace: str, label: str) -> list[Any]:
+def pod_index(api: Any, namespace: str, label: str, slot: int | None = None) -> list[Any]:
     """What kopf's pod index holds for the namespace, built the way the operator builds it."""
     from kafka_rebalance_operator.members import summarise_pod
     from kubernetes import client
 
     core = client.CoreV1Api(api)
-    raw = core.list_namespaced_pod(namespace, label_selector=f"app={label}", _preload_content=False)
+    selector = f"app={label}" + (f",slot={slot}" if slot is not None else "")
+    raw = core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
     import json
 
     return [summarise_pod(item) for item in json.loads(raw.data)["items"]]
@@ -285,116 +318,334 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--bootstrap")
     parser.add_argument("--kubeconfig")
+    parser.add_argument(
+        "--reuse",
+        metavar="RUN",
+        help="use the topics, records, commits and pods an earlier run (id RUN) made with the "
+        "same --topics/--partitions/--members against --bootstrap/--kubeconfig",
+    )
+    parser.add_argument(
+        "--reads",
+        choices=["wire", "admin"],
+        default="wire",
+        help="offsets through the operator's wire reader (default) or kafka-python's admin API",
+    )
+    parser.add_argument(
+        "--fleet",
+        type=int,
+        default=0,
+        metavar="POLICIES",
+        help="instead: POLICIES policies over --topics/POLICIES topics and 5 pods each, polled "
+        "every --interval seconds for --duration seconds as the operator's timers do",
+    )
+    parser.add_argument("--interval", type=float, default=30.0)
+    parser.add_argument("--duration", type=float, default=600.0)
+    parser.add_argument("--workers", type=int, default=6, help="poll threads (asyncio's default)")
     args = parser.parse_args(argv)
 
     from kafka_rebalance_dev.demo.cluster import install_crd
     from kafka_rebalance_dev.devenv.toolchain import toolchain
-    from kafka_rebalance_operator import metrics, ports, reconcile
-    from kafka_rebalance_operator.memory import PolicyMemory
-    from kafka_rebalance_operator.settings import OperatorSettings
-    from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
-    from kubernetes import client, config
+    from kubernetes import config
 
     total = args.topics * args.partitions
-    run = uuid.uuid4().hex[:5]
+    run = args.reuse or uuid.uuid4().hex[:5]
     prefix, label, namespace = f"fp{run}", f"fp{run}", f"full-poll-{run}"
     group = f"{prefix}-group"
     print(
         f"# operator full poll: {total:,} partitions ({args.topics} topics x {args.partitions}), "
-        f"{args.members} members, {args.strategy}, apply.mode {args.mode}"
+        f"{args.members} members, {args.strategy}, apply.mode {args.mode}, run {run}, "
+        f"reads {args.reads}, commit {_commit()}"
     )
     print(f"load average at start: {load_average()}")
     with environment(args) as (bootstrap, kubeconfig):
-        started = time.perf_counter()
-        names = create_topics(bootstrap, prefix, args.topics, args.partitions)
-        print(f"topics created in {time.perf_counter() - started:.1f} s")
-        started = time.perf_counter()
-        written = write_records_and_offsets(bootstrap, names, args.partitions, group)
-        print(
-            f"{written:,} records and {total:,} committed offsets in "
-            f"{time.perf_counter() - started:.1f} s"
-        )
+        names = [f"{prefix}-t{i:04d}" for i in range(args.topics)]
         api = config.new_client_from_config(config_file=kubeconfig)
-        install_crd(toolchain().kubectl, Path(kubeconfig))
-        started = time.perf_counter()
-        create_pods(api, namespace, label, args.members)
-        print(f"{args.members} pods Ready in {time.perf_counter() - started:.1f} s")
-        started = time.perf_counter()
-        pods = pod_index(api, namespace, label)
-        print(
-            f"pod list -> index entries (once per watch, not per poll): "
-            f"{(time.perf_counter() - started) * 1000:.0f} ms"
-        )
+        if not args.reuse:
+            started = time.perf_counter()
+            names = create_topics(bootstrap, prefix, args.topics, args.partitions)
+            print(f"topics created in {time.perf_counter() - started:.1f} s")
+            started = time.perf_counter()
+            written = write_records_and_offsets(bootstrap, names, args.partitions, group)
+            print(
+                f"{written:,} records and {total:,} committed offsets in "
+                f"{time.perf_counter() - started:.1f} s"
+            )
+            install_crd(toolchain().kubectl, Path(kubeconfig))
+            started = time.perf_counter()
+            create_pods(api, namespace, label, args.members)
+            print(f"{args.members} pods Ready in {time.perf_counter() - started:.1f} s")
+        if args.reads == "admin":
+            with contextlib.suppress(ImportError):
+                from kafka_rebalance_operator import kafka_offsets
 
+                kafka_offsets.OffsetReader.supported = property(lambda self: False)  # type: ignore[method-assign,assignment]
+        if args.fleet:
+            fleet(args, bootstrap, api, names, namespace, label, prefix)
+        else:
+            one_policy(args, bootstrap, api, namespace, label, prefix, group, total)
+
+
+def _commit() -> str:
+    with contextlib.suppress(Exception):
+        import subprocess
+
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    return "?"
+
+
+def _create_policy(api: Any, namespace: str, name: str, spec: dict[str, Any]) -> str:
+    from kubernetes import client
+
+    created = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "kafka-rebalance.io",
+        "v1alpha1",
+        namespace,
+        "consumergrouppolicies",
+        {
+            "apiVersion": "kafka-rebalance.io/v1alpha1",
+            "kind": "ConsumerGroupPolicy",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+    return created["metadata"]["uid"]
+
+
+def _real_ports(api: Any) -> tuple[Any, Path]:
+    from kafka_rebalance_operator import ports
+    from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
+
+    telemetry_file = Path(tempfile.mkdtemp(prefix="full-poll-telemetry-")) / "rows.jsonl"
+    return ports.real_ports(api, Telemetry([JsonLinesSink(str(telemetry_file))])), telemetry_file
+
+
+def _no_metadata_cache() -> None:
+    """One policy polled every 30 s never finds its client's cached whole-cluster metadata
+    (kept 5 s): the steady polls here, back to back, must not either."""
+    with contextlib.suppress(ImportError):
+        from kafka_rebalance_operator import kafka_offsets
+
+        kafka_offsets.METADATA_MAX_AGE_S = -1.0
+
+
+def one_policy(
+    args: argparse.Namespace,
+    bootstrap: str,
+    api: Any,
+    namespace: str,
+    label: str,
+    prefix: str,
+    group: str,
+    total: int,
+) -> None:
+    from kafka_rebalance_operator import metrics, reconcile
+    from kafka_rebalance_operator.memory import PolicyMemory
+    from kafka_rebalance_operator.settings import OperatorSettings
+
+    _no_metadata_cache()
+    started = time.perf_counter()
+    pods = pod_index(api, namespace, label)
+    print(
+        f"pod list -> index entries (once per watch, not per poll): "
+        f"{(time.perf_counter() - started) * 1000:.0f} ms"
+    )
+    spec = {
+        "groupId": group,
+        "kafka": {"bootstrapServers": bootstrap},
+        "topicPattern": f"{prefix}-t[0-9]+",
+        "members": {"selector": {"matchLabels": {"app": label}}},
+        "strategy": args.strategy,
+        "rebalance": {"cooldown": "0s"},
+        "apply": {"mode": args.mode},
+    }
+    name = f"bench-{uuid.uuid4().hex[:4]}"
+    uid = _create_policy(api, namespace, name, spec)
+
+    clocks = Clocks()
+    instrument(clocks)
+    real, telemetry_file = _real_ports(api)
+    timed_ports = replace(
+        real,
+        configmaps=TimedPort(real.configmaps, "configmaps", clocks),
+        status=TimedPort(real.status, "status", clocks),
+        metrics=TimedPort(real.metrics, "metrics", clocks),
+        telemetry=TimedPort(real.telemetry, "telemetry", clocks),
+        kafka=_timed_factory(real.kafka, clocks),
+    )
+    memory, settings = PolicyMemory(), OperatorSettings()
+    status: dict[str, Any] = {}
+    actions = []
+    for _ in range(1 + args.polls):
+        ctx = reconcile.PolicyContext(namespace, name, uid, 1, spec, status)
+        started, cpu = time.perf_counter(), time.process_time()
+        outcome = reconcile.poll(ctx, pods, memory, timed_ports, settings)
+        clocks.add("poll", time.perf_counter() - started, time.process_time() - cpu)
+        if outcome.status:
+            started, cpu = time.perf_counter(), time.process_time()
+            timed_ports.status.patch(namespace, name, outcome.status)
+            clocks.add("status write", time.perf_counter() - started, time.process_time() - cpu)
+        status = {**status, **{k: v for k, v in outcome.status.items() if v is not None}}
+        actions.append(outcome.action)
+        clocks.finish()
+    if args.profile:
+        import cProfile
+        import pstats
+
+        ctx = reconcile.PolicyContext(namespace, name, uid, 1, spec, status)
+        profiler = cProfile.Profile()
+        profiler.runcall(reconcile.poll, ctx, pods, memory, real, settings)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+    history = getattr(memory, "history", None)
+    memory.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    series = sum(len(family.samples) for family in metrics.REGISTRY.collect())
+    print(
+        f"actions: {actions}; epoch {status.get('epoch')}, "
+        f"maxLoadRatio {status.get('maxLoadRatio')}"
+    )
+    print(f"telemetry rows written: {len(telemetry_file.read_text().splitlines()):,}")
+    if history is not None:
+        print(
+            f"columnar history: {history.nbytes / total:,.0f} bytes per partition "
+            f"({history.nbytes / 2**20:,.1f} MiB)"
+        )
+    print(f"load average at end: {load_average()}")
+    report_table(clocks, total, args, peak, series)
+
+
+def fleet(
+    args: argparse.Namespace,
+    bootstrap: str,
+    api: Any,
+    names: list[str],
+    namespace: str,
+    label: str,
+    prefix: str,
+) -> None:
+    """(b): `--fleet` policies on one cluster and one (empty) Secret, each over its share of
+    the topics and one slot of 5 pods, polled as the operator's timers poll them: a tick every
+    second, a poll when `PolicyMemory.poll_due` says so, at most `--workers` at a time."""
+    import concurrent.futures
+    import threading
+
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+    from kafka_rebalance_operator import reconcile
+    from kafka_rebalance_operator.memory import PolicyMemory
+    from kafka_rebalance_operator.settings import OperatorSettings
+
+    per = len(names) // args.fleet
+    run = uuid.uuid4().hex[:4]
+    groups = [f"{prefix}-fleet{run}-{i}" for i in range(args.fleet)]
+    started = time.perf_counter()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
+    try:
+        for i, group in enumerate(groups):  # commits behind the log end: every partition lags
+            offsets = {
+                TopicPartition(t, p): OffsetAndMetadata(p % 2, "", -1)
+                for t in names[i * per : (i + 1) * per]
+                for p in range(args.partitions)
+            }
+            commit_group_offsets(admin, group, offsets, 120)
+    finally:
+        admin.close()
+    print(f"{args.fleet} groups committed in {time.perf_counter() - started:.1f} s")
+    policies = []
+    for i, group in enumerate(groups):
         spec = {
             "groupId": group,
             "kafka": {"bootstrapServers": bootstrap},
-            "topicPattern": f"{prefix}-t[0-9]+",
-            "members": {"selector": {"matchLabels": {"app": label}}},
+            "topics": names[i * per : (i + 1) * per],
+            "members": {"selector": {"matchLabels": {"app": label, "slot": str(i)}}},
             "strategy": args.strategy,
-            "rebalance": {"cooldown": "0s"},
+            "rebalance": {"cooldown": "0s", "pollInterval": f"{int(args.interval)}s"},
             "apply": {"mode": args.mode},
         }
-        custom = client.CustomObjectsApi(api)
-        created = custom.create_namespaced_custom_object(
-            "kafka-rebalance.io",
-            "v1alpha1",
-            namespace,
-            "consumergrouppolicies",
-            {
-                "apiVersion": "kafka-rebalance.io/v1alpha1",
-                "kind": "ConsumerGroupPolicy",
-                "metadata": {"name": "bench"},
-                "spec": spec,
-            },
-        )
-        uid = created["metadata"]["uid"]
+        name = f"fleet{run}-{i:03d}"
+        uid = _create_policy(api, namespace, name, spec)
+        policies.append((name, uid, spec, pod_index(api, namespace, label, slot=i)))
+    real, telemetry_file = _real_ports(api)
+    settings = OperatorSettings()
+    memories = [PolicyMemory() for _ in policies]
+    statuses: list[dict[str, Any]] = [{} for _ in policies]
+    polled: list[list[float]] = [[] for _ in policies]
+    durations: list[float] = []
+    running: set[int] = set()
+    lock = threading.Lock()
 
-        clocks = Clocks()
-        instrument(clocks)
-        telemetry_file = Path(tempfile.mkdtemp(prefix="full-poll-telemetry-")) / "rows.jsonl"
-        real = ports.real_ports(api, Telemetry([JsonLinesSink(str(telemetry_file))]))
-        timed_ports = replace(
-            real,
-            configmaps=TimedPort(real.configmaps, "configmaps", clocks),
-            status=TimedPort(real.status, "status", clocks),
-            metrics=TimedPort(real.metrics, "metrics", clocks),
-            telemetry=TimedPort(real.telemetry, "telemetry", clocks),
-            kafka=_timed_factory(real.kafka, clocks),
-        )
-        memory, settings = PolicyMemory(), OperatorSettings()
-        status: dict[str, Any] = {}
-        actions = []
-        for _ in range(1 + args.polls):
-            ctx = reconcile.PolicyContext(namespace, "bench", uid, 1, spec, status)
-            started = time.perf_counter()
-            outcome = reconcile.poll(ctx, pods, memory, timed_ports, settings)
-            clocks.add("poll", time.perf_counter() - started)
-            if outcome.status:
-                started = time.perf_counter()
-                timed_ports.status.patch(namespace, "bench", outcome.status)
-                clocks.add("status write", time.perf_counter() - started)
-            status = {**status, **{k: v for k, v in outcome.status.items() if v is not None}}
-            actions.append(outcome.action)
-            clocks.finish()
-        if args.profile:
-            import cProfile
-            import pstats
+    def poll_one(i: int) -> None:
+        name, uid, spec, pods = policies[i]
+        began = time.perf_counter()
+        ctx = reconcile.PolicyContext(namespace, name, uid, 1, spec, statuses[i])
+        outcome = reconcile.poll(ctx, pods, memories[i], real, settings)
+        if outcome.status:
+            real.status.patch(namespace, name, outcome.status)
+        statuses[i] = {
+            **statuses[i],
+            **{k: v for k, v in outcome.status.items() if v is not None},
+        }
+        with lock:
+            durations.append(time.perf_counter() - began)
+            running.discard(i)
 
-            ctx = reconcile.PolicyContext(namespace, "bench", uid, 1, spec, status)
-            profiler = cProfile.Profile()
-            profiler.runcall(reconcile.poll, ctx, pods, memory, real, settings)
-            pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+    print(f"load average before the fleet runs: {load_average()}")
+    pool = concurrent.futures.ThreadPoolExecutor(args.workers)
+    begin, cpu_begin = time.monotonic(), time.process_time()
+    sockets, backlog = [], []
+    while time.monotonic() - begin < args.duration:
+        now = time.monotonic()
+        for i, (_name, uid, _spec, _pods) in enumerate(policies):
+            with lock:
+                if i in running:
+                    continue
+            if memories[i].poll_due(now, 1, args.interval, uid):
+                polled[i].append(now)
+                with lock:
+                    running.add(i)
+                pool.submit(poll_one, i)
+        with lock:
+            backlog.append(len(running))
+        sockets.append(open_sockets())
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
+    wall, cpu = time.monotonic() - begin, time.process_time() - cpu_begin
+    pool.shutdown(wait=True)
+    clients = real.kafka.created if hasattr(real.kafka, "created") else "one per policy"
+    for memory in memories:
         memory.close()
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        series = sum(len(family.samples) for family in metrics.REGISTRY.collect())
-        print(
-            f"actions: {actions}; epoch {status.get('epoch')}, "
-            f"maxLoadRatio {status.get('maxLoadRatio')}"
-        )
-        print(f"telemetry rows written: {len(telemetry_file.read_text().splitlines()):,}")
-        print(f"load average at end: {load_average()}")
-        report_table(clocks, total, args, peak, series)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    every = [b - a for times in polled for a, b in itertools.pairwise(times)]
+    gaps = [b - a for times in polled for a, b in itertools.pairwise(times[1:])]
+    late = [g for g in every if g > args.interval * 1.1]
+    print(f"load average at end: {load_average()}")
+    print()
+    print(
+        f"## fleet: {args.fleet} policies x {per * args.partitions} partitions, "
+        f"{FLEET_MEMBERS} members each, pollInterval {args.interval:.0f} s, "
+        f"{wall:.0f} s run, reads {args.reads}"
+    )
+    rows = [
+        ["polls", f"{len(durations):,}"],
+        [
+            "poll + status write, wall s (median / p95 / max)",
+            f"{statistics.median(durations):.2f} / "
+            f"{sorted(durations)[int(len(durations) * 0.95)]:.2f} / {max(durations):.2f}",
+        ],
+        [
+            "interval between a policy's polls, s (median / max), after the spreading one",
+            f"{statistics.median(gaps):.1f} / {max(gaps):.1f}" if gaps else "-",
+        ],
+        [f"intervals over {args.interval * 1.1:.0f} s (10 % late)", f"{len(late)} of {len(every)}"],
+        ["operator CPU, % of one core (average)", f"{100 * cpu / wall:.1f}"],
+        ["Kafka clients made", str(clients)],
+        ["open sockets (median / max)", f"{statistics.median(sockets):.0f} / {max(sockets)}"],
+        ["polls running at a tick (max)", str(max(backlog))],
+        ["peak RSS, MiB", f"{peak:,.0f}"],
+        ["telemetry rows", f"{len(telemetry_file.read_text().splitlines()):,}"],
+    ]
+    print(table(["", "figure"], rows))
 
 
 def _timed_factory(factory: Callable[..., Any], clocks: Clocks) -> Callable[..., Any]:
@@ -408,17 +659,20 @@ def report_table(
     clocks: Clocks, total: int, args: argparse.Namespace, peak_mib: float, series: int | None
 ) -> None:
     first, steady = clocks.polls[0], clocks.polls[1:]
+    steady_cpu = clocks.cpus[1:]
     labels = ["poll", *PHASES, "status write"]
     labels += sorted({k for p in clocks.polls for k in p} - set(labels))
     rows = []
     for label in labels:
         values = [p.get(label, 0.0) for p in steady]
+        cpu = [p.get(label, 0.0) for p in steady_cpu]
         rows.append(
             [
                 label,
                 f"{first.get(label, 0.0) * 1000:,.0f}",
                 f"{statistics.median(values) * 1000:,.0f}" if values else "-",
                 f"{max(values) * 1000:,.0f}" if values else "-",
+                f"{statistics.median(cpu) * 1000:,.0f}" if cpu else "-",
                 str(clocks.counts[-1].get(label, 0)),
             ]
         )
@@ -431,6 +685,7 @@ def report_table(
                 "first poll (epoch 1)",
                 "steady median",
                 "steady max",
+                "steady CPU ms (median)",
                 "calls (last poll)",
             ],
             rows,
@@ -444,6 +699,7 @@ def report_table(
             f"3 s target {verdict}"
         )
     print(f"peak RSS of this process (the operator's poll code, no kopf): {peak_mib:,.0f} MiB")
+    print(f"open sockets after each poll: {clocks.sockets}")
     if series is not None:
         print(f"samples in the operator's Prometheus registry: {series:,}")
 

@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from kafka_rebalance.version import version
+
 # subcommand name -> module exposing `register(subparsers)`; imported lazily.
 SUBCOMMANDS: dict[str, str] = {
     "plan": "kafka_rebalance.plan_command",
@@ -20,6 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "operator": "kafka_rebalance.operator_command",
     "sidecar": "kafka_rebalance.sidecar_command",
     "demo": "kafka_rebalance_dev.demo.command",
+    "completion": "kafka_rebalance.completion",
 }
 
 
@@ -28,6 +31,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="kafka-rebalance",
         description="Plan and operate Kafka consumer-group partition assignments on Kubernetes.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         if only is not None and name != only:
@@ -64,6 +68,7 @@ def register_unavailable(subparsers: argparse._SubParsersAction, name: str, hint
 EXTRA_OF: dict[str, str] = {
     "operator": "operator",
     "pipeline": "pipeline",
+    "completion": "watch",
 }
 # The development harness: its own distribution (devharness/, import package kafka_rebalance_dev),
 # installed from a checkout by scripts/bootstrap and never by an extra of this one.
@@ -83,6 +88,7 @@ EXTRA_MODULES = frozenset(
         "numpy",
         "matplotlib",
         "cryptography",
+        "shtab",
     }
 )
 

@@ -5,12 +5,15 @@ Installed as the console script `kubectl-cgp`, which kubectl finds on $PATH as a
 the same $KUBECONFIG / ~/.kube/config (or `--kubeconfig`, `--context`) through the official
 Kubernetes client, which comes with the `watch` or `operator` extra.
 
-- `status`: every policy with lag, imbalance, epoch and, when not Ready, the reason.
+- `status [NAME]`: every policy (or one) with lag, imbalance, epoch and, when not Ready, the
+  reason; `-o table|wide|json|yaml|name`. One policy in table form also lists its conditions.
 - `plan NAME`: the waiting proposal as moves from the applied ConfigMaps, computed by the
   planner's own move function.
 - `approve NAME`: sets spec.approvedPlan to the waiting proposal's hash (a merge patch with field
   manager `kubectl-cgp`); for an object a GitOps tool manages it also prints the change to commit,
   since the next sync would otherwise put Git's value back.
+- `version`: the plugin's version; `completion SHELL`: a completion script (shtab);
+  `kubectl_complete-cgp` (complete_main): the candidates kubectl's own completion asks for.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from kafka_rebalance import cgp_report
+from kafka_rebalance import cgp_report, completion
+from kafka_rebalance.version import version
 
 GROUP, VERSION, PLURAL = "kafka-rebalance.io", "v1alpha1", "consumergrouppolicies"
 FIELD_MANAGER = "kubectl-cgp"
@@ -43,13 +47,22 @@ STATUS_COLUMNS = [
     ("proposal", "PROPOSAL"),
 ]
 MOVE_COLUMNS = [("topic", "TOPIC"), ("partition", "PARTITION"), ("from", "FROM"), ("to", "TO")]
+ASSIGNMENT_COLUMNS = [("member", "MEMBER"), ("topic", "TOPIC"), ("partitions", "PARTITIONS")]
+CONDITION_COLUMNS = [
+    ("type", "TYPE"),
+    ("status", "STATUS"),
+    ("reason", "REASON"),
+    ("lastTransitionTime", "SINCE"),
+    ("message", "MESSAGE"),
+]
+RESOURCE = f"{PLURAL[:-3]}y.{GROUP}"  # consumergrouppolicy.kafka-rebalance.io, as `kubectl -o name`
 
 
 class CommandError(RuntimeError):
     """A one-line failure for the user (exit 1)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "kubectl cgp") -> argparse.ArgumentParser:
     # The connection flags are accepted before and after the subcommand (`kubectl cgp plan X
     # -n ns` as kubectl users type it); SUPPRESS keeps a later absence from erasing them.
     common = argparse.ArgumentParser(add_help=False)
@@ -63,21 +76,27 @@ def build_parser() -> argparse.ArgumentParser:
         "-n", "--namespace", default=argparse.SUPPRESS, help="namespace (default: the context's)"
     )
     parser = argparse.ArgumentParser(
-        prog="kubectl cgp",
+        prog=prog,
         description="ConsumerGroupPolicy status, plans and approvals.",
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"kubectl-cgp {version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     status = commands.add_parser(
-        "status", help="every policy: lag, imbalance, epoch, reason", parents=[common]
+        "status",
+        help="every policy (or NAME): lag, imbalance, epoch, reason",
+        parents=[common],
     )
+    status.add_argument("name", nargs="?", help="one policy (default: all of the namespace)")
     status.add_argument("-A", "--all-namespaces", action="store_true")
-    status.add_argument("-o", "--output", choices=("table", "json", "wide"), default="table")
+    status.add_argument(
+        "-o", "--output", choices=("table", "wide", "json", "yaml", "name"), default="table"
+    )
     plan = commands.add_parser(
         "plan", help="the waiting proposal of NAME as a table of moves", parents=[common]
     )
     plan.add_argument("name")
-    plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    plan.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     approve = commands.add_parser(
         "approve", help="approve the waiting proposal of NAME", parents=[common]
     )
@@ -85,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument(
         "--expect", metavar="HASH", help="approve only if the waiting proposal still has HASH"
     )
+    commands.add_parser("version", help="print the plugin's version")
+    completion.add_subcommand(commands, "kubectl cgp")
     return parser
 
 
@@ -160,11 +181,15 @@ class Cluster:
 
 
 def cmd_status(cluster: Cluster, args: argparse.Namespace) -> int:
+    if args.name is not None:
+        if args.all_namespaces:
+            raise CommandError("a policy NAME and -A exclude each other")
+        return _status_of_one(cluster, args)
     namespace = None if args.all_namespaces else (args.namespace or cluster.default_namespace)
     rows = [cgp_report.status_row(p) for p in cluster.policies(namespace)]
     rows.sort(key=lambda r: (r["namespace"], r["name"]))
-    if args.output == "json":
-        print(json.dumps(rows, indent=2))
+    if args.output in ("json", "yaml", "name"):
+        _print_structured(rows, args.output)
         return 0
     if not rows:
         where = "any namespace" if namespace is None else f"namespace {namespace}"
@@ -175,6 +200,36 @@ def cmd_status(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
+def _status_of_one(cluster: Cluster, args: argparse.Namespace) -> int:
+    """One policy: its row, then (table and wide) its conditions; json/yaml add them as a list."""
+    namespace = args.namespace or cluster.default_namespace
+    policy = cluster.policy(namespace, args.name)
+    row = cgp_report.status_row(policy)
+    found = list((policy.get("status") or {}).get("conditions") or [])
+    if args.output in ("json", "yaml", "name"):
+        _print_structured(row | {"conditions": found}, args.output)
+        return 0
+    columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
+    print(cgp_report.table([row], columns))
+    if found:
+        print()
+        print(cgp_report.table(found, CONDITION_COLUMNS))
+    return 0
+
+
+def _print_structured(data: dict[str, Any] | list[dict[str, Any]], output: str) -> None:
+    rows = data if isinstance(data, list) else [data]
+    if output == "name":
+        for row in rows:
+            print(f"{RESOURCE}/{row['name']}")
+    elif output == "yaml":
+        import yaml  # the Kubernetes client's own dependency
+
+        print(yaml.safe_dump(data, sort_keys=False), end="")
+    else:
+        print(json.dumps(data, indent=2))
+
+
 def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     namespace = args.namespace or cluster.default_namespace
     policy = cluster.policy(namespace, args.name)
@@ -182,8 +237,8 @@ def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     current = cluster.applied_assignment(namespace, args.name)
     moves = cgp_report.proposal_moves(current, proposed)
     proposal = policy["status"]["proposal"]
-    if args.output == "json":
-        print(json.dumps({"hash": hash_, "moves": moves, "assignment": proposed}, indent=2))
+    if args.output in ("json", "yaml"):
+        _print_structured({"hash": hash_, "moves": moves, "assignment": proposed}, args.output)
         return 0
     print(
         f"Proposal {hash_} for {namespace}/{args.name}: epoch {proposal.get('epoch', '?')}, "
@@ -192,6 +247,17 @@ def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     )
     if moves:
         print(cgp_report.table(moves, MOVE_COLUMNS))
+    if not any(current.values()):
+        # The first plan for a group (observe/propose on an existing group): nothing applied,
+        # so every partition is a grant and nothing "moves". Show who would get what.
+        print("No plan applied yet: every partition is granted, none moves. Proposed assignment:")
+        rows = [
+            {"member": member, "topic": topic, "partitions": ",".join(map(str, partitions))}
+            for member, topics in sorted(proposed.items())
+            for topic, partitions in sorted(topics.items())
+            if partitions
+        ]
+        print(cgp_report.table(rows, ASSIGNMENT_COLUMNS))
     print(f"Approve it with: kubectl cgp approve {args.name} -n {namespace}")
     return 0
 
@@ -236,6 +302,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     for option in ("kubeconfig", "context", "namespace"):
         if not hasattr(args, option):
             setattr(args, option, None)
+    # Neither needs a cluster (nor the Kubernetes client).
+    if args.command == "version":
+        print(f"kubectl-cgp {version()}")
+        return 0
+    if args.command == "completion":
+        try:
+            print(completion.script(build_parser("kubectl-cgp"), args.shell))
+        except ModuleNotFoundError:
+            print(
+                "kubectl cgp completion: the Python package 'shtab' is not installed; it comes "
+                "with the 'watch' extra: pip install 'kafka-rebalance[watch]'",
+                file=sys.stderr,
+            )
+            return 2
+        return 0
     try:
         import kubernetes  # noqa: F401
     except ModuleNotFoundError:
@@ -247,6 +328,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, cgp_report.ReportError) as error:
         print(f"kubectl cgp {args.command}: {error}", file=sys.stderr)
         return 1
+
+
+def complete_main(argv: Sequence[str] | None = None) -> int:
+    """`kubectl_complete-cgp`: kubectl (1.26+) runs it to complete `kubectl cgp ...` and reads
+    Cobra's answer: one candidate per line, then `:<directive>`."""
+    words = list(sys.argv[1:] if argv is None else argv) or [""]
+    for candidate in completion.candidates(build_parser(), words):
+        print(candidate)
+    print(f":{completion.NO_FILE_COMPLETION}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -184,7 +184,120 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--verbose", "-v", action="store_true")
     logformat.add_argument(parser)  # --log-format text|json
+    _webhook_arguments(parser)
     parser.set_defaults(handler=run)
+
+
+def _webhook_arguments(parser: argparse.ArgumentParser) -> None:
+    hook = parser.add_argument_group(
+        "sidecar injection webhook (docs/sidecar.md, Injection by annotation)"
+    )
+    hook.add_argument(
+        "--webhook-port", type=_non_negative, default=0, metavar="P", help="0 (default): off"
+    )
+    hook.add_argument(
+        "--webhook-configuration",
+        default="kafka-rebalance-operator",
+        metavar="NAME",
+        help="the MutatingWebhookConfiguration whose caBundle (and dev URL) the operator keeps",
+    )
+    hook.add_argument(
+        "--webhook-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a DNS name of the webhook Service for the self-signed certificate (repeatable)",
+    )
+    hook.add_argument(
+        "--webhook-cert-dir",
+        metavar="DIR",
+        help="serve tls.crt/tls.key/ca.crt from DIR (cert-manager) instead of a self-signed one",
+    )
+    hook.add_argument(
+        "--webhook-url-host",
+        metavar="HOST",
+        help="DEV ONLY: point the configuration at https://HOST:PORT instead of its Service",
+    )
+    hook.add_argument("--sidecar-image", metavar="IMAGE", help="the injected sidecar's image")
+    hook.add_argument("--sidecar-image-pull-policy", choices=("Always", "IfNotPresent", "Never"))
+    hook.add_argument(
+        "--sidecar-source",
+        choices=("watch", "file"),
+        default="watch",
+        help="watch: the sidecar watches its ConfigMap through the API (seconds); file: a "
+        "mounted ConfigMap volume where the pod name is known (the kubelet's sync, ~1 min)",
+    )
+    hook.add_argument("--sidecar-health-port", type=int, default=8081, metavar="P")
+    hook.add_argument("--sidecar-metrics-port", type=int, default=9101, metavar="P")
+    hook.add_argument(
+        "--sidecar-deliver-to", default="http://127.0.0.1:8000/records", metavar="URL"
+    )
+    hook.add_argument(
+        "--sidecar-resources",
+        metavar="JSON",
+        help='the sidecar\'s resources, e.g. {"requests": {"cpu": "100m"}}',
+    )
+    hook.add_argument(
+        "--sidecar-arg",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="an extra sidecar flag, e.g. --session-timeout-ms=30000 (repeatable)",
+    )
+    hook.add_argument(
+        "--sidecar-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the sidecar, e.g. HTTPS_PROXY=... (repeatable)",
+    )
+
+
+def _webhook_config(args: argparse.Namespace) -> object | None:
+    """The webhook's settings, None when it is off; raises ValueError naming a bad flag."""
+    if not args.webhook_port:
+        return None
+    import json
+
+    from kafka_rebalance_operator.injection import SidecarDefaults
+    from kafka_rebalance_operator.webhook import WebhookConfig
+
+    if not args.sidecar_image:
+        raise ValueError("--webhook-port needs --sidecar-image")
+    extra = {}
+    if args.sidecar_resources:
+        try:
+            extra["resources"] = json.loads(args.sidecar_resources)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"--sidecar-resources: not JSON ({error.msg})") from None
+        if not isinstance(extra["resources"], dict):
+            raise ValueError('--sidecar-resources: a JSON object, like {"requests": {...}}')
+    env = []
+    for item in args.sidecar_env:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise ValueError(f"--sidecar-env: {item!r} is not NAME=VALUE")
+        env.append((name, value))
+    sidecar = SidecarDefaults(
+        image=args.sidecar_image,
+        source=args.sidecar_source,
+        health_port=args.sidecar_health_port,
+        metrics_port=args.sidecar_metrics_port,
+        deliver_to=args.sidecar_deliver_to,
+        image_pull_policy=args.sidecar_image_pull_policy,
+        extra_args=tuple(args.sidecar_arg),
+        extra_env=tuple(env),
+        **extra,
+    )
+    return WebhookConfig(
+        port=args.webhook_port,
+        configuration=args.webhook_configuration,
+        sidecar=sidecar,
+        bind=args.bind,
+        service_hosts=tuple(args.webhook_host) or ("localhost",),
+        cert_dir=args.webhook_cert_dir,
+        url_host=args.webhook_url_host,
+    )
 
 
 def _lead(args: argparse.Namespace) -> Any:
@@ -270,6 +383,11 @@ def run(args: argparse.Namespace) -> int:
 
     redaction.install()
     try:
+        webhook_config = _webhook_config(args)
+    except ValueError as error:
+        logging.getLogger(__name__).error("%s", error)
+        return 2
+    try:
         allowlist = admission.parse_allowlist(args.allowed_bootstrap_servers)
     except admission.AllowlistError as error:
         logging.getLogger(__name__).error("%s", error)
@@ -346,9 +464,14 @@ def run(args: argparse.Namespace) -> int:
         args.tick,
         args.interval_scale,
     )
+    registry = handlers.registry(settings)
+    if webhook_config is not None:
+        from kafka_rebalance_operator import webhook
+
+        webhook.register(registry, webhook_config)  # type: ignore[arg-type]
     try:
         kopf.run(
-            registry=handlers.registry(settings),
+            registry=registry,
             memo=operator.memo(),
             standalone=not args.peering,
             peering_name=args.peering,

@@ -126,7 +126,11 @@ class MemoryKafka:
     nudges: list[str] = field(default_factory=list)
 
     def __call__(
-        self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float
+        self,
+        bootstrap_servers: str,
+        security: Mapping[str, Any],
+        timeout_s: float,
+        key: Any = None,
     ) -> MemoryObserver:
         if not self.reachable:
             raise KafkaUnavailable(f"cannot reach {bootstrap_servers}: connection refused")

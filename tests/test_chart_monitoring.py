@@ -98,7 +98,15 @@ def test_every_optional_object_renders_when_enabled(helm: Path) -> None:
 
     rule = one(docs, "PrometheusRule")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
-    assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+    # The file's rules, with the operator-target matcher narrowed to this release.
+    release = (
+        'namespace="ops", app_kubernetes_io_name="kafka-rebalance-operator", '
+        'app_kubernetes_io_instance="kro"'
+    )
+    generic = 'app_kubernetes_io_name="kafka-rebalance-operator"'
+    assert generic in RULES.read_text()
+    expected = yaml.safe_load(RULES.read_text().replace(generic, release))["groups"]
+    assert rule["spec"]["groups"] == expected
 
     monitor = one(docs, "PodMonitor")
     deployment = one(docs, "Deployment")
@@ -120,6 +128,23 @@ def test_every_optional_object_renders_when_enabled(helm: Path) -> None:
         "selector": {"matchLabels": selector},
     }
     assert one(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"] == selector
+
+
+def test_both_monitors_copy_the_pod_labels_the_alert_rules_match(helm: Path) -> None:
+    """The operator-down and absent() rules match app_kubernetes_io_name/_instance: whichever
+    monitor scrapes the operator must put those pod labels on its targets."""
+    docs = render(helm, "metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true")
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    for kind in ("ServiceMonitor", "PodMonitor"):
+        copied = one(docs, kind)["spec"]["podTargetLabels"]
+        assert copied == ["app.kubernetes.io/name", "app.kubernetes.io/instance"]
+        assert set(copied) <= set(pod_labels)
+    rules = one(render(helm, "metrics.prometheusRule.enabled=true"), "PrometheusRule")
+    exprs = [r["expr"] for g in rules["spec"]["groups"] for r in g["rules"]]
+    (down,) = [e for e in exprs if e.startswith("up{")]
+    (absent,) = [e for e in exprs if e.startswith("absent(")]
+    for expr in (down, absent):
+        assert 'app_kubernetes_io_instance="kro"' in expr and 'namespace="ops"' in expr
 
 
 def test_pdb_min_available_replaces_max_unavailable(helm: Path) -> None:
@@ -158,6 +183,7 @@ def test_alert_rules_and_dashboard_query_only_exported_metrics() -> None:
         "KafkaRebalanceHandoffTimedOut",
         "KafkaRebalanceOperatorNotPolling",
         "KafkaRebalanceOperatorDown",
+        "KafkaRebalanceOperatorAbsent",
     }
     for expr in [r["expr"] for r in rules] + dashboard_queries():
         unknown = queried_metric_names(expr) - exported

@@ -329,6 +329,9 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"health": 8080, "metrics": 9100}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert "enabled" not in container["livenessProbe"]
+    assert "affinity" not in pod and "topologySpreadConstraints" not in pod
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
@@ -479,9 +482,191 @@ def test_leader_election_adds_a_lease_role_in_the_release_namespace_and_its_flag
     assert both.returncode != 0 and "exclude each other" in both.stderr
 
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("sets", "image"),
+    [
+        ([], "kafka-rebalance-operator:0.1.0"),
+        (["image.tag=1.2.3"], "kafka-rebalance-operator:1.2.3"),
+        (["image.registry=ghcr.io/acme/"], "ghcr.io/acme/kafka-rebalance-operator:0.1.0"),
+        (
+            ["image.registry=ghcr.io/acme", "image.tag=1.2.3", f"image.digest={DIGEST}"],
+            f"ghcr.io/acme/kafka-rebalance-operator@{DIGEST}",
+        ),
+    ],
+    ids=["default", "tag", "registry", "digest-wins"],
+)
+def test_image_is_registry_repository_then_digest_or_tag(
+    helm: Path, sets: list[str], image: str
+) -> None:
+    (deployment,) = _of_kind(_render(helm, *sets), "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+def test_leader_election_rolls_one_pod_at_a_time_and_spreads_replicas(helm: Path) -> None:
+    (deployment,) = _of_kind(
+        _render(helm, "leaderElection.enabled=true", "replicaCount=2"), "Deployment"
+    )
+    spec = deployment["spec"]
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    selector = spec["selector"]["matchLabels"]
+    affinity = spec["template"]["spec"]["affinity"]
+    assert affinity == {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": selector},
+                    },
+                }
+            ]
+        }
+    }
+    (hard,) = _of_kind(
+        _render(
+            helm, "leaderElection.enabled=true", "replicaCount=3", "podAntiAffinityPreset=hard"
+        ),
+        "Deployment",
+    )
+    required = hard["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert required == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}}
+        ]
+    }
+    for sets in (
+        ["leaderElection.enabled=true", "replicaCount=2", "podAntiAffinityPreset=none"],
+        ["leaderElection.enabled=true"],  # one replica: nothing to spread
+    ):
+        (plain,) = _of_kind(_render(helm, *sets), "Deployment")
+        assert "affinity" not in plain["spec"]["template"]["spec"]
+    (own,) = _of_kind(
+        _render(
+            helm,
+            "leaderElection.enabled=true",
+            "replicaCount=2",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[0].key=pool",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+        ),
+        "Deployment",
+    )
+    assert list(own["spec"]["template"]["spec"]["affinity"]) == ["nodeAffinity"]
+
+
+def test_topology_spread_gets_the_pod_selector_unless_it_has_its_own(helm: Path) -> None:
+    docs = _render(
+        helm,
+        "topologySpreadConstraints[0].maxSkew=1",
+        "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+        "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+        "topologySpreadConstraints[1].maxSkew=2",
+        "topologySpreadConstraints[1].topologyKey=kubernetes.io/hostname",
+        "topologySpreadConstraints[1].whenUnsatisfiable=DoNotSchedule",
+        "topologySpreadConstraints[1].labelSelector.matchLabels.team=a",
+    )
+    (deployment,) = _of_kind(docs, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    zone, host = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert zone == {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": selector},
+    }
+    assert host["labelSelector"] == {"matchLabels": {"team": "a"}}
+
+
+def test_extra_volumes_mount_next_to_tmp_and_probes_can_be_tuned_or_off(helm: Path) -> None:
+    docs = _render(
+        helm,
+        "extraVolumes[0].name=ca",
+        "extraVolumes[0].secret.secretName=kafka-ca",
+        "extraVolumeMounts[0].name=ca",
+        "extraVolumeMounts[0].mountPath=/etc/kafka-ca",
+        "extraVolumeMounts[0].readOnly=true",
+        "readinessProbe.periodSeconds=3",
+        "livenessProbe.enabled=false",
+    )
+    (deployment,) = _of_kind(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["volumes"][1:] == [{"name": "ca", "secret": {"secretName": "kafka-ca"}}]
+    (container,) = pod["containers"]
+    assert container["volumeMounts"][1:] == [
+        {"name": "ca", "mountPath": "/etc/kafka-ca", "readOnly": True}
+    ]
+    assert "livenessProbe" not in container
+    assert container["readinessProbe"]["periodSeconds"] == 3
+
+
+# Keys a KEDA or Strimzi values file carries that this chart now supports (same meaning).
+KEDA_STYLE_VALUES = {
+    "image": {"registry": "ghcr.io", "repository": "acme/kro", "tag": "1.0", "digest": ""},
+    "podAnnotations": {"a": "b"},
+    "podLabels": {"team": "data"},
+    "priorityClassName": "high",
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {},
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+        }
+    ],
+    "extraVolumes": [{"name": "certs", "emptyDir": {}}],
+    "extraVolumeMounts": [{"name": "certs", "mountPath": "/certs"}],
+    "livenessProbe": {
+        "initialDelaySeconds": 25,
+        "periodSeconds": 10,
+        "timeoutSeconds": 1,
+        "failureThreshold": 3,
+        "successThreshold": 1,
+    },
+    "readinessProbe": {
+        "initialDelaySeconds": 5,
+        "periodSeconds": 10,
+        "timeoutSeconds": 1,
+        "failureThreshold": 3,
+        "successThreshold": 1,
+    },
+    "resources": {
+        "limits": {"cpu": "1", "memory": "1000Mi"},
+        "requests": {"cpu": "100m", "memory": "100Mi"},
+    },
+    "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+    "serviceAccount": {"create": True, "name": "kro", "annotations": {}},
+}
+
+
+def test_the_schema_accepts_keda_style_keys_it_supports(helm: Path, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(KEDA_STYLE_VALUES))
+    out = _helm(helm, "template", "kro", str(CHART), "--namespace", "ops", "-f", str(values)).stdout
+    (deployment,) = _of_kind([d for d in yaml.safe_load_all(out) if d], "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "ghcr.io/acme/kro:1.0"
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    assert pod["containers"][0]["readinessProbe"]["successThreshold"] == 1
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
+        ("image.digest=sha256:abc", "digest"),
+        ("podAntiAffinityPreset=always", "podAntiAffinityPreset"),
+        ("topologySpreadConstraints[0].maxSkew=1", "topologyKey"),
+        ("livenessProbe.successThreshold=2", "successThreshold"),
+        ("extraVolumeMounts[0].name=ca", "mountPath"),
         ("replicaCount=2", "replicaCount > 1 needs leaderElection.enabled=true"),
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
@@ -575,8 +760,28 @@ def test_the_operator_listens_where_the_probe_and_service_point(helm: Path) -> N
         ["watchNamespaces={team-a,team-b}", "rbac.secretNames={kafka-client}"],
         ["metrics.enabled=false"],
         ["brokerMode.planKeySecret=plan-keys", "brokerMode.planClientSecret=plan-client"],
+        [
+            "leaderElection.enabled=true",
+            "replicaCount=2",
+            "image.registry=ghcr.io/acme",
+            f"image.digest={DIGEST}",
+            "topologySpreadConstraints[0].maxSkew=1",
+            "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+            "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+            "extraVolumes[0].name=ca",
+            "extraVolumes[0].configMap.name=kafka-ca",
+            "extraVolumeMounts[0].name=ca",
+            "extraVolumeMounts[0].mountPath=/etc/kafka-ca",
+        ],
     ],
-    ids=["default", "all-namespaces", "watch-list", "no-metrics", "broker-mode-secrets"],
+    ids=[
+        "default",
+        "all-namespaces",
+        "watch-list",
+        "no-metrics",
+        "broker-mode-secrets",
+        "ha-and-common-values",
+    ],
 )
 def test_rendered_chart_is_kubeconform_strict_clean(helm: Path, sets: list[str]) -> None:
     """Every rendered object, the CRD included, against the pinned Kubernetes version's strict

@@ -93,7 +93,23 @@ def test_summarise_pod_reads_readiness_and_cpu_requests() -> None:
     assert summary.cpu_request == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize(("text", "cores"), [("250m", 0.25), ("2", 2.0), ("1.5", 1.5), ("x", None)])
+@pytest.mark.parametrize(
+    ("text", "cores"),
+    [
+        ("250m", 0.25),
+        ("2", 2.0),
+        ("1.5", 1.5),
+        ("2k", 2000.0),  # a decimal SI suffix: 2000 cores, not "unknown" (weight 1)
+        ("1e3", 1000.0),
+        ("1Ki", 1024.0),
+        ("500000u", 0.5),
+        ("100n", 1e-7),
+        (4, 4.0),
+        ("x", None),
+        ("2kk", None),
+        ("", None),
+    ],
+)
 def test_parse_cpu(text: str, cores) -> None:
     assert parse_cpu(text) == (pytest.approx(cores) if cores is not None else None)
 

@@ -37,7 +37,10 @@ def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "30", "s", "5 m", "1d", "-5s", "5s10"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "30", "s", "5 m", "1d", "-5s", "5s10", "5s 3m", "1.2.3s", "1w", "9" * 400 + "h"],
+)
 def test_bad_durations(text: str) -> None:
     with pytest.raises(DurationError):
         parse_duration(text)

@@ -161,7 +161,8 @@ class TestObserve:
         assert observed.member_names == ["c-0", "c-1"]
         assert observed.epoch == 7 and observed.handoff is None and observed.mismatch is None
         assert observed.total_lag == 150 + (observed.lags[(TOPIC, 3)].lag or 0)
-        assert set(memory.partitions) == {(TOPIC, p) for p in range(4)}
+        assert memory.history is not None
+        assert set(memory.history.layout.keys()) == {(TOPIC, p) for p in range(4)}
 
 
 class TestPlan:
@@ -754,9 +755,11 @@ class TestReport:
         assert metrics.successes == 1 and metrics.polls == 1
 
     def test_a_stopped_poll_reports_telemetry_with_the_owners_in_place(self) -> None:
-        subject = policy()
+        kafka = cluster()
+        subject = policy(kafka)
         subject.poll()
         subject.pods = []
+        kafka.lag(TOPIC, dict.fromkeys(range(6), 120))  # every partition's row changes
         before = len(subject.ports.telemetry.rows)
         subject.poll()
         rows = subject.ports.telemetry.rows[before:]

@@ -37,19 +37,19 @@ def test_a_policy_over_the_cap_is_stalled_and_keeps_nothing_per_partition() -> N
     stalled = subject.condition("Stalled")
     assert stalled["status"] == "True" and stalled["reason"] == "TooManyPartitions"
     assert "11 partitions in 2 topics exceed --max-partitions-per-policy 10" in stalled["message"]
-    assert subject.memory.partitions == {} and subject.memory.lags == {}
+    assert subject.memory.history is None and subject.memory.telemetry is None
     assert subject.ports.configmaps.writes == []
 
 
 def test_a_policy_at_the_cap_runs_and_one_that_grows_past_it_drops_its_state() -> None:
     kafka, subject = tenant({"t1": 10}, cap=10)
     assert subject.poll().action is Action.APPLY
-    assert len(subject.memory.partitions) == 10
+    assert subject.memory.history is not None and subject.memory.history.layout.size == 10
     kafka.topics["t2"] = 1  # a new topic matches the pattern
     kafka.lag("t2", {0: 1})
     assert subject.poll().action is Stop.FAILED
     assert subject.condition("Stalled")["reason"] == "TooManyPartitions"
-    assert subject.memory.partitions == {}
+    assert subject.memory.history is None
     assert subject.ports.configmaps.documents(), "the applied plan stays in place"
 
 

@@ -21,6 +21,8 @@ from kafka_rebalance_dev.devenv.toolchain import cache_root
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "charts" / "kafka-rebalance-operator" / "files" / "prometheus-rules.yaml"
 UNIT_TESTS = ROOT / "tests" / "prometheus" / "rules_test.yaml"
+CHART_TESTS = ROOT / "tests" / "prometheus" / "chart_rules_test.yaml"
+CHART = ROOT / "charts" / "kafka-rebalance-operator"
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +43,16 @@ def promtool() -> str:
     )
 
 
-def run(promtool: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [promtool, *args], capture_output=True, text=True, timeout=300, cwd=UNIT_TESTS.parent
-    )
+def run(
+    promtool: str, *args: str, cwd: Path = UNIT_TESTS.parent
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
 def test_the_rules_file_is_valid(promtool: str) -> None:
     result = run(promtool, "check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert "SUCCESS: 7 rules found" in result.stdout
 
 
 def test_every_alert_fires_on_its_fault_and_only_then(promtool: str) -> None:
@@ -83,3 +85,40 @@ def test_a_broken_expectation_fails(promtool: str, tmp_path: Path) -> None:
         broken.unlink()
     assert result.returncode != 0
     assert "KafkaRebalanceOperatorNotPolling" in result.stdout + result.stderr
+
+
+def _chart_rules(*sets: str) -> dict:
+    """The chart's PrometheusRule groups as helm renders them (release kro, namespace ops)."""
+    import yaml
+    from kafka_rebalance_dev.devenv.toolchain import toolchain
+
+    helm = toolchain().helm
+    if not helm.is_file():
+        pytest.fail("not provisioned: helm; run `scripts/bootstrap`", pytrace=False)
+    args = [str(helm), "template", "kro", str(CHART), "--namespace", "ops"]
+    for value in ("metrics.prometheusRule.enabled=true", *sets):
+        args += ["--set", value]
+    out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=120).stdout
+    (rule,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "PrometheusRule"]
+    return {"groups": rule["spec"]["groups"]}
+
+
+def test_the_chart_rules_find_their_own_release_under_fullname_override(
+    promtool: str, tmp_path: Path
+) -> None:
+    """The operator-down and absent() alerts of the rendered chart match the labels its monitors
+    put on this release's targets, whatever fullnameOverride says, and not another release's."""
+    import yaml
+
+    (tmp_path / "chart-rules.yaml").write_text(yaml.safe_dump(_chart_rules("fullnameOverride=ko")))
+    shutil.copy(CHART_TESTS, tmp_path / CHART_TESTS.name)
+    checked = run(promtool, "check", "rules", "chart-rules.yaml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    result = run(promtool, "test", "rules", CHART_TESTS.name, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    # The same expectations against another release's rules fail: the matcher is the release's.
+    (tmp_path / "chart-rules.yaml").write_text(
+        yaml.safe_dump(_chart_rules("fullnameOverride=ko", "nameOverride=renamed"))
+    )
+    assert run(promtool, "test", "rules", CHART_TESTS.name, cwd=tmp_path).returncode != 0

@@ -28,7 +28,8 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_delay,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 
 T = TypeVar("T")
@@ -65,7 +66,8 @@ def call_with_retry(
     retrying = Retrying(
         retry=retry_if_exception(is_retriable),
         stop=stop_after_delay(budget_s),
-        wait=wait_exponential_jitter(initial=FIRST_BACKOFF_S, max=MAX_BACKOFF_S, jitter=JITTER_S),
+        wait=wait_exponential(multiplier=FIRST_BACKOFF_S, max=MAX_BACKOFF_S)
+        + wait_random(0, JITTER_S),
         sleep=sleep,
         reraise=False,
     )

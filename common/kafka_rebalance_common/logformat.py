@@ -4,9 +4,14 @@ JSON is what most clusters' log pipelines (Fluent Bit, Vector, Loki, Elasticsear
 without a parser: each record is one object on one line with `time`, `level`, `logger` and
 `message`, the traceback (if any) as `exception`, and the policy's identity as fields when the
 record carries it: `namespace`, `policy`, `group`, `member` from the record's `extra`, or from the
-object reference kopf attaches to its per-object records. Standard library only: it runs in the
-sidecar's base install. The redaction filter (kafka_rebalance_common.redaction) sits on the same
-handlers, so what is serialised is already masked.
+object reference kopf attaches to its per-object records. The redaction filter
+(kafka_rebalance_common.redaction) sits on the same handlers, so what is serialised is already
+masked.
+
+Standard library only: it runs in the sidecar's base install. python-json-logger (which kopf
+brings into the operator) is not used: it writes every `extra` attribute of a record, so kopf's
+internal extras (`k8s_ref`, `k8s_skip`) would leak into every event, and the sidecar would gain
+a dependency for the thirty lines below that pick exactly these fields.
 """
 
 from __future__ import annotations

@@ -194,12 +194,10 @@ async def poll_policy(
         return  # a replica that lost its Lease polls and writes nothing; it exits shortly
     now = time.monotonic()
     generation = int(meta.get("generation") or 0)
-    # A changed spec is polled at the next tick, not after the rest of the interval.
-    last = memory.last_poll
-    due = memory.last_generation != generation or last is None
-    if not due and last is not None and now - last < _interval(spec, operator.settings):
+    # A changed spec is polled at the next tick, not after the rest of the interval; polls of
+    # policies started together are spread over the interval (PolicyMemory.poll_due).
+    if not memory.poll_due(now, generation, _interval(spec, operator.settings), uid):
         return
-    memory.last_poll, memory.last_generation = now, generation
     # Snapshot everything from kopf's live views here, on the loop; the thread gets copies.
     context = PolicyContext(
         namespace=namespace,

@@ -9,6 +9,10 @@ be alerted on. Restarting the process would not fix it and would cost every othe
 rate history and capacity estimates. kopf's own probe only says its probe task runs; this one
 watches the timers and the poll threads. Served from a thread so that a blocked event loop still
 gets an honest answer (the answer then turns to failure as the timers stop waking).
+
+Why the standard library's ThreadingHTTPServer and not a library: kopf's own health endpoint
+(aiohttp) runs on the event loop it would have to judge, and prometheus_client's server serves
+/metrics only. One GET route on a daemon thread is all this needs.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Rates are exponentially weighted over a time constant (not a sample count) so th
 whatever the poll interval. Time lag follows kafka-lag-exporter's method: remember (time, log
 end) points, find when the log end passed the committed offset, and report now minus that time.
 It needs two points; until then it is unknown (None), never zero.
+
+`PolicyHistory` is the same memory for every partition of a policy at once, in numpy arrays
+(what the operator keeps); `Ewma`, `EndOffsetHistory` and `PartitionMemory` are the
+per-partition reference it is tested against.
 """
 
 from __future__ import annotations
@@ -11,6 +15,10 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+
+import numpy as np
+
+from kafka_rebalance_operator.lag import Layout
 
 MAX_POINTS = 60
 
@@ -102,3 +110,242 @@ class PartitionMemory:
             self.consume.update(t, committed)
         if lag is not None:
             self.last_lag, self.last_lag_t = lag, t
+
+
+# ------------------------------------------------------------------------- one policy, columnar
+
+
+class _Rates:
+    """`Ewma` for every partition of a policy: value (NaN: None), last time (NaN: None) and
+    last counter reading (-1: None), in `Layout` order."""
+
+    __slots__ = ("last_t", "last_x", "tau_s", "value")
+
+    def __init__(self, n: int, tau_s: float = 60.0) -> None:
+        self.tau_s = tau_s
+        self.value = np.full(n, np.nan)
+        self.last_t = np.full(n, np.nan)
+        self.last_x = np.full(n, -1, np.int64)
+
+    def update(self, t: float, x: np.ndarray, mask: np.ndarray) -> None:
+        """`Ewma.update(t, x[i])` for each partition i in `mask`."""
+        had = mask & (self.last_x >= 0)
+        down = had & (x < self.last_x)
+        restart = mask & (~had | ~(t > self.last_t) | down)
+        self.value[down] = np.nan
+        go = np.flatnonzero(mask & ~restart)
+        if len(go):
+            dt = t - self.last_t[go]
+            rate = (x[go] - self.last_x[go]) / dt
+            old = self.value[go]
+            alpha = 1.0 - np.exp(-dt / self.tau_s)
+            self.value[go] = np.where(np.isnan(old), rate, old + alpha * (rate - old))
+        self.last_t[mask] = t
+        self.last_x[mask] = x[mask]
+
+    def take(self, old: _Rates, new_rows: np.ndarray, old_rows: np.ndarray) -> None:
+        for name in ("value", "last_t", "last_x"):
+            getattr(self, name)[new_rows] = getattr(old, name)[old_rows]
+
+
+class PolicyHistory:
+    """`PartitionMemory` for every partition of a policy, as arrays in `layout` order: the two
+    EWMA rates, the end-offset history (at most `points` (time, log end) points per partition,
+    flat runs kept as their first and last point, oldest first) and the lag last reported.
+
+    The same arithmetic as the per-partition objects, in the same order, so rates and time lags
+    are those the objects give (tests/test_operator_columnar.py). A point is 8 bytes: its time
+    as an index into the policy's table of poll times (all partitions of a policy are read at
+    the same times, so a time is stored once), and its log end as an int32 above the
+    partition's base offset. Should one partition's points span more than 2**31 - 1 offsets,
+    its oldest points are dropped until they fit (the objects would keep them). Memory per
+    partition: 8 bytes per point plus 74 (`bytes_per_partition`); a poll's working arrays are
+    bounded by working through `CHUNK` partitions at a time."""
+
+    CHUNK = 8192
+    _SPAN = 2**31 - 1
+
+    def __init__(self, layout: Layout, points: int = MAX_POINTS) -> None:
+        n = layout.size
+        self.layout, self.points = layout, points
+        self.produce, self.consume = _Rates(n), _Rates(n)
+        self.clock = np.empty(0)  # poll times the points refer to
+        self.when = np.zeros((n, points), np.int32)  # each point's time: index into clock
+        self.base = np.zeros(n, np.int64)  # each partition's base offset
+        self.delta = np.zeros((n, points), np.int32)  # each point's log end minus the base
+        self.count = np.zeros(n, np.int16)
+        self.reported_lag = np.full(n, -1, np.int64)  # the lag the last poll reported
+        self.last_lag_t = np.full(n, np.nan)  # when a lag was last known
+
+    @property
+    def times(self) -> np.ndarray:
+        """Each point's time (a copy; cells past a partition's count are meaningless)."""
+        return self.clock[self.when] if len(self.clock) else np.zeros(self.when.shape)
+
+    @property
+    def ends(self) -> np.ndarray:
+        """Each point's log end (a copy; cells past a partition's count are meaningless)."""
+        return self.base[:, None] + self.delta
+
+    @property
+    def nbytes(self) -> int:
+        arrays: list[np.ndarray] = [self.when, self.base, self.delta, self.count, self.reported_lag]
+        arrays.append(self.last_lag_t)
+        for rates in (self.produce, self.consume):
+            arrays += [rates.value, rates.last_t, rates.last_x]
+        return sum(a.nbytes for a in arrays)
+
+    @staticmethod
+    def bytes_per_partition(points: int = MAX_POINTS) -> int:
+        return 8 * points + 8 + 2 + 8 + 8 + 2 * (8 + 8 + 8)
+
+    def resized(self, layout: Layout) -> PolicyHistory:
+        """This history for `layout`: partitions in both keep theirs (by topic and number),
+        new ones start empty, gone ones are dropped."""
+        if layout == self.layout:
+            return self
+        fresh = PolicyHistory(layout, self.points)
+        fresh.clock = self.clock
+        into, out = layout.carry(self.layout)
+        if len(into):
+            fresh.produce.take(self.produce, into, out)
+            fresh.consume.take(self.consume, into, out)
+            for name in ("when", "base", "delta", "count", "reported_lag", "last_lag_t"):
+                getattr(fresh, name)[into] = getattr(self, name)[out]
+        return fresh
+
+    def carried(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """(the lag each partition last reported (-1: none), seconds since a lag was known)."""
+        ages = np.where(np.isnan(self.last_lag_t), 0.0, now - self.last_lag_t)
+        return self.reported_lag, ages
+
+    def observe(
+        self,
+        t: float,
+        end: np.ndarray,
+        committed: np.ndarray,
+        known: np.ndarray,
+        lags: np.ndarray,
+    ) -> None:
+        """`PartitionMemory.observe` for every partition: `end` where it is >= 0; `committed`
+        and the lag where the partition's state is `known` (not unknown)."""
+        has_end = end >= 0
+        self.produce.update(t, end, has_end)
+        self._add(t, end, has_end)
+        self.consume.update(t, committed, known & (committed >= 0))
+        lag_known = known & (lags >= 0)
+        self.last_lag_t[lag_known] = t
+        self.reported_lag = lags.copy()
+
+    def _tick(self, t: float) -> int:
+        """The index of time `t` in the clock (added if new; the clock is compacted to the
+        times still referred to when it grows long)."""
+        if len(self.clock) and self.clock[-1] == t:
+            return len(self.clock) - 1
+        if len(self.clock) > 4 * self.points + 1024:
+            valid = np.arange(self.points)[None, :] < self.count[:, None]
+            used = np.unique(self.when[valid])
+            self.when = np.where(valid, np.searchsorted(used, self.when), 0).astype(np.int32)
+            self.clock = self.clock[used]
+        self.clock = np.append(self.clock, t)
+        return len(self.clock) - 1
+
+    def _add(self, t: float, end: np.ndarray, mask: np.ndarray) -> None:
+        """`EndOffsetHistory.add(t, end[i])` for each partition i in `mask`."""
+        rows = np.flatnonzero(mask)
+        if not len(rows):
+            return
+        k = self._tick(t)
+        count = self.count[rows].astype(np.int64)
+        e = end[rows]
+        base = self.base[rows]
+        some = count > 0
+        last = np.maximum(count - 1, 0)
+        last_t = self.clock[self.when[rows, last]]
+        last_e = base + self.delta[rows, last]
+        skip = some & ~(t > last_t)
+        clear = some & ~skip & (e < last_e)
+        before = base + self.delta[rows, np.maximum(count - 2, 0)]
+        extend = some & ~skip & ~clear & (count >= 2) & (e == last_e) & (before == last_e)
+        self.when[rows[extend], last[extend]] = k
+        count[clear] = 0
+        append = ~skip & ~extend
+        full = append & (count >= self.points)
+        if full.any():
+            self._drop_oldest(rows[full])
+            count[full] = self.points - 1
+        at, pos, value = rows[append], count[append], e[append]
+        fresh = pos == 0
+        self.base[at[fresh]] = value[fresh]
+        offset = value - self.base[at]
+        for i in np.flatnonzero(offset > self._SPAN).tolist():  # rare: rebase the partition
+            row = int(at[i])
+            while True:
+                shift = int(self.delta[row, 0])
+                self.base[row] += shift
+                self.delta[row, : pos[i]] -= shift
+                offset[i] = value[i] - self.base[row]
+                if offset[i] <= self._SPAN:
+                    break
+                self._drop_oldest(np.array([row]))
+                pos[i] -= 1
+                if pos[i] == 0:
+                    self.base[row], offset[i] = value[i], 0
+                    break
+        self.delta[at, pos] = offset
+        self.when[at, pos] = k
+        count[append] = pos + 1
+        self.count[rows] = count
+
+    def _drop_oldest(self, rows: np.ndarray) -> None:
+        self.when[rows, :-1] = self.when[rows, 1:]
+        self.delta[rows, :-1] = self.delta[rows, 1:]
+
+    def time_lags(self, committed: np.ndarray, ok: np.ndarray, now: float) -> np.ndarray:
+        """`EndOffsetHistory.time_lag(committed[i], now)` for each partition i in `ok` (NaN
+        elsewhere, and where the history cannot say)."""
+        out = np.full(len(committed), np.nan)
+        rows = np.flatnonzero(ok & (self.count > 0))
+        for start in range(0, len(rows), self.CHUNK):
+            chunk = rows[start : start + self.CHUNK]
+            out[chunk] = self._time_lags(chunk, committed[chunk], now)
+        return out
+
+    def _time_lags(self, rows: np.ndarray, c: np.ndarray, now: float) -> np.ndarray:
+        out = np.full(len(rows), np.nan)
+        count = self.count[rows].astype(np.int64)
+        base = self.base[rows]
+        line = np.arange(len(rows))
+        latest = base + self.delta[rows, count - 1]
+        caught_up = c >= latest
+        out[caught_up] = 0.0
+        need = np.flatnonzero(~caught_up & (count >= 2))
+        if not len(need):
+            return out
+        r, count, c, base = rows[need], count[need], c[need], base[need]
+        delta = self.delta[r]
+        valid = np.arange(self.points)[None, :] < count[:, None]
+        j = (valid & (delta <= (c - base)[:, None])).sum(axis=1) - 1
+        found = j >= 0
+        k0 = np.where(found, j, 0)
+        k1 = np.where(found, j + 1, count - 1)
+        line = np.arange(len(r))
+        t0, t1 = self.clock[self.when[r, k0]], self.clock[self.when[r, k1]]
+        e0, e1 = base + delta[line, k0], base + delta[line, k1]
+        flat = e1 == e0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            estimate = np.where(flat, t0, t0 + (c - e0) * (t1 - t0) / np.where(flat, 1, e1 - e0))
+        out[need] = np.maximum(0.0, now - estimate)
+        return out
+
+    def produce_rates(self) -> dict[tuple[str, int], float | None]:
+        """key -> production EWMA (None: not known yet), for the planner's document."""
+        values = self.produce.value.tolist()
+        return {
+            key: (None if math.isnan(v) else v)
+            for key, v in zip(self.layout.keys(), values, strict=True)
+        }
+
+    def total_produce(self) -> float:
+        """The sum of the known production rates."""
+        return float(np.nansum(self.produce.value))

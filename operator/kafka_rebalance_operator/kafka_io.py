@@ -1,7 +1,10 @@
-"""Reading a group's offsets from Kafka (kafka-python 3.0 admin API). Blocking: call it from a
-worker thread, never from the event loop.
+"""Reading a group's offsets from Kafka. Blocking: call it from a worker thread, never from the
+event loop.
 
-Log offsets are read for every partition of the policy in one call per offset kind (kafka-python
+Metadata, log offsets and committed offsets are read by `kafka_offsets` (one request per leader
+broker, decoded by `wire` into arrays) on the admin client's connections. The admin API path
+below is the fallback for brokers that speak none of `wire.VERSIONS`:
+log offsets are read for every partition of the policy in one call per offset kind (kafka-python
 sends one ListOffsets request per leader), so a poll's round trips do not grow with its topics.
 kafka-python raises for the whole call when any one partition fails, so a failed call is retried
 per topic and a failing topic is bisected down to the partitions that fail: a partition without a
@@ -22,8 +25,9 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
-from kafka_rebalance_operator import broker_plan, kip848
-from kafka_rebalance_operator.lag import PartitionOffsets
+from kafka_rebalance_operator import broker_plan, kip848, wire
+from kafka_rebalance_operator.kafka_offsets import OffsetReader
+from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
@@ -41,7 +45,9 @@ class KafkaUnavailable(RuntimeError):
 class Observation:
     topics: dict[str, int]
     missing_topics: list[str]
-    offsets: dict[PartitionKey, PartitionOffsets]
+    # columnar (`PolicyOffsets`) from Kafka; a plain mapping from the admin API fallback and
+    # test fakes, which the observe phase turns into a `PolicyOffsets`
+    offsets: PolicyOffsets | Mapping[PartitionKey, PartitionOffsets]
     errors: list[str] = field(default_factory=list)
     group: dict[str, Any] | None = None  # describe_groups result for the group, when read
     # ("consumer", state) when ListGroups says the group is a KIP-848 group (which
@@ -81,6 +87,7 @@ class KafkaObserver:
         self.producer: KafkaProducer | None = None
         self.plan_admin: KafkaAdminClient | None = None
         self.left_behind: list[tuple[str, str]] = []
+        self._offsets: OffsetReader | None = None  # offsets at wire speed, made at first read
         try:
             self.admin = KafkaAdminClient(
                 bootstrap_servers=bootstrap_servers.split(","),
@@ -319,6 +326,81 @@ class KafkaObserver:
         DescribeGroups only to say that it is a classic one. `max_partitions` (0: none): raise
         TooManyPartitions when the topics hold more, before reading any offset."""
         started = time.monotonic()
+        fast = self._read_fast(group_id, topics, pattern, max_partitions)
+        offsets: PolicyOffsets | dict[PartitionKey, PartitionOffsets]
+        if fast is not None:
+            counts, missing, offsets, errors = fast
+        else:
+            counts, missing, offsets, errors = self._read_admin(
+                group_id, topics, pattern, started, max_partitions
+            )
+        group, group_type, assignor = None, None, None
+        described = self.describe_consumer_group(group_id) if kip848_group else None
+        if described is not None:
+            group = described.as_describe_groups()
+            group_type, assignor = ("consumer", described.state), described.assignor
+        elif describe or kip848_group:
+            group = self.describe_group(group_id)
+            if group is None or group.get("error") or group.get("group_state") == "Dead":
+                # DescribeGroups does not describe KIP-848 groups (GROUP_ID_NOT_FOUND / Dead)
+                group_type = self.kip848_group(group_id)
+        return Observation(
+            counts,
+            missing,
+            offsets,
+            errors,
+            group,
+            group_type,
+            duration_s=time.monotonic() - started,
+            assignor=assignor,
+        )
+
+    def _read_fast(
+        self,
+        group_id: str,
+        topics: Iterable[str] | None,
+        pattern: TopicPattern | None,
+        max_partitions: int,
+    ) -> tuple[dict[str, int], list[str], PolicyOffsets, list[str]] | None:
+        """Metadata and offsets through `kafka_offsets` (None: the broker does not speak its
+        message versions; the admin API is used instead)."""
+        if self._offsets is None:
+            self._offsets = OffsetReader(self.admin, self.timeout_ms)
+        if not self._offsets.supported:
+            return None
+        try:
+            described = self._offsets.metadata(None if pattern is not None else list(topics or []))
+        except Exception as error:
+            raise KafkaUnavailable(f"cannot read cluster metadata: {_short(error)}") from error
+        selected: dict[str, wire.TopicMetadata] = {}
+        missing: list[str] = []
+        for entry in described:
+            name = entry.name
+            if pattern is not None and (
+                entry.internal or name.startswith("__") or not pattern.fullmatch(name)
+            ):
+                continue
+            if entry.error:
+                missing.append(name)
+                continue
+            selected[name] = entry
+        selected = dict(sorted(selected.items()))
+        counts = {name: entry.partitions for name, entry in selected.items()}
+        if max_partitions and sum(counts.values()) > max_partitions:
+            raise TooManyPartitions(counts, max_partitions)  # before any offset is read
+        read = self._offsets.read(group_id, selected)
+        return counts, sorted(missing), read.offsets, read.errors
+
+    def _read_admin(
+        self,
+        group_id: str,
+        topics: Iterable[str] | None,
+        pattern: TopicPattern | None,
+        started: float,
+        max_partitions: int,
+    ) -> tuple[dict[str, int], list[str], dict[PartitionKey, PartitionOffsets], list[str]]:
+        """Metadata and offsets through kafka-python's admin API (brokers too old for
+        `kafka_offsets`)."""
         counts, missing = self.topic_partitions(topics, pattern)
         if max_partitions and sum(counts.values()) > max_partitions:
             raise TooManyPartitions(counts, max_partitions)  # before any offset is read
@@ -345,23 +427,4 @@ class KafkaObserver:
                     committed_known=committed is not None,
                     error=None if start is not None and end is not None else "offsets unread",
                 )
-        group, group_type, assignor = None, None, None
-        described = self.describe_consumer_group(group_id) if kip848_group else None
-        if described is not None:
-            group = described.as_describe_groups()
-            group_type, assignor = ("consumer", described.state), described.assignor
-        elif describe or kip848_group:
-            group = self.describe_group(group_id)
-            if group is None or group.get("error") or group.get("group_state") == "Dead":
-                # DescribeGroups does not describe KIP-848 groups (GROUP_ID_NOT_FOUND / Dead)
-                group_type = self.kip848_group(group_id)
-        return Observation(
-            counts,
-            missing,
-            offsets,
-            errors,
-            group,
-            group_type,
-            duration_s=time.monotonic() - started,
-            assignor=assignor,
-        )
+        return counts, missing, offsets, errors

@@ -11,6 +11,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.selectors import matches
 
@@ -29,19 +31,14 @@ class PodSummary:
 
 
 def parse_cpu(quantity: Any) -> float | None:
-    """A Kubernetes CPU quantity ("500m", "2", "1.5") in cores; None when unparseable."""
+    """A Kubernetes CPU quantity in cores ("500m" 0.5, "2" 2, "2k" 2000, "1e3" 1000); None when
+    it is not a quantity. Kubernetes' own grammar, through the client's `parse_quantity`: every
+    suffix the API server accepts is read, so no valid request silently becomes weight 1."""
     if quantity is None:
         return None
-    text = str(quantity).strip()
     try:
-        if text.endswith("m"):
-            return float(text[:-1]) / 1000.0
-        if text.endswith("u"):
-            return float(text[:-1]) / 1_000_000.0
-        if text.endswith("n"):
-            return float(text[:-1]) / 1_000_000_000.0
-        return float(text)
-    except ValueError:
+        return float(parse_quantity(str(quantity).strip()))
+    except (ValueError, ArithmeticError):
         return None
 
 

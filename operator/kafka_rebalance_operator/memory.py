@@ -9,25 +9,28 @@ What it adds is the documents members act on when a ConfigMap no longer shows th
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 
 from kafka_rebalance_operator.assignment_doc import MemberDocument
 from kafka_rebalance_operator.capacity import CapacityEstimator
-from kafka_rebalance_operator.history import PartitionMemory
-from kafka_rebalance_operator.lag import PartitionLag
-from kafka_rebalance_operator.partition_key import PartitionKey
+from kafka_rebalance_operator.history import PolicyHistory
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.ports import Observer
+from kafka_rebalance_operator.telemetry import Emitted
 
 
 @dataclass
 class PolicyMemory:
     observer: Observer | None = None
     observer_key: tuple[str, str] | None = None  # (bootstrap servers, Secret fingerprint)
-    partitions: dict[PartitionKey, PartitionMemory] = field(default_factory=dict)
-    lags: dict[PartitionKey, PartitionLag] = field(default_factory=dict)
+    # rates, end-offset histories and the lags last reported, for every partition, as arrays
+    # (None until the first poll reads offsets)
+    history: PolicyHistory | None = None
+    telemetry: Emitted | None = None  # what each partition's last telemetry row said
     proposal: Proposal | None = None  # the plan on offer for approval
-    last_poll: float | None = None  # monotonic; the handler's "is a poll due"
+    last_poll: float | None = None  # monotonic; the handler's "is a poll due" (`poll_due`)
+    phased: bool = False  # the one shortened interval that spreads polls has passed
     last_generation: int | None = None
     last_event: float | None = None  # wall time of the last PlanApplied event
     converging_since: float | None = None  # group mode: when verification last started
@@ -49,6 +52,22 @@ class PolicyMemory:
     published_group: str | None = None  # ... for which group (a tombstone retires it)
     published_member_ids: tuple[str, ...] = ()  # ... naming these KIP-848 member ids
     status_failing: bool = False  # the last status write was refused (one Event per episode)
+
+    def poll_due(self, now: float, generation: int, interval: float, uid: str) -> bool:
+        """Is a poll due at `now` (monotonic)? If so it is recorded as made. The first poll and
+        the first after a spec change are due at once; the second comes `interval` minus the
+        policy's phase (a fraction of the interval fixed by its uid) after the first, and every
+        later one `interval` after the one before. So policies created or started together
+        spread their polls over the interval, and no poll waits longer than the interval."""
+        if self.last_generation == generation and self.last_poll is not None:
+            wait = interval
+            if not self.phased:
+                wait -= interval * (zlib.crc32(uid.encode()) / 2**32)
+            if now - self.last_poll < wait:
+                return False
+            self.phased = True
+        self.last_poll, self.last_generation = now, generation
+        return True
 
     def close(self) -> None:
         """Close the Kafka client (a fresh one connects at the next poll)."""

@@ -32,7 +32,7 @@ from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator import names
 from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
-from kafka_rebalance_operator.lag import PartitionOffsets
+from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.partition_key import PartitionKey
 
@@ -119,12 +119,22 @@ def last_committers(
 ) -> dict[PartitionKey, wire.CommitMetadata]:
     """The sidecar metadata of each partition's latest commit (other clients' commits left out)."""
     found: dict[PartitionKey, wire.CommitMetadata] = {}
-    for key, read in offsets.items():
-        if read.metadata:
+    if isinstance(offsets, PolicyOffsets):  # columnar: only the partitions with metadata
+        notes: Iterable[tuple[PartitionKey, str | None]] = offsets.with_metadata()
+    else:
+        notes = ((key, read.metadata) for key, read in offsets.items())
+    decoded: dict[str, wire.CommitMetadata | None] = {}  # one decode per distinct text
+    for key, text in notes:
+        if not text:
+            continue
+        if text not in decoded:
             try:
-                found[key] = wire.decode_commit_metadata(read.metadata)
+                decoded[text] = wire.decode_commit_metadata(text)
             except wire.MetadataError:
-                continue
+                decoded[text] = None
+        metadata = decoded[text]
+        if metadata is not None:
+            found[key] = metadata
     return found
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from kubernetes import client
 
 from kafka_rebalance_operator import kube_io, names
 from kafka_rebalance_operator import metrics as prometheus
+from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver, Observation
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
@@ -140,10 +141,16 @@ class Observer(Protocol):
 
 
 class ObserverFactory(Protocol):
-    """Connects to `bootstrap_servers` with kafka-python `security` settings."""
+    """Connects to `bootstrap_servers` with kafka-python `security` settings. Callers that pass
+    the same `key` (servers and a fingerprint of the credentials) may be given one shared
+    client (`clients.SharedObservers`); closing what they were given lets go of it."""
 
     def __call__(
-        self, bootstrap_servers: str, security: Mapping[str, Any], timeout_s: float
+        self,
+        bootstrap_servers: str,
+        security: Mapping[str, Any],
+        timeout_s: float,
+        key: Hashable | None = None,
     ) -> Observer: ...
 
 
@@ -179,7 +186,7 @@ class TelemetrySink(Protocol):
 
     @property
     def enabled(self) -> bool: ...
-    def emit(self, rows: list[dict[str, Any]]) -> None: ...
+    def emit(self, rows: Sequence[dict[str, Any]]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -313,14 +320,15 @@ def real_ports(
     max_partition_series: int = prometheus.DEFAULT_MAX_PARTITION_SERIES,
     leadership: Leadership | None = None,
 ) -> Ports:
-    """The operator's ports: the API server through `api_client`, Kafka through kafka-python,
-    the system clock, the Prometheus registry, the configured telemetry sinks, and the leader
-    elector (None: no leader election)."""
+    """The operator's ports: the API server through `api_client`, Kafka through kafka-python
+    (one client per cluster and credentials, shared by the policies that use them), the system
+    clock, the Prometheus registry, the configured telemetry sinks, and the leader elector
+    (None: no leader election)."""
     return Ports(
         configmaps=KubeConfigMaps(api_client),
         status=KubeStatus(api_client),
         secrets=KubeSecrets(api_client),
-        kafka=KafkaObserver,
+        kafka=SharedObservers(KafkaObserver),
         clock=SystemClock(),
         metrics=PrometheusMetrics(max_partition_series),
         telemetry=telemetry,

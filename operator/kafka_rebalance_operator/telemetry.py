@@ -3,6 +3,11 @@ Kafka topic, same schema either way, so the pipeline reads both alike.
 
 Building rows is pure; the sinks are the only I/O. A sink that fails drops its rows with a
 warning: telemetry must never stop the operator from keeping the group balanced.
+
+Partition rows are written for the partitions whose row changed since its last one (any field
+but `ts_ms`: offsets, lag, state, time lag, owner, epoch), and for every partition at least
+every `REFRESH_S` seconds (`Columns`, `Emitted`). A partition without a row at a poll had the
+row it last had (its time lag included, so a consumer stuck behind shows a row every poll).
 """
 
 from __future__ import annotations
@@ -11,8 +16,13 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, overload
+
+import numpy as np
+
+from kafka_rebalance_operator.lag import STATES, Layout
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +96,8 @@ class Sink(Protocol):
 
 
 class JsonLinesSink:
-    """Appends one JSON object per line; one write per poll, so lines are never interleaved."""
+    """Appends one JSON object per line; a poll's rows are written under a lock, so the lines
+    of two polls are never interleaved."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -95,11 +106,14 @@ class JsonLinesSink:
         os.makedirs(directory, exist_ok=True)
 
     def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows)
-        if not text:
+        if isinstance(rows, EncodedRows):
+            lines: Iterable[str] = rows.lines  # written as they are, never joined into a copy
+        else:
+            lines = [json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows]
+        if not lines:
             return
         with self._lock, open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.writelines(lines)
 
     def close(self) -> None:
         pass
@@ -120,6 +134,11 @@ class KafkaSink:
         )
 
     def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        if isinstance(rows, EncodedRows):
+            key = rows.group.encode()
+            for line in rows.lines:
+                self.producer.send(self.topic, key=key, value=line[:-1].encode())
+            return
         for row in rows:
             key = str(row.get("group", "")).encode()
             value = json.dumps(row, sort_keys=True, separators=(",", ":")).encode()
@@ -141,7 +160,7 @@ class Telemetry:
         """False with no sinks: callers skip building rows nobody reads."""
         return bool(self.sinks)
 
-    def emit(self, rows: list[dict[str, Any]]) -> None:
+    def emit(self, rows: Sequence[dict[str, Any]]) -> None:
         for sink in self.sinks:
             try:
                 sink.write(rows)
@@ -156,3 +175,201 @@ class Telemetry:
                 sink.close()
             except Exception:
                 log.debug("closing telemetry sink failed", exc_info=True)
+
+
+# ------------------------------------------------------------------------ partition rows, columnar
+
+REFRESH_S = 300.0  # every partition gets a row at least this often, changed or not
+
+
+@dataclass
+class Emitted:
+    """What the last row of each partition said (columnar, in `layout` order), so the next
+    poll writes rows only for partitions whose row changed."""
+
+    layout: Layout
+    values: np.ndarray  # (partitions, 7) int64: start, end, committed, lag, state, owner, epoch
+    time_lag: np.ndarray  # NaN: None
+    at: np.ndarray  # when each partition's last row was written
+    names: dict[str, int] = field(default_factory=dict)  # owner name -> stable code
+
+
+@dataclass
+class Columns:
+    """One poll's partition rows as columns in `layout` order. Offsets and lags: -1 for None;
+    time lags: NaN for None, rounded as written; owner: index into `owners` (-1: none)."""
+
+    layout: Layout
+    log_start: np.ndarray
+    log_end: np.ndarray
+    committed: np.ndarray
+    lag: np.ndarray
+    state: np.ndarray
+    time_lag: np.ndarray
+    owner: np.ndarray
+    owners: tuple[str, ...]
+    epoch: int
+
+    def _values(self, names: dict[str, int]) -> np.ndarray:
+        codes = np.array([names.setdefault(m, len(names)) for m in self.owners] + [-1], np.int64)
+        stable = codes[self.owner]  # owner -1 picks the trailing -1
+        return np.column_stack(
+            [
+                self.log_start,
+                self.log_end,
+                self.committed,
+                self.lag,
+                self.state.astype(np.int64),
+                stable,
+                np.full(self.layout.size, self.epoch, np.int64),
+            ]
+        )
+
+    def changed_since(self, previous: Emitted | None, now: float) -> np.ndarray:
+        """The partitions that need a row: changed, new, or not written for `REFRESH_S`."""
+        n = self.layout.size
+        if previous is None:
+            return np.ones(n, bool)
+        values = self._values(previous.names)
+        changed = np.ones(n, bool)
+        into, out = self.layout.carry(previous.layout)
+        if len(into):
+            old_time = previous.time_lag[out]
+            new_time = self.time_lag[into]
+            same = (values[into] == previous.values[out]).all(axis=1) & (
+                (new_time == old_time) | (np.isnan(new_time) & np.isnan(old_time))
+            )
+            changed[into] = ~same | (now - previous.at[out] >= REFRESH_S)
+        return changed
+
+    def emitted(self, previous: Emitted | None, changed: np.ndarray, now: float) -> Emitted:
+        """The record after this poll's rows (`changed`) are written."""
+        names = dict(previous.names) if previous is not None else {}
+        values = self._values(names)
+        time_lag = self.time_lag.copy()
+        at = np.full(self.layout.size, now)
+        if previous is not None:
+            into, out = self.layout.carry(previous.layout)
+            kept = into[~changed[into]]
+            from_rows = out[~changed[into]]
+            values[kept] = previous.values[from_rows]
+            time_lag[kept] = previous.time_lag[from_rows]
+            at[kept] = previous.at[from_rows]
+        return Emitted(self.layout, values, time_lag, at, names)
+
+    def encoded(
+        self,
+        changed: np.ndarray,
+        *,
+        ts_ms: int,
+        cluster: str,
+        namespace: str,
+        policy: str,
+        group: str,
+    ) -> EncodedRows:
+        """The rows of `rows`, already JSON (the sinks' own encoding: sorted keys, no spaces),
+        made from the columns without a dict per row."""
+        picked = np.flatnonzero(changed)
+        spans = sorted((base, topic) for topic, (base, _n) in self.layout.spans.items())
+        bases = np.array([b for b, _t in spans], np.int64)
+        which = (np.searchsorted(bases, picked, side="right") - 1).tolist()
+        partitions = (picked - bases[which]).tolist() if len(picked) else []
+        topics = [json.dumps(t) for _b, t in spans]
+        owners = [json.dumps(m) for m in self.owners]
+        states = [json.dumps(s.value) for s in STATES]
+        head = '{"cluster":' + json.dumps(cluster) + ',"committed":'
+        mid = f',"epoch":{self.epoch},"group":{json.dumps(group)},"lag":'
+        ns = ',"namespace":' + json.dumps(namespace) + ',"owner":'
+        pol = ',"policy":' + json.dumps(policy) + ',"time_lag_s":'
+        tail = f',"ts_ms":{ts_ms}}}\n'
+
+        def num(values: np.ndarray) -> list[str]:
+            return ["null" if v < 0 else str(v) for v in values[picked].tolist()]
+
+        committed, lag = num(self.committed), num(self.lag)
+        log_end, log_start = num(self.log_end), num(self.log_start)
+        time_lag = ["null" if v != v else repr(v) for v in self.time_lag[picked].tolist()]
+        state = self.state[picked].tolist()
+        owner = self.owner[picked].tolist()
+        lines = [
+            f'{head}{committed[k]}{mid}{lag[k]},"lag_state":{states[state[k]]},'
+            f'"log_end":{log_end[k]},"log_start":{log_start[k]}{ns}'
+            f'{owners[owner[k]] if owner[k] >= 0 else "null"},"partition":{partitions[k]}'
+            f'{pol}{time_lag[k]},"topic":{topics[which[k]]}{tail}'
+            for k in range(len(picked))
+        ]
+        return EncodedRows(lines, group)
+
+    def rows(
+        self,
+        changed: np.ndarray,
+        *,
+        ts_ms: int,
+        cluster: str,
+        namespace: str,
+        policy: str,
+        group: str,
+    ) -> list[dict[str, Any]]:
+        """The `partition_row`s of the `changed` partitions, in (topic, partition) order."""
+        picked = np.flatnonzero(changed)
+        if not len(picked):
+            return []
+        spans = sorted((base, topic) for topic, (base, _n) in self.layout.spans.items())
+        bases = np.array([b for b, _t in spans], np.int64)
+        which = np.searchsorted(bases, picked, side="right") - 1
+        columns = [
+            which.tolist(),
+            (picked - bases[which]).tolist(),
+            self.log_start[picked].tolist(),
+            self.log_end[picked].tolist(),
+            self.committed[picked].tolist(),
+            self.lag[picked].tolist(),
+            self.state[picked].tolist(),
+            self.time_lag[picked].tolist(),
+            self.owner[picked].tolist(),
+        ]
+        states = [s.value for s in STATES]
+        topics = [t for _b, t in spans]
+        owners = self.owners
+        return [
+            {
+                "ts_ms": ts_ms,
+                "cluster": cluster,
+                "namespace": namespace,
+                "policy": policy,
+                "group": group,
+                "topic": topics[t],
+                "partition": p,
+                "log_start": None if start < 0 else start,
+                "log_end": None if end < 0 else end,
+                "committed": None if committed < 0 else committed,
+                "lag": None if lag < 0 else lag,
+                "lag_state": states[state],
+                "time_lag_s": None if time_lag != time_lag else time_lag,
+                "owner": owners[owner] if owner >= 0 else None,
+                "epoch": self.epoch,
+            }
+            for t, p, start, end, committed, lag, state, time_lag, owner in zip(
+                *columns, strict=True
+            )
+        ]
+
+
+class EncodedRows(Sequence[dict[str, Any]]):
+    """Rows already encoded as JSON lines (`Columns.encoded`). Sinks that write JSON take the
+    lines as they are; anything else reads them as dicts (decoded on access)."""
+
+    def __init__(self, lines: list[str], group: str) -> None:
+        self.lines, self.group = lines, group
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [json.loads(line) for line in self.lines[index]]
+        return json.loads(self.lines[index])

@@ -15,6 +15,8 @@
 
 Ports are separate so /metrics can stay cluster-visible while probes stay on localhost; port 0
 disables an endpoint. Served from daemon threads so a stuck loop still gets an honest answer.
+The standard library's ThreadingHTTPServer rather than a web framework: three GET routes, no
+dependency in the sidecar's base install, and prometheus_client's own server cannot add probes.
 """
 
 from __future__ import annotations

@@ -22,11 +22,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_when_event_set,
+    wait_exponential,
+    wait_random,
+)
+
 from kafka_rebalance_sidecar.document import AssignmentTracker
 
 log = logging.getLogger("kafka_rebalance_sidecar.source")
 
 DATA_KEY = "assignment.json"
+MAX_RELIST_BACKOFF_S = 30.0  # the longest wait between failed lists/watches of a ConfigMap
 
 
 class FileSource:
@@ -93,9 +102,10 @@ class ConfigMapSource:
     """Watches one ConfigMap through the API and offers its `assignment.json` on every change.
 
     List first (the current content and a resourceVersion), then watch from that version; on a
-    410 Gone (the version is too old), an expired watch or any error, list again after a short
-    backoff. A deleted ConfigMap, or one without the key, is logged and the last good document
-    stays: the operator deletes ConfigMaps only with their policy.
+    410 Gone (the version is too old) or an expired watch, list again at once; after any other
+    error, after an exponential backoff with jitter (tenacity; 1 s growing to 30 s). A deleted
+    ConfigMap, or one without the key, is logged and the last good document stays: the operator
+    deletes ConfigMaps only with their policy.
     """
 
     def __init__(
@@ -119,6 +129,7 @@ class ConfigMapSource:
         self._last: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._version: str | None = None  # where the next watch resumes; None: list first
         self.relists = 0
 
     def _core(self) -> Any:
@@ -168,50 +179,77 @@ class ConfigMapSource:
         self._thread.start()
         return self
 
+    def _pause(self, seconds: float) -> None:
+        """tenacity's sleep between relists: returns early when the source is stopped."""
+        self._stop.wait(seconds)
+
     def _run(self, version: str | None) -> None:
+        # Every sidecar of a cluster loses its watch at the same moment when the API server
+        # restarts: the waits grow exponentially (up to MAX_RELIST_BACKOFF_S) with random jitter,
+        # so they do not come back in lockstep. A cycle that ends normally resets the wait.
+        self._version = version
+        retrying = Retrying(
+            retry=retry_if_exception_type(_WatchFailed),
+            # (wait_exponential_jitter's `initial` is deprecated in tenacity 9.2 and its
+            # `multiplier` missing before; this sum means the same in every supported version.)
+            wait=wait_exponential(multiplier=self.backoff_s, max=MAX_RELIST_BACKOFF_S)
+            + wait_random(0, self.backoff_s),
+            stop=stop_when_event_set(self._stop),
+            sleep=self._pause,
+            reraise=True,
+        )
+        while not self._stop.is_set():
+            try:
+                retrying(self._cycle)
+            except _WatchFailed:
+                return  # stopped while waiting to retry
+
+    def _cycle(self) -> None:
+        """List if there is no version to resume from, then watch until the watch ends. Returns
+        when it ends normally (timeout, 410 Gone, an ERROR event: resume or list again at once);
+        raises _WatchFailed for an error worth a backoff (the next cycle lists again)."""
         from kubernetes import watch
         from kubernetes.client.rest import ApiException
 
-        while not self._stop.is_set():
-            try:
-                if version is None:
-                    self.relists += 1
-                    version = self.list_once()
-                stream = watch.Watch()
-                for event in stream.stream(
-                    self._core().list_namespaced_config_map,
-                    self.namespace,
-                    field_selector=f"metadata.name={self.name}",
-                    resource_version=version,
-                    timeout_seconds=self.watch_timeout_s,
-                    allow_watch_bookmarks=True,
-                ):
-                    if self._stop.is_set():
-                        stream.stop()
-                        return
-                    kind = event["type"]
-                    obj = event["object"]
-                    if kind == "ERROR":
-                        raise _Gone(str(getattr(obj, "message", obj)))
-                    if kind == "BOOKMARK":  # only a version to resume from, left as a dict
-                        version = _bookmark_version(obj) or version
-                        continue
-                    version = obj.metadata.resource_version or version
-                    self._consider(obj, kind)
-            except ApiException as error:
-                if error.status == 410:
-                    log.info("%s: watch version expired; listing again", self.source)
-                else:
-                    log.warning("%s: watch failed (%s); listing again", self.source, error.status)
-                    self._stop.wait(self.backoff_s)
-                version = None
-            except _Gone as error:
-                log.info("%s: watch ended (%s); listing again", self.source, error)
-                version = None
-            except Exception as error:
-                log.warning("%s: watch failed (%s); listing again", self.source, error)
-                version = None
-                self._stop.wait(self.backoff_s)
+        try:
+            if self._version is None:
+                self.relists += 1
+                self._version = self.list_once()
+            stream = watch.Watch()
+            for event in stream.stream(
+                self._core().list_namespaced_config_map,
+                self.namespace,
+                field_selector=f"metadata.name={self.name}",
+                resource_version=self._version,
+                timeout_seconds=self.watch_timeout_s,
+                allow_watch_bookmarks=True,
+            ):
+                if self._stop.is_set():
+                    stream.stop()
+                    return
+                kind = event["type"]
+                obj = event["object"]
+                if kind == "ERROR":
+                    raise _Gone(str(getattr(obj, "message", obj)))
+                if kind == "BOOKMARK":  # only a version to resume from, left as a dict
+                    self._version = _bookmark_version(obj) or self._version
+                    continue
+                self._version = obj.metadata.resource_version or self._version
+                self._consider(obj, kind)
+        except ApiException as error:
+            self._version = None
+            if error.status == 410:
+                log.info("%s: watch version expired; listing again", self.source)
+                return
+            log.warning("%s: watch failed (%s); listing again", self.source, error.status)
+            raise _WatchFailed from None
+        except _Gone as error:
+            log.info("%s: watch ended (%s); listing again", self.source, error)
+            self._version = None
+        except Exception as error:
+            log.warning("%s: watch failed (%s); listing again", self.source, error)
+            self._version = None
+            raise _WatchFailed from None
 
     def stop(self) -> None:
         self._stop.set()
@@ -233,6 +271,10 @@ def _bookmark_version(obj: Any) -> str | None:
 
 class _Gone(Exception):
     """The watch delivered an ERROR event (typically 410 Gone): list again."""
+
+
+class _WatchFailed(Exception):
+    """The list or watch failed with an error worth waiting before the next try."""
 
 
 def wait_for_document(tracker: AssignmentTracker, timeout_s: float) -> bool:

@@ -279,8 +279,23 @@ def test_secret_names_narrow_get_to_the_listed_secrets(helm: Helm, k8s: Any, rel
         [],
         ["watchAllNamespaces=true"],
         ["watchNamespaces={dry-a,dry-b}", "rbac.secretNames={kafka-client}"],
+        [
+            "leaderElection.enabled=true",
+            "replicaCount=3",
+            "podAntiAffinityPreset=hard",
+            "image.registry=registry.example.org/team",
+            "image.digest=sha256:" + "ab" * 32,
+            "topologySpreadConstraints[0].maxSkew=1",
+            "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+            "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+            "extraVolumes[0].name=ca",
+            "extraVolumes[0].configMap.name=kafka-ca",
+            "extraVolumeMounts[0].name=ca",
+            "extraVolumeMounts[0].mountPath=/etc/kafka-ca",
+            "readinessProbe.periodSeconds=5",
+        ],
     ],
-    ids=["default", "all-namespaces", "watch-list"],
+    ids=["default", "all-namespaces", "watch-list", "ha-and-common-values"],
 )
 def test_rendered_manifests_pass_server_side_validation(
     helm: Helm, k8s: Any, sets: list[str]

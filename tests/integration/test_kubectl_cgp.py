@@ -210,6 +210,79 @@ def test_status_lists_every_policy_with_the_reason_it_is_not_ready(
     ]
 
 
+def test_status_of_one_policy_and_the_yaml_and_name_outputs(k8s: Any, namespace: str) -> None:
+    import yaml
+
+    proposal_hash = waiting_policy(k8s, namespace, "waiting")
+    create_policy(k8s, namespace, "fresh")
+
+    one = kubectl_cgp(k8s, namespace, "status", "waiting")
+    assert one.returncode == 0, one.stderr
+    lines = one.stdout.splitlines()
+    assert lines[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert lines[1].split()[1:3] == ["waiting", "group-waiting"]
+    assert len([line for line in lines if " waiting " in line]) == 1  # not "fresh"
+    conditions_header = lines.index(next(line for line in lines if line.startswith("TYPE")))
+    by_type = {line.split()[0]: line.split() for line in lines[conditions_header + 1 :]}
+    assert set(by_type) == {"Ready", "Reconciling", "Stalled"}
+    assert by_type["Ready"][1:3] == ["True", "AwaitingApproval"]
+
+    as_yaml = kubectl_cgp(k8s, namespace, "status", "waiting", "-o", "yaml")
+    assert as_yaml.returncode == 0, as_yaml.stderr
+    data = yaml.safe_load(as_yaml.stdout)
+    assert (data["name"], data["proposal"], data["epoch"]) == ("waiting", proposal_hash, 3)
+    assert {c["type"] for c in data["conditions"]} == {"Ready", "Reconciling", "Stalled"}
+
+    listed = yaml.safe_load(kubectl_cgp(k8s, namespace, "status", "-o", "yaml").stdout)
+    assert sorted(row["name"] for row in listed) == ["fresh", "waiting"]
+    names = kubectl_cgp(k8s, namespace, "status", "-o", "name")
+    assert names.stdout.splitlines() == [
+        "consumergrouppolicy.kafka-rebalance.io/fresh",
+        "consumergrouppolicy.kafka-rebalance.io/waiting",
+    ]
+    # kubectl itself names the resource the same way.
+    assert names.stdout == k8s.kubectl("-n", namespace, "get", "cgp", "-o", "name").stdout
+
+    plan = yaml.safe_load(kubectl_cgp(k8s, namespace, "plan", "waiting", "-o", "yaml").stdout)
+    assert plan["hash"] == proposal_hash and len(plan["moves"]) == 1
+
+    missing = kubectl_cgp(k8s, namespace, "status", "nope")
+    assert missing.returncode == 1
+    assert missing.stderr.count("\n") == 1 and "not found" in missing.stderr
+
+
+def test_a_first_plan_shows_who_would_get_what(k8s: Any, namespace: str) -> None:
+    """propose on a group the operator never planned: no ConfigMaps, so nothing moves; the
+    table lists the proposed assignment instead."""
+    policy = create_policy(k8s, namespace, "first")
+    proposal_hash = planning.plan_hash(PROPOSED)
+    write_status(
+        k8s,
+        namespace,
+        "first",
+        {
+            "observedGeneration": policy["metadata"]["generation"],
+            "proposal": {
+                "hash": proposal_hash,
+                "moves": 0,
+                "before": 0.0,
+                "after": 1.0,
+                "generatedAt": NOW,
+                "epoch": 1,
+                "assignment": planning.encode_assignment(PROPOSED),
+            },
+        },
+    )
+    result = kubectl_cgp(k8s, namespace, "plan", "first")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("MEMBER")))
+    assert [line.split() for line in lines[start + 1 : start + 3]] == [
+        ["app-0", "orders", "0,1"],
+        ["app-1", "orders", "2,3"],
+    ]
+
+
 def test_plan_shows_the_moves_the_planner_computes(k8s: Any, namespace: str) -> None:
     proposal_hash = waiting_policy(k8s, namespace, "waiting")
     result = kubectl_cgp(k8s, namespace, "plan", "waiting", "-o", "json")

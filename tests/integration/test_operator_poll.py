@@ -19,6 +19,7 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.ports import Ports, PrometheusMetrics, SystemClock
@@ -35,7 +36,7 @@ def real_ports(store: MemoryConfigMaps, telemetry: Telemetry | None = None) -> P
         configmaps=store,
         status=MemoryStatus(),
         secrets=MemorySecrets(),
-        kafka=KafkaObserver,
+        kafka=SharedObservers(KafkaObserver),
         clock=SystemClock(),
         metrics=PrometheusMetrics(),
         telemetry=telemetry or Telemetry(),

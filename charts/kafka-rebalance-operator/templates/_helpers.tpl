@@ -30,6 +30,42 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/component: operator
 {{- end -}}
 
+{{/* The image reference: [registry/]repository, then @digest when set, else :tag (appVersion). */}}
+{{- define "kro.image" -}}
+{{- $repository := .Values.image.repository -}}
+{{- with .Values.image.registry -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository -}}
+{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The pods' affinity: .Values.affinity when given; otherwise, with more than one replica, an
+anti-affinity on the node (podAntiAffinityPreset soft or hard) so that one node's loss does
+not take every replica. Rendered as YAML (empty for none).
+*/}}
+{{- define "kro.affinity" -}}
+{{- if .Values.affinity -}}
+{{- toYaml .Values.affinity -}}
+{{- else if and (gt (int .Values.replicaCount) 1) (ne .Values.podAntiAffinityPreset "none") -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "kro.selectorLabels" . | fromYaml)) -}}
+podAntiAffinity:
+{{- if eq .Values.podAntiAffinityPreset "hard" }}
+  requiredDuringSchedulingIgnoredDuringExecution:
+    {{- toYaml (list $term) | nindent 4 }}
+{{- else }}
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        {{- toYaml $term | nindent 8 }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
 {{- define "kro.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "kro.fullname" .) .Values.serviceAccount.name -}}
@@ -77,6 +113,7 @@ The permissions the operator needs in a namespace it watches, and nothing more:
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+{{- include "kro.webhookRules" . }}
 {{- if and .Values.peering.enabled (not .Values.watchAllNamespaces) }}
 - apiGroups: [kopf.dev]
   resources: [kopfpeerings]

@@ -2,8 +2,8 @@
 members (Ready pods), the plan in place (the ConfigMaps, corrected by `ownership` where they no
 longer show what members act on), pods that linger with partitions, and a hand-over in flight.
 
-Reads only; the state it updates is the per-partition memory (rates, time lag, last lag) and the
-remembered documents.
+Reads only; the state it updates is the policy's columnar history (rates, end-offset histories,
+the lags last reported: `history.PolicyHistory`) and the remembered documents.
 """
 
 from __future__ import annotations
@@ -23,12 +23,18 @@ from kafka_rebalance_operator import (
 )
 from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
 from kafka_rebalance_operator.handoff import Pending
-from kafka_rebalance_operator.history import PartitionMemory
+from kafka_rebalance_operator.history import PolicyHistory
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
-from kafka_rebalance_operator.lag import LagState, PartitionLag, classify
+from kafka_rebalance_operator.lag import (
+    OK,
+    UNKNOWN,
+    Layout,
+    PolicyLags,
+    PolicyOffsets,
+    classify_all,
+)
 from kafka_rebalance_operator.members import PodSummary, select_members
 from kafka_rebalance_operator.memory import PolicyMemory
-from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, parse_iso
 from kafka_rebalance_operator.policy import PolicyError, PolicySpec, parse_spec
 from kafka_rebalance_operator.ports import Observer, Ports, SecretMissing, StoreError
@@ -38,9 +44,8 @@ from kafka_rebalance_operator.settings import OperatorSettings
 @dataclass(frozen=True)
 class Observed:
     spec: PolicySpec
-    observation: Observation
-    lags: dict[PartitionKey, PartitionLag]
-    time_lags: dict[PartitionKey, float | None]
+    observation: Observation  # its offsets are a `PolicyOffsets` (columnar)
+    lags: PolicyLags  # lag state, lag and time lag of every partition, columnar
     members: list[PodSummary]  # Running and Ready pods the selector matches
     current: CurrentState  # what members act on: the ConfigMaps, corrected (`ownership`)
     lingering: dict[str, MemberDocument]  # assign mode: running non-members still holding some
@@ -66,13 +71,17 @@ class Observed:
         return [m.name for m in self.members]
 
     @property
+    def offsets(self) -> PolicyOffsets:
+        return self.observation.offsets  # type: ignore[return-value]
+
+    @property
     def total_lag(self) -> int:
-        return int(sum(s.lag for s in self.lags.values() if s.lag is not None))
+        return self.lags.total
 
     @property
     def unknown(self) -> int:
         """Partitions whose lag could not be read this poll."""
-        return sum(1 for s in self.lags.values() if s.state is LagState.UNKNOWN)
+        return self.lags.count(UNKNOWN)
 
     def owners(self) -> dict[str, dict[str, list[int]]]:
         """The partitions each member's ConfigMap gives it now."""
@@ -99,8 +108,8 @@ def observe(
             max_partitions=settings.max_partitions_per_policy,
         )
     except TooManyPartitions as error:
-        memory.partitions.clear()  # nothing per partition is kept for a policy over the cap
-        memory.lags = {}
+        memory.history = None  # nothing per partition is kept for a policy over the cap
+        memory.telemetry = None
         raise PollFailure("TooManyPartitions", str(error)) from None
     except KafkaUnavailable as error:
         memory.close()  # a fresh client next poll: the cluster may have moved
@@ -111,7 +120,9 @@ def observe(
         pattern = spec.topic_pattern.pattern if spec.topic_pattern is not None else ""
         wanted = ", ".join(spec.topics) if spec.topics else f"pattern {pattern}"
         raise PollFailure("TopicsNotFound", f"no topic found for {wanted}")
-    lags, time_lags = _lags(spec, observation, memory, now)
+    if not isinstance(observation.offsets, PolicyOffsets):
+        observation.offsets = PolicyOffsets.from_mapping(observation.topics, observation.offsets)
+    lags = _lags(spec, observation.offsets, memory, now)
     try:
         current = assignment_doc.read_current(ports.configmaps.list(ctx.namespace, ctx.name))
     except StoreError as error:
@@ -139,7 +150,6 @@ def observe(
         spec=spec,
         observation=observation,
         lags=lags,
-        time_lags=time_lags,
         members=members,
         current=current,
         lingering=lingering,
@@ -195,7 +205,8 @@ def _observer(
     ports: Ports,
     settings: OperatorSettings,
 ) -> Observer:
-    """The policy's Kafka client, rebuilt when the servers or the Secrets change."""
+    """The policy's Kafka client (shared with the policies that name the same servers and
+    credentials: `clients`), asked for again when the servers or the Secrets change."""
     secret = _secret(ports, ctx.namespace, spec.secret_name)
     ca = _secret(ports, ctx.namespace, spec.ca_secret_name)
     key = (spec.bootstrap_servers, kafka_security.fingerprint(secret, ca))
@@ -210,7 +221,7 @@ def _observer(
             settings.kafka_timeout_s, max(2.0, spec.poll_interval * settings.interval_scale)
         )
         try:
-            memory.observer = ports.kafka(spec.bootstrap_servers, security, timeout)
+            memory.observer = ports.kafka(spec.bootstrap_servers, security, timeout, key=key)
         except KafkaUnavailable as error:
             raise PollFailure("KafkaUnreachable", str(error)) from None
         memory.observer_key = key
@@ -230,34 +241,19 @@ def _secret(ports: Ports, namespace: str, name: str | None) -> dict[str, str] | 
     return secret
 
 
-def _lags(
-    spec: PolicySpec, observation: Observation, memory: PolicyMemory, now: float
-) -> tuple[dict[PartitionKey, PartitionLag], dict[PartitionKey, float | None]]:
-    """Lag state and time lag per partition; updates the per-partition memory."""
-    lags: dict[PartitionKey, PartitionLag] = {}
-    time_lags: dict[PartitionKey, float | None] = {}
-    for key, offsets in observation.offsets.items():
-        history = memory.partitions.setdefault(key, PartitionMemory())
-        age = now - history.last_lag_t if history.last_lag_t is not None else 0.0
-        state = classify(offsets, spec.offset_reset, memory.lags.get(key), age)
-        known = state.state is not LagState.UNKNOWN
-        history.observe(
-            now,
-            offsets.log_end,
-            offsets.committed if known else None,
-            state.lag if known else None,
-        )
-        lags[key] = state
-        time_lags[key] = (
-            history.ends.time_lag(offsets.committed, now)
-            if state.state is LagState.OK and offsets.committed is not None
-            else None
-        )
-    for key in list(memory.partitions):
-        if key not in observation.offsets:
-            del memory.partitions[key]  # partition or topic gone
-    memory.lags = lags
-    return lags, time_lags
+def _lags(spec: PolicySpec, offsets: PolicyOffsets, memory: PolicyMemory, now: float) -> PolicyLags:
+    """Lag state, lag and time lag of every partition; updates the policy's history (resized
+    to the partitions read: new ones start empty, gone ones are forgotten)."""
+    layout: Layout = offsets.layout
+    history = memory.history
+    history = PolicyHistory(layout) if history is None else history.resized(layout)
+    memory.history = history
+    previous, ages = history.carried(now)
+    states, lags, ages = classify_all(offsets, spec.offset_reset, previous, ages)
+    known = states != UNKNOWN
+    history.observe(now, offsets.end, offsets.committed, known, lags)
+    time_lags = history.time_lags(offsets.committed, (states == OK) & (offsets.committed >= 0), now)
+    return PolicyLags(layout, states, lags, ages, time_lags)
 
 
 def _handoff(

@@ -16,7 +16,7 @@ import kafka_rebalance_assignors as assignors
 from kafka_rebalance_operator import handoff, planning
 from kafka_rebalance_operator.assignment_doc import MemberDocument
 from kafka_rebalance_operator.capacity import confirmed_owners
-from kafka_rebalance_operator.lag import LagState
+from kafka_rebalance_operator.lag import OK
 from kafka_rebalance_operator.members import resolve_weights
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.partition_key import PartitionKey
@@ -71,8 +71,8 @@ def plan(
         observed.observation.topics,
         weights,
         live_docs,
-        {k: (float(s.lag) if s.lag is not None else None) for k, s in observed.lags.items()},
-        {k: m.produce.value for k, m in memory.partitions.items()},
+        observed.lags.lag_values(),
+        memory.history.produce_rates() if memory.history is not None else {},
     )
     try:
         result = assignors.plan_request(request)
@@ -165,9 +165,13 @@ def _adaptive(
     # backlogged; held inside a hysteresis band
     estimator = memory.capacity
     estimator.settle_s = spec.poll_interval * settings.interval_scale
-    ok = {k: s for k, s in observed.lags.items() if s.state is LagState.OK and s.lag is not None}
+    lags, offsets = observed.lags, observed.offsets
+    ok = [
+        (key, int(offsets.committed[i]), int(lags.lags[i]))
+        for i, key in enumerate(lags.layout.keys())
+        if lags.states[i] == OK and lags.lags[i] >= 0 and offsets.committed[i] >= 0
+    ]
     group = observed.observation.group if spec.apply_mode == "group" else None
-    offsets = observed.observation.offsets
     names = observed.member_names
     estimator.observe(
         now,
@@ -176,11 +180,11 @@ def _adaptive(
             owners(actual_assignment(group)) if group is not None else None,
             group is not None and group.get("group_state") == "Stable",
         ),
-        {k: c for k in ok if (c := offsets[k].committed) is not None},
-        {k: s.lag for k, s in ok.items() if s.lag is not None},
+        {key: committed for key, committed, _lag in ok},
+        {key: lag for key, _committed, lag in ok},
         names,
     )
-    demand = sum(m.produce.value or 0.0 for m in memory.partitions.values())
+    demand = memory.history.total_produce() if memory.history is not None else 0.0
     held = dict(estimator.used)
     adaptive = estimator.weights(names, demand)
     if adaptive != held:

@@ -13,16 +13,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from kafka_rebalance_common import redaction
 
 from kafka_rebalance_operator import conditions, planning, telemetry
 from kafka_rebalance_operator.conditions import Health
+from kafka_rebalance_operator.lag import Layout
 from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.metrics import PartitionRows
 from kafka_rebalance_operator.phases.apply import Applied
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision, Stop, Wait
 from kafka_rebalance_operator.phases.observe import Observed
-from kafka_rebalance_operator.phases.plan import Planned, owners
+from kafka_rebalance_operator.phases.plan import Planned
 from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.settings import OperatorSettings
 from kafka_rebalance_operator.verify import verify
@@ -95,7 +98,7 @@ def waited(
     now: float,
 ) -> PollOutcome:
     memory.reported_generation = ctx.generation
-    _telemetry(ctx, observed, observed.owners(), observed.epoch, ports, settings, now)
+    _telemetry(ctx, observed, observed.owners(), observed.epoch, memory, ports, settings, now)
     return PollOutcome(status(ctx, now, wait.health, observed), [], wait.stop, succeeded=True)
 
 
@@ -144,7 +147,7 @@ def polled(
     new_status = status(ctx, now, health, observed, applied.epoch, **fields)
 
     _metrics(ctx, observed, applied, ratio, ports)
-    _telemetry(ctx, observed, applied.assignment, applied.epoch, ports, settings, now)
+    _telemetry(ctx, observed, applied.assignment, applied.epoch, memory, ports, settings, now)
     ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
     return PollOutcome(new_status, events, action, succeeded=True)
 
@@ -155,25 +158,44 @@ def _metrics(
     """Per partition: lag state, lag, time lag; per member of the applied plan: partitions and
     their summed lag; the epoch, total lag and maxLoadRatio the status reports."""
     lags = observed.lags
+    members, owner = owner_codes(lags.layout, applied.assignment)
+    held = owner >= 0
+    counts = np.bincount(owner[held], minlength=len(members))
+    sums = np.bincount(owner[held], weights=np.maximum(lags.lags, 0)[held], minlength=len(members))
     ports.metrics.policy_state(
         ctx.namespace,
         ctx.name,
         observed.spec.group_id,
-        partitions=(
-            (t, p, s.state.value, s.lag, observed.time_lags.get((t, p)))
-            for (t, p), s in lags.items()
-        ),
-        members={
-            member: (
-                len(keys := [(t, p) for t, ps in topics.items() for p in ps]),
-                float(sum(lags[k].lag or 0 for k in keys if k in lags)),
-            )
-            for member, topics in applied.assignment.items()
-        },
+        partitions=PartitionRows(lags.layout, lags.states, lags.lags, lags.time_lags),
+        members={m: (int(counts[i]), float(sums[i])) for i, m in enumerate(members)},
         epoch=applied.epoch,
         total_lag=observed.total_lag,
         max_load_ratio=ratio,
     )
+
+
+def owner_codes(
+    layout: Layout, assignment: Mapping[str, Mapping[str, list[int]]]
+) -> tuple[list[str], np.ndarray]:
+    """(members in name order, each partition's owner as an index into them; -1: none). A
+    partition listed under two members goes to the later one; partitions of topics the policy
+    no longer has are left out."""
+    members = sorted(assignment)
+    rows: list[int] = []
+    codes: list[int] = []
+    spans = layout.spans
+    for code, member in enumerate(members):
+        for topic, parts in assignment[member].items():
+            span = spans.get(topic)
+            if span is None:
+                continue
+            base, count = span
+            found = [base + p for p in parts if 0 <= p < count]
+            rows += found
+            codes += [code] * len(found)
+    owner = np.full(layout.size, -1, np.int32)
+    owner[np.array(rows, np.int64)] = np.array(codes, np.int32)
+    return members, owner
 
 
 def _health(
@@ -265,35 +287,38 @@ def _telemetry(
     observed: Observed,
     assignment: Mapping[str, Mapping[str, list[int]]],
     epoch: int,
+    memory: PolicyMemory,
     ports: Ports,
     settings: OperatorSettings,
     now: float,
 ) -> None:
-    """One row per partition: offsets, lag, and the owner the ConfigMaps give it."""
+    """A row per partition whose row changed since its last one (offsets, lag, state, time
+    lag, owner or epoch), and every partition's at least every `telemetry.REFRESH_S`."""
     if not ports.telemetry.enabled:
         return
-    owner = owners(assignment)
-    ts_ms = int(now * 1000)
-    rows = []
-    for key, offsets in sorted(observed.observation.offsets.items()):
-        state = observed.lags[key]
-        rows.append(
-            telemetry.partition_row(
-                ts_ms=ts_ms,
-                cluster=settings.cluster,
-                namespace=ctx.namespace,
-                policy=ctx.name,
-                group=observed.spec.group_id,
-                topic=key[0],
-                partition=key[1],
-                log_start=offsets.log_start,
-                log_end=offsets.log_end,
-                committed=offsets.committed,
-                lag=state.lag,
-                lag_state=state.state.value,
-                time_lag_s=observed.time_lags.get(key),
-                owner=owner.get(key),
-                epoch=epoch,
-            )
-        )
-    ports.telemetry.emit(rows)
+    offsets, lags, layout = observed.offsets, observed.lags, observed.lags.layout
+    members, owner = owner_codes(layout, assignment)
+    columns = telemetry.Columns(
+        layout=layout,
+        log_start=offsets.start,
+        log_end=offsets.end,
+        committed=offsets.committed,
+        lag=lags.lags,
+        state=lags.states,
+        time_lag=np.round(lags.time_lags, 3),
+        owner=owner,
+        owners=tuple(members),
+        epoch=epoch,
+    )
+    changed = columns.changed_since(memory.telemetry, now)
+    memory.telemetry = columns.emitted(memory.telemetry, changed, now)
+    rows = columns.encoded(
+        changed,
+        ts_ms=int(now * 1000),
+        cluster=settings.cluster,
+        namespace=ctx.namespace,
+        policy=ctx.name,
+        group=observed.spec.group_id,
+    )
+    if rows:
+        ports.telemetry.emit(rows)

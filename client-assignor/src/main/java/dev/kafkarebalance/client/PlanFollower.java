@@ -12,7 +12,6 @@ import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
 import javax.management.MalformedObjectNameException;
 import javax.management.ObjectName;
-import org.apache.kafka.common.utils.Sanitizer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -77,10 +76,19 @@ final class PlanFollower implements Runnable {
         }
         try {
             // the name Kafka's AppInfoParser registers for the consumer
-            return new ObjectName("kafka.consumer:type=app-info,id=" + Sanitizer.jmxSanitize(clientId.toString()));
+            return new ObjectName("kafka.consumer:type=app-info,id=" + jmxValue(clientId.toString()));
         } catch (MalformedObjectNameException e) {
             return null; // a client id JMX cannot name: the weak reference alone ends the thread
         }
+    }
+
+    /**
+     * A client id as Kafka writes it into an MBean name: as it is when it holds only word
+     * characters, '-', '%', '.' and spaces, otherwise JMX-quoted. Written out because Kafka keeps
+     * its own helper in an internal package that moved in 4.4.
+     */
+    static String jmxValue(String clientId) {
+        return clientId.matches("[\\w\\-%. ]*") ? clientId : ObjectName.quote(clientId);
     }
 
     /** True once the consumer's app-info MBean, seen before, is gone: the consumer was closed. */

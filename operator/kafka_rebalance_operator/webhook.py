@@ -1,0 +1,235 @@
+"""The sidecar-injection webhook, served by kopf's own admission support.
+
+`register(registry, config)` adds to the operator's kopf registry:
+
+- a policy index (`injection_policies`: the spec of every policy, per namespace and name);
+- the mutating handler `inject` on pods (CREATE) annotated `kafka-rebalance.io/policy`;
+- a startup handler that points `settings.admission.server` at a `kopf.WebhookServer` wrapped
+  in `ChartConfiguredServer`.
+
+The MutatingWebhookConfiguration is the chart's (it scopes the webhook to the watched
+namespaces and sets the failure policy); kopf's own managed configuration is not used, because
+it cannot scope by namespace. The server keeps the chart's configuration's `caBundle` (and, for
+development, its URL) in step with the certificate it serves: a self-signed one generated at
+start (certs.py), or cert-manager's files from `--webhook-cert-dir`, reloaded by kopf when
+they change.
+
+A sidecar that watches its ConfigMap needs read access to it: `document_access.py` keeps, per
+policy, a Role whose `resourceNames` are that policy's ConfigMaps and a RoleBinding for the
+ServiceAccounts of the pods injected for it. Invariant: the webhook never writes during a dry
+run (sideEffects NoneOnDryRun), and a refusal names the policy and the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+
+from kafka_rebalance_operator import document_access, names
+from kafka_rebalance_operator.injection import (
+    ANNOTATION_POLICY,
+    InjectionError,
+    SidecarDefaults,
+    inject,
+)
+
+log = logging.getLogger(__name__)
+
+HANDLER_ID = "inject"
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """`--webhook-*` flags of `kafka-rebalance operator`."""
+
+    port: int
+    configuration: str  # the chart's MutatingWebhookConfiguration (its caBundle is kept here)
+    sidecar: SidecarDefaults
+    bind: str = "0.0.0.0"
+    service_hosts: tuple[str, ...] = ()  # DNS names for the self-signed certificate
+    cert_dir: str | None = None  # tls.crt, tls.key (and ca.crt) from cert-manager
+    url_host: str | None = None  # development: the API server calls https://HOST:PORT
+
+
+def register(handlers: kopf.OperatorRegistry, config: WebhookConfig) -> None:
+    policies = (names.GROUP, names.VERSION, names.PLURAL)
+    # kopf's callback protocols type `namespace` as `str | None` (cluster-scoped resources);
+    # policies and ConfigMaps are namespaced.
+    kopf.index(*policies, id="injection_policies", registry=handlers)(injection_policies)  # type: ignore[arg-type]
+    kopf.on.mutate(
+        "",
+        "v1",
+        "pods",
+        id=HANDLER_ID,
+        operations=["CREATE"],
+        side_effects=True,  # the Role and RoleBinding; never during a dry run
+        ignore_failures=True,  # the chart's configuration decides; kopf's is not used
+        annotations={ANNOTATION_POLICY: kopf.PRESENT},
+        registry=handlers,
+    )(_mutate(config))
+    kopf.index(
+        "",
+        "v1",
+        "configmaps",
+        id="injection_documents",
+        labels={names.LABEL_POLICY: kopf.PRESENT},
+        registry=handlers,
+    )(injection_documents)  # type: ignore[arg-type]
+    kopf.on.event(
+        "",
+        "v1",
+        "configmaps",
+        id="injection_grant",
+        labels={names.LABEL_POLICY: kopf.PRESENT},
+        registry=handlers,
+    )(_grant_new_documents)  # type: ignore[arg-type]
+    kopf.on.startup(registry=handlers)(_serve(config))
+    logging.getLogger("kopf.objects").addFilter(_QuietSuccess())
+
+
+class _QuietSuccess(logging.Filter):
+    """kopf logs "... succeeded." at INFO for every admission and every ConfigMap event."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True
+        return not (
+            record.levelno == logging.INFO
+            and ("'inject'" in message or "'injection_grant'" in message)
+            and message.endswith("succeeded.")
+        )
+
+
+def injection_policies(
+    namespace: str, name: str, uid: str, spec: kopf.Spec, **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The spec and uid of every policy (the uid owns the Role the webhook makes for it)."""
+    return {(namespace, name): {"spec": _plain(dict(spec)), "uid": uid}}
+
+
+def injection_documents(
+    namespace: str, name: str, labels: kopf.Labels, **_: Any
+) -> dict[tuple[str, str], str]:
+    return {(namespace, str(labels.get(names.LABEL_POLICY))): name}
+
+
+def _mutate(config: WebhookConfig) -> Any:
+    async def mutate(
+        body: kopf.Body,
+        patch: kopf.Patch,
+        dryrun: bool,
+        warnings: list[str],
+        injection_policies: kopf.Index[tuple[str, str], dict[str, Any]],
+        injection_documents: kopf.Index[tuple[str, str], str],
+        **_: Any,
+    ) -> None:
+        namespace = str(body.metadata.get("namespace") or "")
+        policy = str(body.metadata.annotations.get(ANNOTATION_POLICY) or "").strip()
+        found = list(injection_policies.get((namespace, policy), []))
+        if not found:
+            raise kopf.AdmissionError(
+                f"{ANNOTATION_POLICY}: no ConsumerGroupPolicy {policy!r} in namespace "
+                f"{namespace!r} (the sidecar is injected from its policy)",
+                code=400,
+            )
+        pod = _plain(dict(body))
+        try:
+            injected = inject(pod, policy, found[0]["spec"], config.sidecar)
+        except InjectionError as error:
+            raise kopf.AdmissionError(str(error), code=400) from None
+        patch.spec["containers"] = injected.containers
+        patch.spec["volumes"] = injected.volumes
+        if injected.watches and not dryrun:
+            account = str(body.spec.get("serviceAccountName") or "default")
+            if body.spec.get("automountServiceAccountToken") is False:
+                warnings.append(
+                    "automountServiceAccountToken is false: the kafka-rebalance sidecar reads "
+                    "its assignment through the API and needs the token"
+                )
+            known = set(injection_documents.get((namespace, policy), []))
+            if injected.configmap:
+                known.add(injected.configmap)
+            await asyncio.to_thread(
+                document_access.grant, namespace, policy, found[0]["uid"], account, sorted(known)
+            )
+
+    return mutate
+
+
+async def _grant_new_documents(
+    type: str | None, namespace: str, name: str, labels: kopf.Labels, **_: Any
+) -> None:
+    """A new ConfigMap of a policy is added to that policy's Role (pods whose name was not
+    known at admission find their document this way)."""
+    if type not in ("ADDED", None):
+        return
+    policy = str(labels.get(names.LABEL_POLICY))
+    await asyncio.to_thread(document_access.add_documents, namespace, policy, [name])
+
+
+def _serve(config: WebhookConfig) -> Any:
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        from kafka_rebalance_operator import certs
+
+        if config.cert_dir:
+            server = kopf.WebhookServer(
+                addr=config.bind,
+                port=config.port,
+                host=config.url_host,
+                certfile=f"{config.cert_dir}/tls.crt",
+                pkeyfile=f"{config.cert_dir}/tls.key",
+                cafile=f"{config.cert_dir}/ca.crt",
+            )
+        else:
+            files = certs.self_signed(
+                [*config.service_hosts, *([config.url_host] if config.url_host else [])]
+            )
+            server = kopf.WebhookServer(
+                addr=config.bind,
+                port=config.port,
+                host=config.url_host,
+                certfile=str(files.cert),
+                pkeyfile=str(files.key),
+            )
+        settings.admission.server = ChartConfiguredServer(server, config)
+        settings.admission.managed = None
+
+    return configure
+
+
+class ChartConfiguredServer:
+    """kopf's webhook server, keeping the chart's MutatingWebhookConfiguration in step with the
+    certificate it serves (caBundle) and, with `url_host`, pointing it at that URL."""
+
+    def __init__(self, inner: kopf.WebhookServer, config: WebhookConfig) -> None:
+        self.inner, self.config = inner, config
+
+    async def __call__(self, fn: Any) -> AsyncIterator[Any]:
+        async for client_config in self.inner(fn):
+            await asyncio.to_thread(
+                document_access.point_configuration,
+                self.config.configuration,
+                client_config.get("caBundle"),
+                f"{client_config['url']}/{HANDLER_ID}" if self.config.url_host else None,
+            )
+            log.info(
+                "injection webhook: serving on port %d; %s updated",
+                self.config.port,
+                self.config.configuration,
+            )
+            yield client_config
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,89 @@
+"""The chart's injection webhook as `helm template` renders it (the webhook itself runs against a
+real API server in tests/integration/test_injection_webhook.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_chart_static import _helm, _of_kind, _render
+from tests.test_chart_static import helm as _helm_fixture
+
+helm = _helm_fixture  # the provisioned helm (a pytest fixture)
+
+CHART = Path(__file__).resolve().parents[1] / "charts" / "kafka-rebalance-operator"
+
+
+def _operator_args(docs: list[dict[str, Any]]) -> list[str]:
+    (deployment,) = _of_kind(docs, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return list(container["args"])
+
+
+def test_off_by_default(helm: Path) -> None:
+    docs = _render(helm)
+    assert not _of_kind(docs, "MutatingWebhookConfiguration")
+    assert not [a for a in _operator_args(docs) if a.startswith("--webhook")]
+
+
+def test_one_value_enables_it_failing_open_in_the_watched_namespaces_only(helm: Path) -> None:
+    docs = _render(helm, "webhook.enabled=true", "watchNamespaces={orders,payments}")
+    (config,) = _of_kind(docs, "MutatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["rules"][0]["resources"] == ["pods"]
+    assert hook["rules"][0]["operations"] == ["CREATE"]
+    (expression,) = hook["namespaceSelector"]["matchExpressions"]
+    assert expression["operator"] == "In" and expression["values"] == ["orders", "payments"]
+    assert hook["objectSelector"]["matchExpressions"][0]["values"] == ["kro"]
+    assert hook["clientConfig"]["service"]["name"] == "kro-kafka-rebalance-operator-webhook"
+    args = _operator_args(docs)
+    assert args[args.index("--webhook-port") + 1] == "9443"
+    assert args[args.index("--webhook-configuration") + 1] == config["metadata"]["name"]
+    resources = json.loads(args[args.index("--sidecar-resources") + 1])
+    assert resources["requests"]["cpu"] == "100m"
+    for role in _of_kind(docs, "Role"):
+        assert any("roles" in rule["resources"] for rule in role["rules"]), role["metadata"]
+    (cluster_role,) = [
+        r for r in _of_kind(docs, "ClusterRole") if r["metadata"]["name"].endswith("-webhook")
+    ]
+    (rule,) = cluster_role["rules"]
+    assert rule["resourceNames"] == [config["metadata"]["name"]]
+
+
+def test_fail_closed_by_a_value(helm: Path) -> None:
+    docs = _render(helm, "webhook.enabled=true", "webhook.failurePolicy=Fail")
+    (config,) = _of_kind(docs, "MutatingWebhookConfiguration")
+    assert config["webhooks"][0]["failurePolicy"] == "Fail"
+
+
+def test_cert_manager_issues_the_certificate_and_injects_the_ca(helm: Path) -> None:
+    docs = _render(helm, "webhook.enabled=true", "webhook.certManager.enabled=true")
+    (config,) = _of_kind(docs, "MutatingWebhookConfiguration")
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        "ops/kro-kafka-rebalance-operator-webhook"
+    )
+    (certificate,) = _of_kind(docs, "Certificate")
+    assert certificate["spec"]["secretName"] == "kro-kafka-rebalance-operator-webhook-tls"
+    assert "--webhook-cert-dir" in _operator_args(docs)
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (("webhook.failurePolicy=Maybe",), "failurePolicy"),
+        (("replicaCount=2", "peering.enabled=true"), "webhook.enabled needs replicaCount 1"),
+    ],
+)
+def test_unusable_values_are_refused_naming_them(
+    helm: Path, sets: tuple[str, ...], message: str
+) -> None:
+    args = ["template", "kro", str(CHART), "--set", "webhook.enabled=true"]
+    for value in sets:
+        args += ["--set", value]
+    result = _helm(helm, *args, check=False)
+    assert result.returncode != 0 and message in result.stderr
