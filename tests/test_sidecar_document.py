@@ -9,20 +9,20 @@ import threading
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kafka_rebalance_sidecar.document import (
-    AssignmentDocument,
-    AssignmentTracker,
-    DocumentError,
-    OfferStatus,
-    parse_document,
-)
-from kafka_rebalance_sidecar.user_data import (
+from kafka_rebalance_common.wire.user_data import (
     Claim,
     decode_claim,
     decode_claim_epoch,
     decode_composed,
     encode_claim,
     encode_composed,
+)
+from kafka_rebalance_sidecar.document import (
+    AssignmentDocument,
+    AssignmentTracker,
+    DocumentError,
+    OfferStatus,
+    parse_document,
 )
 
 

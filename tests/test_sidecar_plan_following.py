@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_rebalance_assignors import plan
+from kafka_rebalance_common.wire.user_data import NO_EPOCH, Claim
 from kafka_rebalance_sidecar.plan_following import Composition, MemberView, compose
-from kafka_rebalance_sidecar.user_data import NO_EPOCH, Claim
 
 
 def view(

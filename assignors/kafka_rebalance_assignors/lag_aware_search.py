@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from itertools import compress, groupby
 from operator import ne
@@ -42,6 +42,14 @@ SHED_TARGET = 0.01
 MAX_ROUNDS = 4
 
 _EPS = 1e-12
+
+# A heap entry: (load, partition count, member index, the member's version when pushed). An entry
+# whose version is behind the member's is stale (loads only grow while placing).
+HeapEntry = tuple[float, int, int, int]
+Heap = list[HeapEntry]
+# An improvement step, sortable: (member, pair maximum after, move cost, 0 move | 1 swap,
+# partition, target member, the partition swapped back or -1).
+Step = tuple[int, float, int, int, int, int, int]
 
 
 class Search:
@@ -75,7 +83,7 @@ class Search:
         self.previous_all = context.ownership.owners  # unsubscribed claims included
         self.prev = prev = list(self.previous_all)
         # (member, topic -> partitions) per member with kept claims, for `keep_owned`
-        self.claims: list[tuple[int, dict[str, list[int]]]] = []
+        self.claims: list[tuple[int, Mapping[str, Sequence[int]]]] = []
         previous = context.ownership.resolved
         base_of = dict(zip(self.topic_names, self.offsets, strict=True))
         subscription_sets: dict[tuple[str, ...], frozenset[str]] = {}
@@ -141,10 +149,10 @@ class Search:
 
     def _build_heaps(self) -> None:
         """Per class, one lazy min-heap per distinct weight, keyed by (load, count, member)."""
-        self.class_heaps: list[list[tuple[float, list]]] = []
-        self.member_heaps: list[list[list]] = [[] for _ in self.ids]
+        self.class_heaps: list[list[tuple[float, Heap]]] = []
+        self.member_heaps: list[list[Heap]] = [[] for _ in self.ids]
         for members in self.class_members:
-            by_weight: dict[float, list] = {}
+            by_weight: dict[float, Heap] = {}
             for i in members:
                 heap = by_weight.setdefault(self.w[i], [])
                 heap.append((self.L[i], self.cnt[i], i, self.ver[i]))
@@ -294,7 +302,7 @@ class Search:
             groups = class_heaps[topic_class[topic_of[g]]]
             lg = load[g]
             best = math.inf
-            chosen: list = groups[0][1]
+            target: Heap = groups[0][1]
             for weight, heap in groups:
                 head = heap[0]
                 while head[3] != ver[head[2]]:  # loads only grow while placing: refresh, sinks
@@ -303,40 +311,40 @@ class Search:
                     head = heap[0]
                 value = (head[0] + lg) / weight
                 if value < best:
-                    best, chosen = value, heap
+                    best, target = value, heap
                 elif value == best:  # exact tie on load: lower weighted count, then member
-                    other = chosen[0]
+                    other = target[0]
                     other_weight = self.w[other[2]]
                     if ((head[1] + 1) / weight, head[2]) < (
                         (other[1] + 1) / other_weight,
                         other[2],
                     ):
-                        chosen = heap
-            i = chosen[0][2]
+                        target = heap
+            i = target[0][2]
             owner[g] = i
             L[i] += lg
             cnt[i] += 1
             version = ver[i] + 1
             ver[i] = version
-            heapreplace(chosen, (L[i], cnt[i], i, version))  # other heaps refresh lazily
+            heapreplace(target, (L[i], cnt[i], i, version))  # other heaps refresh lazily
 
-    def _topic_heaps(self, t: int) -> list[tuple[float, list]]:
-        by_weight: dict[float, list] = {}
+    def _topic_heaps(self, t: int) -> list[tuple[float, Heap]]:
+        by_weight: dict[float, Heap] = {}
         for i in self.subs[t]:
             by_weight.setdefault(self.w[i], []).append((self.L[i], self.cnt[i], i, self.ver[i]))
         for heap in by_weight.values():
             heapq.heapify(heap)
         return sorted(by_weight.items())
 
-    def _place(self, g: int, i: int, chosen: list | None) -> None:
+    def _place(self, g: int, i: int, chosen: Heap | None) -> None:
         self._set_owner(g, i)
         self.ver[i] += 1
         if chosen is not None:  # i's entry is that heap's head: refresh it in place
             heapq.heapreplace(chosen, (self.L[i], self.cnt[i], i, self.ver[i]))
 
     def _pick(
-        self, groups: list[tuple[float, list]], lg: float, t: int, refresh: bool = True
-    ) -> tuple[int, list | None]:
+        self, groups: list[tuple[float, Heap]], lg: float, t: int, refresh: bool = True
+    ) -> tuple[int, Heap | None]:
         """The member (and its heap) whose normalised load after taking lg is lowest. With
         `refresh` (initial placement: one entry per member, loads only grow) a stale head is
         refreshed in place; without it (after `improve` started: every change pushed a fresh
@@ -490,7 +498,7 @@ class Search:
         found: list[int] = []
         ver = self.ver
         for _, heap in self.class_heaps[c]:
-            held = []
+            held: list[HeapEntry] = []
             while heap and len(held) < TARGETS_PER_GROUP + 1:
                 entry = heapq.heappop(heap)
                 if entry[3] != ver[entry[2]]:
@@ -508,7 +516,7 @@ class Search:
         p = self.prev[g]
         return (p == src) - (p == dst)
 
-    def _best_step(self, m: int) -> tuple | None:
+    def _best_step(self, m: int) -> Step | None:
         """The move (else the swap) that lowers the pair maximum most, as a sortable tuple."""
         if self.lists is None:
             self._build_lists()  # only now: a plan already at the lower bound never needs them
@@ -518,7 +526,7 @@ class Search:
         wm, lm = w[m], L[m]
         nm = lm / wm
         threshold = nm * (1 - _EPS)
-        best: tuple | None = None
+        best: tuple[float, int, int, int, int, int] | None = None
         for c, mine in lists[m].items():
             if not mine:
                 continue
@@ -529,7 +537,7 @@ class Search:
                     continue
                 ideal = (lm * wx - lx * wm) / (wm + wx)
                 k = bisect_left(mine, (ideal, -1))
-                window = (k - 1, k)
+                window: tuple[int, ...] = (k - 1, k)
                 if self.budget_left < 1:
                     window = tuple(range(max(0, k - BUDGET_WINDOW), k + BUDGET_WINDOW))
                 for j in window:
@@ -600,7 +608,7 @@ class Search:
             del mine[bisect_left(mine, (lg, g))]
             insort(self.lists[dst].setdefault(c, []), (lg, g))
 
-    def _apply(self, step: tuple) -> None:
+    def _apply(self, step: Step) -> None:
         m, _pair, _cost, kind, g, x, q = step
         self._move(g, m, x)
         if kind == 1:
@@ -684,9 +692,9 @@ class Search:
                 continue
             for p, i in enumerate(owners):  # a few partitions per owner: one pass
                 if i >= 0:
-                    bucket = everyone[i].get(name)
-                    if bucket is None:
+                    found = everyone[i].get(name)
+                    if found is None:
                         everyone[i][name] = [p]
                     else:
-                        bucket.append(p)
+                        found.append(p)
         return result

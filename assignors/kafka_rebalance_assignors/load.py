@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from itertools import chain
+from typing import cast
 
 from kafka_rebalance_assignors.model import Assignment, Group, LoadModel, Options
 
@@ -40,7 +41,8 @@ def _filled(
     topics: dict[str, list[float]] = {}
     for topic, values in reported.items():
         if (name, topic) not in group.gaps:
-            topics[topic] = list(values)
+            # A topic without a gap has every value known (`Group.gaps` records the others).
+            topics[topic] = cast("list[float]", list(values))
             continue
         known = [value for value in values if value is not None]
         if known:

@@ -14,7 +14,7 @@ read-only.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice, repeat
 from operator import add, itemgetter, lt
@@ -49,8 +49,7 @@ def resolve(group: Group) -> Ownership:
     once; only a topic with overlapping claims is resolved partition by partition."""
     disjoint = _resolve_disjoint(group)
     if disjoint is not None:
-        resolved, owners = disjoint
-        return Ownership(resolved, 0, owners, {})
+        return Ownership(disjoint[0], 0, disjoint[1], {})
     claims: dict[str, list[tuple[int, int, tuple[int, ...]]]] = {}
     for index, member in enumerate(group.members.values()):
         generation = -1 if member.generation is None else member.generation
@@ -121,6 +120,7 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
     resolved: Resolved = {}
     for index, (member_id, member) in enumerate(group.members.items()):
         claimed = member.claimed
+        claimed_items: Iterable[tuple[str, tuple[int, ...]]]
         in_order = True
         if len(claimed) > 1:
             if not position.keys() >= claimed.keys():
@@ -164,9 +164,8 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
         if in_order:
             resolved[member_id] = claimed
         else:
-            resolved[member_id] = {
-                topic: tuple(sorted(claimed[topic])) for topic in sorted(claimed, key=position.get)
-            }
+            in_topic_order = sorted(claimed, key=position.__getitem__)
+            resolved[member_id] = {topic: tuple(sorted(claimed[topic])) for topic in in_topic_order}
     if len(owners) - owners.count(-1) != written:
         return None  # some partition was claimed twice
     return resolved, owners

@@ -66,7 +66,8 @@ def _members(raw: Any) -> Any:
         spec = require_object(raw[member_id], path)
         _refuse_unknown(spec, _MEMBER_FIELDS, path)
         members[member_id] = MemberRequest(
-            topics=spec.get("topics"),
+            # Unchecked input, None included: `validate` refuses anything but a list of names.
+            topics=spec.get("topics"),  # type: ignore[arg-type]
             weight=spec.get("weight", 1.0),
             owned=spec.get("owned", {}),
             generation=spec.get("generation"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate, compress, repeat
 from operator import add, itemgetter, lt, ne
 
@@ -90,6 +90,7 @@ def _check_and_measure(
             raise PlanInvariantError(f"{member_id}: invalid assignment")  # not reached
         normalised = assignment[member_id] = dict(zip(names, lists, strict=True))
         size = sum(map(len, lists))
+        numbers: Iterable[int]
         if size == len(lists):  # one partition per topic: no inner map per list
             numbers = map(add, map(offsets.__getitem__, names), map(itemgetter(0), lists))
         else:
@@ -205,9 +206,9 @@ def moves_between(
     """The moves from one assignment of `topics` to another, counted as a plan counts them (a
     plan kept on offer is compared with the current ownership the way a new plan would be).
     Partitions outside `topics` are ignored, as the planner drops stale claims."""
-    ids: list[str | None] = sorted(set(before) | set(after))
-    index = {member_id: i for i, member_id in enumerate(ids)}
-    ids.append(None)  # index -1: nobody
+    members = sorted(set(before) | set(after))
+    index = {member_id: i for i, member_id in enumerate(members)}
+    ids: list[str | None] = [*members, None]  # index -1: nobody
     names = sorted(topics)
     starts = list(accumulate((topics[t] for t in names), initial=0))[:-1]
     offsets = dict(zip(names, starts, strict=True))

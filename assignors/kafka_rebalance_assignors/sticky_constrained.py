@@ -5,8 +5,9 @@ counterpart of Kafka's UniformHomogeneousAssignmentBuilder."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import chain, compress, filterfalse, repeat
+from typing import Any
 
 from kafka_rebalance_assignors.context import PlanContext
 from kafka_rebalance_assignors.model import Assignment, FlatAssignment, global_numbers
@@ -26,7 +27,9 @@ def _add(target: dict[str, list[int]], topic: str, piece: list[int]) -> None:
     current = target.get(topic)
     if current is None:
         target[topic] = piece
-    elif type(current) is tuple:  # a shared single from `_Dealer._deal_columns`: never mutate
+    # The lists dealt here may also hold a shared 1-tuple from `_Dealer._deal_columns` (typed as
+    # lists so the dealer's hot paths stay plain dicts): never mutate one.
+    elif isinstance(current, tuple):
         target[topic] = [*current, *piece]
     else:
         current.extend(piece)
@@ -92,8 +95,8 @@ def constrained(
         kept.append(dict(zip(mine.keys(), map(list, mine.values()), strict=True)))
         counts[index] = min(held, cap)
     if claimed is None:
-        for mine in kept:
-            _collect(taken, mine, offsets)
+        for kept_now in kept:
+            _collect(taken, kept_now, offsets)
 
     # Unassigned partitions, topic by topic in name order (global numbers: `Group.offsets`): first
     # those nobody owned, then those revoked above. Dealing the revoked ones last makes the plan
@@ -112,9 +115,9 @@ def constrained(
                 held_topics.add(topic)
         else:
             free = numbers[:count]
-        given_up = revoked.get(topic)
-        if given_up:
-            free = list(filterfalse(set(given_up).__contains__, free))
+        revoked_here = revoked.get(topic)
+        if revoked_here:
+            free = list(filterfalse(set(revoked_here).__contains__, free))
             held_topics.add(topic)
         if previous.get(topic) and free:
             free = _return_to_previous(topic, free, previous[topic], kept, counts, min_quota)
@@ -198,7 +201,7 @@ def _flat(
 
 
 def _keep_first(
-    mine: dict[str, Sequence[int]],
+    mine: Mapping[str, Sequence[int]],
     cap: int,
     topic_index: dict[str, int],
     previous: Previous,
@@ -258,7 +261,8 @@ class _Dealer:
     def __init__(
         self,
         segments: list[tuple[str, list[int]]],
-        result: list[dict],
+        # member index -> topic -> partitions dealt: lists, or shared 1-tuples (`_deal_columns`).
+        result: list[dict[str, Any]],
         held: set[str],
         numbers: list[int],
         touched: set[int],

@@ -73,8 +73,8 @@ class _General:
             self.counts[index] = sum(map(len, mine.values()))
         if claimed is None:  # conflicting claims: number what is kept now
             claimed = no_partitions_taken(len(context.ownership.owners))
-            for mine in self.kept:
-                _collect(claimed, mine, offsets)
+            for kept_now in self.kept:
+                _collect(claimed, kept_now, offsets)
         self.claimed = claimed  # flags of every kept partition
 
     def _holders(self, topic: str) -> set[int]:

@@ -16,7 +16,7 @@ from operator import not_
 from kafka_rebalance_assignors.context import PlanContext
 
 # Per member (by index in id order): topic -> partitions it still owns after KIP-341 resolution.
-Owned = list[dict[str, Sequence[int]]]
+Owned = list[Mapping[str, Sequence[int]]]
 # topic -> partition -> member index of the previous-generation owner (KIP-341 runner-up).
 Previous = dict[str, dict[int, int]]
 # One flag per global partition number: 1 while some member keeps that partition.

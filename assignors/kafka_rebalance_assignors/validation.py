@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeGuard
 
 from kafka_rebalance_assignors.model import (
     DEFAULT_TARGET_DRAIN_SECONDS,
@@ -43,7 +43,7 @@ _ONE = {1}
 _FIRST = itemgetter(0)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -174,9 +174,9 @@ class _SeatPlan:
         class_sets: dict[tuple[int, ...], frozenset[int]] = {}
         self._own_topics: list[list[int]] = [[] for _ in range(size)]
         owners: dict[str, dict[int, int]] = {}
-        for member_id, owned in previous.items():
+        for member_id, member_owned in previous.items():
             i = index[member_id]
-            for topic, partitions in owned.items():
+            for topic, partitions in member_owned.items():
                 if partitions:
                     owners.setdefault(topic, {})[i] = len(partitions)
         self.topics: list[_TopicSeats] = []
@@ -229,9 +229,9 @@ class _SeatPlan:
             self.topics.append(seats)
         remainder = [Fraction(0)] * size
         for members, masses in by_class.items():
-            mass = sum((Fraction(n, d) for d, n in masses.items()), Fraction(0))
+            class_mass = sum((Fraction(n, d) for d, n in masses.items()), Fraction(0))
             for i in members:
-                remainder[i] += mass
+                remainder[i] += class_mass
         for i, masses in enumerate(by_member):
             if masses:
                 remainder[i] += sum((Fraction(n, d) for d, n in masses.items()), Fraction(0))

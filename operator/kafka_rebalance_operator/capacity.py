@@ -37,8 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kafka_rebalance_operator.members import ADAPTIVE_MAX, ADAPTIVE_MIN
-
-PartitionKey = tuple[str, int]
+from kafka_rebalance_operator.partition_key import PartitionKey
 
 
 @dataclass(frozen=True)

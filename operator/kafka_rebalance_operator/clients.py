@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
 
 if TYPE_CHECKING:  # ports builds its factory from this module
-    from kafka_rebalance_operator.ports import Observer, ObserverFactory
+    from kafka_rebalance_operator.ports import Observer
     from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,9 @@ class _Entry:
 class SharedObservers:
     """An `ObserverFactory` that shares observers by connection key (thread-safe)."""
 
-    def __init__(self, factory: ObserverFactory) -> None:
+    def __init__(self, factory: Callable[[str, Mapping[str, Any], float], Observer]) -> None:
+        """`factory` connects one observer (servers, security, timeout); sharing by key is this
+        class's job, so it takes no key."""
         self.factory = factory
         self._lock = threading.Lock()
         self._entries: dict[Hashable, _Entry] = {}

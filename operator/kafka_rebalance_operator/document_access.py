@@ -98,7 +98,7 @@ def add_documents(
                 raise
             rbac.create_namespaced_role(
                 namespace,
-                {"metadata": _owned(policy, owner_uid), "rules": _rules(wanted)},
+                {"metadata": _owned(policy, owner_uid), "rules": _rules(wanted)},  # type: ignore[arg-type]  # the client takes the object as a dict too
             )
             return
         held = _role_documents(role)
@@ -124,7 +124,7 @@ def _bind(namespace: str, policy: str, account: str, owner_uid: str | None) -> N
                 raise
             rbac.create_namespaced_role_binding(
                 namespace,
-                {
+                {  # type: ignore[arg-type]  # the client takes the object as a dict too
                     "metadata": _owned(policy, owner_uid),
                     "roleRef": {
                         "apiGroup": "rbac.authorization.k8s.io",

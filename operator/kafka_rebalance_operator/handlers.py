@@ -59,12 +59,14 @@ def registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     # Kubernetes client does, in-cluster ServiceAccount first, else the kubeconfig.
     kopf.on.login(registry=handlers)(login)
     kopf.on.startup(registry=handlers)(configure)
-    kopf.index("", "v1", "pods", registry=handlers)(pods_by_namespace)
-    kopf.index(*policies, registry=handlers)(policies_by_namespace)
+    # kopf's callback protocols type `namespace` as `str | None` (cluster-scoped resources) and
+    # do not list the indexes it passes by name; pods and policies are namespaced.
+    kopf.index("", "v1", "pods", registry=handlers)(pods_by_namespace)  # type: ignore[arg-type]
+    kopf.index(*policies, registry=handlers)(policies_by_namespace)  # type: ignore[arg-type]
     kopf.timer(*policies, id="poll_policy", interval=settings.tick_s, registry=handlers)(
-        poll_policy
+        poll_policy  # type: ignore[arg-type]
     )
-    kopf.on.event(*policies, registry=handlers)(forget_deleted)
+    kopf.on.event(*policies, registry=handlers)(forget_deleted)  # type: ignore[arg-type]
     return handlers
 
 

@@ -23,8 +23,7 @@ from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
 from kafka_rebalance_operator.lag import PartitionOffsets
-
-PartitionKey = tuple[str, int]
+from kafka_rebalance_operator.partition_key import PartitionKey
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ class PolicyHistory:
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.when, self.base, self.delta, self.count, self.reported_lag]
+        arrays: list[np.ndarray] = [self.when, self.base, self.delta, self.count, self.reported_lag]
         arrays.append(self.last_lag_t)
         for rates in (self.produce, self.consume):
             arrays += [rates.value, rates.last_t, rates.last_x]

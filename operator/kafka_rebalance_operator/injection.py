@@ -132,7 +132,7 @@ def inject(
             raise InjectionError(f"spec.volumes: the name {volume!r} is reserved for the sidecar")
 
     watches = defaults.source == "watch" or exact is None
-    mounts = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
     if watches:
         configmap = exact or f"{policy}.$(POD_NAME)"
         source_args = [f"--assignment-configmap={configmap}", "--namespace=$(POD_NAMESPACE)"]

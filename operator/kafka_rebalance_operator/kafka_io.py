@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,10 +28,10 @@ from kafka.errors import TopicAlreadyExistsError
 from kafka_rebalance_operator import broker_plan, kip848, wire
 from kafka_rebalance_operator.kafka_offsets import OffsetReader
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
+from kafka_rebalance_operator.partition_key import PartitionKey
+from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 log = logging.getLogger(__name__)
-
-PartitionKey = tuple[str, int]
 
 
 PLAN_SETTLE_S = 1.0  # broker mode: from a confirmed plan write to the nudge
@@ -191,6 +190,7 @@ class KafkaObserver:
 
     def _ensure_compacted(self, topic: str) -> None:
         admin = self.plan_admin
+        assert admin is not None  # connected by the caller (`publish_plan`) just before
         if topic in set(admin.list_topics()):
             return
         brokers = len(admin.describe_cluster().get("brokers") or []) or 1
@@ -201,7 +201,7 @@ class KafkaObserver:
     # -- topics ---------------------------------------------------------------------------------
 
     def topic_partitions(
-        self, topics: Iterable[str] | None, pattern: re.Pattern[str] | None
+        self, topics: Iterable[str] | None, pattern: TopicPattern | None
     ) -> tuple[dict[str, int], list[str]]:
         """Partition count per topic, and the named topics that do not exist."""
         try:
@@ -317,7 +317,7 @@ class KafkaObserver:
         self,
         group_id: str,
         topics: Iterable[str] | None,
-        pattern: re.Pattern[str] | None,
+        pattern: TopicPattern | None,
         describe: bool = False,
         kip848_group: bool = False,
         max_partitions: int = 0,
@@ -327,6 +327,7 @@ class KafkaObserver:
         TooManyPartitions when the topics hold more, before reading any offset."""
         started = time.monotonic()
         fast = self._read_fast(group_id, topics, pattern, max_partitions)
+        offsets: PolicyOffsets | dict[PartitionKey, PartitionOffsets]
         if fast is not None:
             counts, missing, offsets, errors = fast
         else:
@@ -358,7 +359,7 @@ class KafkaObserver:
         self,
         group_id: str,
         topics: Iterable[str] | None,
-        pattern: re.Pattern[str] | None,
+        pattern: TopicPattern | None,
         max_partitions: int,
     ) -> tuple[dict[str, int], list[str], PolicyOffsets, list[str]] | None:
         """Metadata and offsets through `kafka_offsets` (None: the broker does not speak its
@@ -394,7 +395,7 @@ class KafkaObserver:
         self,
         group_id: str,
         topics: Iterable[str] | None,
-        pattern: re.Pattern[str] | None,
+        pattern: TopicPattern | None,
         started: float,
         max_partitions: int,
     ) -> tuple[dict[str, int], list[str], dict[PartitionKey, PartitionOffsets], list[str]]:

@@ -33,19 +33,20 @@ LEAVE_EPOCH = -1  # MemberEpoch that leaves the group
 JOIN_EPOCH = 0  # MemberEpoch that joins it
 
 
-class ConsumerGroupDescribeRequest(ApiMessage, load_json=kip848_messages):
+# kafka-python is untyped: mypy takes ApiMessage's class keyword for object.__init_subclass__.
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=kip848_messages):  # type: ignore[call-arg]
     pass
 
 
-class ConsumerGroupDescribeResponse(ApiMessage, load_json=kip848_messages):
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=kip848_messages):  # type: ignore[call-arg]
     pass
 
 
-class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=kip848_messages):
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=kip848_messages):  # type: ignore[call-arg]
     pass
 
 
-class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=kip848_messages):
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=kip848_messages):  # type: ignore[call-arg]
     pass
 
 

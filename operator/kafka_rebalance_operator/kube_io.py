@@ -10,8 +10,9 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -95,7 +96,7 @@ def list_configmaps(
         _preload_content=False,
         _request_timeout=REQUEST_TIMEOUT_S,
     )
-    return list(json.loads(response.data).get("items") or [])
+    return list(json.loads(_raw_body(response)).get("items") or [])
 
 
 # Only names and uids are needed: the API server sends metadata alone when asked this way.
@@ -111,7 +112,7 @@ def list_pod_uids(namespace: str, *, api_client: client.ApiClient | None = None)
         _headers={"Accept": _METADATA_ONLY},
         _request_timeout=REQUEST_TIMEOUT_S,
     )
-    items = json.loads(response.data).get("items") or []
+    items = json.loads(_raw_body(response)).get("items") or []
     return {
         str(item["metadata"].get("name")): str(item["metadata"].get("uid") or "")
         for item in items
@@ -161,14 +162,18 @@ def upsert_configmap(body: Mapping[str, Any], *, api_client: client.ApiClient | 
         return _replace(core, namespace, name, body)
     try:
         created = core.create_namespaced_config_map(
-            namespace, body, _request_timeout=REQUEST_TIMEOUT_S
+            namespace,
+            body,  # type: ignore[arg-type]  # the client takes the object as a dict too
+            _request_timeout=REQUEST_TIMEOUT_S,
         )
-        return str(created.metadata.resource_version)
+        return _resource_version(created)
     except ApiException as error:
         if error.status != 409:
             raise
     existing = core.read_namespaced_config_map(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
-    owners = existing.metadata.owner_references or []
+    existing_meta = existing.metadata
+    assert existing_meta is not None  # the API server always sends metadata
+    owners = existing_meta.owner_references or []
     policy = body["metadata"]["ownerReferences"][0]["name"]
     if not any(
         o.kind == names.KIND and o.api_version == names.API_VERSION and o.name == policy
@@ -176,23 +181,37 @@ def upsert_configmap(body: Mapping[str, Any], *, api_client: client.ApiClient | 
     ):
         described = ", ".join(f"owned by {o.kind} {o.name}" for o in owners) or "no owner"
         raise ForeignConfigMap(namespace, name, described) from None
-    labels = existing.metadata.labels or {}
+    labels = existing_meta.labels or {}
     if labels.get(names.LABEL_POLICY) == body["metadata"]["labels"].get(names.LABEL_POLICY):
         raise WriteConflict(namespace, name)  # listed by the poll had it existed: created since
-    metadata = {**body["metadata"], "resourceVersion": existing.metadata.resource_version}
+    metadata = {**body["metadata"], "resourceVersion": existing_meta.resource_version}
     return _replace(core, namespace, name, {**body, "metadata": metadata})
 
 
 def _replace(core: client.CoreV1Api, namespace: str, name: str, body: Mapping[str, Any]) -> str:
     try:
         replaced = core.replace_namespaced_config_map(
-            name, namespace, body, _request_timeout=REQUEST_TIMEOUT_S
+            name,
+            namespace,
+            body,  # type: ignore[arg-type]  # the client takes the object as a dict too
+            _request_timeout=REQUEST_TIMEOUT_S,
         )
     except ApiException as error:
         if error.status in (404, 409):  # changed or deleted since it was read
             raise WriteConflict(namespace, name) from None
         raise
-    return str(replaced.metadata.resource_version)
+    return _resource_version(replaced)
+
+
+def _resource_version(configmap: client.V1ConfigMap) -> str:
+    assert configmap.metadata is not None  # the API server always sends metadata
+    return str(configmap.metadata.resource_version)
+
+
+def _raw_body(response: object) -> bytes:
+    """The body of a call made with `_preload_content=False`: the client then returns urllib3's
+    response, not the model its signature names."""
+    return cast(urllib3.BaseHTTPResponse, response).data
 
 
 def delete_configmap(

@@ -67,6 +67,9 @@ def _short(error: BaseException) -> str:
 
 
 def _now_micro() -> str:
+    """Now as a MicroTime, in the text the API server writes. The client's fields are typed
+    datetime, but its datetime form drops the fraction when it is zero, which MicroTime does not
+    parse: the text is passed instead (hence the `type: ignore`s where it is stored)."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -117,10 +120,12 @@ class LeaderElector:
             if error.status != 404:
                 return self._failed(f"read: HTTP {error.status}")
             return self._create(now)
-        version = lease.metadata.resource_version
+        metadata, spec = lease.metadata, lease.spec
+        if metadata is None or spec is None:  # the API server always sends both
+            return self._failed("read: a Lease without metadata or spec")
+        version = metadata.resource_version
         if version != self.observed_version:
             self.observed_version, self.observed_at = version, now
-        spec = lease.spec
         holder = spec.holder_identity or ""
         mine = holder == cfg.identity
         expired = now - self.observed_at >= cfg.lease_duration
@@ -130,7 +135,7 @@ class LeaderElector:
         transitions = (spec.lease_transitions or 0) + (0 if mine else 1)
         spec.holder_identity = cfg.identity
         spec.lease_duration_seconds = int(cfg.lease_duration)
-        spec.renew_time = _now_micro()
+        spec.renew_time = _now_micro()  # type: ignore[assignment]  # MicroTime text
         if not mine:
             spec.acquire_time = spec.renew_time
             spec.lease_transitions = transitions
@@ -155,8 +160,8 @@ class LeaderElector:
             spec=client.V1LeaseSpec(
                 holder_identity=cfg.identity,
                 lease_duration_seconds=int(cfg.lease_duration),
-                acquire_time=_now_micro(),
-                renew_time=_now_micro(),
+                acquire_time=_now_micro(),  # type: ignore[arg-type]  # MicroTime text
+                renew_time=_now_micro(),  # type: ignore[arg-type]  # MicroTime text
                 lease_transitions=0,
             ),
         )

@@ -19,8 +19,6 @@ from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.ports import Observer
 from kafka_rebalance_operator.telemetry import Emitted
 
-PartitionKey = tuple[str, int]
-
 
 @dataclass
 class PolicyMemory:

@@ -223,7 +223,7 @@ def record_partitions(
         (PARTITION_LAG, PARTITION_TIME_LAG),
         {PARTITION_LAG: 5, PARTITION_TIME_LAG: 5},
     )
-    state_series = {(namespace, policy, group, state) for state in states}
+    state_series: set[tuple[str, ...]] = {(namespace, policy, group, state) for state in states}
     for state, count in states.items():
         PARTITIONS_BY_STATE.labels(namespace, policy, group, state).set(count)
     _replace_series(
@@ -321,12 +321,12 @@ def _record_columns(namespace: str, policy: str, group: str, rows: PartitionRows
         current = _PARTITION_SERIES.setdefault(key, set())
         if before is None or before.layout != layout:
             # partitions gone from the policy lose their series
-            keep = {labels_of(i) for i in np.flatnonzero(series & had).tolist()}
-            for labels in current - keep - set(new_labels):
+            kept = {labels_of(i) for i in np.flatnonzero(series & had).tolist()}
+            for labels in current - kept - set(new_labels):
                 for gauge in (PARTITION_LAG, PARTITION_TIME_LAG):
                     with contextlib.suppress(KeyError):
                         gauge.remove(*labels)
-            current.intersection_update(keep)
+            current.intersection_update(kept)
         current.difference_update(old_labels)
         current.update(new_labels)
         _WRITTEN[key] = _Written(
@@ -363,7 +363,7 @@ def record_members(
     namespace: str, policy: str, group: str, members: Mapping[str, tuple[int, float]]
 ) -> None:
     """members: name -> (partitions, lag)."""
-    series = set()
+    series: set[tuple[str, ...]] = set()
     for member, (count, lag) in members.items():
         labels = (namespace, policy, group, member)
         MEMBER_PARTITIONS.labels(*labels).set(count)

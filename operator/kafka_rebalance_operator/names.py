@@ -14,7 +14,6 @@ LABEL_MEMBER = f"{GROUP}/member"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "kafka-rebalance-operator"
 DATA_KEY = "assignment.json"
-TELEMETRY_TOPIC = "kafka-rebalance.telemetry"
 FINALIZER = f"{GROUP}/operator"
 
 

@@ -34,8 +34,7 @@ from kafka_rebalance_operator import names
 from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.members import PodSummary
-
-PartitionKey = tuple[str, int]
+from kafka_rebalance_operator.partition_key import PartitionKey
 
 
 def accepted_by_sidecar(shown: MemberDocument | None, written: MemberDocument) -> bool:

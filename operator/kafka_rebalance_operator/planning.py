@@ -18,9 +18,8 @@ import kafka_rebalance_assignors as assignors
 from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
+from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.policy import PolicySpec
-
-PartitionKey = tuple[str, int]
 
 
 def build_request(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,7 +25,6 @@ from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver, Observation
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
-PartitionKey = tuple[str, int]
 # (topic, partition, lag state, lag, time lag in seconds)
 PartitionRow = tuple[str, int, str, int | None, float | None]
 
@@ -187,7 +186,7 @@ class TelemetrySink(Protocol):
 
     @property
     def enabled(self) -> bool: ...
-    def emit(self, rows: list[dict[str, Any]]) -> None: ...
+    def emit(self, rows: Sequence[dict[str, Any]]) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ class Telemetry:
         """False with no sinks: callers skip building rows nobody reads."""
         return bool(self.sinks)
 
-    def emit(self, rows: list[dict[str, Any]]) -> None:
+    def emit(self, rows: Sequence[dict[str, Any]]) -> None:
         for sink in self.sinks:
             try:
                 sink.write(rows)

@@ -58,7 +58,9 @@ class WebhookConfig:
 
 def register(handlers: kopf.OperatorRegistry, config: WebhookConfig) -> None:
     policies = (names.GROUP, names.VERSION, names.PLURAL)
-    kopf.index(*policies, id="injection_policies", registry=handlers)(injection_policies)
+    # kopf's callback protocols type `namespace` as `str | None` (cluster-scoped resources);
+    # policies and ConfigMaps are namespaced.
+    kopf.index(*policies, id="injection_policies", registry=handlers)(injection_policies)  # type: ignore[arg-type]
     kopf.on.mutate(
         "",
         "v1",
@@ -77,7 +79,7 @@ def register(handlers: kopf.OperatorRegistry, config: WebhookConfig) -> None:
         id="injection_documents",
         labels={names.LABEL_POLICY: kopf.PRESENT},
         registry=handlers,
-    )(injection_documents)
+    )(injection_documents)  # type: ignore[arg-type]
     kopf.on.event(
         "",
         "v1",
@@ -85,7 +87,7 @@ def register(handlers: kopf.OperatorRegistry, config: WebhookConfig) -> None:
         id="injection_grant",
         labels={names.LABEL_POLICY: kopf.PRESENT},
         registry=handlers,
-    )(_grant_new_documents)
+    )(_grant_new_documents)  # type: ignore[arg-type]
     kopf.on.startup(registry=handlers)(_serve(config))
     logging.getLogger("kopf.objects").addFilter(_QuietSuccess())
 

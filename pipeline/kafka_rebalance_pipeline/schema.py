@@ -62,6 +62,15 @@ PLAN_FIELDS = [
     "max_load_ratio_before",
     "max_load_ratio_after",
 ]
+# The plan statistics: the fields only plan rows carry.
+PLAN_ONLY_FIELDS = [f for f in PLAN_FIELDS if f != "kind" and f not in PARTITION_FIELDS]
+# The columns of the validated plan table (spark_io.read_telemetry), in FIELDS order: a plan row's
+# fields but its kind, and where it came from (optional on a plan row, as on partition rows).
+PLAN_COLUMNS = [
+    f
+    for f in FIELDS
+    if f != "kind" and (f in PLAN_FIELDS or f in ("cluster", "namespace", "policy"))
+]
 CORRUPT = "_corrupt_record"
 
 # (reason, SQL condition that is TRUE when the partition row is bad). First match wins.

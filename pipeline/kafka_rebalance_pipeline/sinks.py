@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-TELEMETRY_TOPIC = "kafka-rebalance.telemetry"  # docs/naming.md
+from kafka_rebalance_common.wire.telemetry import TELEMETRY_TOPIC
+
 TELEMETRY_PARTITIONS = 3  # when the pipeline has to create the topic itself
 
 
@@ -39,6 +40,7 @@ def write_files(
                 if handle:
                     handle.close()
                 handle = (directory / f"part-{written // rows_per_file:05d}.jsonl").open("wb")
+            assert handle is not None  # opened at the first row (written == 0)
             handle.write(encode(row) + b"\n")
             written += 1
     finally:

@@ -18,6 +18,8 @@ from kafka_rebalance_pipeline.schema import (
     CORRUPT,
     FIELDS,
     PARTITION_RULES,
+    PLAN_COLUMNS,
+    PLAN_ONLY_FIELDS,
     PLAN_RULES,
     ddl,
     reason_expression,
@@ -227,26 +229,9 @@ def read_telemetry(spark: Any, sources: Sequence[str], cache: bool = True) -> Te
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
     good = checked.where(F.col("_error").isNull())
     partitions = good.where(F.col("kind").isNull() | (F.col("kind") == "partition")).drop(
-        "_error",
-        CORRUPT,
-        "kind",
-        "strategy",
-        "moves",
-        "max_load_ratio_before",
-        "max_load_ratio_after",
+        "_error", CORRUPT, "kind", *PLAN_ONLY_FIELDS
     )
-    plans = good.where(F.col("kind") == "plan").select(
-        "ts_ms",
-        "cluster",
-        "namespace",
-        "policy",
-        "group",
-        "epoch",
-        "strategy",
-        "moves",
-        "max_load_ratio_before",
-        "max_load_ratio_after",
-    )
+    plans = good.where(F.col("kind") == "plan").select(*PLAN_COLUMNS)
     return Telemetry(partitions, plans, checked)
 
 

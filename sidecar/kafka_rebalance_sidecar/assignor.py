@@ -23,10 +23,7 @@ from kafka.protocol.consumer.metadata import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
 )
-
-from kafka_rebalance_sidecar.document import AssignmentTracker
-from kafka_rebalance_sidecar.plan_following import Composition, MemberView, compose
-from kafka_rebalance_sidecar.user_data import (
+from kafka_rebalance_common.wire.user_data import (
     NO_EPOCH,
     decode_claim,
     decode_claim_epoch,
@@ -34,6 +31,9 @@ from kafka_rebalance_sidecar.user_data import (
     encode_claim,
     encode_composed,
 )
+
+from kafka_rebalance_sidecar.document import AssignmentTracker
+from kafka_rebalance_sidecar.plan_following import Composition, MemberView, compose
 
 log = logging.getLogger("kafka_rebalance_sidecar.assignor")
 

@@ -24,8 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kafka_rebalance_assignors import MemberRequest, PlanRequest, plan_request
-
-from kafka_rebalance_sidecar.user_data import NO_EPOCH, Claim
+from kafka_rebalance_common.wire.user_data import NO_EPOCH, Claim
 
 FALLBACK_STRATEGY = "cooperative-sticky"
 # Placed in the owner table for a partition held back this round (never equal to a member id).
@@ -127,9 +126,9 @@ def _fallback(
     for view in members:
         owned = {}
         for topic, parts in view.owned.items():
-            index = virtual.get(topic)
-            if index is not None:
-                kept = sorted(index[p] for p in parts if p in index)
+            virtual_of = virtual.get(topic)
+            if virtual_of is not None:
+                kept = sorted(virtual_of[p] for p in parts if p in virtual_of)
                 if kept:
                     owned[topic] = kept
         topics = sorted(subscriptions[view.member_id].intersection(free))
@@ -145,8 +144,8 @@ def _fallback(
         PlanRequest(topics=request_topics, members=request_members, strategy=FALLBACK_STRATEGY)
     )
     placed = 0
-    for member_id, topics in result.assignment.items():
-        for topic, indexes in topics.items():
+    for member_id, assigned in result.assignment.items():
+        for topic, indexes in assigned.items():
             if topic not in free:
                 continue  # the member's own claimed partitions, which stay where they are
             owners, parts = table[topic], free[topic]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import operator
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -201,17 +200,6 @@ class Runner:
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and close (safe from any thread)."""
         self.stop_event.set()
-
-    def install_signal_handlers(self) -> None:
-        def handle(signum: int, _frame: Any) -> None:
-            log.info(
-                "received %s: finishing the batch in hand, committing, closing",
-                signal.Signals(signum).name,
-            )
-            self.stop()
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, handle)
 
     def base_consumer_options(self) -> dict[str, Any]:
         c = self.config

@@ -179,6 +179,10 @@ class ConfigMapSource:
         self._thread.start()
         return self
 
+    def _pause(self, seconds: float) -> None:
+        """tenacity's sleep between relists: returns early when the source is stopped."""
+        self._stop.wait(seconds)
+
     def _run(self, version: str | None) -> None:
         # Every sidecar of a cluster loses its watch at the same moment when the API server
         # restarts: the waits grow exponentially (up to MAX_RELIST_BACKOFF_S) with random jitter,
@@ -191,7 +195,7 @@ class ConfigMapSource:
             wait=wait_exponential(multiplier=self.backoff_s, max=MAX_RELIST_BACKOFF_S)
             + wait_random(0, self.backoff_s),
             stop=stop_when_event_set(self._stop),
-            sleep=self._stop.wait,
+            sleep=self._pause,
             reraise=True,
         )
         while not self._stop.is_set():

@@ -322,220 +322,259 @@ def make_env(
 
 def test_enforce_lifecycle(k8s: Any, kafka: str, tmp_path: Path) -> None:
     """One group through its life: first plan, quiet polls, restart, skew, scale-down, Kafka
-    unreachable, deletion."""
+    unreachable, a spec change, deletion. Each step is a function below, in this order; they
+    share the group, so they run as one test."""
     env = make_env(k8s, kafka, tmp_path, "enforce", replicas=3, partitions=6)
-    cluster, topic = env.cluster, env.topic
     telemetry = tmp_path / "telemetry.jsonl"
     name = "orders"
     with (
         run_operator(env.installed, tmp_path, "--telemetry-file", str(telemetry)) as operator,
-        diagnostics(cluster, name, operator),
+        diagnostics(env.cluster, name, operator),
     ):
-        started = time.monotonic()
-        cluster.apply(policy_manifest(name, f"group-{topic}", kafka, topic, env.app))
-        first = wait_for(
-            "one ConfigMap per pod",
-            lambda: len(cluster.assignments(name)) == 3 and cluster.assignments(name),
-        )
-        latency = time.monotonic() - started
-        print(f"\nreconcile latency policy apply -> 3 ConfigMaps: {latency:.2f}s")
-
-        # -- a valid plan, one ConfigMap per pod, owned by the policy
-        policy = cluster.policy(name)
-        assert set(first) == {f"{env.app}-{i}" for i in range(3)}
-        owned = sorted(p for doc in first.values() for p in doc["partitions"].get(topic, []))
-        assert owned == list(range(6))
-        assert {doc["epoch"] for doc in first.values()} == {1}
-        assert len({doc["planHash"] for doc in first.values()}) == 1
-        for cm in cluster.configmaps(name).values():
-            (owner,) = cm["metadata"]["ownerReferences"]
-            assert (
-                owner["uid"] == policy["metadata"]["uid"] and owner["kind"] == "ConsumerGroupPolicy"
-            )
-            assert (
-                cm["metadata"]["labels"]["app.kubernetes.io/managed-by"]
-                == "kafka-rebalance-operator"
-            )
-        status = wait_for(
-            "status",
-            lambda: (
-                cluster.policy(name).get("status", {}).get("members") == 3
-                and cluster.policy(name)["status"]
-            ),
-        )
-        assert (
-            status["epoch"] == 1
-            and status["observedGeneration"] == policy["metadata"]["generation"]
-        )
-        assert condition(cluster.policy(name), "Ready")["status"] == "True"
-        assert condition(cluster.policy(name), "Stalled")["status"] == "False"
-
-        # -- an unchanged group writes nothing across ten polls
-        versions = {
-            n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()
-        }
-        polls_before = _poll_count(operator)
-        wait_for("ten more polls", lambda: _poll_count(operator) >= polls_before + 10, timeout=60)
-        after = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
-        assert after == versions
-        assert cluster.policy(name)["status"]["epoch"] == 1
-
-        # -- metrics and liveness
-        code, text = http_get(operator.metrics_port, "/metrics")
-        assert code == 200
-        labels = f'group="group-{topic}",namespace="{cluster.namespace}",policy="{name}"'
-        assert f"kafka_rebalance_plan_epoch{{{labels}}} 1.0" in text
-        assert (
-            "kafka_rebalance_partition_lag{" in text
-            and "kafka_rebalance_poll_duration_seconds_bucket" in text
-        )
-        # one series per partition (no lag-state label), the states counted per policy
-        samples = [
-            sample
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-            if sample.labels.get("policy") == name
-        ]
-        lag_labels = [s.labels for s in samples if s.name == "kafka_rebalance_partition_lag"]
-        assert lag_labels and all("state" not in labels for labels in lag_labels)
-        assert {s.labels["state"] for s in samples if s.name == "kafka_rebalance_partitions"}
-        code, body = http_get(operator.health_port, "/healthz")
-        assert code == 200 and json.loads(body)["alive"] is True
-
-    # -- a restarted operator keeps the epoch and rewrites nothing
+        first = _step_first_plan_one_configmap_per_pod(env, name)
+        versions = _step_an_unchanged_group_writes_nothing(env, name, operator)
+        _step_metrics_and_liveness(env, name, operator)
     with (
         run_operator(env.installed, tmp_path, "--telemetry-file", str(telemetry)) as operator,
-        diagnostics(cluster, name, operator),
+        diagnostics(env.cluster, name, operator),
     ):
-        wait_for("polls after restart", lambda: _poll_count(operator) >= 5, timeout=60)
-        after = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
-        assert after == versions
-        assert cluster.policy(name)["status"]["epoch"] == 1
-
-        # -- skewed lag: lag-aware replans and maxLoadRatio drops
-        heavy = first[f"{env.app}-0"]["partitions"][topic]
-        skew = {p: (3000 if p in heavy else 10) for p in range(6)}
-        produce(kafka, topic, skew)
-        before_ratio = max_load_ratio(first, skew, topic)
-        replanned = wait_for(
-            "a lag-aware replan",
-            lambda: cluster.policy(name)["status"]["epoch"] >= 2 and cluster.assignments(name),
-            timeout=60,
-        )
-        _settle(cluster, name, operator)
-        replanned = cluster.assignments(name)
-        after_ratio = max_load_ratio(replanned, skew, topic)
-        status = cluster.policy(name)["status"]
-        print(f"maxLoadRatio {before_ratio:.3f} -> {after_ratio:.3f} ({status['maxLoadRatio']})")
-        assert after_ratio < before_ratio
-        assert status["maxLoadRatio"] == pytest.approx(after_ratio, rel=0.01)
-        assert {doc["epoch"] for doc in replanned.values()} == {status["epoch"]}
-        rows = [json.loads(line) for line in telemetry.read_text().splitlines()]
-        plan_rows = [r for r in rows if r.get("kind") == "plan"]
-        assert plan_rows[-1]["epoch"] == status["epoch"]
-        assert plan_rows[-1]["max_load_ratio_after"] < plan_rows[-1]["max_load_ratio_before"]
-        partition_rows = [r for r in rows if r.get("kind") is None and r["topic"] == topic]
-        # a fresh broker may answer the first polls without a group coordinator (unknown)
-        assert {r["lag_state"] for r in partition_rows} <= {"uninitialized", "unknown"}
-        last = [r for r in partition_rows if r["ts_ms"] == partition_rows[-1]["ts_ms"]]
-        assert {r["lag_state"] for r in last} == {"uninitialized"}
-        assert set(partition_rows[-1]) >= {
-            "ts_ms",
-            "cluster",
-            "namespace",
-            "policy",
-            "group",
-            "partition",
-            "log_start",
-            "log_end",
-            "committed",
-            "lag",
-            "time_lag_s",
-            "owner",
-            "epoch",
-        }
-
-        # -- a pod removed from the group gets its partitions re-planned
-        epoch = status["epoch"]
-        k8s.kubectl("-n", cluster.namespace, "scale", f"statefulset/{env.app}", "--replicas=2")
-        shrunk = wait_for(
-            "the plan without the removed pod",
-            lambda: (
-                set(cluster.assignments(name)) == {f"{env.app}-0", f"{env.app}-1"}
-                and cluster.assignments(name)
-            ),
-            timeout=90,
-        )
-        assert sorted(p for d in shrunk.values() for p in d["partitions"].get(topic, [])) == list(
-            range(6)
-        )
-        assert {d["epoch"] for d in shrunk.values()} == {epoch + 1}
-
-        # -- Kafka unreachable: Stalled with a reason, no plan change
-        wait_for("status epoch", lambda: cluster.policy(name)["status"]["epoch"] == epoch + 1)
-        versions = {
-            n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()
-        }
-        cluster.patch_policy(
-            name, {"spec": {"kafka": {"bootstrapServers": f"127.0.0.1:{free_port()}"}}}
-        )
-        stalled = wait_for(
-            "Stalled=True",
-            lambda: (
-                condition(cluster.policy(name), "Stalled").get("status") == "True"
-                and condition(cluster.policy(name), "Stalled")
-            ),
-            timeout=60,
-        )
-        assert stalled["reason"] == "KafkaUnreachable" and "cannot reach" in stalled["message"]
-        assert condition(cluster.policy(name), "Ready")["status"] == "False"
-        time.sleep(3)
-        after = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
-        assert after == versions
-        assert cluster.policy(name)["status"]["epoch"] == epoch + 1
-        cluster.patch_policy(name, {"spec": {"kafka": {"bootstrapServers": kafka}}})
-        wait_for(
-            "Ready again", lambda: condition(cluster.policy(name), "Ready").get("status") == "True"
-        )
-
-        # -- a policy change reaches the ConfigMaps at the next tick (latency measured)
-        epoch = cluster.policy(name)["status"]["epoch"]
-        started = time.monotonic()
-        cluster.patch_policy(name, {"spec": {"strategy": "range"}})
-        ranged = wait_for(
-            "the range plan",
-            lambda: (
-                {d["epoch"] for d in cluster.assignments(name).values()} == {epoch + 1}
-                and cluster.assignments(name)
-            ),
-        )
-        print(f"reconcile latency spec change -> ConfigMaps: {time.monotonic() - started:.2f}s")
-        assert ranged[f"{env.app}-0"]["partitions"][topic] == [0, 1, 2]
-        assert ranged[f"{env.app}-1"]["partitions"][topic] == [3, 4, 5]
-
-        # -- deleting the policy removes its ConfigMaps and leaves no finalizer behind
-        k8s.kubectl(
-            "-n",
-            cluster.namespace,
-            "delete",
-            "consumergrouppolicies.kafka-rebalance.io",
-            name,
-            "--wait=true",
-            "--timeout=60s",
-            timeout=90,
-        )
-        wait_for("ConfigMaps garbage-collected", lambda: cluster.configmaps(name) == {}, timeout=90)
-        gone = k8s.kubectl(
-            "-n",
-            cluster.namespace,
-            "get",
-            "consumergrouppolicies.kafka-rebalance.io",
-            name,
-            check=False,
-        )
-        assert gone.returncode != 0 and "NotFound" in gone.stderr
+        _step_a_restarted_operator_rewrites_nothing(env, name, operator, versions)
+        epoch = _step_skewed_lag_replans(env, name, operator, first, telemetry)
+        _step_a_removed_pod_is_replanned(k8s, env, name, epoch)
+        _step_kafka_unreachable_stalls_without_a_plan_change(env, name, epoch + 1)
+        _step_a_spec_change_reaches_the_configmaps(env, name)
+        _step_deletion_removes_the_configmaps(k8s, env, name)
     log = operator.log.read_text()
     assert "Traceback" not in log, log[-3000:]
+
+
+def _step_first_plan_one_configmap_per_pod(env: GroupEnv, name: str) -> dict[str, Any]:
+    """A valid plan, one ConfigMap per pod, owned by the policy; status Ready at epoch 1."""
+    cluster, topic = env.cluster, env.topic
+    started = time.monotonic()
+    cluster.apply(policy_manifest(name, f"group-{topic}", env.bootstrap, topic, env.app))
+    first = wait_for(
+        "one ConfigMap per pod",
+        lambda: len(cluster.assignments(name)) == 3 and cluster.assignments(name),
+    )
+    latency = time.monotonic() - started
+    print(f"\nreconcile latency policy apply -> 3 ConfigMaps: {latency:.2f}s")
+    policy = cluster.policy(name)
+    assert set(first) == {f"{env.app}-{i}" for i in range(3)}
+    owned = sorted(p for doc in first.values() for p in doc["partitions"].get(topic, []))
+    assert owned == list(range(6))
+    assert {doc["epoch"] for doc in first.values()} == {1}
+    assert len({doc["planHash"] for doc in first.values()}) == 1
+    for cm in cluster.configmaps(name).values():
+        (owner,) = cm["metadata"]["ownerReferences"]
+        assert owner["uid"] == policy["metadata"]["uid"] and owner["kind"] == "ConsumerGroupPolicy"
+        assert (
+            cm["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kafka-rebalance-operator"
+        )
+    status = wait_for(
+        "status",
+        lambda: (
+            cluster.policy(name).get("status", {}).get("members") == 3
+            and cluster.policy(name)["status"]
+        ),
+    )
+    assert status["epoch"] == 1 and status["observedGeneration"] == policy["metadata"]["generation"]
+    assert condition(cluster.policy(name), "Ready")["status"] == "True"
+    assert condition(cluster.policy(name), "Stalled")["status"] == "False"
+    return dict(first)
+
+
+def _step_an_unchanged_group_writes_nothing(
+    env: GroupEnv, name: str, operator: OperatorProcess
+) -> dict[str, str]:
+    """Ten polls of an unchanged group write nothing; returns the ConfigMaps' versions."""
+    cluster = env.cluster
+    versions = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
+    polls_before = _poll_count(operator)
+    wait_for("ten more polls", lambda: _poll_count(operator) >= polls_before + 10, timeout=60)
+    after = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
+    assert after == versions
+    assert cluster.policy(name)["status"]["epoch"] == 1
+    return versions
+
+
+def _step_metrics_and_liveness(env: GroupEnv, name: str, operator: OperatorProcess) -> None:
+    """The plan epoch and per-partition lag (no lag-state label; states counted per policy) are
+    exported; the liveness check answers alive."""
+    code, text = http_get(operator.metrics_port, "/metrics")
+    assert code == 200
+    labels = f'group="group-{env.topic}",namespace="{env.cluster.namespace}",policy="{name}"'
+    assert f"kafka_rebalance_plan_epoch{{{labels}}} 1.0" in text
+    assert (
+        "kafka_rebalance_partition_lag{" in text
+        and "kafka_rebalance_poll_duration_seconds_bucket" in text
+    )
+    samples = [
+        sample
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.labels.get("policy") == name
+    ]
+    lag_labels = [s.labels for s in samples if s.name == "kafka_rebalance_partition_lag"]
+    assert lag_labels and all("state" not in labels for labels in lag_labels)
+    assert {s.labels["state"] for s in samples if s.name == "kafka_rebalance_partitions"}
+    code, body = http_get(operator.health_port, "/healthz")
+    assert code == 200 and json.loads(body)["alive"] is True
+
+
+def _step_a_restarted_operator_rewrites_nothing(
+    env: GroupEnv, name: str, operator: OperatorProcess, versions: dict[str, str]
+) -> None:
+    cluster = env.cluster
+    wait_for("polls after restart", lambda: _poll_count(operator) >= 5, timeout=60)
+    after = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
+    assert after == versions
+    assert cluster.policy(name)["status"]["epoch"] == 1
+
+
+def _step_skewed_lag_replans(
+    env: GroupEnv,
+    name: str,
+    operator: OperatorProcess,
+    first: dict[str, Any],
+    telemetry: Path,
+) -> int:
+    """Skewed lag: lag-aware replans and maxLoadRatio drops; the telemetry file has the plan and
+    partition rows. Returns the new epoch."""
+    cluster, topic = env.cluster, env.topic
+    heavy = first[f"{env.app}-0"]["partitions"][topic]
+    skew = {p: (3000 if p in heavy else 10) for p in range(6)}
+    produce(env.bootstrap, topic, skew)
+    before_ratio = max_load_ratio(first, skew, topic)
+    wait_for(
+        "a lag-aware replan",
+        lambda: cluster.policy(name)["status"]["epoch"] >= 2 and cluster.assignments(name),
+        timeout=60,
+    )
+    _settle(cluster, name, operator)
+    replanned = cluster.assignments(name)
+    after_ratio = max_load_ratio(replanned, skew, topic)
+    status = cluster.policy(name)["status"]
+    print(f"maxLoadRatio {before_ratio:.3f} -> {after_ratio:.3f} ({status['maxLoadRatio']})")
+    assert after_ratio < before_ratio
+    assert status["maxLoadRatio"] == pytest.approx(after_ratio, rel=0.01)
+    assert {doc["epoch"] for doc in replanned.values()} == {status["epoch"]}
+    rows = [json.loads(line) for line in telemetry.read_text().splitlines()]
+    plan_rows = [r for r in rows if r.get("kind") == "plan"]
+    assert plan_rows[-1]["epoch"] == status["epoch"]
+    assert plan_rows[-1]["max_load_ratio_after"] < plan_rows[-1]["max_load_ratio_before"]
+    partition_rows = [r for r in rows if r.get("kind") is None and r["topic"] == topic]
+    # a fresh broker may answer the first polls without a group coordinator (unknown)
+    assert {r["lag_state"] for r in partition_rows} <= {"uninitialized", "unknown"}
+    last = [r for r in partition_rows if r["ts_ms"] == partition_rows[-1]["ts_ms"]]
+    assert {r["lag_state"] for r in last} == {"uninitialized"}
+    assert set(partition_rows[-1]) >= {
+        "ts_ms",
+        "cluster",
+        "namespace",
+        "policy",
+        "group",
+        "partition",
+        "log_start",
+        "log_end",
+        "committed",
+        "lag",
+        "time_lag_s",
+        "owner",
+        "epoch",
+    }
+    return int(status["epoch"])
+
+
+def _step_a_removed_pod_is_replanned(k8s: Any, env: GroupEnv, name: str, epoch: int) -> None:
+    """A pod removed from the group gets its partitions re-planned, at the next epoch."""
+    cluster, topic = env.cluster, env.topic
+    k8s.kubectl("-n", cluster.namespace, "scale", f"statefulset/{env.app}", "--replicas=2")
+    shrunk = wait_for(
+        "the plan without the removed pod",
+        lambda: (
+            set(cluster.assignments(name)) == {f"{env.app}-0", f"{env.app}-1"}
+            and cluster.assignments(name)
+        ),
+        timeout=90,
+    )
+    assert sorted(p for d in shrunk.values() for p in d["partitions"].get(topic, [])) == list(
+        range(6)
+    )
+    assert {d["epoch"] for d in shrunk.values()} == {epoch + 1}
+
+
+def _step_kafka_unreachable_stalls_without_a_plan_change(
+    env: GroupEnv, name: str, epoch: int
+) -> None:
+    """Kafka unreachable: Stalled with a reason, no plan change; Ready again once it is back."""
+    cluster = env.cluster
+    wait_for("status epoch", lambda: cluster.policy(name)["status"]["epoch"] == epoch)
+    versions = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
+    cluster.patch_policy(
+        name, {"spec": {"kafka": {"bootstrapServers": f"127.0.0.1:{free_port()}"}}}
+    )
+    stalled = wait_for(
+        "Stalled=True",
+        lambda: (
+            condition(cluster.policy(name), "Stalled").get("status") == "True"
+            and condition(cluster.policy(name), "Stalled")
+        ),
+        timeout=60,
+    )
+    assert stalled["reason"] == "KafkaUnreachable" and "cannot reach" in stalled["message"]
+    assert condition(cluster.policy(name), "Ready")["status"] == "False"
+    time.sleep(3)
+    after = {n: cm["metadata"]["resourceVersion"] for n, cm in cluster.configmaps(name).items()}
+    assert after == versions
+    assert cluster.policy(name)["status"]["epoch"] == epoch
+    cluster.patch_policy(name, {"spec": {"kafka": {"bootstrapServers": env.bootstrap}}})
+    wait_for(
+        "Ready again", lambda: condition(cluster.policy(name), "Ready").get("status") == "True"
+    )
+
+
+def _step_a_spec_change_reaches_the_configmaps(env: GroupEnv, name: str) -> None:
+    """A policy change reaches the ConfigMaps at the next tick (latency measured)."""
+    cluster, topic = env.cluster, env.topic
+    epoch = cluster.policy(name)["status"]["epoch"]
+    started = time.monotonic()
+    cluster.patch_policy(name, {"spec": {"strategy": "range"}})
+    ranged = wait_for(
+        "the range plan",
+        lambda: (
+            {d["epoch"] for d in cluster.assignments(name).values()} == {epoch + 1}
+            and cluster.assignments(name)
+        ),
+    )
+    print(f"reconcile latency spec change -> ConfigMaps: {time.monotonic() - started:.2f}s")
+    assert ranged[f"{env.app}-0"]["partitions"][topic] == [0, 1, 2]
+    assert ranged[f"{env.app}-1"]["partitions"][topic] == [3, 4, 5]
+
+
+def _step_deletion_removes_the_configmaps(k8s: Any, env: GroupEnv, name: str) -> None:
+    """Deleting the policy removes its ConfigMaps and leaves no finalizer behind."""
+    cluster = env.cluster
+    k8s.kubectl(
+        "-n",
+        cluster.namespace,
+        "delete",
+        "consumergrouppolicies.kafka-rebalance.io",
+        name,
+        "--wait=true",
+        "--timeout=60s",
+        timeout=90,
+    )
+    wait_for("ConfigMaps garbage-collected", lambda: cluster.configmaps(name) == {}, timeout=90)
+    gone = k8s.kubectl(
+        "-n",
+        cluster.namespace,
+        "get",
+        "consumergrouppolicies.kafka-rebalance.io",
+        name,
+        check=False,
+    )
+    assert gone.returncode != 0 and "NotFound" in gone.stderr
 
 
 @contextlib.contextmanager

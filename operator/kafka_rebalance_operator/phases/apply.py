@@ -108,9 +108,9 @@ def _write(ctx: PolicyContext, current: CurrentState, writes: Writes, ports: Por
     fence = assignment_doc.older_terms(current, leadership.term) if writes else []
     try:
         for name in fence:
-            shown = current.configmaps[name].document
-            assert shown is not None  # older_terms lists readable documents only
-            stamped = replace(shown, leader_term=leadership.term)
+            fenced = current.configmaps[name].document
+            assert fenced is not None  # older_terms lists readable documents only
+            stamped = replace(fenced, leader_term=leadership.term)
             versions[name] = _upsert(ctx, stamped, versions[name], ports)
         for item in writes.upserts:
             name = names.configmap_name(ctx.name, item.member)

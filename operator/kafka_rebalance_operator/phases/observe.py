@@ -40,8 +40,6 @@ from kafka_rebalance_operator.policy import PolicyError, PolicySpec, parse_spec
 from kafka_rebalance_operator.ports import Observer, Ports, SecretMissing, StoreError
 from kafka_rebalance_operator.settings import OperatorSettings
 
-PartitionKey = tuple[str, int]
-
 
 @dataclass(frozen=True)
 class Observed:
@@ -119,7 +117,8 @@ def observe(
     if observation.errors:
         ports.metrics.partitions_unread(ctx.namespace, ctx.name, len(observation.errors))
     if not observation.topics:
-        wanted = ", ".join(spec.topics) if spec.topics else f"pattern {spec.topic_pattern.pattern}"
+        pattern = spec.topic_pattern.pattern if spec.topic_pattern is not None else ""
+        wanted = ", ".join(spec.topics) if spec.topics else f"pattern {pattern}"
         raise PollFailure("TopicsNotFound", f"no topic found for {wanted}")
     if not isinstance(observation.offsets, PolicyOffsets):
         observation.offsets = PolicyOffsets.from_mapping(observation.topics, observation.offsets)
@@ -137,7 +136,8 @@ def observe(
     if spec.apply_mode == "assign":
         current = ownership.with_commits(current, spec.group_id, present, committers)
         lingering = ownership.lingering(current, present, pods)
-    status_epoch = ctx.status.get("epoch") if isinstance(ctx.status.get("epoch"), int) else 0
+    shown_epoch = ctx.status.get("epoch")
+    status_epoch = shown_epoch if isinstance(shown_epoch, int) else 0
     applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
     reported = memory.reported_generation
     if reported is None:

@@ -19,6 +19,7 @@ from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.lag import OK
 from kafka_rebalance_operator.members import resolve_weights
 from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure
 from kafka_rebalance_operator.phases.observe import Observed
 from kafka_rebalance_operator.planning import Proposal
@@ -27,7 +28,6 @@ from kafka_rebalance_operator.verify import actual_assignment
 
 log = logging.getLogger(__name__)
 
-PartitionKey = tuple[str, int]
 Assignment = dict[str, dict[str, list[int]]]
 
 
