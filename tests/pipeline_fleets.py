@@ -36,7 +36,8 @@ def mostly_idle_rows(polls: int = 60, start_ms: int = 1_767_225_600_000) -> list
     repeat their rows, so the operator's sparse rows leave most of them out: polls 17 to 23 s
     apart (so a partition's 300 s refresh falls between polls), and per partition:
     0 backlogged behind production (changes every poll), 1 a burst drained, 2 idle throughout
-    (100 behind), 3 idle (50 behind) but moved to another member, 4 producing every fifth poll, 5 unknown for a while."""
+    (100 behind), 3 idle (50 behind) but moved to another member, 4 producing every fifth poll,
+    5 unknown for a while."""
     rows: list[dict[str, Any]] = []
     ts = start_ms
     end = [1000, 500, 200, 300, 0, 50]
@@ -96,7 +97,11 @@ def sparse_like_the_operator(rows: Sequence[Mapping[str, Any]]) -> list[dict[str
             assert len(order) == len(poll), "dense rows: every partition at every poll"
             owners = tuple(sorted({r["owner"] for r in poll if r["owner"] is not None}))
 
-            def column(name: str, order: list[tuple[str, int]] = order) -> np.ndarray:
+            def column(
+                name: str,
+                order: list[tuple[str, int]] = order,
+                at: dict[tuple[str, int], Mapping[str, Any]] = at,
+            ) -> np.ndarray:
                 values = [at[k][name] for k in order]
                 return np.array([-1 if v is None else v for v in values], np.int64)
 

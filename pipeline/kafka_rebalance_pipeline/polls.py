@@ -39,9 +39,7 @@ def at_every_poll(partitions: Any, refresh_ms: int = REFRESH_MS) -> Any:
     polls = partitions.select(*KEY, "ts_ms").distinct()
     first = partitions.groupBy(*PARTITION).agg(F.min("ts_ms").alias("_first_ts_ms"))
     grid = (
-        first.join(polls, KEY)
-        .where(F.col("ts_ms") >= F.col("_first_ts_ms"))
-        .drop("_first_ts_ms")
+        first.join(polls, KEY).where(F.col("ts_ms") >= F.col("_first_ts_ms")).drop("_first_ts_ms")
     )
     rows = partitions.select(
         *PARTITION,

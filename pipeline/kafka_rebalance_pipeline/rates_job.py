@@ -176,7 +176,9 @@ def run_rates(
     telemetry = read_telemetry(spark, sources)
     # Three aggregations read the same windowed rows: compute the window once, over the rows
     # carried forward to every poll (sparse telemetry).
-    intervals = with_intervals(at_every_poll(telemetry.partitions)).persist(StorageLevel.MEMORY_AND_DISK)
+    intervals = with_intervals(at_every_poll(telemetry.partitions)).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
     outputs = {
         "partition_rates": partition_rates(intervals),
         "member_capacity": member_capacity(intervals, backlog_seconds, min_saturated),
