@@ -36,24 +36,32 @@ def at_every_poll(partitions: Any, refresh_ms: int = REFRESH_MS) -> Any:
     from pyspark.sql import functions as F
 
     values = [c for c in partitions.columns if c not in PARTITION and c != "ts_ms"]
-    polls = partitions.select(*KEY, "ts_ms").distinct()
-    first = partitions.groupBy(*PARTITION).agg(F.min("ts_ms").alias("_first_ts_ms"))
-    grid = (
-        first.join(polls, KEY).where(F.col("ts_ms") >= F.col("_first_ts_ms")).drop("_first_ts_ms")
-    )
+    polls = partitions.select(*KEY, "ts_ms").distinct().alias("p")
+    first = partitions.groupBy(*PARTITION).agg(F.min("ts_ms").alias("_first_ts_ms")).alias("f")
+    # Null-safe keys: cluster, namespace and policy may be null in a valid row.
+    grid = first.join(
+        polls,
+        [F.col(f"f.{c}").eqNullSafe(F.col(f"p.{c}")) for c in KEY]
+        + [F.col("p.ts_ms") >= F.col("f._first_ts_ms")],
+    ).select(*[F.col(f"f.{c}") for c in PARTITION], F.col("p.ts_ms"))
     rows = partitions.select(
         *PARTITION,
         "ts_ms",
         F.struct(F.col("ts_ms").alias(_ROW_TS), *values).alias(_ROW),
-    )
+    ).alias("r")
+    grid = grid.alias("g")
+    joined = grid.join(
+        rows,
+        [F.col(f"g.{c}").eqNullSafe(F.col(f"r.{c}")) for c in PARTITION]
+        + [F.col("g.ts_ms") == F.col("r.ts_ms")],
+        "left",
+    ).select(*[F.col(f"g.{c}") for c in [*PARTITION, "ts_ms"]], F.col(f"r.{_ROW}"))
     window = (
         Window.partitionBy(*PARTITION)
         .orderBy("ts_ms")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    carried = grid.join(rows, [*PARTITION, "ts_ms"], "left").withColumn(
-        _ROW, F.last(_ROW, ignorenulls=True).over(window)
-    )
+    carried = joined.withColumn(_ROW, F.last(_ROW, ignorenulls=True).over(window))
     known = carried.where(F.col("ts_ms") - F.col(f"{_ROW}.{_ROW_TS}") <= refresh_ms)
     return known.select(
         *[

@@ -524,7 +524,7 @@ def test_sparse_rows_give_the_rates_of_their_dense_telemetry(
 
 
 def test_a_row_is_carried_at_most_the_refresh_interval(pipeline_spark: Any, tmp_path: Path) -> None:
-    base = {**GOOD_ROW, "group": "g", "policy": "g"}
+    base = {**GOOD_ROW, "group": "g", "policy": "g", "namespace": None}  # a key may be null
     start = GOOD_ROW["ts_ms"]
     polls = [start + k * 100_000 for k in range(7)]  # 0 to 600 s
     rows = [{**base, "ts_ms": polls[0], "partition": 0}]  # then silent: gone, or rows lost
