@@ -14,7 +14,8 @@ duplicates included); a carried row is the partition's latest row at or before t
 `ts_ms` set to the poll's; nothing is carried to a poll before the partition's first row. A
 group's polls are the distinct `ts_ms` of its rows: a poll where no partition of the group
 changed left no row at all and stays invisible (its lags were those of the poll before).
-All Spark SQL (a join against each group's poll times and a window), no Python per row.
+All Spark SQL (each partition joined against its group's poll times, unioned with the rows, one
+window), no Python per row.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ REFRESH_MS = 300_000  # the operator's telemetry.REFRESH_S, in ms (docs/architec
 
 _ROW = "_row"
 _ROW_TS = "_row_ts_ms"
+_GRID = "_poll_cell"
 
 
 def at_every_poll(partitions: Any, refresh_ms: int = REFRESH_MS) -> Any:
@@ -48,20 +50,25 @@ def at_every_poll(partitions: Any, refresh_ms: int = REFRESH_MS) -> Any:
         *PARTITION,
         "ts_ms",
         F.struct(F.col("ts_ms").alias(_ROW_TS), *values).alias(_ROW),
-    ).alias("r")
-    grid = grid.alias("g")
-    joined = grid.join(
-        rows,
-        [F.col(f"g.{c}").eqNullSafe(F.col(f"r.{c}")) for c in PARTITION]
-        + [F.col("g.ts_ms") == F.col("r.ts_ms")],
-        "left",
-    ).select(*[F.col(f"g.{c}") for c in [*PARTITION, "ts_ms"]], F.col(f"r.{_ROW}"))
-    window = (
-        Window.partitionBy(*PARTITION)
-        .orderBy("ts_ms")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        F.lit(0).alias(_GRID),
     )
-    carried = joined.withColumn(_ROW, F.last(_ROW, ignorenulls=True).over(window))
+    cells = grid.select(
+        *PARTITION, "ts_ms", F.lit(None).cast(rows.schema[_ROW].dataType).alias(_ROW), F.lit(1)
+    )
+    # A partition's rows, then its poll cells, in time; at one ts_ms the rows come first, so a
+    # cell right after a row of its own ts_ms is a poll the partition has a row at: dropped.
+    order = Window.partitionBy(*PARTITION).orderBy("ts_ms", _GRID)
+    window = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    carried = (
+        rows.unionByName(cells.toDF(*rows.columns))
+        .withColumn("_previous_ts_ms", F.lag("ts_ms").over(order))
+        .withColumn(_ROW, F.last(_ROW, ignorenulls=True).over(window))
+        .where(
+            (F.col(_GRID) == 0)
+            | F.col("_previous_ts_ms").isNull()
+            | (F.col("_previous_ts_ms") != F.col("ts_ms"))
+        )
+    )
     known = carried.where(F.col("ts_ms") - F.col(f"{_ROW}.{_ROW_TS}") <= refresh_ms)
     return known.select(
         *[
