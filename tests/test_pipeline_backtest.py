@@ -32,7 +32,12 @@ from kafka_rebalance_pipeline.replay import (
     replay,
 )
 
-from tests.pipeline_fleets import slow_member_fleet, uniform_fleet
+from tests.pipeline_fleets import (
+    mostly_idle_rows,
+    slow_member_fleet,
+    sparse_like_the_operator,
+    uniform_fleet,
+)
 
 CRD = Path(__file__).resolve().parents[1] / "crds" / "consumergrouppolicies.yaml"
 
@@ -218,3 +223,22 @@ def test_the_patch_uses_only_fields_the_crd_defines() -> None:
 
 def test_duration_text_uses_the_crd_duration_syntax() -> None:
     assert [duration_text(s) for s in (0, 45, 300, 7200, 90)] == ["0s", "45s", "5m", "2h", "90s"]
+
+
+@pytest.mark.parametrize("fleet", ["mostly-idle", "slow-member"])
+def test_sparse_rows_replay_the_history_of_their_dense_telemetry(fleet: str) -> None:
+    """The backtest's input: a group's history from the operator's sparse rows is the one from
+    its dense rows (gaps carry the last row forward), so every candidate replays the same."""
+    if fleet == "mostly-idle":
+        dense = mostly_idle_rows()
+    else:
+        dense = [r for r in generate_group(SLOW, 0, []) if r.get("kind") != "plan"]
+    sparse = sparse_like_the_operator(dense)
+    if fleet == "mostly-idle":
+        assert len(sparse) < len(dense) // 2
+    key = {"cluster": "local", "namespace": "n", "policy": "p", "group": "g"}
+    capacity = {"g-0": 10.0, "g-1": 10.0, "g-2": 10.0}
+    want = history_from_rows(key, pd.DataFrame(dense), capacity, "range")
+    got = history_from_rows(key, pd.DataFrame(sparse), capacity, "range")
+    assert got == want
+    assert want.polls == len({r["ts_ms"] for r in dense})

@@ -4,6 +4,10 @@ Measured capacity is what a member consumed per second in intervals where it was
 both ends (then it was saturated throughout, so its consumption is its capacity). A member never
 seen backlogged gets its peak observed rate as a lower bound, flagged `peak-lower-bound`.
 All Spark SQL (no Python per row): this is the part that must scale with rows.
+
+The telemetry is sparse (a partition has a row only when it changed, and every 300 s); every
+aggregate here is over one row per partition per poll, so the rows are first carried forward
+to every poll of their group (`polls.at_every_poll`). Dense telemetry passes through unchanged.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_pipeline.polls import at_every_poll
 from kafka_rebalance_pipeline.progress import QUIET, Progress
 from kafka_rebalance_pipeline.spark_io import read_telemetry, write_json
 
@@ -21,7 +26,9 @@ KEY = ["cluster", "namespace", "policy", "group"]
 
 def with_intervals(partitions: Any) -> Any:
     """Each partition row with the interval that ends at it: dt, produced, consumed, prev lag.
-    Consumption counts only when the owner did not change across the interval."""
+    Consumption counts only when the owner did not change across the interval. Expects one row
+    per partition per poll (`polls.at_every_poll`): the interval is from the partition's
+    previous row."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -167,8 +174,11 @@ def run_rates(
     started = time.perf_counter()
     progress.stage("reading and validating telemetry")
     telemetry = read_telemetry(spark, sources)
-    # Three aggregations read the same windowed rows: compute the window once.
-    intervals = with_intervals(telemetry.partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    # Three aggregations read the same windowed rows: compute the window once, over the rows
+    # carried forward to every poll (sparse telemetry).
+    intervals = with_intervals(at_every_poll(telemetry.partitions)).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
     outputs = {
         "partition_rates": partition_rates(intervals),
         "member_capacity": member_capacity(intervals, backlog_seconds, min_saturated),

@@ -24,7 +24,14 @@ import yaml
 from kafka_rebalance_common.kafka_retry import ensure_topic
 from kafka_rebalance_pipeline.backtest_job import run_backtest
 from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_group
-from kafka_rebalance_pipeline.rates_job import run_rates
+from kafka_rebalance_pipeline.polls import REFRESH_MS, at_every_poll
+from kafka_rebalance_pipeline.rates_job import (
+    group_lag,
+    member_capacity,
+    partition_rates,
+    run_rates,
+    with_intervals,
+)
 from kafka_rebalance_pipeline.recommend import POD_NAME_LABEL
 from kafka_rebalance_pipeline.recommend_job import run_recommend
 from kafka_rebalance_pipeline.replay import default_grid, strategies_grid
@@ -32,7 +39,12 @@ from kafka_rebalance_pipeline.schema import FIELDS, row_errors
 from kafka_rebalance_pipeline.sinks import encode, write_files, write_kafka
 from kafka_rebalance_pipeline.spark_io import read_telemetry
 
-from tests.pipeline_fleets import slow_member_fleet, uniform_fleet
+from tests.pipeline_fleets import (
+    mostly_idle_rows,
+    slow_member_fleet,
+    sparse_like_the_operator,
+    uniform_fleet,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -457,3 +469,80 @@ def test_backtest_on_a_standalone_cluster_matches_local(
         return sorted(tuple(r) for r in frame.select(*sorted(frame.columns)).collect())
 
     assert rows_of(tmp_path / "cluster") == rows_of(tmp_path / "local")
+
+
+def rates_outputs(spark: Any, rows: list[dict[str, Any]], directory: Path, carry: bool) -> Any:
+    """partition_rates, member_capacity and group_lag of `rows`, per cluster, each as sorted
+    tuples without the cluster; `carry=False` is the rates job as it was before sparse rows
+    (no `at_every_poll`)."""
+    write_files(rows, directory, rows_per_file=100_000)
+    partitions = read_telemetry(spark, [str(directory)], cache=False).partitions
+    intervals = with_intervals(at_every_poll(partitions) if carry else partitions)
+    frames = {
+        "partition_rates": partition_rates(intervals),
+        "member_capacity": member_capacity(intervals),
+        "group_lag": group_lag(intervals),
+    }
+    out: dict[str, dict[str, list[tuple[Any, ...]]]] = {}
+    for name, frame in frames.items():
+        assert frame.columns[0] == "cluster"
+        for row in frame.collect():
+            out.setdefault(row[0], {}).setdefault(name, []).append(tuple(row)[1:])
+    for outputs in out.values():
+        for values in outputs.values():
+            values.sort(key=lambda r: tuple(str(v) for v in r))
+    return out
+
+
+def assert_same_outputs(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert got.keys() == want.keys()
+    for name in want:
+        assert len(got[name]) == len(want[name]), name
+        for a, b in zip(got[name], want[name], strict=True):
+            # Sums of doubles may add up in another order: equal to the last few bits.
+            assert [pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for v in a] == list(
+                b
+            ), name
+
+
+def test_sparse_rows_give_the_rates_of_their_dense_telemetry(
+    pipeline_spark: Any, tmp_path: Path
+) -> None:
+    dense = [*mostly_idle_rows(), *generate_group(SLOW, 0, [])]
+    sparse = sparse_like_the_operator(dense)
+    assert len(sparse) < 0.8 * len(dense)  # the idle group's rows mostly left out
+    # One input, the sparse copy under another cluster name: two Spark runs, not four.
+    rows = [*dense, *({**r, "cluster": "sparse"} for r in sparse)]
+    before = rates_outputs(pipeline_spark, rows, tmp_path / "before", carry=False)
+    after = rates_outputs(pipeline_spark, rows, tmp_path / "after", carry=True)
+    assert_same_outputs(after["local"], before["local"])  # dense: what the job gave before
+    assert_same_outputs(after["sparse"], before["local"])
+    idle = [r for r in before["local"]["group_lag"] if r[2] == "idle"]
+    assert len(idle) == 1 and idle[0][3] == 60 and idle[0][6] == 6  # polls, partitions
+    # Without the carry, a sparse poll's total lag sums only the partitions that changed.
+    assert before["sparse"]["group_lag"] != before["local"]["group_lag"]
+
+
+def test_a_row_is_carried_at_most_the_refresh_interval(pipeline_spark: Any, tmp_path: Path) -> None:
+    base = {**GOOD_ROW, "group": "g", "policy": "g", "namespace": None}  # a key may be null
+    start = GOOD_ROW["ts_ms"]
+    polls = [start + k * 100_000 for k in range(7)]  # 0 to 600 s
+    rows = [{**base, "ts_ms": polls[0], "partition": 0}]  # then silent: gone, or rows lost
+    rows += [{**base, "ts_ms": ts, "partition": 1, "log_end": 10 + k} for k, ts in enumerate(polls)]
+    rows.append({**base, "ts_ms": polls[2] + 50_000, "partition": 2})  # first seen mid-way
+    write_files(rows, tmp_path / "t", rows_per_file=100)
+    partitions = read_telemetry(pipeline_spark, [str(tmp_path / "t")], cache=False).partitions
+    carried = at_every_poll(partitions)
+    assert carried.columns == partitions.columns
+    seen = sorted(
+        (r["partition"], (r["ts_ms"] - start) // 1000, r["log_end"]) for r in carried.collect()
+    )
+    assert REFRESH_MS == 300_000
+    assert seen == sorted(
+        [
+            *[(0, s, 10) for s in (0, 100, 200, 250, 300)],  # to 300 s inclusive, then unknown
+            *[(1, k * 100, 10 + k) for k in range(7)],
+            (1, 250, 12),  # the 250 s poll (partition 2's first row) carries the 200 s row
+            *[(2, s, 10) for s in (250, 300, 400, 500)],  # never before its first row
+        ]
+    )
