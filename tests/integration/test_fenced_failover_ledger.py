@@ -11,7 +11,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from kafka.errors import CoordinatorLoadInProgressError
 from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.operator_process import OperatorProcess
@@ -29,14 +28,6 @@ ELECTION = (
 
 def _leads(replica: OperatorProcess) -> bool:
     return replica.log is not None and " leads (Lease" in replica.log.read_text(errors="replace")
-
-
-def _readable(harness: Any) -> bool:
-    try:
-        harness.sample()
-    except CoordinatorLoadInProgressError:
-        return False
-    return True
 
 
 def test_a_cut_off_leader_under_load_loses_nothing_and_shares_no_partition(
@@ -74,7 +65,6 @@ def test_a_cut_off_leader_under_load_loses_nothing_and_shares_no_partition(
             harness.produce({p: 8.0 for p in range(harness.partitions)})
             epoch, planned = harness.wait_plan(1, members)
             assert planned == {p: members[p % 3] for p in range(6)}
-            wait_for("the group's coordinator on a fresh broker", lambda: _readable(harness))
             harness.watch(3.0)
 
             proxy.stall()
