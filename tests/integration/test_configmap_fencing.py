@@ -4,10 +4,13 @@ since is a conflict, not an overwrite (ports.KubeConfigMaps, kube_io)."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_dev.demo.cluster import install_crd, policy_body
 from kafka_rebalance_operator import assignment_doc
 from kafka_rebalance_operator.assignment_doc import MemberDocument
 from kafka_rebalance_operator.ports import KubeConfigMaps, WriteConflict
@@ -15,16 +18,39 @@ from kafka_rebalance_operator.ports import KubeConfigMaps, WriteConflict
 pytestmark = pytest.mark.integration
 
 
+OWNER_UID: list[str] = []  # the uid of the real policy the ConfigMaps name as their owner
+
+
 def body(epoch: int, version: str = "", term: int | None = None) -> dict[str, Any]:
     document = MemberDocument("g", "c-0", epoch, {"t": [0]}, "h", "", leader_term=term)
-    return assignment_doc.configmap_body("pol", "uid-1", NAMESPACE, document, version)
+    return assignment_doc.configmap_body("pol", OWNER_UID[0], NAMESPACE, document, version)
+
+
+def _owner_policy(k8s: Any, manifest: Path) -> str:
+    """A real policy `pol` to own the ConfigMaps: the garbage collector deletes a ConfigMap
+    whose owner does not exist as soon as it knows the owner's kind."""
+    install_crd(k8s.tools.kubectl, k8s.kubeconfig)
+    policy = policy_body(
+        "pol",
+        group="g",
+        bootstrap="127.0.0.1:9",
+        topic="t",
+        app="c",
+        strategy="range",
+        mode="observe",
+    )
+    policy["metadata"]["namespace"] = NAMESPACE
+    manifest.write_text(json.dumps(policy))
+    created = k8s.kubectl("create", "-o", "json", "-f", str(manifest))
+    return str(json.loads(created.stdout)["metadata"]["uid"])
 
 
 NAMESPACE = f"fencing-{uuid.uuid4().hex[:6]}"
 
 
-def test_writes_apply_only_to_the_version_read(k8s: Any) -> None:
+def test_writes_apply_only_to_the_version_read(k8s: Any, tmp_path: Path) -> None:
     k8s.kubectl("create", "namespace", NAMESPACE)
+    OWNER_UID[:] = [_owner_policy(k8s, tmp_path / "policy.json")]
     api = k8s.api_client()
     store = KubeConfigMaps(api)
     try:
