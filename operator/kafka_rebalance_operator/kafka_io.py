@@ -360,7 +360,7 @@ class KafkaObserver:
         group_id: str,
         topics: Iterable[str] | None,
         pattern: TopicPattern | None,
-        max_partitions: int,
+        max_partitions: int = 0,
     ) -> tuple[dict[str, int], list[str], PolicyOffsets, list[str]] | None:
         """Metadata and offsets through `kafka_offsets` (None: the broker does not speak its
         message versions; the admin API is used instead)."""
@@ -397,7 +397,7 @@ class KafkaObserver:
         topics: Iterable[str] | None,
         pattern: TopicPattern | None,
         started: float,
-        max_partitions: int,
+        max_partitions: int = 0,
     ) -> tuple[dict[str, int], list[str], dict[PartitionKey, PartitionOffsets], list[str]]:
         """Metadata and offsets through kafka-python's admin API (brokers too old for
         `kafka_offsets`)."""

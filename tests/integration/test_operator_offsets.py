@@ -11,11 +11,12 @@ import uuid
 import numpy as np
 import pytest
 from kafka import KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
+from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator import kafka_offsets
 from kafka_rebalance_operator.clients import SharedObservers
-from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kafka_io import KafkaObserver, TooManyPartitions
 from kafka_rebalance_operator.lag import PolicyOffsets
 
 pytestmark = pytest.mark.integration
@@ -30,29 +31,16 @@ def _produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
     producer.close()
 
 
-def _commit(admin: KafkaAdminClient, group: str, offsets: dict) -> None:
-    deadline = time.monotonic() + 60
-    while True:  # a fresh broker answers CoordinatorNotAvailable until __consumer_offsets exists
-        try:
-            admin.alter_group_offsets(group, offsets)
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
-
-
 def test_wire_reads_equal_the_admin_api_and_log_starts_are_cached(kafka: str) -> None:
     run = uuid.uuid4().hex[:8]
     topics, group = [f"wire-{run}-a", f"wire-{run}-b"], f"wire-group-{run}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     try:
         admin.create_topics([NewTopic(topics[0], 5, 1), NewTopic(topics[1], 3, 1)])
         _produce(kafka, topics[0], {p: 3 + p for p in range(5)})
         _produce(kafka, topics[1], {0: 7, 2: 1})
         admin.delete_records({TopicPartition(topics[0], 4): 5})
-        _commit(
-            admin,
+        admin.alter_group_offsets(
             group,
             {
                 TopicPartition(topics[0], 1): OffsetAndMetadata(
@@ -95,7 +83,7 @@ def test_wire_reads_equal_the_admin_api_and_log_starts_are_cached(kafka: str) ->
         assert reader.start_reads == 2, "log starts are not read again before they are due"
 
         # retention moved a log start: seen once the cached one is older than the maximum age
-        admin = KafkaAdminClient(bootstrap_servers=kafka)
+        admin = RetryingAdmin(bootstrap_servers=kafka)
         admin.delete_records({TopicPartition(topics[1], 0): 6})
         admin.close()
         assert observer._read_fast(group, topics, None)[2][(topics[1], 0)].log_start == 0
@@ -110,7 +98,7 @@ def test_wire_reads_equal_the_admin_api_and_log_starts_are_cached(kafka: str) ->
 
 def test_a_recreated_topic_reads_its_log_starts_again_at_once(kafka: str) -> None:
     topic = f"recreated-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, 1, 1)])
     _produce(kafka, topic, {0: 20})
     admin.delete_records({TopicPartition(topic, 0): 15})
@@ -146,7 +134,7 @@ def test_policies_on_one_cluster_share_one_real_client_until_the_secret_rotates(
     kafka: str,
 ) -> None:
     topics = [f"shared-{uuid.uuid4().hex[:8]}-{i}" for i in range(3)]
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(t, 2, 1) for t in topics])
     admin.close()
     pool = SharedObservers(KafkaObserver)
@@ -177,3 +165,19 @@ def test_policies_on_one_cluster_share_one_real_client_until_the_secret_rotates(
     finally:
         for lease in leases:
             lease.close()
+
+
+def test_a_policy_over_the_partition_cap_is_refused_on_metadata_alone(kafka: str) -> None:
+    """`max_partitions` is checked on the wire path's metadata, before any offset request."""
+    topic = f"capped-{uuid.uuid4().hex[:8]}"
+    with RetryingAdmin(bootstrap_servers=kafka) as admin:
+        admin.create_topics([NewTopic(topic, 4, 1)])
+    observer = KafkaObserver(kafka, {}, timeout_s=10)
+    try:
+        with pytest.raises(TooManyPartitions, match="4 partitions"):
+            observer.observe("capped-group", [topic], None, max_partitions=3)
+        assert observer.observe("capped-group", [topic], None, max_partitions=4).topics == {
+            topic: 4
+        }
+    finally:
+        observer.close()
