@@ -486,7 +486,7 @@ class _KeepAliveApp:
     connection after answering, as a server closing an idle keep-alive connection does."""
 
     def __init__(self) -> None:
-        self.connections: list[int] = []
+        self.connections: list[int] = []  # the client's port per batch: one per TCP connection
         self.close_after_answer = False
         app = self
 
@@ -495,7 +495,8 @@ class _KeepAliveApp:
 
             def do_POST(self) -> None:
                 json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                app.connections.append(id(self.connection))
+                # not id(self.connection): a closed socket's id can be handed to the next one
+                app.connections.append(self.client_address[1])
                 self.send_response(204)
                 self.end_headers()
                 if app.close_after_answer:
