@@ -10,6 +10,7 @@ import argparse
 import functools
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,12 @@ def _webhook_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve tls.crt/tls.key/ca.crt from DIR (cert-manager) instead of a self-signed one",
     )
     hook.add_argument(
+        "--webhook-cert-secret",
+        metavar="NAMESPACE/NAME",
+        help="the Secret holding the self-signed certificate every replica serves (the first "
+        "one fills it); unset: each start makes its own",
+    )
+    hook.add_argument(
         "--webhook-url-host",
         metavar="HOST",
         help="DEV ONLY: point the configuration at https://HOST:PORT instead of its Service",
@@ -289,8 +296,19 @@ def _webhook_config(args: argparse.Namespace) -> object | None:
         extra_env=tuple(env),
         **extra,
     )
+    secret = None
+    if args.webhook_cert_secret:
+        namespace, slash, name = args.webhook_cert_secret.partition("/")
+        if not (slash and namespace and name) or "/" in name:
+            raise ValueError(
+                f"--webhook-cert-secret: {args.webhook_cert_secret!r} is not NAMESPACE/NAME"
+            )
+        secret = (namespace, name)
+    if secret and args.webhook_cert_dir:
+        raise ValueError("--webhook-cert-secret and --webhook-cert-dir exclude each other")
     return WebhookConfig(
         port=args.webhook_port,
+        cert_secret=secret,
         configuration=args.webhook_configuration,
         sidecar=sidecar,
         bind=args.bind,
@@ -423,8 +441,30 @@ def run(args: argparse.Namespace) -> int:
     liveness = health.Liveness(args.liveness_max_age)
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.bind)
+    webhook_serving = threading.Event()  # set once the webhook listens (if there is one)
     if args.health_port:
-        health.serve(liveness, args.health_port, args.bind)
+        health.serve(
+            liveness,
+            args.health_port,
+            args.bind,
+            ready=lambda: {"webhook": webhook_serving.is_set()} if webhook_config else {},
+        )
+
+    namespaces = args.namespace or [
+        n for n in os.environ.get("WATCH_NAMESPACES", "").split(",") if n
+    ]
+    clusterwide = args.all_namespaces or not namespaces
+    served = None
+    if webhook_config is not None:
+        from kafka_rebalance_operator import webhook
+
+        # Before the campaign: every replica, a standby too, answers admissions.
+        served = webhook.start(
+            webhook_config,  # type: ignore[arg-type]
+            clusterwide,
+            namespaces,
+            webhook_serving,
+        )
 
     elector = None
     if args.leader_election:
@@ -454,10 +494,6 @@ def run(args: argparse.Namespace) -> int:
 
     import kopf
 
-    namespaces = args.namespace or [
-        n for n in os.environ.get("WATCH_NAMESPACES", "").split(",") if n
-    ]
-    clusterwide = args.all_namespaces or not namespaces
     logging.getLogger(__name__).info(
         "kafka-rebalance operator: %s, poll tick %.2fs, interval scale %g",
         "all namespaces" if clusterwide else f"namespaces {', '.join(namespaces)}",
@@ -465,10 +501,6 @@ def run(args: argparse.Namespace) -> int:
         args.interval_scale,
     )
     registry = handlers.registry(settings)
-    if webhook_config is not None:
-        from kafka_rebalance_operator import webhook
-
-        webhook.register(registry, webhook_config)  # type: ignore[arg-type]
     try:
         kopf.run(
             registry=registry,
@@ -480,5 +512,7 @@ def run(args: argparse.Namespace) -> int:
             namespaces=[] if clusterwide else namespaces,
         )
     finally:
+        if served is not None:
+            served.stop()
         telemetry.close()
     return 0

@@ -329,7 +329,7 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"health": 8080, "metrics": 9100}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert "enabled" not in container["livenessProbe"]
     assert "affinity" not in pod and "topologySpreadConstraints" not in pod
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}

@@ -47,6 +47,8 @@ def test_one_value_enables_it_failing_open_in_the_watched_namespaces_only(helm: 
     resources = json.loads(args[args.index("--sidecar-resources") + 1])
     assert resources["requests"]["cpu"] == "100m"
     for role in _of_kind(docs, "Role"):
+        if role["metadata"]["name"].endswith("-webhook-certificate"):
+            continue
         assert any("roles" in rule["resources"] for rule in role["rules"]), role["metadata"]
     (cluster_role,) = [
         r for r in _of_kind(docs, "ClusterRole") if r["metadata"]["name"].endswith("-webhook")
@@ -69,14 +71,60 @@ def test_cert_manager_issues_the_certificate_and_injects_the_ca(helm: Path) -> N
     )
     (certificate,) = _of_kind(docs, "Certificate")
     assert certificate["spec"]["secretName"] == "kro-kafka-rebalance-operator-webhook-tls"
-    assert "--webhook-cert-dir" in _operator_args(docs)
+    args = _operator_args(docs)
+    assert "--webhook-cert-dir" in args and "--webhook-cert-secret" not in args
+    assert not [s for s in _of_kind(docs, "Secret") if s["metadata"]["name"].endswith("-signed")]
+
+
+def test_every_replica_serves_the_webhook_with_one_certificate_from_a_secret(helm: Path) -> None:
+    docs = _render(helm, "webhook.enabled=true", "replicaCount=3", "leaderElection.enabled=true")
+    (deployment,) = _of_kind(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    (service,) = [
+        s for s in _of_kind(docs, "Service") if s["metadata"]["name"].endswith("-webhook")
+    ]
+    # the Service selects every replica (no per-pod or leader label)
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert set(service["spec"]["selector"]) == {
+        "app.kubernetes.io/name",
+        "app.kubernetes.io/instance",
+    }
+    # one Secret, rendered empty, that the first replica fills and every replica serves
+    (secret,) = [s for s in _of_kind(docs, "Secret") if s["metadata"]["name"].endswith("-signed")]
+    assert secret["metadata"]["name"] == "kro-kafka-rebalance-operator-webhook-self-signed"
+    assert secret["metadata"]["namespace"] == "ops"
+    assert not secret.get("data") and not secret.get("stringData")
+    args = _operator_args(docs)
+    assert args[args.index("--webhook-cert-secret") + 1] == (
+        "ops/kro-kafka-rebalance-operator-webhook-self-signed"
+    )
+    assert "--webhook-cert-dir" not in args
+    # read and written by the operator, that Secret only
+    (role,) = [
+        r for r in _of_kind(docs, "Role") if r["metadata"]["name"].endswith("-webhook-certificate")
+    ]
+    (rule,) = role["rules"]
+    assert rule["resources"] == ["secrets"]
+    assert rule["resourceNames"] == [secret["metadata"]["name"]]
+    assert sorted(rule["verbs"]) == ["get", "update"]
+    (binding,) = [
+        b
+        for b in _of_kind(docs, "RoleBinding")
+        if b["metadata"]["name"].endswith("-webhook-certificate")
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert (
+        binding["subjects"][0]["name"]
+        == deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    )
 
 
 @pytest.mark.parametrize(
     ("sets", "message"),
     [
         (("webhook.failurePolicy=Maybe",), "failurePolicy"),
-        (("replicaCount=2", "peering.enabled=true"), "webhook.enabled needs replicaCount 1"),
+        (("replicaCount=2",), "replicaCount > 1 needs leaderElection.enabled=true"),
     ],
 )
 def test_unusable_values_are_refused_naming_them(

@@ -160,6 +160,17 @@ def test_the_flags_reach_the_sidecar_defaults() -> None:
     assert sidecar.image == "img:1"
     assert sidecar.extra_env == (("HTTPS_PROXY", "http://proxy:3128"),)
     assert sidecar.resources == {"requests": {"cpu": "50m"}}
+    assert config.cert_secret is None  # type: ignore[attr-defined]
+
+
+def test_the_shared_certificate_secret_is_namespace_and_name() -> None:
+    config = operator_command._webhook_config(
+        _operator_args(
+            "--webhook-port=9443", "--sidecar-image=i", "--webhook-cert-secret=ops/kro-tls"
+        )
+    )
+    assert config is not None
+    assert config.cert_secret == ("ops", "kro-tls")  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -169,6 +180,23 @@ def test_the_flags_reach_the_sidecar_defaults() -> None:
         (("--webhook-port=9443", "--sidecar-image=i", "--sidecar-env=NOVALUE"), "NAME=VALUE"),
         (("--webhook-port=9443", "--sidecar-image=i", "--sidecar-resources={"), "not JSON"),
         (("--webhook-port=9443", "--sidecar-image=i", "--sidecar-resources=[]"), "JSON object"),
+        (
+            ("--webhook-port=9443", "--sidecar-image=i", "--webhook-cert-secret=tls"),
+            "NAMESPACE/NAME",
+        ),
+        (
+            ("--webhook-port=9443", "--sidecar-image=i", "--webhook-cert-secret=ops/a/b"),
+            "NAMESPACE/NAME",
+        ),
+        (
+            (
+                "--webhook-port=9443",
+                "--sidecar-image=i",
+                "--webhook-cert-secret=ops/tls",
+                "--webhook-cert-dir=/certs",
+            ),
+            "exclude each other",
+        ),
     ],
 )
 def test_bad_webhook_flags_are_refused_naming_the_flag(

@@ -1,9 +1,11 @@
 """A self-signed serving certificate for the injection webhook (when cert-manager is not used).
 
-Generated at every start, in a private temporary directory, for the given DNS names and IP
-addresses (the chart's Service names; in development 127.0.0.1). The certificate is its own CA:
-the operator puts it into the webhook configuration's caBundle, so the API server trusts
-exactly this key and nothing else. It is valid for a year; a restart makes a new one.
+`generate` makes a key and a certificate for the given DNS names and IP addresses (the chart's
+Service names; in development 127.0.0.1); `write` puts them into a private temporary directory
+for kopf's server. The certificate is its own CA: the operator puts it into the webhook
+configuration's caBundle, so the API server trusts exactly this key and nothing else. It is
+valid for a year. With the chart, every replica serves the one kept in a Secret
+(shared_cert.py); without it, each start makes a new one (`self_signed`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+VALIDITY = datetime.timedelta(days=365)
+
+
+@dataclass(frozen=True)
+class Pem:
+    """A certificate and its private key, PEM-encoded."""
+
+    cert: bytes
+    key: bytes
+
 
 @dataclass(frozen=True)
 class CertFiles:
@@ -34,15 +46,15 @@ def _san(host: str) -> x509.GeneralName:
         return x509.DNSName(host)
 
 
-def self_signed(hosts: Iterable[str], directory: Path | None = None) -> CertFiles:
-    """Key and certificate for `hosts` (at least one), written to `directory` (default: a new
-    private temporary directory)."""
+def generate(hosts: Iterable[str], now: datetime.datetime | None = None) -> Pem:
+    """Key and certificate for `hosts` (at least one), valid from `now` (default: now) for
+    VALIDITY."""
     hosts = [h for h in dict.fromkeys(hosts) if h]
     if not hosts:
         raise ValueError("a webhook certificate needs at least one host name or address")
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0][:64])])
-    now = datetime.datetime.now(datetime.UTC)
+    now = now or datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -50,7 +62,7 @@ def self_signed(hosts: Iterable[str], directory: Path | None = None) -> CertFile
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
+        .not_valid_after(now + VALIDITY)
         .add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
@@ -72,15 +84,53 @@ def self_signed(hosts: Iterable[str], directory: Path | None = None) -> CertFile
         )
         .sign(key, hashes.SHA256())
     )
-    where = directory or Path(tempfile.mkdtemp(prefix="kafka-rebalance-webhook-"))
-    files = CertFiles(where / "tls.crt", where / "tls.key")
-    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.key.touch(mode=0o600)
-    files.key.write_bytes(
+    return Pem(
+        cert.public_bytes(serialization.Encoding.PEM),
         key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
-        )
+        ),
     )
+
+
+def write(pem: Pem, directory: Path | None = None) -> CertFiles:
+    """`pem` as files in `directory` (default: a new private temporary directory)."""
+    where = directory or Path(tempfile.mkdtemp(prefix="kafka-rebalance-webhook-"))
+    files = CertFiles(where / "tls.crt", where / "tls.key")
+    files.cert.write_bytes(pem.cert)
+    files.key.touch(mode=0o600)
+    files.key.write_bytes(pem.key)
     return files
+
+
+def self_signed(hosts: Iterable[str], directory: Path | None = None) -> CertFiles:
+    """A new key and certificate for `hosts`, written to `directory` (see `write`)."""
+    return write(generate(hosts), directory)
+
+
+def hosts_of(cert_pem: bytes) -> set[str]:
+    """The DNS names and IP addresses a PEM certificate is for (raises ValueError if it is not
+    one)."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return set()
+    return {*san.get_values_for_type(x509.DNSName)} | {
+        str(a) for a in san.get_values_for_type(x509.IPAddress)
+    }
+
+
+def not_after(cert_pem: bytes) -> datetime.datetime:
+    """When a PEM certificate expires (raises ValueError if it is not one)."""
+    return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc
+
+
+def split_bundle(bundle: bytes) -> list[bytes]:
+    """The PEM certificates of a bundle, each as its own PEM (raises ValueError on a malformed
+    one)."""
+    found = []
+    for cert in x509.load_pem_x509_certificates(bundle) if bundle.strip() else []:
+        found.append(cert.public_bytes(serialization.Encoding.PEM))
+    return found

@@ -1,4 +1,5 @@
-"""Liveness: the operator's loops run. Fails only when a policy's timer stops waking (the event
+"""Liveness: the operator's loops run (readiness, /readyz: that, and the injection webhook
+serves). Liveness fails only when a policy's timer stops waking (the event
 loop is blocked) or one poll has not returned for longer than a threshold (a stuck worker).
 A poll queued for a free worker thread (many policies polling at once) is waiting, not stuck:
 its age counts from when a worker starts it, and until then it is reported as queued.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -80,22 +82,35 @@ class Liveness:
             return {key: now - t for key, t in self._queued.items()}
 
 
-def serve(liveness: Liveness, port: int, address: str = "0.0.0.0") -> ThreadingHTTPServer:
+def serve(
+    liveness: Liveness,
+    port: int,
+    address: str = "0.0.0.0",
+    ready: Callable[[], dict[str, bool]] = dict,
+) -> ThreadingHTTPServer:
+    """/healthz and /livez: liveness. /readyz: alive and every gate of `ready()` open (the
+    injection webhook's: a replica joins its Service only once it serves it)."""
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path.split("?")[0] not in ("/healthz", "/livez"):
+            path = self.path.split("?")[0]
+            if path not in ("/healthz", "/livez", "/readyz"):
                 self.send_error(404)
                 return
             alive, ages = liveness.check()
-            body = json.dumps(
-                {
-                    "alive": alive,
-                    "maxAgeSeconds": liveness.max_age_s,
-                    "policies": {k: round(v, 1) for k, v in sorted(ages.items())},
-                    "queued": {k: round(v, 1) for k, v in sorted(liveness.queued().items())},
-                }
-            ).encode()
-            self.send_response(200 if alive else 503)
+            answer: dict[str, object] = {
+                "alive": alive,
+                "maxAgeSeconds": liveness.max_age_s,
+                "policies": {k: round(v, 1) for k, v in sorted(ages.items())},
+                "queued": {k: round(v, 1) for k, v in sorted(liveness.queued().items())},
+            }
+            ok = alive
+            if path == "/readyz":
+                gates = ready()
+                answer["ready"] = gates
+                ok = alive and all(gates.values())
+            body = json.dumps(answer).encode()
+            self.send_response(200 if ok else 503)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

@@ -1,6 +1,10 @@
 """The sidecar-injection webhook, served by kopf's own admission support.
 
-`register(registry, config)` adds to the operator's kopf registry:
+`start(config, ...)` runs the webhook in a kopf operator of its own, on a thread of its own,
+beside the reconciling one; every replica starts it before it campaigns for leadership. So
+every replica behind the webhook's Service answers admissions (a standby too: the webhook
+only reads policies and grants read access, it plans nothing), and the Service selects them
+all. Its registry (`registry(config)`) holds:
 
 - a policy index (`injection_policies`: the spec of every policy, per namespace and name);
 - the mutating handler `inject` on pods (CREATE) annotated `kafka-rebalance.io/policy`;
@@ -10,20 +14,24 @@
 The MutatingWebhookConfiguration is the chart's (it scopes the webhook to the watched
 namespaces and sets the failure policy); kopf's own managed configuration is not used, because
 it cannot scope by namespace. The server keeps the chart's configuration's `caBundle` (and, for
-development, its URL) in step with the certificate it serves: a self-signed one generated at
-start (certs.py), or cert-manager's files from `--webhook-cert-dir`, reloaded by kopf when
-they change.
+development, its URL) in step with the certificate it serves: the self-signed one every
+replica shares through a Secret (shared_cert.py; without `cert_secret`, one generated at start
+by certs.py), or cert-manager's files from `--webhook-cert-dir`.
 
 A sidecar that watches its ConfigMap needs read access to it: `document_access.py` keeps, per
 policy, a Role whose `resourceNames` are that policy's ConfigMaps and a RoleBinding for the
-ServiceAccounts of the pods injected for it. Invariant: the webhook never writes during a dry
-run (sideEffects NoneOnDryRun), and a refusal names the policy and the field.
+ServiceAccounts of the pods injected for it. Invariants: the webhook never writes during a dry
+run (sideEffects NoneOnDryRun); a refusal names the policy and the field; a policy missing from
+the index (a replica that has just started) is read from the API before a pod is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -53,10 +61,93 @@ class WebhookConfig:
     bind: str = "0.0.0.0"
     service_hosts: tuple[str, ...] = ()  # DNS names for the self-signed certificate
     cert_dir: str | None = None  # tls.crt, tls.key (and ca.crt) from cert-manager
+    cert_secret: tuple[str, str] | None = None  # (namespace, name): shared_cert.py
     url_host: str | None = None  # development: the API server calls https://HOST:PORT
 
 
-def register(handlers: kopf.OperatorRegistry, config: WebhookConfig) -> None:
+class WebhookThread:
+    """The webhook's kopf operator on a daemon thread (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: WebhookConfig,
+        clusterwide: bool,
+        namespaces: list[str],
+        serving: threading.Event,
+    ) -> None:
+        self.config, self.clusterwide, self.namespaces = config, clusterwide, namespaces
+        self.serving = serving  # set once the server listens and the configuration is pointed
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="injection-webhook", daemon=True)
+
+    def _run(self) -> None:
+        logging.getLogger("kopf._core.reactor.running").addFilter(_ThreadSignals())
+        try:
+            asyncio.run(
+                kopf.operator(
+                    registry=registry(self.config, self.serving),
+                    standalone=True,  # it only reads and grants: no peering, no leadership
+                    clusterwide=self.clusterwide,
+                    namespaces=[] if self.clusterwide else self.namespaces,
+                    stop_flag=self.stop_flag,
+                )
+            )
+        except BaseException:
+            log.exception("injection webhook: stopped by an error")
+        self.serving.clear()
+        if not self.stop_flag.is_set():
+            # A replica that cannot serve the webhook must not look healthy behind its Service:
+            # end the process so the pod restarts.
+            log.critical("injection webhook: not serving any more; exiting")
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.thread.join(10)
+
+
+def start(
+    config: WebhookConfig,
+    clusterwide: bool,
+    namespaces: list[str],
+    serving: threading.Event | None = None,
+) -> WebhookThread:
+    """Serve the webhook on a thread of its own (stop it with `.stop()`); `serving` is set once
+    it listens (the replica's readiness)."""
+    thread = WebhookThread(config, clusterwide, namespaces, serving or threading.Event())
+    thread.thread.start()
+    return thread
+
+
+def registry(
+    config: WebhookConfig, serving: threading.Event | None = None
+) -> kopf.OperatorRegistry:
+    """The webhook operator's handlers on a fresh registry."""
+    handlers = kopf.OperatorRegistry()
+    kopf.on.login(registry=handlers)(_login)
+    kopf.on.startup(registry=handlers)(_settings)
+    register(handlers, config, serving)
+    return handlers
+
+
+def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    return kopf.login_via_client(**kwargs)
+
+
+def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # As the reconciling operator: namespaces are named, CRDs installed first (the chart's
+    # least-privilege Role lists neither); only explicit events are posted.
+    settings.scanning.disabled = True
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 30
+
+
+def register(
+    handlers: kopf.OperatorRegistry,
+    config: WebhookConfig,
+    serving: threading.Event | None = None,
+) -> None:
     policies = (names.GROUP, names.VERSION, names.PLURAL)
     # kopf's callback protocols type `namespace` as `str | None` (cluster-scoped resources);
     # policies and ConfigMaps are namespaced.
@@ -88,8 +179,15 @@ def register(handlers: kopf.OperatorRegistry, config: WebhookConfig) -> None:
         labels={names.LABEL_POLICY: kopf.PRESENT},
         registry=handlers,
     )(_grant_new_documents)  # type: ignore[arg-type]
-    kopf.on.startup(registry=handlers)(_serve(config))
+    kopf.on.startup(registry=handlers)(_serve(config, serving or threading.Event()))
     logging.getLogger("kopf.objects").addFilter(_QuietSuccess())
+
+
+class _ThreadSignals(logging.Filter):
+    """kopf warns that a thread gets no OS signals; this one is stopped by its flag."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "running not in the main thread" not in str(record.msg)
 
 
 class _QuietSuccess(logging.Filter):
@@ -133,6 +231,9 @@ def _mutate(config: WebhookConfig) -> Any:
         namespace = str(body.metadata.get("namespace") or "")
         policy = str(body.metadata.annotations.get(ANNOTATION_POLICY) or "").strip()
         found = list(injection_policies.get((namespace, policy), []))
+        if not found and policy:
+            # The index fills in the first moments of a replica's start: ask the API.
+            found = await asyncio.to_thread(_read_policy, namespace, policy)
         if not found:
             raise kopf.AdmissionError(
                 f"{ANNOTATION_POLICY}: no ConsumerGroupPolicy {policy!r} in namespace "
@@ -163,6 +264,25 @@ def _mutate(config: WebhookConfig) -> Any:
     return mutate
 
 
+def _read_policy(namespace: str, name: str) -> list[dict[str, Any]]:
+    """The policy as the index holds it, read from the API ([] when there is none)."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from kafka_rebalance_operator import kube_io
+
+    try:
+        body = client.CustomObjectsApi(kube_io.api()).get_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, names.PLURAL, name
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return []
+        raise
+    assert isinstance(body, dict)  # a custom object comes back as a dict
+    return [{"spec": dict(body.get("spec") or {}), "uid": body["metadata"]["uid"]}]
+
+
 async def _grant_new_documents(
     type: str | None, namespace: str, name: str, labels: kopf.Labels, **_: Any
 ) -> None:
@@ -174,9 +294,9 @@ async def _grant_new_documents(
     await asyncio.to_thread(document_access.add_documents, namespace, policy, [name])
 
 
-def _serve(config: WebhookConfig) -> Any:
+def _serve(config: WebhookConfig, serving: threading.Event) -> Any:
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        from kafka_rebalance_operator import certs
+        from kafka_rebalance_operator import certs, shared_cert
 
         if config.cert_dir:
             server = kopf.WebhookServer(
@@ -188,17 +308,22 @@ def _serve(config: WebhookConfig) -> Any:
                 cafile=f"{config.cert_dir}/ca.crt",
             )
         else:
-            files = certs.self_signed(
-                [*config.service_hosts, *([config.url_host] if config.url_host else [])]
-            )
+            hosts = [*config.service_hosts, *([config.url_host] if config.url_host else [])]
+            if config.cert_secret:
+                shared = shared_cert.load(*config.cert_secret, hosts)
+                files, bundle = certs.write(shared.pem), shared.bundle
+            else:
+                files = certs.self_signed(hosts)
+                bundle = files.cert.read_bytes()
             server = kopf.WebhookServer(
                 addr=config.bind,
                 port=config.port,
                 host=config.url_host,
                 certfile=str(files.cert),
                 pkeyfile=str(files.key),
+                cadata=bundle,
             )
-        settings.admission.server = ChartConfiguredServer(server, config)
+        settings.admission.server = ChartConfiguredServer(server, config, serving)
         settings.admission.managed = None
 
     return configure
@@ -208,8 +333,10 @@ class ChartConfiguredServer:
     """kopf's webhook server, keeping the chart's MutatingWebhookConfiguration in step with the
     certificate it serves (caBundle) and, with `url_host`, pointing it at that URL."""
 
-    def __init__(self, inner: kopf.WebhookServer, config: WebhookConfig) -> None:
-        self.inner, self.config = inner, config
+    def __init__(
+        self, inner: kopf.WebhookServer, config: WebhookConfig, serving: threading.Event
+    ) -> None:
+        self.inner, self.config, self.serving = inner, config, serving
 
     async def __call__(self, fn: Any) -> AsyncIterator[Any]:
         async for client_config in self.inner(fn):
@@ -219,6 +346,7 @@ class ChartConfiguredServer:
                 client_config.get("caBundle"),
                 f"{client_config['url']}/{HANDLER_ID}" if self.config.url_host else None,
             )
+            self.serving.set()
             log.info(
                 "injection webhook: serving on port %d; %s updated",
                 self.config.port,

@@ -5,6 +5,10 @@ its own objects). Each renders nothing unless webhook.enabled. */}}
 {{ include "kro.fullname" . }}-webhook
 {{- end -}}
 
+{{- define "kro.webhookCertSecret" -}}
+{{ include "kro.fullname" . }}-webhook-self-signed
+{{- end -}}
+
 {{- define "kro.webhookArgs" -}}
 {{- if .Values.webhook.enabled }}
 {{- $svc := include "kro.webhookService" . }}
@@ -20,6 +24,9 @@ its own objects). Each renders nothing unless webhook.enabled. */}}
 {{- if .Values.webhook.certManager.enabled }}
 - --webhook-cert-dir
 - /etc/kafka-rebalance-webhook
+{{- else }}
+- --webhook-cert-secret
+- {{ printf "%s/%s" .Release.Namespace (include "kro.webhookCertSecret" .) | quote }}
 {{- end }}
 - --sidecar-image
 {{- if $sidecar.image.repository }}
