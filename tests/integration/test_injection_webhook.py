@@ -263,13 +263,16 @@ def test_annotated_statefulset_scaled_from_2_to_5_gets_sidecars_and_documents(
     running = InjectedPods(tmp_path / "pods", namespace, as_pod)
     workload = Workload(kafka, topic, PARTITIONS)
     sampler = Sampler(kafka, group, topic, PARTITIONS, running.ledger)
+    # a generous lease: on a loaded test machine the leader must not lose it mid-test
+    lease = ("--leader-election-lease=60", "--leader-election-renew-deadline=40")
     standby = operator_process(
         installed, tmp_path, "--webhook-port", str(standby_port), "--webhook-url-host",
-        "127.0.0.1", log_name="standby",
+        "127.0.0.1", *lease, log_name="standby",
     )  # fmt: skip
     with run_operator(
-        installed, tmp_path, "--webhook-port", str(port), "--webhook-url-host", "127.0.0.1"
-    ) as operator:
+        installed, tmp_path, "--webhook-port", str(port), "--webhook-url-host", "127.0.0.1",
+        *lease,
+    ) as operator:  # fmt: skip
         try:
             # -- two replicas (the chart's leader election): the leader, then a standby; both
             # serve the webhook with the certificate the first put into the chart's Secret
@@ -454,11 +457,17 @@ def test_annotated_statefulset_scaled_from_2_to_5_gets_sidecars_and_documents(
             )
             newer = min(min(e for _, e in accepted(n) if e > final) for n in members)
             assert operator.log is not None
-            (written,) = [
-                _stamp(line)
-                for line in operator.log.read_text(errors="replace").splitlines()
-                if f"{namespace}/{policy} epoch {newer}: " in line and "written" in line
-            ]
+            log = operator.log
+
+            def written_at() -> list[datetime.datetime]:
+                return [
+                    _stamp(line)
+                    for line in log.read_text(errors="replace").splitlines()
+                    if f"{namespace}/{policy} epoch {newer}: " in line and "written" in line
+                ]
+
+            # the line follows the last write, so the sidecars may have accepted it first
+            (written,) = wait_for(f"the operator's line for epoch {newer}", written_at)
             delays = {n: min(t for t, e in accepted(n) if e == newer) - written for n in members}
             print(
                 f"operator's write (its log line after the last ConfigMap) -> sidecar accepts "
