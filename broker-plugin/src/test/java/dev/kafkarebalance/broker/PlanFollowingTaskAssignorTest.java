@@ -28,6 +28,7 @@ import org.apache.kafka.coordinator.group.api.streams.assignor.MemberAssignmentM
 import org.apache.kafka.coordinator.group.api.streams.assignor.MemberAssignmentState;
 import org.apache.kafka.coordinator.group.api.streams.assignor.TopologyDescriber;
 import org.apache.kafka.coordinator.group.streams.assignor.StickyTaskAssignor;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** The streams task assignor as a pure function of (GroupSpec, topology, cached plans): hand-built specs. */
@@ -431,6 +432,7 @@ class PlanFollowingTaskAssignorTest {
     }
 
     @Test
+    @Tag("large")  // run with a 512 MiB heap (pom.xml)
     void aThousandMembersAndTenThousandTasks() {
         int members = 1_000;
         int subtopologies = 10;
