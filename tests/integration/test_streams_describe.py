@@ -158,10 +158,33 @@ def test_task_lags_come_from_the_groups_commits_on_its_source_topics(
     assert sorted(task_lag) == [("0", 0), ("0", 1), ("1", 0), ("1", 1)]
 
 
-def test_without_the_plug_in_the_brokers_refuse_the_assignor_switch(
+def test_without_the_plug_in_the_brokers_refuse_its_assignor_name(
     streams_app: str, observer: KafkaObserver
 ) -> None:
-    with pytest.raises(streams_group.StreamsGroupError, match="kafka-rebalance-plan"):
-        observer.set_streams_assignor(streams_app, streams_group.PLAN_ASSIGNOR)
+    with pytest.raises(streams_group.StreamsGroupError, match=r"streams\.assignor\.name"):
+        streams_group.set_assignor(observer.admin, streams_app, streams_group.PLAN_ASSIGNOR)
     group = observer.describe_streams_group(streams_app)
     assert group is not None and group.assignor == "sticky"
+
+
+def test_each_trigger_bumps_the_group_epoch_once(streams_app: str, observer: KafkaObserver) -> None:
+    """The recompute trigger (a reserved tag toggled in the group's assignment configs) is
+    what the operator sends once per plan: the coordinator bumps the epoch at the next
+    heartbeat (KAFKA-19765), whatever the group's task assignor."""
+
+    def settled(after: int) -> streams_group.StreamsGroup | None:
+        group = observer.describe_streams_group(streams_app)
+        if group is None or group.group_epoch <= after or group.state != "Stable":
+            return None
+        return group if group.assignment_epoch == group.group_epoch else None
+
+    before = observer.describe_streams_group(streams_app)
+    assert before is not None
+    first, second = streams_group.TRIGGER_TAGS
+    assert observer.trigger_streams_group(streams_app) == first
+    bumped = wait_for("the epoch bumped by the trigger", lambda: settled(before.group_epoch), 60)
+    assert bumped.group_epoch == before.group_epoch + 1
+    assert observer.trigger_streams_group(streams_app) == second
+    again = wait_for("the epoch bumped again", lambda: settled(bumped.group_epoch), 60)
+    assert again.group_epoch == bumped.group_epoch + 1
+    assert again.members[0].active == {"0": [0, 1], "1": [0, 1]}  # nothing else changed
