@@ -25,8 +25,19 @@ from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import streams_group, streams_tasks
+from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import PolicyOffsets, classify
+from kafka_rebalance_operator.ports import Ports, SystemClock
+
+from tests.operator_ports import (
+    ListTelemetry,
+    MemoryConfigMaps,
+    MemorySecrets,
+    MemoryStatus,
+    Policy,
+    RecordingMetrics,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.streams]
 
@@ -188,3 +199,35 @@ def test_each_trigger_bumps_the_group_epoch_once(streams_app: str, observer: Kaf
     again = wait_for("the epoch bumped again", lambda: settled(bumped.group_epoch), 60)
     assert again.group_epoch == bumped.group_epoch + 1
     assert again.members[0].active == {"0": [0, 1], "1": [0, 1]}  # nothing else changed
+
+
+def test_a_streams_policy_poll_on_brokers_without_the_plug_in_is_stalled_naming_sticky(
+    streams_app: str, kafka: str
+) -> None:
+    """The whole streams poll (reconcile -> phases/streams.py) with the real Kafka client: the
+    group's task assignor is the broker default `sticky`, so nothing is published."""
+    cluster = SharedObservers(KafkaObserver)
+    ports = Ports(
+        configmaps=MemoryConfigMaps(),
+        status=MemoryStatus(),
+        secrets=MemorySecrets(),
+        kafka=cluster,
+        clock=SystemClock(),
+        metrics=RecordingMetrics(),
+        telemetry=ListTelemetry(),
+    )
+    spec = {
+        "groupId": streams_app,
+        "groupType": "streams",
+        "kafka": {"bootstrapServers": kafka},
+        "members": {"selector": {"matchLabels": {"app": streams_app}}},
+        "apply": {"mode": "broker"},
+    }
+    policy = Policy(spec, [], ports)
+    try:
+        policy.poll()
+    finally:
+        policy.memory.close()
+    stalled = policy.condition("Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "AssignorNotPlanFollowing")
+    assert f"group {streams_app} uses the task assignor 'sticky'" in stalled["message"]
