@@ -229,6 +229,9 @@ def poll(
             "; recompute triggered" if trigger else ""
         )
         action = Action.APPLY
+    elif trigger and spec.mode == "enforce":  # the published plan, not yet run: again
+        _trigger(ctx, group, memory, ports, now)
+        action = Action.NOOP
     elif memory.published_hash == plan_hash:
         action = Action.NOOP
     return _report(ctx, observed, plan, memory, ports, now, action, why)
@@ -242,28 +245,31 @@ def _decide(
     settings: OperatorSettings,
     now: float,
 ) -> tuple[bool, bool, str]:
-    """(publish, trigger, why). A new plan is published when it differs from what the group
-    runs and either places unowned tasks or lowers the peak load by spec.minImprovement, past
-    the cooldown; the plan already published is republished (no trigger) every
-    settings.plan_refresh_s, and re-triggered when the group still does not follow it a poll
-    interval after the last publish."""
+    """(publish, trigger, why).
+
+    - While the group does not run the published plan: trigger again a poll interval after
+      the last trigger (the record is in place; the recompute did not take), unless a new plan
+      replaces it (past the cooldown).
+    - The published plan is republished (no trigger) every settings.plan_refresh_s.
+    - A new plan is published and triggered when it differs from what the group runs and
+      either places unowned tasks, or lowers the peak task load by spec.minImprovement past
+      the cooldown."""
     spec, group = observed.spec, observed.group
     scale = settings.interval_scale
-    differs = bool(group.converged_to(plan.assignment))
-    if memory.published_hash == plan_hash and memory.published_group == spec.group_id:
-        waited = now - (memory.published_at or now)
-        if differs and waited >= spec.poll_interval * scale:
-            return True, True, "the group does not follow the published plan yet"
-        if waited >= settings.plan_refresh_s:
+    mine = memory.published_group == spec.group_id
+    published = memory.streams_plan if mine else None
+    cooled = memory.published_at is None or now - memory.published_at >= spec.cooldown * scale
+    if published is not None and group.converged_to(published):
+        if memory.published_hash == plan_hash or not cooled:
+            last = memory.streams_triggered_at or memory.published_at or now
+            if now - last >= spec.poll_interval * scale:
+                return False, True, "the group does not run the published plan yet: triggered again"
+            return False, False, "waiting for the group to run the published plan"
+    elif mine and memory.published_hash == plan_hash:
+        if now - (memory.published_at or now) >= settings.plan_refresh_s:
             return True, False, "refresh"
-        return (
-            False,
-            False,
-            f"plan {plan_hash} published; the group follows it"
-            if not differs
-            else "waiting for the group to follow the plan",
-        )
-    if not differs:
+        return False, False, f"the group runs the published plan {plan_hash}"
+    if not group.converged_to(plan.assignment):
         return False, False, "the group runs the plan already"
     owned = {
         (s, p) for tasks in group.active().values() for s, parts in tasks.items() for p in parts
@@ -271,9 +277,7 @@ def _decide(
     unowned = any((s, p) not in owned for s, n in observed.counts.items() for p in range(n))
     if unowned:
         return True, True, "tasks without an owner"
-    cooled = memory.published_at is None or now - memory.published_at >= spec.cooldown * scale
-    improves = plan.peak_after <= plan.peak_before * (1.0 - spec.min_improvement)
-    if not improves:
+    if plan.peak_after > plan.peak_before * (1.0 - spec.min_improvement):
         return (
             False,
             False,
@@ -303,6 +307,7 @@ def _publish(
     if memory.published_hash != plan_hash:
         memory.applied_epoch = max(memory.applied_epoch, _status_epoch(ctx)) + 1
         memory.applied_at = now
+        memory.streams_trigger_epoch = None  # bumps count per plan: a new plan starts afresh
     member_ids = [m.member_id for m in group.members]
     record = broker_plan.encode_plan(
         group_id,
@@ -328,8 +333,9 @@ def _publish(
         raise PollFailure("PublishFailed", str(error)) from None
     memory.published_hash, memory.published_at = plan_hash, now
     memory.published_group, memory.published_member_ids = group_id, tuple(sorted(member_ids))
+    memory.streams_plan = plan.assignment
     if trigger:
-        _trigger(ctx, group, memory, ports)
+        _trigger(ctx, group, memory, ports, now)
     log.info(
         "%s/%s epoch %d: streams plan %s published to %s (%d bytes, %d task moves)%s",
         ctx.namespace,
@@ -343,7 +349,9 @@ def _publish(
     )
 
 
-def _trigger(ctx: PolicyContext, group: StreamsGroup, memory: PolicyMemory, ports: Ports) -> None:
+def _trigger(
+    ctx: PolicyContext, group: StreamsGroup, memory: PolicyMemory, ports: Ports, now: float
+) -> None:
     """Toggle the group's reserved assignment-config tag (`streams_group.trigger`): the
     coordinator bumps the group epoch and recomputes (KAFKA-19765). A refusal is Stalled,
     naming the assignor in use."""
@@ -362,6 +370,7 @@ def _trigger(ctx: PolicyContext, group: StreamsGroup, memory: PolicyMemory, port
     if memory.streams_trigger_epoch is None:
         memory.streams_trigger_epoch = group.group_epoch
     memory.streams_triggers += 1
+    memory.streams_triggered_at = now
     ports.metrics.streams_trigger(ctx.namespace, ctx.name, group.group_id)
 
 
