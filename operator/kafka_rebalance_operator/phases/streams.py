@@ -25,9 +25,10 @@ import kafka_rebalance_assignors as assignors
 from kafka_rebalance_common.replanning import Action
 
 from kafka_rebalance_operator import broker_plan, planning, streams_group, streams_tasks
+from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
-from kafka_rebalance_operator.lag import PolicyOffsets
+from kafka_rebalance_operator.lag import OK, PolicyLags, PolicyOffsets
 from kafka_rebalance_operator.members import PodSummary, resolve_weights, select_members
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
@@ -62,6 +63,8 @@ class StreamsObserved:
     lag: dict[streams_tasks.Task, float | None]
     rate: dict[streams_tasks.Task, float | None]
     changelog: dict[streams_tasks.Task, int]
+    offsets: PolicyOffsets | None = None  # input and changelog partitions, columnar
+    lags: PolicyLags | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -136,7 +139,7 @@ def _observe(
     ends = {key: offsets[key].log_end for key in offsets}
     changelog = streams_tasks.changelog_sizes(subtopologies, observation.topics, ends)
     return StreamsObserved(
-        spec, group, subtopologies, dict(observation.topics), lag, rate, changelog
+        spec, group, subtopologies, dict(observation.topics), lag, rate, changelog, offsets, lags
     )
 
 
@@ -156,16 +159,59 @@ def member_pods(group: StreamsGroup, pods: Sequence[PodSummary]) -> dict[str, Po
 
 
 def member_weights(
-    spec: PolicySpec, group: StreamsGroup, pods: Sequence[PodSummary]
+    spec: PolicySpec,
+    group: StreamsGroup,
+    pods: Sequence[PodSummary],
+    adaptive: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
-    """Capacity weight per streams member: spec.members.weights rules and weightFrom
-    resources, applied to the member's pod (`member_pods`) among the pods the selector
-    matches; 1.0 for a member without one. weightFrom adaptive is not measured for streams
-    groups (1.0)."""
+    """Capacity weight per streams member: weightFrom adaptive (`adaptive`, by member id) or
+    resources, and spec.members.weights rules over them, applied to the member's pod
+    (`member_pods`) among the pods the selector matches; a member without one weighs its
+    adaptive weight, else 1.0."""
     matched = {pod.name for pod in select_members(spec, pods)}
     by_member = {m: pod for m, pod in member_pods(group, pods).items() if pod.name in matched}
-    weights = resolve_weights(spec, by_member.values())
-    return {m: weights.get(pod.name, 1.0) for m, pod in by_member.items()}
+    measured = adaptive or {}
+    by_pod = {pod.name: measured[m] for m, pod in by_member.items() if m in measured}
+    weights = resolve_weights(spec, by_member.values(), by_pod)
+    result = {m: weights.get(pod.name, 1.0) for m, pod in by_member.items()}
+    for m in group.members:
+        if m.member_id not in result and spec.weight_from == "adaptive":
+            result[m.member_id] = measured.get(m.member_id, 1.0)
+    return result
+
+
+def adaptive_weights(
+    observed: StreamsObserved, memory: PolicyMemory, settings: OperatorSettings, now: float
+) -> dict[str, float] | None:
+    """weightFrom adaptive: each member's measured capacity (`capacity.CapacityEstimator`),
+    from the committed-offset advance of its active tasks' input partitions while
+    backlogged; ownership counts only while the group is Stable. None otherwise."""
+    spec, group = observed.spec, observed.group
+    if spec.weight_from != "adaptive" or observed.offsets is None or observed.lags is None:
+        return None
+    inputs = {s.subtopology_id: s.source_topics for s in observed.subtopologies}
+    owners = {
+        (topic, p): m.member_id
+        for m in group.members
+        for s, parts in m.active.items()
+        for p in parts
+        for topic in inputs.get(s, ())
+        if p < observed.partitions.get(topic, 0)
+    }
+    offsets, lags = observed.offsets, observed.lags
+    committed: dict[tuple[str, int], int] = {}
+    lag: dict[tuple[str, int], int] = {}
+    for i, key in enumerate(lags.layout.keys()):
+        if key in owners and lags.states[i] == OK and offsets.committed[i] >= 0:
+            committed[key], lag[key] = int(offsets.committed[i]), int(lags.lags[i])
+    estimator = memory.capacity
+    estimator.settle_s = spec.poll_interval * settings.interval_scale
+    members = [m.member_id for m in group.members]
+    estimator.observe(
+        now, confirmed_owners(owners, owners, group.state == "Stable"), committed, lag, members
+    )
+    demand = memory.history.total_produce() if memory.history is not None else 0.0
+    return estimator.weights(members, demand)
 
 
 def _plan(observed: StreamsObserved, weights: Mapping[str, float]) -> streams_tasks.TaskPlan:
@@ -214,7 +260,8 @@ def poll(
     _count_bumps(ctx, observed, memory, ports)
     if not group.members:
         return _report(ctx, observed, None, memory, ports, now, Stop.NO_MEMBERS, "no member yet")
-    plan = _plan(observed, member_weights(spec, group, pods))
+    adaptive = adaptive_weights(observed, memory, settings, now)
+    plan = _plan(observed, member_weights(spec, group, pods, adaptive))
     plan_hash = planning.plan_hash(plan.assignment)
     publish, trigger, why = _decide(observed, plan, plan_hash, memory, settings, now)
     if publish and not (spec.mode == "enforce" and not spec.needs_approval):
