@@ -70,3 +70,35 @@ def test_the_key_file_keeps_order_skips_comments_and_refuses_short_or_no_keys(
         broker_plan.load_keys(path)
     with pytest.raises(broker_plan.PlanKeyError, match="cannot read"):
         broker_plan.load_keys(tmp_path / "missing")
+
+
+def test_a_consumer_record_has_no_kind_and_an_unknown_kind_is_refused() -> None:
+    value = broker_plan.encode_plan("g", 1, "h", "x", {"c-0": {"t": [0]}})
+    assert b'"kind"' not in value
+    assert value == broker_plan.encode_plan("g", 1, "h", "x", {"c-0": {"t": [0]}}, kind="consumer")
+    with pytest.raises(ValueError, match="plan kind: one of consumer, streams, got 'share'"):
+        broker_plan.encode_plan("g", 1, "h", "x", {}, kind="share")
+
+
+PLUGIN_VECTORS = Path(__file__).parent / "data" / "wire" / "streams_plan_vectors.json"
+
+
+def test_the_plugins_streams_vectors_are_what_the_operator_encodes_and_signs() -> None:
+    # StreamsPlanVectorsTest (broker-plugin) decodes and verifies the same file
+    vectors = json.loads(PLUGIN_VECTORS.read_text())
+    key = vectors["key"].encode()
+    assert vectors["records"]
+    for vector in vectors["records"]:
+        given = vector["input"]
+        value = broker_plan.encode_plan(
+            given["group"],
+            given["epoch"],
+            given["plan_hash"],
+            given["generated_at"],
+            given["tasks"],
+            incarnation=given["incarnation"],
+            member_ids=given["member_ids"],
+            kind="streams",
+        )
+        assert value == vector["value"].encode(), given["group"]
+        assert broker_plan.sign(key, given["group"], value) == vector["signature"].encode()
