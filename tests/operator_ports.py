@@ -22,6 +22,7 @@ from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError, WriteConflict
 from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.streams_group import StreamsGroupError
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 
@@ -124,6 +125,11 @@ class MemoryKafka:
     published: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     signatures: list[bytes | None] = field(default_factory=list)
     nudges: list[str] = field(default_factory=list)
+    # streams groups: group id -> the group StreamsGroupDescribe shows; the assignor switches
+    # made; the error a refused switch names (None: the brokers accept it)
+    streams_groups: dict[str, Any] = field(default_factory=dict)
+    assignor_switches: list[tuple[str, str]] = field(default_factory=list)
+    refuse_assignor: str | None = None
 
     def __call__(
         self,
@@ -206,6 +212,16 @@ class MemoryObserver:
     def nudge(self, group_id: str) -> None:
         self.cluster.nudges.append(group_id)
 
+    def describe_streams_group(self, group_id: str) -> Any:
+        if not self.cluster.reachable:
+            raise KafkaUnavailable(f"describing streams group {group_id}: connection refused")
+        return self.cluster.streams_groups.get(group_id)
+
+    def set_streams_assignor(self, group_id: str, name: str) -> None:
+        if self.cluster.refuse_assignor is not None:
+            raise StreamsGroupError(self.cluster.refuse_assignor)
+        self.cluster.assignor_switches.append((group_id, name))
+
     def close(self) -> None:
         self.closed = True
 
@@ -237,6 +253,8 @@ class RecordingMetrics:
         self.polls = 0
         self.successes = 0
         self.state: dict[str, Any] = {}
+        self.streams_triggers = 0
+        self.streams_bumps: list[int] = []
 
     def poll_finished(self, namespace: str, policy: str, seconds: float) -> None:
         self.polls += 1
@@ -257,6 +275,12 @@ class RecordingMetrics:
 
     def poll_succeeded(self, namespace: str, policy: str, now: float) -> None:
         self.successes += 1
+
+    def streams_trigger(self, namespace: str, policy: str, group: str) -> None:
+        self.streams_triggers += 1
+
+    def streams_epoch_bumps(self, namespace: str, policy: str, group: str, bumps: int) -> None:
+        self.streams_bumps.append(bumps)
 
 
 class ListTelemetry:

@@ -8,6 +8,9 @@ id, so the topic holds each group's latest plan.
  "members":{"orders-0":{"orders":"0-2,7"},"orders-1":{"orders":"bits:..."}}}
 ```
 
+- A streams group's record (`kind: "streams"`, KIP-1071) is keyed the same way and has the
+  same fields, its members keyed by streams member id and their inner maps by subtopology id
+  (active tasks); `memberIds` are all the group's streams member ids.
 - Members are keyed by their `group.instance.id`, which broker mode's consumers set to their
   pod name. Partitions are written as the assignment document's version 2 writes them
   (`kafka_rebalance_common.wire.partitions.encode_set`: ranges, or a bitmap when shorter), so
@@ -37,6 +40,7 @@ from pathlib import Path
 from kafka_rebalance_common.wire import partitions as wire_partitions
 
 VERSION = 2
+KINDS = ("consumer", "streams")
 SIGNATURE_HEADER = "kafka-rebalance-signature"
 SCHEME = "hmac-sha256:"
 MIN_KEY_LENGTH = 16
@@ -56,8 +60,16 @@ def encode_plan(
     *,
     incarnation: str = "",
     member_ids: Iterable[str] = (),
+    kind: str = "consumer",
 ) -> bytes:
-    """The record value: deterministic (sorted keys, compact separators) for the same input."""
+    """The record value: deterministic (sorted keys, compact separators) for the same input.
+
+    `kind` "streams" writes a streams group's plan (docs/streams.md): `assignment` is then
+    streams member id -> subtopology id -> partitions (its active tasks) and the record says
+    `"kind":"streams"`; only the plug-in's task assignor follows it. A consumer plan carries no
+    `kind` field, so its bytes are those of records written before streams groups existed."""
+    if kind not in KINDS:
+        raise ValueError(f"plan kind: one of {', '.join(KINDS)}, got {kind!r}")
     members = {
         member: wire_partitions.encode_sets(wire_partitions.normalise(topics))
         for member, topics in sorted(assignment.items())
@@ -72,6 +84,8 @@ def encode_plan(
         "memberIds": sorted(set(member_ids)),
         "members": members,
     }
+    if kind != "consumer":
+        record["kind"] = kind
     return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
 
 

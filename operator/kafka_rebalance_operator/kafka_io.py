@@ -25,7 +25,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
-from kafka_rebalance_operator import broker_plan, kip848, wire
+from kafka_rebalance_operator import broker_plan, kip848, streams_group, wire
 from kafka_rebalance_operator.kafka_offsets import OffsetReader
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
@@ -119,6 +119,31 @@ class KafkaObserver:
         except Exception:
             log.debug("ConsumerGroupDescribe failed", exc_info=True)
             return None
+
+    # -- streams groups (KIP-1071) ------------------------------------------------------------
+
+    def describe_streams_group(self, group_id: str) -> streams_group.StreamsGroup | None:
+        """The streams group as its coordinator describes it (None: no such streams group);
+        raises KafkaUnavailable when the describe fails."""
+        try:
+            return streams_group.describe(self.admin, group_id)
+        except Exception as error:
+            raise KafkaUnavailable(
+                f"describing streams group {group_id}: {_short(error)}"
+            ) from error
+
+    def set_streams_assignor(self, group_id: str, name: str) -> None:
+        """Set the group config `streams.assignor.name` (the streams trigger); raises
+        streams_group.StreamsGroupError when the brokers refuse it, KafkaUnavailable when the
+        call could not be made."""
+        try:
+            streams_group.set_assignor(self.admin, group_id, name)
+        except streams_group.StreamsGroupError:
+            raise
+        except Exception as error:
+            raise KafkaUnavailable(
+                f"setting the task assignor of {group_id}: {_short(error)}"
+            ) from error
 
     def publish_plan(
         self,

@@ -51,6 +51,11 @@ class PolicyMemory:
     published_at: float | None = None  # ... and when (wall time)
     published_group: str | None = None  # ... for which group (a tombstone retires it)
     published_member_ids: tuple[str, ...] = ()  # ... naming these KIP-848 member ids
+    # streams groups: the group epoch when the last plan's trigger was sent (None: no trigger
+    # awaiting the group following the plan), and the triggers sent so far
+    streams_trigger_epoch: int | None = None
+    streams_triggers: int = 0
+    streams_last_bumps: int | None = None
     status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def poll_due(self, now: float, generation: int, interval: float, uid: str) -> bool:

@@ -85,6 +85,19 @@ PLANS = Counter(
 MOVES = Counter(
     "kafka_rebalance_moves_total", "Partitions moved by applied plans", POLICY, registry=REGISTRY
 )
+STREAMS_TRIGGERS = Counter(
+    "kafka_rebalance_streams_triggers_total",
+    "Streams groups: task assignor switches sent to make the coordinator follow a new plan",
+    POLICY,
+    registry=REGISTRY,
+)
+STREAMS_EPOCH_BUMPS = Histogram(
+    "kafka_rebalance_streams_epoch_bumps_per_plan",
+    "Streams groups: group-epoch bumps from a plan's trigger to the group following it",
+    POLICY,
+    buckets=(1, 2, 3, 4, 6, 8, 12, 16),
+    registry=REGISTRY,
+)
 POLL_SECONDS = Histogram(
     "kafka_rebalance_poll_duration_seconds",
     "Duration of one poll (observe, plan, apply)",
@@ -424,7 +437,16 @@ def forget(namespace: str, policy: str) -> None:
     _replace_series(
         _CONDITION_SERIES, (namespace, policy), set(), (POLICY_CONDITION,), {POLICY_CONDITION: 4}
     )
-    for gauge in (EPOCH, MAX_LOAD_RATIO, TOTAL_LAG, PLANS, MOVES, PARTITION_SERIES_DROPPED):
+    for gauge in (
+        EPOCH,
+        MAX_LOAD_RATIO,
+        TOTAL_LAG,
+        PLANS,
+        MOVES,
+        PARTITION_SERIES_DROPPED,
+        STREAMS_TRIGGERS,
+        STREAMS_EPOCH_BUMPS,
+    ):
         for sample_labels in [
             labels
             for labels in list(getattr(gauge, "_metrics", {}))

@@ -23,6 +23,7 @@ from kafka_rebalance_operator.topic_pattern import (
 MODES = ("enforce", "propose", "observe")
 APPROVALS = ("Auto", "Manual")
 APPLY_MODES = ("group", "assign", "broker")
+GROUP_TYPES = ("consumer", "streams")
 
 
 class PolicyError(ValueError):
@@ -60,6 +61,7 @@ class PolicySpec:
     apply_mode: str = "group"
     handoff_timeout: float = 60.0
     approved_plan: str | None = None
+    group_type: str = "consumer"  # "streams": a KIP-1071 streams group (docs/streams.md)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -120,6 +122,10 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     # a second Secret with the cluster CA (Strimzi's <cluster>-cluster-ca-cert): see kafka_security
     ca_secret_name = (kafka.get("caSecretRef") or {}).get("name")
 
+    group_type = spec.get("groupType", "consumer")
+    if group_type not in GROUP_TYPES:
+        raise PolicyError(f"spec.groupType: consumer or streams, got {group_type!r}")
+    streams = group_type == "streams"
     topics = spec.get("topics")
     pattern_text = spec.get("topicPattern")
     if topics and pattern_text:
@@ -130,7 +136,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
             pattern = compile_topic_pattern(str(pattern_text))
         except TopicPatternError as error:
             raise PolicyError(f"spec.topicPattern: {error}") from None
-    elif not topics:
+    elif not topics and not streams:  # a streams group's topology names its topics
         raise PolicyError("spec.topics: give spec.topics or spec.topicPattern")
 
     members = spec.get("members") or {}
@@ -156,6 +162,10 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     apply_mode = apply.get("mode", "group")
     if apply_mode not in APPLY_MODES:
         raise PolicyError(f"spec.apply.mode: group, assign or broker, got {apply_mode!r}")
+    if streams and apply_mode != "broker":
+        raise PolicyError(
+            f"spec.groupType: streams requires spec.apply.mode broker, got {apply_mode!r}"
+        )
     min_improvement = float(rebalance.get("minImprovement", 0.1))
     if not 0 <= min_improvement < 1:
         raise PolicyError("spec.rebalance.minImprovement: must be in [0, 1)")
@@ -184,4 +194,5 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         apply_mode=apply_mode,
         handoff_timeout=_duration(apply, "handoffTimeout", 60.0, "spec.apply"),
         approved_plan=spec.get("approvedPlan") or None,
+        group_type=group_type,
     )

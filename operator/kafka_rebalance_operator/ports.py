@@ -23,6 +23,7 @@ from kafka_rebalance_operator import kube_io, names
 from kafka_rebalance_operator import metrics as prometheus
 from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver, Observation
+from kafka_rebalance_operator.streams_group import StreamsGroup
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 # (topic, partition, lag state, lag, time lag in seconds)
@@ -137,6 +138,8 @@ class Observer(Protocol):
         client: Mapping[str, Any],
     ) -> None: ...
     def nudge(self, group_id: str) -> None: ...
+    def describe_streams_group(self, group_id: str) -> StreamsGroup | None: ...
+    def set_streams_assignor(self, group_id: str, name: str) -> None: ...
     def close(self) -> None: ...
 
 
@@ -179,6 +182,8 @@ class MetricsSink(Protocol):
         max_load_ratio: float | None,
     ) -> None: ...
     def poll_succeeded(self, namespace: str, policy: str, now: float) -> None: ...
+    def streams_trigger(self, namespace: str, policy: str, group: str) -> None: ...
+    def streams_epoch_bumps(self, namespace: str, policy: str, group: str, bumps: int) -> None: ...
 
 
 class TelemetrySink(Protocol):
@@ -252,6 +257,12 @@ class PrometheusMetrics:
 
     def poll_succeeded(self, namespace: str, policy: str, now: float) -> None:
         prometheus.LAST_SUCCESS.labels(namespace, policy).set(now)
+
+    def streams_trigger(self, namespace: str, policy: str, group: str) -> None:
+        prometheus.STREAMS_TRIGGERS.labels(namespace, policy, group).inc()
+
+    def streams_epoch_bumps(self, namespace: str, policy: str, group: str, bumps: int) -> None:
+        prometheus.STREAMS_EPOCH_BUMPS.labels(namespace, policy, group).observe(bumps)
 
 
 class KubeConfigMaps:

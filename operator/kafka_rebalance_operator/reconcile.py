@@ -1,5 +1,6 @@
 """One poll of one policy, phase by phase (phases/): observe, plan, decide, apply, (broker
-mode) publish, report.
+mode) publish, report. A streams-group policy (`spec.groupType: streams`) takes its own path
+(`phases.streams`).
 
 Runs in a worker thread (it blocks on Kafka, the Kubernetes client and the planner). It returns
 the status fields to patch and the Events to post; kopf writes them from the event loop. Every
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
-from kafka_rebalance_operator.phases import report
+from kafka_rebalance_operator.phases import report, streams
 from kafka_rebalance_operator.phases.apply import apply
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure
 from kafka_rebalance_operator.phases.decide import decide, wait
@@ -52,6 +53,8 @@ def _phases(
     settings: OperatorSettings,
     now: float,
 ) -> PollOutcome:
+    if ctx.spec.get("groupType") == "streams":  # a KIP-1071 streams group: its own path
+        return streams.poll(ctx, memory, ports, settings, now)
     observed = observe(ctx, pods, memory, ports, settings, now)
     stop = wait(observed)
     if stop is not None:

@@ -1,0 +1,288 @@
+"""Streams groups (KIP-1071): from a topology and partition offsets to task loads, and a task
+plan made with the consumer-group strategies. Pure: no I/O, deterministic.
+
+A task is (subtopology id, partition). The planner sees each task as a pseudo partition whose
+"topic" is the subtopology id, so every strategy (lag-aware, sticky, ...) plans tasks unchanged;
+only the move budget and the choice of destination for stateful tasks are applied here:
+
+- Task lag = the sum, over the subtopology's source topics (repartition source topics
+  included), of the partition's end offset minus the group's committed offset (`lag.classify`
+  states; an unknown partition makes the task's lag unknown). Task rate = the sum of the
+  known production rates of the same partitions.
+- Move cost (the unit `spec.rebalance.maxMovesPerRound` counts): 1 for a stateless task;
+  `1 + changelog / mean changelog` for a stateful one (its changelog partitions' end offsets,
+  over the mean of the group's stateful tasks), so an average stateful task costs 2 and a big
+  one more. A stateful task moved to a member that holds its standby costs 1 (the state is
+  already there): the standby discount.
+- Standby preference (a tie-break on destinations): a stateful task the strategy moves to a
+  member without its standby goes instead to the least loaded member holding its standby,
+  when that does not raise the plan's peak member load nor its largest task count.
+- Budget: moves are kept in order of load per unit cost; the first always (so a big stateful
+  task can move at all), the others while the cost fits; a move not kept leaves its task with
+  its current owner. Tasks nobody present runs are granted, never counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import kafka_rebalance_assignors as assignors
+
+Task = tuple[str, int]
+TaskAssignment = dict[str, dict[str, list[int]]]  # member -> subtopology -> partitions
+
+
+@dataclass(frozen=True)
+class SubtopologyTopics:
+    """What task loads need of a subtopology: its id, the topics it reads (repartition
+    source topics included) and its changelog topics (none: stateless)."""
+
+    subtopology_id: str
+    source_topics: tuple[str, ...]
+    changelog_topics: tuple[str, ...] = ()
+
+
+def task_counts(
+    subtopologies: Sequence[SubtopologyTopics], partitions: Mapping[str, int]
+) -> dict[str, int]:
+    """subtopology -> number of tasks: the largest partition count of its source topics
+    (topics not found count 0; a subtopology with no partition found has no task)."""
+    counts = {
+        s.subtopology_id: max((partitions.get(t, 0) for t in s.source_topics), default=0)
+        for s in subtopologies
+    }
+    return {s: n for s, n in sorted(counts.items()) if n > 0}
+
+
+def task_loads(
+    subtopologies: Sequence[SubtopologyTopics],
+    partitions: Mapping[str, int],
+    lag: Mapping[tuple[str, int], float | None],
+    rate: Mapping[tuple[str, int], float | None],
+) -> tuple[dict[Task, float | None], dict[Task, float | None]]:
+    """(lag, rate) per task. A task's lag is the sum of its input partitions' lags, None when
+    any of them is unknown; its rate the sum of the known rates, None when none is known. A
+    source topic with fewer partitions than the subtopology has tasks adds nothing to the
+    tasks it has no partition for."""
+    counts = task_counts(subtopologies, partitions)
+    task_lag: dict[Task, float | None] = {}
+    task_rate: dict[Task, float | None] = {}
+    for s in subtopologies:
+        for p in range(counts.get(s.subtopology_id, 0)):
+            keys = [(t, p) for t in s.source_topics if p < partitions.get(t, 0)]
+            lags = [lag.get(k) for k in keys]
+            total_lag: float | None = None
+            if keys and all(v is not None for v in lags):
+                total_lag = float(sum(v for v in lags if v is not None))
+            rates = [r for r in (rate.get(k) for k in keys) if r is not None]
+            task = (s.subtopology_id, p)
+            task_lag[task] = total_lag
+            task_rate[task] = float(sum(max(0.0, r) for r in rates)) if rates else None
+    return task_lag, task_rate
+
+
+def changelog_sizes(
+    subtopologies: Sequence[SubtopologyTopics],
+    partitions: Mapping[str, int],
+    ends: Mapping[tuple[str, int], int | None],
+) -> dict[Task, int]:
+    """Stateful task -> its changelog size in records: the sum of the end offsets of its
+    changelog partitions (partition p of each changelog topic; unknown ends count 0).
+    Stateless tasks are absent."""
+    counts = task_counts(subtopologies, partitions)
+    sizes: dict[Task, int] = {}
+    for s in subtopologies:
+        if not s.changelog_topics:
+            continue
+        for p in range(counts.get(s.subtopology_id, 0)):
+            sizes[(s.subtopology_id, p)] = sum(
+                max(0, ends.get((t, p)) or 0) for t in s.changelog_topics
+            )
+    return sizes
+
+
+@dataclass(frozen=True)
+class TaskPlanInput:
+    counts: Mapping[str, int]  # subtopology -> tasks (`task_counts`)
+    members: Sequence[str]  # streams member ids
+    active: Mapping[str, Mapping[str, Sequence[int]]]  # member -> subtopology -> partitions now
+    standby: Mapping[str, Mapping[str, Sequence[int]]]
+    lag: Mapping[Task, float | None]
+    rate: Mapping[Task, float | None]
+    changelog: Mapping[Task, int]  # stateful tasks only (`changelog_sizes`)
+    strategy: str = "lag-aware"
+    options: assignors.PlanOptions = field(default_factory=assignors.PlanOptions)
+    budget: float | None = None  # move cost units per round; None: no limit
+    drain_seconds: float = 300.0  # a task's load = lag + rate * drain_seconds
+
+
+@dataclass(frozen=True)
+class TaskMove:
+    task: Task
+    from_member: str
+    to_member: str
+    cost: float
+    to_standby: bool
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    assignment: TaskAssignment  # every member present, subtopologies and partitions sorted
+    moves: tuple[TaskMove, ...]  # the moves kept
+    deferred: tuple[TaskMove, ...]  # moves the budget held back (tasks stay where they are)
+    cost: float  # budget units the kept moves use
+    redirected: int  # stateful tasks sent to a standby holder instead of the planner's pick
+    peak_before: float  # the most loaded member's load now (unowned tasks left out)
+    peak_after: float
+    strategy: str
+
+
+def task_load(lag: float | None, rate: float | None, drain_seconds: float) -> float:
+    """The work a task brings: its lag plus what arrives within the drain target (unknowns
+    count 0 here; the strategy has its own rule for them)."""
+    return max(0.0, lag or 0.0) + max(0.0, rate or 0.0) * drain_seconds
+
+
+def _owners(
+    assignment: Mapping[str, Mapping[str, Sequence[int]]], present: set[str]
+) -> dict[Task, str]:
+    owners: dict[Task, str] = {}
+    for member in sorted(assignment):
+        if member not in present:
+            continue
+        for s, parts in assignment[member].items():
+            for p in parts:
+                owners.setdefault((s, int(p)), member)
+    return owners
+
+
+def _peak(owner: Mapping[Task, str], load: Mapping[Task, float], members: Sequence[str]) -> float:
+    per = dict.fromkeys(members, 0.0)
+    for task, member in owner.items():
+        per[member] = per.get(member, 0.0) + load.get(task, 0.0)
+    return max(per.values(), default=0.0)
+
+
+def plan_tasks(inp: TaskPlanInput) -> TaskPlan:
+    """Plan the group's active tasks (see the module docstring for the rules). Raises
+    `assignors.PlanInputError` on input the planner refuses."""
+    members = sorted(set(inp.members))
+    present = set(members)
+    valid = {(s, p) for s, n in inp.counts.items() for p in range(n)}
+    owned = {
+        m: {
+            s: sorted(p for p in parts if (s, p) in valid)
+            for s, parts in inp.active.get(m, {}).items()
+        }
+        for m in members
+    }
+    options = assignors.PlanOptions(
+        count_balance=inp.options.count_balance,
+        max_moves=None,  # the budget is applied here, in move cost units
+        min_improvement=inp.options.min_improvement,
+        load_model=inp.options.load_model,
+        target_drain_seconds=inp.options.target_drain_seconds,
+    )
+    request = assignors.group_request(
+        strategy=inp.strategy,
+        topics=dict(inp.counts),
+        members=members,
+        owned={m: {s: p for s, p in t.items() if p} for m, t in owned.items()},
+        lag=dict(inp.lag),
+        rate=dict(inp.rate),
+        options=options,
+    )
+    planned = assignors.plan_request(request)
+    load = {t: task_load(inp.lag.get(t), inp.rate.get(t), inp.drain_seconds) for t in valid}
+    before = _owners(owned, present)
+    target = _owners(planned.assignment, present)
+    standby = {
+        m: {(s, int(p)) for s, parts in inp.standby.get(m, {}).items() for p in parts}
+        for m in members
+    }
+
+    redirected = _prefer_standbys(target, before, standby, load, inp.changelog, members)
+    sizes = [v for v in inp.changelog.values() if v > 0]
+    unit = sum(sizes) / len(sizes) if sizes else 1.0
+
+    def cost(task: Task, to: str) -> float:
+        if task not in inp.changelog or task in standby.get(to, set()):
+            return 1.0
+        return 1.0 + inp.changelog[task] / unit
+
+    moves = [
+        TaskMove(t, before[t], target[t], cost(t, target[t]), t in standby.get(target[t], set()))
+        for t in sorted(target)
+        if t in before and before[t] != target[t]
+    ]
+    moves.sort(key=lambda m: (-load[m.task] / m.cost, m.task))
+    kept: list[TaskMove] = []
+    deferred: list[TaskMove] = []
+    used = 0.0
+    for move in moves:
+        if inp.budget is None or not kept or used + move.cost <= inp.budget:
+            kept.append(move)
+            used += move.cost
+        else:
+            deferred.append(move)
+            target[move.task] = move.from_member
+    assignment: TaskAssignment = {m: {} for m in members}
+    for (s, p), member in sorted(target.items()):
+        assignment[member].setdefault(s, []).append(p)
+    return TaskPlan(
+        assignment=assignment,
+        moves=tuple(sorted(kept, key=lambda m: m.task)),
+        deferred=tuple(sorted(deferred, key=lambda m: m.task)),
+        cost=used,
+        redirected=redirected,
+        peak_before=_peak(before, load, members),
+        peak_after=_peak(target, load, members),
+        strategy=planned.stats.strategy,
+    )
+
+
+def _prefer_standbys(
+    target: dict[Task, str],
+    before: Mapping[Task, str],
+    standby: Mapping[str, set[Task]],
+    load: Mapping[Task, float],
+    changelog: Mapping[Task, int],
+    members: Sequence[str],
+) -> int:
+    """Send moved stateful tasks to a standby holder where that costs no balance (module
+    docstring); updates `target` in place and returns how many were sent."""
+    per_load = dict.fromkeys(members, 0.0)
+    per_count = dict.fromkeys(members, 0)
+    for task, member in target.items():
+        per_load[member] += load.get(task, 0.0)
+        per_count[member] += 1
+    peak = max(per_load.values(), default=0.0)
+    top = max(per_count.values(), default=0)
+    moved = [
+        t
+        for t, m in target.items()
+        if t in changelog and t in before and before[t] != m and t not in standby.get(m, set())
+    ]
+    moved.sort(key=lambda t: (-load.get(t, 0.0), t))
+    sent = 0
+    for task in moved:
+        chosen = target[task]
+        holders = [
+            m
+            for m in members
+            if task in standby.get(m, set())
+            and m != chosen
+            and per_load[m] + load.get(task, 0.0) <= peak
+            and per_count[m] + 1 <= top
+        ]
+        if not holders:
+            continue
+        to = min(holders, key=lambda m: (per_load[m], m))
+        per_load[chosen] -= load.get(task, 0.0)
+        per_count[chosen] -= 1
+        per_load[to] += load.get(task, 0.0)
+        per_count[to] += 1
+        target[task] = to
+        sent += 1
+    return sent

@@ -1,0 +1,167 @@
+"""The operator's StreamsGroupDescribe (streams_group.py, its own schema files) against a real
+Kafka 4.4 streams group, the task lags it reads for it, and the assignor switch the brokers
+refuse without the plug-in. Marked `streams`.
+
+One Kafka Streams application (tests/integration/java/StreamsDescribeApp.java, one instance,
+`group.protocol=streams`) runs on the plain `kafka` broker: its topology has a stateless
+subtopology writing a repartition topic and a stateful one (count, with a changelog) reading
+it, so the describe shows both kinds. Richer applications and the plan-following tests live in
+test_streams_groups.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaProducer
+from kafka_rebalance_common.kafka_retry import call_with_retry, ensure_topic
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.devenv.kafka_broker import java_binary
+from kafka_rebalance_dev.devenv.toolchain import Toolchain
+from kafka_rebalance_operator import streams_group, streams_tasks
+from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator.lag import PolicyOffsets, classify
+
+pytestmark = [pytest.mark.integration, pytest.mark.streams]
+
+APP = Path(__file__).parent / "java" / "StreamsDescribeApp.java"
+APP_ID, INPUT, OUTPUT, CLIENT = "describe-app", "describe-in", "describe-out", "describe-client"
+PARTITIONS = 2
+
+
+def _classpath(tools: Toolchain) -> str:
+    streams_lib = tools.root / "kafka-streams" / tools.kafka_version / "lib"
+    if not any(streams_lib.glob("kafka-streams-*.jar")):
+        pytest.fail(f"Kafka Streams jars not provisioned in {streams_lib} (scripts/bootstrap)")
+    jars = [*sorted(tools.kafka_libs().glob("*.jar")), *sorted(streams_lib.glob("*.jar"))]
+    return ":".join(str(j) for j in jars)
+
+
+@pytest.fixture(scope="module")
+def streams_app(
+    tools: Toolchain, kafka: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The application running, after it processed the input: its group id."""
+    for topic in (INPUT, OUTPUT):
+        ensure_topic(kafka, topic, PARTITIONS)
+    producer = call_with_retry(KafkaProducer, bootstrap_servers=kafka, what="producer")
+    for i in range(40):
+        producer.send(INPUT, key=f"k{i}".encode(), value=f"v{i % 5}".encode(), partition=i % 2)
+    producer.flush()
+    producer.close()
+    workdir = tmp_path_factory.mktemp("streams-describe")
+    log = workdir / "app.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                java_binary(),
+                "-Xmx128m",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+                _classpath(tools),
+                str(APP),
+                kafka,
+                APP_ID,
+                INPUT,
+                OUTPUT,
+                CLIENT,
+                str(workdir / "state"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_for(
+            "the streams application RUNNING",
+            lambda: b"state RUNNING" in log.read_bytes(),
+            timeout=90,
+            abort=lambda: None if process.poll() is None else log.read_text()[-2000:],
+        )
+        yield APP_ID
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture
+def observer(kafka: str) -> Iterator[KafkaObserver]:
+    client = KafkaObserver(kafka, {}, 10.0)
+    yield client
+    client.close()
+
+
+def test_a_real_streams_group_decodes_members_tasks_and_topology(
+    streams_app: str, observer: KafkaObserver
+) -> None:
+    def stable() -> streams_group.StreamsGroup | None:
+        group = observer.describe_streams_group(streams_app)
+        if group is None or group.state != "Stable" or not group.members:
+            return None
+        return group if group.members[0].active else None
+
+    group = wait_for("the streams group Stable with tasks", stable, timeout=60)
+    assert group.group_id == APP_ID
+    assert group.group_epoch >= 1 and group.assignment_epoch >= 1
+    assert group.assignor == "sticky"  # version 1: the broker's default task assignor
+    first, second = group.subtopologies
+    assert (first.subtopology_id, first.source_topics, first.stateful) == ("0", (INPUT,), False)
+    assert second.subtopology_id == "1"
+    assert second.repartition_source_topics and second.repartition_source_topics[0].endswith(
+        "-repartition"
+    )
+    assert second.source_topics == second.repartition_source_topics
+    assert second.stateful and second.changelog_topics[0].endswith("-changelog")
+    (member,) = group.members
+    assert member.client_id.startswith(CLIENT)
+    assert member.process_id and member.client_host
+    assert member.active == {"0": [0, 1], "1": [0, 1]}  # one instance runs every task
+    assert member.standby == {} and member.warmup == {}
+
+
+def test_task_lags_come_from_the_groups_commits_on_its_source_topics(
+    streams_app: str, observer: KafkaObserver
+) -> None:
+    group = observer.describe_streams_group(streams_app)
+    assert group is not None
+    subtopologies = [
+        streams_tasks.SubtopologyTopics(s.subtopology_id, s.source_topics, s.changelog_topics)
+        for s in group.subtopologies
+    ]
+    topics = sorted({t for s in subtopologies for t in s.source_topics + s.changelog_topics})
+
+    def caught_up() -> dict[tuple[str, int], float | None] | None:
+        observation = observer.observe(streams_app, topics, None)
+        offsets = observation.offsets
+        assert isinstance(offsets, PolicyOffsets)
+        lags = {k: classify(offsets[k]).lag for k in offsets}
+        task_lag, _ = streams_tasks.task_loads(
+            subtopologies, observation.topics, {k: v for k, v in lags.items()}, {}
+        )
+        sizes = streams_tasks.changelog_sizes(
+            subtopologies, observation.topics, {k: offsets[k].log_end for k in offsets}
+        )
+        return task_lag if all(v == 0 for v in task_lag.values()) and any(sizes.values()) else None
+
+    task_lag = wait_for("every task caught up, the changelog written", caught_up, timeout=60)
+    assert sorted(task_lag) == [("0", 0), ("0", 1), ("1", 0), ("1", 1)]
+
+
+def test_without_the_plug_in_the_brokers_refuse_the_assignor_switch(
+    streams_app: str, observer: KafkaObserver
+) -> None:
+    with pytest.raises(streams_group.StreamsGroupError, match="kafka-rebalance-plan"):
+        observer.set_streams_assignor(streams_app, streams_group.PLAN_ASSIGNOR)
+    group = observer.describe_streams_group(streams_app)
+    assert group is not None and group.assignor == "sticky"

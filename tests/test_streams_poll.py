@@ -1,0 +1,192 @@
+"""Whole polls of a streams-group policy (phases/streams.py) with in-memory ports: the plan
+record published, the assignor switch as the trigger, the epoch bumps counted, tasks per
+member in status, and Stalled naming the assignor in use when the group cannot follow."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from kafka_rebalance_operator.policy import PolicyError, parse_spec
+from kafka_rebalance_operator.streams_group import StreamsGroup, StreamsMember, Subtopology
+from operator_ports import MemoryKafka, Policy, memory_ports
+
+SPEC: dict[str, Any] = {
+    "groupId": "app",
+    "groupType": "streams",
+    "kafka": {"bootstrapServers": "kafka:9092"},
+    "members": {"selector": {"matchLabels": {"app": "app"}}},
+    "apply": {"mode": "broker"},
+    "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+}
+
+
+def _member(member_id: str, active: dict[str, list[int]], standby: dict[str, list[int]]) -> Any:
+    return StreamsMember(
+        member_id=member_id,
+        member_epoch=5,
+        process_id=f"process-{member_id}",
+        client_id=f"client-{member_id}",
+        client_host="/127.0.0.1",
+        instance_id=None,
+        rack_id=None,
+        active=active,
+        standby=standby,
+        warmup={},
+        target_active=active,
+    )
+
+
+def _group(assignor: str | None = "kafka-rebalance-plan", epoch: int = 5) -> StreamsGroup:
+    return StreamsGroup(
+        group_id="app",
+        state="Stable",
+        group_epoch=epoch,
+        assignment_epoch=epoch,
+        topology_epoch=1,
+        subtopologies=(
+            Subtopology("0", ("words",), (), ()),
+            Subtopology("1", ("app-repartition",), ("app-repartition",), ("app-changelog",)),
+        ),
+        members=(
+            _member("m-a", {"0": [0, 1, 2, 3], "1": [0, 1]}, {}),
+            _member("m-b", {"1": [2, 3]}, {"1": [0]}),
+        ),
+        assignor=assignor,
+    )
+
+
+def _cluster(group: StreamsGroup) -> MemoryKafka:
+    kafka = MemoryKafka(
+        topics={"words": 4, "app-repartition": 4, "app-changelog": 4},
+        streams_groups={"app": group},
+    )
+    kafka.lag("words", {0: 9_000, 1: 8_000, 2: 7_000, 3: 6_000})
+    kafka.lag("app-repartition", {0: 10, 1: 10, 2: 10, 3: 10})
+    for p in range(4):
+        kafka.log_end[("app-changelog", p)] = 1_000
+    return kafka
+
+
+def _policy(kafka: MemoryKafka) -> Policy:
+    return Policy(dict(SPEC), [], memory_ports(kafka))
+
+
+def test_a_lag_aware_task_plan_is_published_as_a_streams_record_and_triggered() -> None:
+    kafka = _cluster(_group())
+    policy = _policy(kafka)
+    policy.poll()
+    assert policy.condition("Ready")["status"] == "True", policy.status["conditions"]
+    assert policy.condition("Ready")["reason"] == "PlanPublished"
+    ((topic, key, record),) = kafka.published
+    assert (topic, key, record["kind"], record["group"]) == (
+        "kafka-rebalance-plans",
+        "app",
+        "streams",
+        "app",
+    )
+    assert record["memberIds"] == ["m-a", "m-b"]
+    assert set(record["members"]) == {"m-a", "m-b"}
+    planned = {
+        (s, p)
+        for tasks in record["members"].values()
+        for s, text in tasks.items()
+        for p in _parts(text)
+    }
+    assert planned == {(s, p) for s in "01" for p in range(4)}  # every task, once
+    # the hot input partitions no longer all sit on m-a
+    assert record["members"]["m-b"].get("0")
+    assert kafka.assignor_switches == [("app", "kafka-rebalance-plan-alt")]
+    streams = policy.status["streams"]
+    assert streams["triggers"] == 1
+    assert streams["tasks"] == 8 and streams["statefulTasks"] == 4
+    assert streams["assignor"] == "kafka-rebalance-plan"
+    assert [m["memberId"] for m in streams["members"]] == ["m-a", "m-b"]
+    assert streams["members"][0]["active"] == "0:0-3 1:0-1"
+    assert streams["members"][1]["standby"] == "1:0"
+    assert streams["members"][0]["lag"] == 9_000 + 8_000 + 7_000 + 6_000 + 20
+    assert policy.status["totalLag"] == 30_000 + 40
+
+
+def _parts(text: str) -> list[int]:
+    out: list[int] = []
+    for item in text.split(","):
+        a, _, b = item.partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return out
+
+
+def test_the_epoch_bumps_of_a_plan_are_counted_once_the_group_follows_it() -> None:
+    kafka = _cluster(_group())
+    policy = _policy(kafka)
+    policy.poll()
+    record = kafka.published[-1][2]
+    assert record is not None
+    following = dataclasses.replace(
+        _group(assignor="kafka-rebalance-plan-alt", epoch=6),
+        members=tuple(
+            _member(m, {s: _parts(t) for s, t in tasks.items()}, {})
+            for m, tasks in sorted(record["members"].items())
+        ),
+    )
+    kafka.streams_groups["app"] = following
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    assert policy.status["streams"]["lastPlanEpochBumps"] == 1
+    assert policy.ports.metrics.streams_bumps == [1]  # type: ignore[attr-defined]
+    assert policy.condition("Ready")["reason"] == "Following"
+    assert len(kafka.published) == 1 and len(kafka.assignor_switches) == 1
+
+
+def test_a_group_on_another_assignor_is_stalled_naming_it_and_nothing_is_published() -> None:
+    kafka = _cluster(_group(assignor="sticky"))
+    policy = _policy(kafka)
+    policy.poll()
+    stalled = policy.condition("Stalled")
+    assert stalled["status"] == "True"
+    assert stalled["reason"] == "AssignorNotPlanFollowing"
+    assert "'sticky'" in stalled["message"]
+    assert "streams.assignor.name=kafka-rebalance-plan" in stalled["message"]
+    assert not kafka.published and not kafka.assignor_switches
+
+
+@pytest.mark.parametrize(
+    ("assignor", "named"),
+    [("kafka-rebalance-plan", "'kafka-rebalance-plan'"), (None, "unknown")],
+)
+def test_a_refused_assignor_switch_is_stalled_naming_the_assignor_in_use(
+    assignor: str | None, named: str
+) -> None:
+    kafka = _cluster(_group(assignor=assignor))
+    kafka.refuse_assignor = "InvalidConfigurationException: unknown assignor"
+    policy = _policy(kafka)
+    policy.poll()
+    stalled = policy.condition("Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "AssignorNotPlanFollowing")
+    assert named in stalled["message"]
+    assert "unknown assignor" in stalled["message"]
+
+
+def test_no_streams_group_yet_is_reconciling_not_stalled() -> None:
+    kafka = _cluster(_group())
+    kafka.streams_groups.clear()
+    policy = _policy(kafka)
+    policy.poll()
+    assert policy.condition("Reconciling")["status"] == "True"
+    assert policy.condition("Ready")["reason"] == "StreamsGroupNotFound"
+
+
+def test_streams_needs_broker_mode_and_no_topics() -> None:
+    spec = parse_spec(SPEC)
+    assert (spec.group_type, spec.topics, spec.topic_pattern) == ("streams", None, None)
+    with pytest.raises(PolicyError, match=r"spec.groupType: streams requires spec.apply.mode"):
+        parse_spec({**SPEC, "apply": {"mode": "group"}})
+    with pytest.raises(PolicyError, match=r"spec.groupType: consumer or streams"):
+        parse_spec({**SPEC, "groupType": "share"})
+    assert (
+        parse_spec(
+            {k: v for k, v in SPEC.items() if k != "groupType"} | {"topics": ["t"]}
+        ).group_type
+        == "consumer"
+    )
