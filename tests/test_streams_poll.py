@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
 from kafka_rebalance_operator.streams_group import StreamsGroup, StreamsMember, Subtopology
 from operator_ports import MemoryKafka, Policy, memory_ports
@@ -190,3 +191,27 @@ def test_streams_needs_broker_mode_and_no_topics() -> None:
         ).group_type
         == "consumer"
     )
+
+
+def _hot_tasks_of(kafka: MemoryKafka, member: str) -> set[int]:
+    record = kafka.published[-1][2]
+    assert record is not None
+    text = record["members"][member].get("0")
+    return set(_parts(text)) if text else set()
+
+
+def test_weights_rules_apply_to_the_pod_named_by_the_members_client_id() -> None:
+    spec = dict(SPEC)
+    spec["members"] = {
+        "selector": {"matchLabels": {"app": "app"}},
+        "weights": [{"selector": {"matchLabels": {"size": "l"}}, "weight": 4}],
+    }
+    pods = [
+        PodSummary("client-m-a", {"app": "app"}, "Running", True),
+        PodSummary("client-m-b", {"app": "app", "size": "l"}, "Running", True),
+    ]
+    weighted, equal = _cluster(_group()), _cluster(_group())
+    Policy(spec, pods, memory_ports(weighted)).poll()
+    Policy(dict(SPEC), pods, memory_ports(equal)).poll()
+    # the weight-4 member is given more of the hot subtopology than with equal weights
+    assert len(_hot_tasks_of(weighted, "m-b")) > len(_hot_tasks_of(equal, "m-b"))

@@ -54,7 +54,7 @@ def _phases(
     now: float,
 ) -> PollOutcome:
     if ctx.spec.get("groupType") == "streams":  # a KIP-1071 streams group: its own path
-        return streams.poll(ctx, memory, ports, settings, now)
+        return streams.poll(ctx, pods, memory, ports, settings, now)
     observed = observe(ctx, pods, memory, ports, settings, now)
     stop = wait(observed)
     if stop is not None:

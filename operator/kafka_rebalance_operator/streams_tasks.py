@@ -114,6 +114,7 @@ class TaskPlanInput:
     strategy: str = "lag-aware"
     options: assignors.PlanOptions = field(default_factory=assignors.PlanOptions)
     budget: float | None = None  # move cost units per round; None: no limit
+    weights: Mapping[str, float] | None = None  # member -> capacity weight (absent: 1.0)
     drain_seconds: float = 300.0  # a task's load = lag + rate * drain_seconds
 
 
@@ -191,6 +192,7 @@ def plan_tasks(inp: TaskPlanInput) -> TaskPlan:
         owned={m: {s: p for s, p in t.items() if p} for m, t in owned.items()},
         lag=dict(inp.lag),
         rate=dict(inp.rate),
+        weights={m: (inp.weights or {}).get(m, 1.0) for m in members},
         options=options,
     )
     planned = assignors.plan_request(request)

@@ -214,6 +214,17 @@ REFUSED: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     ("unknown-countBalance", _set("rebalance.countBalance", "exact"), ["countBalance"]),
     ("unknown-apply-mode", _set("apply.mode", "subscribe"), ["spec.apply.mode"]),
     ("unknown-field", _set("stratgy", "range"), ['unknown field "spec.stratgy"']),
+    ("unknown-groupType", _set("groupType", "share"), ["spec.groupType", "Unsupported value"]),
+    (
+        "streams-without-broker-mode",
+        _set("groupType", "streams"),
+        ["spec.groupType: Invalid value: spec.groupType streams requires spec.apply.mode"],
+    ),
+    (
+        "streams-in-assign-mode",
+        lambda spec: (_set("groupType", "streams")(spec), _set("apply.mode", "assign")(spec)),
+        ["spec.groupType", "streams requires spec.apply.mode broker"],
+    ),
 ]
 
 
@@ -259,6 +270,27 @@ def test_the_base_policy_is_accepted_and_defaulted(k8s: Any, namespace: str) -> 
         "countBalance": "relaxed",
     }
     assert spec["apply"] == {"mode": "group", "handoffTimeout": "60s"}
+    assert spec["groupType"] == "consumer"
+
+
+def test_a_streams_policy_in_broker_mode_needs_no_topics(k8s: Any, namespace: str) -> None:
+    streams = _with(
+        lambda spec: (
+            _drop("topics")(spec),
+            _set("groupType", "streams")(spec),
+            _set("apply.mode", "broker")(spec),
+        )
+    )
+    result = _create(k8s, namespace, streams)
+    assert result.returncode == 0, result.stderr
+
+
+def test_group_type_is_immutable(k8s: Any, namespace: str) -> None:
+    assert _create(k8s, namespace, _with(_set("apply.mode", "broker"))).returncode == 0
+    patch = json.dumps({"spec": {"groupType": "streams"}})
+    result = _run(k8s, ["-n", namespace, "patch", "cgp", "orders", "--type=merge", "-p", patch])
+    assert result.returncode != 0
+    assert "spec.groupType: Forbidden: spec.groupType is immutable" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("pattern", ["([a-z]+-?)*x", "(?P<env>eu|us)-orders", "(?i)orders\\..*"])

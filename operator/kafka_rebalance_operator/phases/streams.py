@@ -17,7 +17,7 @@ the last one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from kafka_rebalance_operator import broker_plan, planning, streams_group, strea
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
 from kafka_rebalance_operator.lag import PolicyOffsets
+from kafka_rebalance_operator.members import PodSummary, resolve_weights, select_members
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
@@ -138,7 +139,35 @@ def _observe(
     )
 
 
-def _plan(observed: StreamsObserved) -> streams_tasks.TaskPlan:
+def member_pods(group: StreamsGroup, pods: Sequence[PodSummary]) -> dict[str, PodSummary]:
+    """Streams member id -> its pod, for weights: the pod named by the member's instance id,
+    or by its client id (Kafka Streams' `client.id`, which its consumers extend with
+    "-StreamThread-N-consumer"). Members without a pod are absent."""
+    by_name = {pod.name: pod for pod in pods}
+    found: dict[str, PodSummary] = {}
+    for m in group.members:
+        configured = m.client_id.split("-StreamThread-", 1)[0]
+        candidates = [m.instance_id or "", m.client_id, configured]
+        pod = next((by_name[c] for c in candidates if c in by_name), None)
+        if pod is not None:
+            found[m.member_id] = pod
+    return found
+
+
+def member_weights(
+    spec: PolicySpec, group: StreamsGroup, pods: Sequence[PodSummary]
+) -> dict[str, float]:
+    """Capacity weight per streams member: spec.members.weights rules and weightFrom
+    resources, applied to the member's pod (`member_pods`) among the pods the selector
+    matches; 1.0 for a member without one. weightFrom adaptive is not measured for streams
+    groups (1.0)."""
+    matched = {pod.name for pod in select_members(spec, pods)}
+    by_member = {m: pod for m, pod in member_pods(group, pods).items() if pod.name in matched}
+    weights = resolve_weights(spec, by_member.values())
+    return {m: weights.get(pod.name, 1.0) for m, pod in by_member.items()}
+
+
+def _plan(observed: StreamsObserved, weights: Mapping[str, float]) -> streams_tasks.TaskPlan:
     spec, group = observed.spec, observed.group
     counts = observed.counts
     options = assignors.PlanOptions(
@@ -161,6 +190,7 @@ def _plan(observed: StreamsObserved) -> streams_tasks.TaskPlan:
                 options=options,
                 budget=spec.move_budget(sum(counts.values())),
                 drain_seconds=spec.target_drain_seconds,
+                weights=weights,
             )
         )
     except assignors.PlanInputError as error:
@@ -171,6 +201,7 @@ def _plan(observed: StreamsObserved) -> streams_tasks.TaskPlan:
 
 def poll(
     ctx: PolicyContext,
+    pods: Sequence[PodSummary],
     memory: PolicyMemory,
     ports: Ports,
     settings: OperatorSettings,
@@ -182,7 +213,7 @@ def poll(
     _count_bumps(ctx, observed, memory, ports)
     if not group.members:
         return _report(ctx, observed, None, memory, ports, now, Stop.NO_MEMBERS, "no member yet")
-    plan = _plan(observed)
+    plan = _plan(observed, member_weights(spec, group, pods))
     plan_hash = planning.plan_hash(plan.assignment)
     publish, trigger, why = _decide(observed, plan, plan_hash, memory, settings, now)
     if publish and not (spec.mode == "enforce" and not spec.needs_approval):
