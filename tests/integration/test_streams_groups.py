@@ -312,6 +312,7 @@ def _apply_streams_policy(
         **options,
     )
     body["spec"]["groupType"] = "streams"
+    del body["spec"]["topics"]  # a streams group's topology names its topics
     if weights:
         body["spec"]["members"]["weights"] = [
             {"selector": {"matchLabels": {POD_NAME_LABEL: pod}}, "weight": weight}
