@@ -153,6 +153,27 @@ def approval_patch(hash_: str) -> dict[str, Any]:
     return {"spec": {"approvedPlan": hash_}}
 
 
+STREAMS_MEMBER_COLUMNS = [
+    ("memberId", "MEMBER"),
+    ("clientId", "CLIENT"),
+    ("tasks", "TASKS"),
+    ("lag", "LAG"),
+    ("active", "ACTIVE"),
+    ("standby", "STANDBY"),
+]
+
+
+def streams_members(policy: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int | None]:
+    """A streams-group policy's tasks per member (status.streams.members, as the operator
+    listed them) and how many tasks the group has; ([], None) for other policies."""
+    streams = (policy.get("status") or {}).get("streams")
+    if not isinstance(streams, Mapping):
+        return [], None
+    members = [dict(m) for m in streams.get("members") or [] if isinstance(m, Mapping)]
+    tasks = streams.get("tasks")
+    return members, tasks if isinstance(tasks, int) else None
+
+
 def table(rows: Iterable[Mapping[str, Any]], columns: list[tuple[str, str]]) -> str:
     """Plain aligned columns in kubectl's style (upper-case headers, two spaces apart)."""
 

@@ -206,14 +206,21 @@ def _status_of_one(cluster: Cluster, args: argparse.Namespace) -> int:
     policy = cluster.policy(namespace, args.name)
     row = cgp_report.status_row(policy)
     found = list((policy.get("status") or {}).get("conditions") or [])
+    members, tasks = cgp_report.streams_members(policy)
     if args.output in ("json", "yaml", "name"):
-        _print_structured(row | {"conditions": found}, args.output)
+        extra = {"streamsMembers": members} if tasks is not None else {}
+        _print_structured(row | {"conditions": found} | extra, args.output)
         return 0
     columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
     print(cgp_report.table([row], columns))
     if found:
         print()
         print(cgp_report.table(found, CONDITION_COLUMNS))
+    if tasks is not None:  # a streams group: its tasks per member
+        print()
+        print(f"{tasks} tasks")
+        if members:
+            print(cgp_report.table(members, cgp_report.STREAMS_MEMBER_COLUMNS))
     return 0
 
 

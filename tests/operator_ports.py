@@ -125,11 +125,11 @@ class MemoryKafka:
     published: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     signatures: list[bytes | None] = field(default_factory=list)
     nudges: list[str] = field(default_factory=list)
-    # streams groups: group id -> the group StreamsGroupDescribe shows; the assignor switches
-    # made; the error a refused switch names (None: the brokers accept it)
+    # streams groups: group id -> the group StreamsGroupDescribe shows; the groups triggered;
+    # the error a refused trigger names (None: the brokers accept it)
     streams_groups: dict[str, Any] = field(default_factory=dict)
-    assignor_switches: list[tuple[str, str]] = field(default_factory=list)
-    refuse_assignor: str | None = None
+    streams_triggers: list[str] = field(default_factory=list)
+    refuse_trigger: str | None = None
 
     def __call__(
         self,
@@ -217,10 +217,11 @@ class MemoryObserver:
             raise KafkaUnavailable(f"describing streams group {group_id}: connection refused")
         return self.cluster.streams_groups.get(group_id)
 
-    def set_streams_assignor(self, group_id: str, name: str) -> None:
-        if self.cluster.refuse_assignor is not None:
-            raise StreamsGroupError(self.cluster.refuse_assignor)
-        self.cluster.assignor_switches.append((group_id, name))
+    def trigger_streams_group(self, group_id: str) -> str:
+        if self.cluster.refuse_trigger is not None:
+            raise StreamsGroupError(self.cluster.refuse_trigger)
+        self.cluster.streams_triggers.append(group_id)
+        return "kafka-rebalance-trigger-a"
 
     def close(self) -> None:
         self.closed = True

@@ -79,3 +79,14 @@ def test_table_aligns_columns_and_marks_missing_values() -> None:
         [{"a": "x", "b": None}, {"a": "longer", "b": 1.5}], [("a", "A"), ("b", "B")]
     )
     assert text.splitlines() == ["A       B", "x       -", "longer  1.500"]
+
+
+def test_a_streams_policy_shows_its_tasks_per_member_and_others_show_none() -> None:
+    member = {"memberId": "m-0", "clientId": "app-0", "tasks": 3, "lag": 12, "active": "0:0-2"}
+    policy = {"status": {"streams": {"tasks": 6, "members": [member]}}}
+    members, tasks = cgp_report.streams_members(policy)
+    assert (members, tasks) == ([member], 6)
+    shown = cgp_report.table(members, cgp_report.STREAMS_MEMBER_COLUMNS).splitlines()
+    assert shown[0].split() == ["MEMBER", "CLIENT", "TASKS", "LAG", "ACTIVE", "STANDBY"]
+    assert shown[1].split() == ["m-0", "app-0", "3", "12", "0:0-2", "-"]
+    assert cgp_report.streams_members({"status": {"epoch": 1}}) == ([], None)

@@ -191,7 +191,11 @@ def test_group_not_found_is_none_and_other_errors_raise_with_the_code_name() -> 
         streams_group.decode_group(refused.groups[0])
 
 
-def test_the_trigger_toggles_between_the_two_plan_following_names() -> None:
-    assert streams_group.other_assignor("kafka-rebalance-plan") == "kafka-rebalance-plan-alt"
-    assert streams_group.other_assignor("kafka-rebalance-plan-alt") == "kafka-rebalance-plan"
-    assert streams_group.other_assignor(None) == "kafka-rebalance-plan"
+def test_the_trigger_toggles_its_reserved_tag_and_keeps_the_users_tags() -> None:
+    a, b = streams_group.TRIGGER_TAGS
+    assert streams_group.toggled_tags(None) == a
+    assert streams_group.toggled_tags("") == a
+    assert streams_group.toggled_tags(a) == b
+    assert streams_group.toggled_tags(b) == a
+    assert streams_group.toggled_tags(f"zone, {a}") == f"zone,{b}"
+    assert streams_group.toggled_tags("zone,cluster") == f"zone,cluster,{a}"

@@ -98,7 +98,7 @@ def test_a_lag_aware_task_plan_is_published_as_a_streams_record_and_triggered() 
     assert planned == {(s, p) for s in "01" for p in range(4)}  # every task, once
     # the hot input partitions no longer all sit on m-a
     assert record["members"]["m-b"].get("0")
-    assert kafka.assignor_switches == [("app", "kafka-rebalance-plan-alt")]
+    assert kafka.streams_triggers == ["app"]
     streams = policy.status["streams"]
     assert streams["triggers"] == 1
     assert streams["tasks"] == 8 and streams["statefulTasks"] == 4
@@ -137,7 +137,7 @@ def test_the_epoch_bumps_of_a_plan_are_counted_once_the_group_follows_it() -> No
     assert policy.status["streams"]["lastPlanEpochBumps"] == 1
     assert policy.ports.metrics.streams_bumps == [1]  # type: ignore[attr-defined]
     assert policy.condition("Ready")["reason"] == "Following"
-    assert len(kafka.published) == 1 and len(kafka.assignor_switches) == 1
+    assert len(kafka.published) == 1 and len(kafka.streams_triggers) == 1
 
 
 def test_a_group_on_another_assignor_is_stalled_naming_it_and_nothing_is_published() -> None:
@@ -149,24 +149,24 @@ def test_a_group_on_another_assignor_is_stalled_naming_it_and_nothing_is_publish
     assert stalled["reason"] == "AssignorNotPlanFollowing"
     assert "'sticky'" in stalled["message"]
     assert "streams.assignor.name=kafka-rebalance-plan" in stalled["message"]
-    assert not kafka.published and not kafka.assignor_switches
+    assert not kafka.published and not kafka.streams_triggers
 
 
 @pytest.mark.parametrize(
     ("assignor", "named"),
     [("kafka-rebalance-plan", "'kafka-rebalance-plan'"), (None, "unknown")],
 )
-def test_a_refused_assignor_switch_is_stalled_naming_the_assignor_in_use(
+def test_a_refused_trigger_is_stalled_naming_the_assignor_in_use(
     assignor: str | None, named: str
 ) -> None:
     kafka = _cluster(_group(assignor=assignor))
-    kafka.refuse_assignor = "InvalidConfigurationException: unknown assignor"
+    kafka.refuse_trigger = "InvalidConfigurationException: too many tags"
     policy = _policy(kafka)
     policy.poll()
     stalled = policy.condition("Stalled")
-    assert (stalled["status"], stalled["reason"]) == ("True", "AssignorNotPlanFollowing")
+    assert (stalled["status"], stalled["reason"]) == ("True", "TriggerRefused")
     assert named in stalled["message"]
-    assert "unknown assignor" in stalled["message"]
+    assert "too many tags" in stalled["message"]
 
 
 def test_no_streams_group_yet_is_reconciling_not_stalled() -> None:

@@ -132,12 +132,13 @@ class KafkaObserver:
                 f"describing streams group {group_id}: {_short(error)}"
             ) from error
 
-    def set_streams_assignor(self, group_id: str, name: str) -> None:
-        """Set the group config `streams.assignor.name` (the streams trigger); raises
-        streams_group.StreamsGroupError when the brokers refuse it, KafkaUnavailable when the
-        call could not be made."""
+    def trigger_streams_group(self, group_id: str) -> str:
+        """Make the streams group's coordinator recompute its target assignment
+        (`streams_group.trigger`; returns the config value set); raises
+        streams_group.StreamsGroupError when the brokers refuse the config change,
+        KafkaUnavailable when the call could not be made."""
         try:
-            streams_group.set_assignor(self.admin, group_id, name)
+            return streams_group.trigger(self.admin, group_id)
         except streams_group.StreamsGroupError:
             raise
         except Exception as error:

@@ -87,7 +87,7 @@ MOVES = Counter(
 )
 STREAMS_TRIGGERS = Counter(
     "kafka_rebalance_streams_triggers_total",
-    "Streams groups: task assignor switches sent to make the coordinator follow a new plan",
+    "Streams groups: recompute triggers sent to make the coordinator follow a new plan",
     POLICY,
     registry=REGISTRY,
 )

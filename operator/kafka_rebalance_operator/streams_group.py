@@ -7,11 +7,16 @@ files in `kip848_messages/` (facts of Kafka's message schema, versions 0-1) and 
 admin client's own connection manager. Version 1 (Kafka 4.4) adds the group's task assignor
 name; a broker that answers only version 0 leaves it None.
 
-Why the assignor switch is the trigger: a streams group's coordinator recomputes the target
-assignment when the group epoch moves, and changing an assignment-related group config such as
-`streams.assignor.name` bumps it (KAFKA-19765). The plug-in registers one plan-following task
-assignor under two names (`PLAN_ASSIGNOR`, `PLAN_ASSIGNOR_ALT`), so toggling between them asks
-for a recompute and keeps the plan-following assignor in charge: one epoch bump per plan.
+The trigger: a streams group's coordinator recomputes the target assignment when the group
+epoch moves. Switching `streams.assignor.name` does not move it in Kafka 4.4 (its own doc: "the
+new assignor takes effect on the next rebalance"; measured on the real broker), but a change of
+the group's assignment configs does (KAFKA-19765: on each heartbeat the coordinator compares
+`num.standby.replicas` and a non-empty `rack.aware.assignment.tags` with the configs of the last
+assignment and bumps the epoch when they differ). So `trigger` toggles one reserved tag key in
+the group config `streams.rack.aware.assignment.tags` between `TRIGGER_TAGS[0]` and
+`TRIGGER_TAGS[1]`, keeping the user's own tags: one epoch bump per plan. No member carries a
+client tag of that key; the broker plug-in ignores the reserved keys, so the toggle changes
+nothing but the epoch.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ ASSIGNOR_CONFIG = "streams.assignor.name"
 PLAN_ASSIGNOR = "kafka-rebalance-plan"
 PLAN_ASSIGNOR_ALT = "kafka-rebalance-plan-alt"
 PLAN_ASSIGNORS = (PLAN_ASSIGNOR, PLAN_ASSIGNOR_ALT)
+TRIGGER_CONFIG = "streams.rack.aware.assignment.tags"
+TRIGGER_TAGS = ("kafka-rebalance-trigger-a", "kafka-rebalance-trigger-b")
 
 # A task: (subtopology id, partition). Task sets per subtopology: subtopology -> partitions.
 Task = tuple[str, int]
@@ -189,18 +196,45 @@ def describe(admin: Any, group_id: str) -> StreamsGroup | None:
     return decode_group(group)
 
 
-def other_assignor(current: str | None) -> str:
-    """The plan-following name to switch to: the other of the pair (`PLAN_ASSIGNOR` when the
-    group uses neither, which only happens when the caller decided to take the group over)."""
-    return PLAN_ASSIGNOR_ALT if current == PLAN_ASSIGNOR else PLAN_ASSIGNOR
+def toggled_tags(current: str | None) -> str:
+    """The next value of `streams.rack.aware.assignment.tags`: the user's tags in their order,
+    then the reserved trigger tag other than the one in `current` (the first when none is)."""
+    tags = [t.strip() for t in (current or "").split(",") if t.strip()]
+    ours = [t for t in tags if t in TRIGGER_TAGS]
+    kept = [t for t in tags if t not in TRIGGER_TAGS]
+    following = TRIGGER_TAGS[1] if ours and ours[-1] == TRIGGER_TAGS[0] else TRIGGER_TAGS[0]
+    return ",".join([*kept, following])
+
+
+def _group_resource(group_id: str, configs: dict[str, Any] | None) -> ConfigResource:
+    return ConfigResource(ConfigResourceType.GROUP, group_id, configs=configs)
+
+
+def trigger(admin: Any, group_id: str) -> str:
+    """Make the group's coordinator recompute its target assignment: read the group's
+    `streams.rack.aware.assignment.tags` and set it to `toggled_tags` of it
+    (IncrementalAlterConfigs, SET, on the GROUP resource). Returns the value set; raises
+    StreamsGroupError with the broker's refusal."""
+    described = admin.describe_configs(
+        [_group_resource(group_id, {TRIGGER_CONFIG: None})], config_filter="all"
+    )
+    entry = ((described.get("group") or {}).get(group_id) or {}).get(TRIGGER_CONFIG) or {}
+    value = toggled_tags(entry.get("value"))
+    _alter(admin, group_id, TRIGGER_CONFIG, value)
+    return value
 
 
 def set_assignor(admin: Any, group_id: str, name: str) -> None:
-    """Set the group config `streams.assignor.name` to `name` (IncrementalAlterConfigs, SET,
-    on the GROUP resource). Raises StreamsGroupError with the broker's refusal, e.g. when no
-    broker registered a task assignor of that name."""
-    resource = ConfigResource(ConfigResourceType.GROUP, group_id, configs={ASSIGNOR_CONFIG: name})
-    result = admin.alter_configs([resource], raise_on_unknown=False, incremental=True)
+    """Set the group config `streams.assignor.name` to `name` (how a group selects the
+    plug-in; takes effect at the group's next assignment). Raises StreamsGroupError with the
+    broker's refusal, e.g. when no broker registered a task assignor of that name."""
+    _alter(admin, group_id, ASSIGNOR_CONFIG, name)
+
+
+def _alter(admin: Any, group_id: str, key: str, value: str) -> None:
+    result = admin.alter_configs(
+        [_group_resource(group_id, {key: value})], raise_on_unknown=False, incremental=True
+    )
     outcome = (result.get("group") or {}).get(group_id, "no answer for the group")
     if outcome != "OK":
-        raise StreamsGroupError(f"setting {ASSIGNOR_CONFIG}={name} on group {group_id}: {outcome}")
+        raise StreamsGroupError(f"setting {key}={value} on group {group_id}: {outcome}")

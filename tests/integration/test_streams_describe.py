@@ -25,8 +25,19 @@ from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import streams_group, streams_tasks
+from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import PolicyOffsets, classify
+from kafka_rebalance_operator.ports import Ports, SystemClock
+
+from tests.operator_ports import (
+    ListTelemetry,
+    MemoryConfigMaps,
+    MemorySecrets,
+    MemoryStatus,
+    Policy,
+    RecordingMetrics,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.streams]
 
@@ -158,10 +169,65 @@ def test_task_lags_come_from_the_groups_commits_on_its_source_topics(
     assert sorted(task_lag) == [("0", 0), ("0", 1), ("1", 0), ("1", 1)]
 
 
-def test_without_the_plug_in_the_brokers_refuse_the_assignor_switch(
+def test_without_the_plug_in_the_brokers_refuse_its_assignor_name(
     streams_app: str, observer: KafkaObserver
 ) -> None:
-    with pytest.raises(streams_group.StreamsGroupError, match="kafka-rebalance-plan"):
-        observer.set_streams_assignor(streams_app, streams_group.PLAN_ASSIGNOR)
+    with pytest.raises(streams_group.StreamsGroupError, match=r"streams\.assignor\.name"):
+        streams_group.set_assignor(observer.admin, streams_app, streams_group.PLAN_ASSIGNOR)
     group = observer.describe_streams_group(streams_app)
     assert group is not None and group.assignor == "sticky"
+
+
+def test_each_trigger_bumps_the_group_epoch_once(streams_app: str, observer: KafkaObserver) -> None:
+    """The recompute trigger (a reserved tag toggled in the group's assignment configs) is
+    what the operator sends once per plan: the coordinator bumps the epoch at the next
+    heartbeat (KAFKA-19765), whatever the group's task assignor."""
+
+    def settled(after: int) -> streams_group.StreamsGroup | None:
+        group = observer.describe_streams_group(streams_app)
+        if group is None or group.group_epoch <= after or group.state != "Stable":
+            return None
+        return group if group.assignment_epoch == group.group_epoch else None
+
+    before = observer.describe_streams_group(streams_app)
+    assert before is not None
+    first, second = streams_group.TRIGGER_TAGS
+    assert observer.trigger_streams_group(streams_app) == first
+    bumped = wait_for("the epoch bumped by the trigger", lambda: settled(before.group_epoch), 60)
+    assert bumped.group_epoch == before.group_epoch + 1
+    assert observer.trigger_streams_group(streams_app) == second
+    again = wait_for("the epoch bumped again", lambda: settled(bumped.group_epoch), 60)
+    assert again.group_epoch == bumped.group_epoch + 1
+    assert again.members[0].active == {"0": [0, 1], "1": [0, 1]}  # nothing else changed
+
+
+def test_a_streams_policy_poll_on_brokers_without_the_plug_in_is_stalled_naming_sticky(
+    streams_app: str, kafka: str
+) -> None:
+    """The whole streams poll (reconcile -> phases/streams.py) with the real Kafka client: the
+    group's task assignor is the broker default `sticky`, so nothing is published."""
+    cluster = SharedObservers(KafkaObserver)
+    ports = Ports(
+        configmaps=MemoryConfigMaps(),
+        status=MemoryStatus(),
+        secrets=MemorySecrets(),
+        kafka=cluster,
+        clock=SystemClock(),
+        metrics=RecordingMetrics(),
+        telemetry=ListTelemetry(),
+    )
+    spec = {
+        "groupId": streams_app,
+        "groupType": "streams",
+        "kafka": {"bootstrapServers": kafka},
+        "members": {"selector": {"matchLabels": {"app": streams_app}}},
+        "apply": {"mode": "broker"},
+    }
+    policy = Policy(spec, [], ports)
+    try:
+        policy.poll()
+    finally:
+        policy.memory.close()
+    stalled = policy.condition("Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "AssignorNotPlanFollowing")
+    assert f"group {streams_app} uses the task assignor 'sticky'" in stalled["message"]

@@ -1,8 +1,8 @@
 """One poll of a streams-group policy (`spec.groupType: streams`, KIP-1071; docs/streams.md):
 describe the group, read its input offsets and changelog ends, plan its active tasks
 (`streams_tasks`, pure), publish the plan record (`kind: "streams"`) and trigger the
-coordinator by switching the group's task assignor between the plug-in's two names
-(`streams_group`), then report.
+coordinator by toggling a reserved tag in the group's assignment configs (`streams_group`),
+then report.
 
 Streams members are Kafka Streams clients, not pods, and the brokers apply the plan, so this
 path writes no ConfigMaps and has no hand-over: a plan is published whole, and the group
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 MAX_STATUS_MEMBERS = 50  # status.streams.members lists at most this many (CRD maxItems)
 NOT_PLAN_FOLLOWING = "AssignorNotPlanFollowing"
+TRIGGER_REFUSED = "TriggerRefused"
 READY_REASONS: dict[Action | Stop, str] = {
     Action.APPLY: "PlanPublished",
     Action.NOOP: "Following",
@@ -225,7 +226,7 @@ def poll(
     if publish:
         _publish(ctx, observed, plan, plan_hash, memory, ports, settings, now, trigger)
         why = f"plan {plan_hash} published ({len(plan.moves)} task moves)" + (
-            "; assignor switched" if trigger else ""
+            "; recompute triggered" if trigger else ""
         )
         action = Action.APPLY
     elif memory.published_hash == plan_hash:
@@ -338,24 +339,23 @@ def _publish(
         settings.plan_topic,
         len(record),
         len(plan.moves),
-        "; assignor switched" if trigger else "",
+        "; recompute triggered" if trigger else "",
     )
 
 
 def _trigger(ctx: PolicyContext, group: StreamsGroup, memory: PolicyMemory, ports: Ports) -> None:
-    """Switch the group's task assignor to the other plan-following name: the coordinator
-    bumps the group epoch and recomputes (KAFKA-19765). A refusal means the brokers do not
-    have the plug-in: Stalled, naming the assignor in use."""
-    target = streams_group.other_assignor(group.assignor)
+    """Toggle the group's reserved assignment-config tag (`streams_group.trigger`): the
+    coordinator bumps the group epoch and recomputes (KAFKA-19765). A refusal is Stalled,
+    naming the assignor in use."""
     assert memory.observer is not None
     try:
-        memory.observer.set_streams_assignor(group.group_id, target)
+        memory.observer.trigger_streams_group(group.group_id)
     except streams_group.StreamsGroupError as error:
         in_use = group.assignor or "unknown (the broker does not report it)"
         raise PollFailure(
-            NOT_PLAN_FOLLOWING,
-            f"group {group.group_id} uses the task assignor {in_use!r} and the brokers "
-            f"refused switching it to {target!r}: {error}",
+            TRIGGER_REFUSED,
+            f"group {group.group_id} (task assignor {in_use!r}): the brokers refused the "
+            f"recompute trigger: {error}",
         ) from None
     except KafkaUnavailable as error:
         raise PollFailure("TriggerFailed", str(error)) from None
