@@ -326,6 +326,21 @@ def _condition(harness: GroupHarness, kind: str) -> dict[str, Any] | None:
     return next((c for c in conditions if c["type"] == kind), None)
 
 
+def _following(harness: GroupHarness) -> Any:
+    """The Ready condition when its reason is Following (the group runs the published plan)."""
+    ready = _condition(harness, "Ready")
+    return ready if ready and ready.get("reason") == "Following" else None
+
+
+def _trigger_cost(harness: GroupHarness) -> str:
+    """The operator's own count of triggers and of the epoch bumps its last plan cost."""
+    streams = harness.cluster.policy_status(harness.policy).get("streams") or {}
+    return (
+        f"{streams.get('triggers')} triggers, {streams.get('lastPlanEpochBumps')} epoch bumps "
+        f"for the last plan (group epoch {streams.get('groupEpoch')})"
+    )
+
+
 def _publishes(harness: GroupHarness) -> int:
     log = harness.operator.log.read_text() if harness.operator.log else ""
     return log.count("published to kafka-rebalance-plans")
@@ -413,6 +428,7 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
                 group_apps.start(slow, delay_ms=SLOW_DELAY_MS)
             harness.operator.start()
             _apply_streams_policy(harness, weights={slow: 0.1})
+            applied = time.monotonic()
             all_tasks = {f"0_{p}" for p in range(STATELESS_PARTITIONS)}
 
             def placed(a: StreamsApps) -> bool:
@@ -426,6 +442,8 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
                 lambda: planned.crashed() or sticky.crashed(),
             )
             placed_s = time.monotonic() - began
+            wait_for("the plan followed", lambda: _following(harness), 120, 0.5, planned.crashed)
+            converged_s = time.monotonic() - applied
             rates = {0: HOT, **{p: COLD for p in range(1, STATELESS_PARTITIONS)}}
             producer = PacedProducer(env.bootstrap, source, rates, noise_every=NOISE_EVERY)
             producer.start()
@@ -439,7 +457,8 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
                 f"{sorted(planned.tasks(slow).active)}; sticky fast "
                 f"{sorted(sticky.tasks(fast).active)} slow {sorted(sticky.tasks(slow).active)}; "
                 f"{_publishes(harness)} plans published; both groups placed {placed_s:.0f} s "
-                "after the start"
+                f"after the start; the first plan followed {converged_s:.1f} s after the policy "
+                f"was applied; trigger cost: {_trigger_cost(harness)}"
             )
             # sticky's slow instance runs >= 3 tasks: >= 12 records/s offered, 5 processed, so
             # that group loses >= 7 records/s; the plan's keeps up within its warm-up
@@ -493,8 +512,7 @@ def test_c_membership_changes_are_planned_and_the_app_outlives_the_operator(
                 return all(held) and set().union(*held) == all_tasks
 
             def following() -> Any:
-                ready = _condition(harness, "Ready")
-                return ready if ready and ready.get("reason") == "Following" else None
+                return _following(harness)
 
             wait_for(
                 "a plan followed by two instances",
@@ -538,7 +556,7 @@ def test_c_membership_changes_are_planned_and_the_app_outlives_the_operator(
                 f"\nleave + join: the new membership followed a new plan {took:.1f} s after the "
                 f"change; without the operator every partition advanced "
                 f"({sum(after.values()) - sum(progress.values())} records in 8 s) and the "
-                f"group caught up"
+                f"group caught up; trigger cost: {_trigger_cost(harness)}"
             )
         finally:
             if producer._thread.is_alive():
