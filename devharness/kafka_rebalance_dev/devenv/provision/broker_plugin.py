@@ -9,7 +9,11 @@ from pathlib import Path
 
 from kafka_rebalance_dev.devenv.provision.frame import ProvisionError, run
 from kafka_rebalance_dev.devenv.provision.maven import TEMPLATES
-from kafka_rebalance_dev.devenv.toolchain import BROKER_PLUGIN_SOURCE, Toolchain
+from kafka_rebalance_dev.devenv.toolchain import (
+    BROKER_PLUGIN_SOURCE,
+    STREAMS_PLAN_VECTORS,
+    Toolchain,
+)
 
 JAR = "kafka-rebalance-broker-plugin.jar"
 
@@ -24,7 +28,15 @@ def build_broker_plugin(tc: Toolchain) -> Callable[[Path, Path], dict]:
             settings = ["-s", str(TEMPLATES / "maven-settings.xml")]
         run(
             tool,
-            ["mvn", "-B", "-q", *settings, f"-Dkafka.version={tc.kafka_version}", "package"],
+            [
+                "mvn",
+                "-B",
+                "-q",
+                *settings,
+                f"-Dkafka.version={tc.kafka_version}",
+                f"-Dwire.vectors={STREAMS_PLAN_VECTORS}",
+                "package",
+            ],
             cwd=source,
             log=log,
         )

@@ -6,22 +6,27 @@ import java.util.Set;
 import org.apache.kafka.common.Uuid;
 
 /**
- * One group's plan, as the operator published it, with its topic names resolved to the topic ids
- * the coordinator speaks ({@code GroupSpec} knows topics only by id).
+ * One group's plan, as the operator published it. A consumer-group plan has its topic names
+ * resolved to the topic ids the coordinator speaks ({@code GroupSpec} knows topics only by id);
+ * a streams plan keeps its subtopology ids, which is what the task assignor is given.
  *
- * <p>Invariant: no (topic, partition) appears under two instance ids (the codec refuses such a
- * document), so following the plan never assigns a partition twice.
+ * <p>Invariant: no (topic, partition) appears under two instance ids and no task under two
+ * member ids (the codec refuses such a document), so following the plan never assigns one twice.
  *
- * @param group       the consumer group the plan is for (the record key it was published under)
+ * @param group       the group the plan is for (the record key it was published under)
  * @param incarnation the uid of the policy that published it ("" if not given): epochs are
  *                    ordered within one incarnation only
  * @param epoch       the operator's plan epoch
  * @param planHash    the operator's hash of the plan, for logs
  * @param generatedAtMs when the operator wrote it (epoch millis), 0 if not given
- * @param memberIds   the group's KIP-848 member ids when the operator planned (may be empty):
- *                    what ties the plan to its own group ({@link PlanStore#select})
- * @param members     instance id -> topic id -> partitions
+ * @param memberIds   the group's member ids (KIP-848 or streams) when the operator planned (may be
+ *                    empty): what ties the plan to its own group ({@link PlanStore#select},
+ *                    {@link PlanStore#selectStreams})
+ * @param members     consumer plans: instance id -> topic id -> partitions (empty for streams)
  * @param unresolved  topic names the plan uses that the cluster does not know (yet)
+ * @param kind        which assignor follows it
+ * @param tasks       streams plans: member id -> subtopology id -> partitions of its active tasks
+ *                    (empty for consumer plans)
  */
 public record Plan(
     String group,
@@ -31,23 +36,40 @@ public record Plan(
     long generatedAtMs,
     Set<String> memberIds,
     Map<String, Map<Uuid, Set<Integer>>> members,
-    Set<String> unresolved
+    Set<String> unresolved,
+    PlanKind kind,
+    Map<String, Map<String, Set<Integer>>> tasks
 ) {
     public Plan {
         memberIds = Set.copyOf(memberIds);
         members = Map.copyOf(members);
         unresolved = Set.copyOf(unresolved);
+        tasks = Map.copyOf(tasks);
     }
 
-    /** A plan with no incarnation and no member ids (tests, version-1 records). */
+    /** A consumer-group plan. */
+    public Plan(String group, String incarnation, long epoch, String planHash, long generatedAtMs,
+                Set<String> memberIds, Map<String, Map<Uuid, Set<Integer>>> members, Set<String> unresolved) {
+        this(group, incarnation, epoch, planHash, generatedAtMs, memberIds, members, unresolved,
+            PlanKind.CONSUMER, Map.of());
+    }
+
+    /** A consumer-group plan with no incarnation and no member ids (tests, version-1 records). */
     public Plan(String group, long epoch, String planHash, long generatedAtMs,
                 Map<String, Map<Uuid, Set<Integer>>> members, Set<String> unresolved) {
         this(group, "", epoch, planHash, generatedAtMs, Set.of(), members, unresolved);
     }
 
-    /** Short description for the broker log: group, epoch and hash, never the partitions. */
+    /** A streams-group plan: `tasks` is member id -> subtopology id -> active task partitions. */
+    public static Plan streams(String group, String incarnation, long epoch, String planHash, long generatedAtMs,
+                              Set<String> memberIds, Map<String, Map<String, Set<Integer>>> tasks) {
+        return new Plan(group, incarnation, epoch, planHash, generatedAtMs, memberIds, Map.of(), Set.of(),
+            PlanKind.STREAMS, tasks);
+    }
+
+    /** Short description for the broker log: kind, group, epoch and hash, never the partitions. */
     public String describe() {
-        return "plan for group '" + group + "' epoch " + epoch
+        return (kind == PlanKind.STREAMS ? "streams " : "") + "plan for group '" + group + "' epoch " + epoch
             + (planHash.isEmpty() ? "" : " hash " + planHash);
     }
 }

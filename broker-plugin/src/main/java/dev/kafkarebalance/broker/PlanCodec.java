@@ -30,6 +30,15 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * {@code "0-99,150"} (ascending, no overlaps), or {@code "bits:"} + base64 of a bitmap (bit
  * {@code p % 8} of byte {@code p / 8}). Version 1 records (lists or ranges) still decode.
  *
+ * <p>{@code "kind"} says which assignor the plan is for ({@link PlanKind}): absent or
+ * {@code "consumer"}, the form above; {@code "streams"}, a streams group's active tasks, keyed by
+ * streams member id and then by subtopology id, the partitions written the same way:
+ * <pre>
+ * {"version":2,"kind":"streams","group":"wordcount",...,"memberIds":["<streams member id>",...],
+ *  "members":{"<streams member id>":{"0":"0-2,7","1":[3]}}}
+ * </pre>
+ * The same bounds apply (a task counts as a partition), and no task may be planned twice.
+ *
  * <p>Decoding is strict and names the field: the plan is acted on, so a wrong field is refused,
  * never guessed. It is also bounded ({@link PlanBounds}): the record's size is checked before it
  * is parsed, and every range, list and bitmap is measured against the per-member and per-record
@@ -67,6 +76,12 @@ public final class PlanCodec {
         if (version != null && (!version.isIntegralNumber() || version.asInt() < 1 || version.asInt() > VERSION)) {
             throw new PlanFormatException("version: " + version + " is not 1.." + VERSION
                 + "; a newer operator wrote it: upgrade the broker plug-in");
+        }
+        String kindName = text(root, "kind", false);
+        PlanKind kind = root.get("kind") == null ? PlanKind.CONSUMER : PlanKind.fromWire(kindName);
+        if (kind == null) {
+            throw new PlanFormatException("kind: '" + kindName + "' is not consumer or streams; a newer operator "
+                + "wrote it: upgrade the broker plug-in");
         }
         String group = text(root, "group", true);
         if (!group.equals(key)) {
@@ -123,6 +138,9 @@ public final class PlanCodec {
             for (Iterator<Map.Entry<String, JsonNode>> t = member.getValue().fields(); t.hasNext(); ) {
                 Map.Entry<String, JsonNode> topic = t.next();
                 String field = "members." + instance + "." + topic.getKey();
+                if (kind == PlanKind.STREAMS && topic.getKey().isEmpty()) {
+                    throw new PlanFormatException("members." + instance + ": an empty subtopology id");
+                }
                 SortedSet<Integer> partitions = partitions(field, topic.getValue(), bounds, own, record);
                 BitSet seen = taken.computeIfAbsent(topic.getKey(), k -> new BitSet());
                 for (int p : partitions) {
@@ -136,7 +154,7 @@ public final class PlanCodec {
             }
             decoded.put(instance, topics);
         }
-        return new PlanDocument(group, incarnation, epoch.asLong(), hash, generatedAt, memberIds, decoded);
+        return new PlanDocument(kind, group, incarnation, epoch.asLong(), hash, generatedAt, memberIds, decoded);
     }
 
     /** The member a partition was planned for first (only looked up to name it in an error). */

@@ -8,9 +8,13 @@ import java.util.SortedSet;
  * A decoded plan record value, topics still by name. See {@link PlanCodec} for the wire form and
  * {@link Plan} for the fields.
  *
- * @param members instance id -> topic name -> partitions
+ * @param kind    which assignor the plan is for
+ * @param members for {@link PlanKind#CONSUMER}: instance id -> topic name -> partitions; for
+ *                {@link PlanKind#STREAMS}: streams member id -> subtopology id -> partitions
+ *                (its active tasks)
  */
 public record PlanDocument(
+    PlanKind kind,
     String group,
     String incarnation,
     long epoch,

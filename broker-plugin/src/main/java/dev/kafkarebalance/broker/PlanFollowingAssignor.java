@@ -25,7 +25,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A KIP-848 server-side assignor ({@code group.remote.assignor=kafka-rebalance-plan}) that follows
- * the operator's lag-aware plans. The group's plan is the one that names its members' instance
+ * the operator's lag-aware plans (consumer-group plans only: a {@code kind:"streams"} record is
+ * for {@link PlanFollowingTaskAssignor}). The group's plan is the one that names its members' instance
  * ids and shares a KIP-848 member id with it ({@link PlanStore#select}); members are matched to
  * the plan by {@code group.instance.id};
  * members and partitions the plan does not cover, and every partition of a group whose plan is
@@ -45,6 +46,7 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
     private final Clock clock;
     private long maxAgeMs;
     private PluginConfig shared; // the configuration whose shared store this instance reads
+    private final OnceLog once = new OnceLog();
 
     /** What the broker instantiates (public no-argument constructor). */
     public PlanFollowingAssignor() {
@@ -158,7 +160,9 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
     private Optional<Plan> usablePlan(Set<String> instanceIds, List<String> memberIds) {
         PlanStore.Selection selection = store.select(instanceIds, memberIds);
         if (selection.plan().isEmpty()) {
-            LOG.warn("{}: uniform-style sticky fallback for members {}: {}", NAME, instanceIds, selection.reason());
+            if (!selection.logOnce() || once.first(selection.reason())) {
+                LOG.warn("{}: uniform-style sticky fallback for members {}: {}", NAME, instanceIds, selection.reason());
+            }
             return Optional.empty();
         }
         Plan plan = selection.plan().get();

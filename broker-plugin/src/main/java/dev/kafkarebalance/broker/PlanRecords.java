@@ -152,8 +152,19 @@ final class PlanRecords {
         return !unresolved.isEmpty();
     }
 
-    /** Resolves the document's topic names and stores it. */
+    /** Resolves the document's topic names and stores it (a streams plan names no topics). */
     private void resolve(PlanDocument document) {
+        if (document.kind() == PlanKind.STREAMS) {
+            Map<String, Map<String, Set<Integer>>> tasks = new HashMap<>();
+            document.members().forEach((member, subtopologies) -> {
+                Map<String, Set<Integer>> copy = new HashMap<>();
+                subtopologies.forEach((subtopology, partitions) -> copy.put(subtopology, Set.copyOf(partitions)));
+                tasks.put(member, Map.copyOf(copy));
+            });
+            store(Plan.streams(document.group(), document.incarnation(), document.epoch(), document.planHash(),
+                document.generatedAtMs(), document.memberIds(), tasks), null);
+            return;
+        }
         Map<String, Uuid> ids = new HashMap<>();
         Set<String> missing = new HashSet<>();
         document.members().values().forEach(topics -> topics.keySet().forEach(name -> {
@@ -174,20 +185,27 @@ final class PlanRecords {
         });
         Plan plan = new Plan(document.group(), document.incarnation(), document.epoch(), document.planHash(),
             document.generatedAtMs(), document.memberIds(), members, missing);
+        store(plan, missing.isEmpty() ? null : document);
+    }
+
+    /** Stores `plan`; `pending` is its document while some of its topics are unknown (else null). */
+    private void store(Plan plan, PlanDocument pending) {
+        Set<String> missing = plan.unresolved();
         Optional<String> refusal = store.put(plan);
         if (refusal.isPresent()) {
             long count = stale.incrementAndGet();
             LOG.warn("{}: ignored {}: {} ({} so far)", PlanFollowingAssignor.NAME, plan.describe(),
                 refusal.get(), count);
-            unresolved.remove(document.group());
+            unresolved.remove(plan.group());
             return;
         }
-        if (missing.isEmpty()) {
-            unresolved.remove(document.group());
+        if (pending == null) {
+            unresolved.remove(plan.group());
         } else {
-            unresolved.put(document.group(), document);
+            unresolved.put(plan.group(), pending);
         }
-        LOG.info("{}: cached {} ({} members){}", PlanFollowingAssignor.NAME, plan.describe(), members.size(),
+        int size = plan.kind() == PlanKind.STREAMS ? plan.tasks().size() : plan.members().size();
+        LOG.info("{}: cached {} ({} members){}", PlanFollowingAssignor.NAME, plan.describe(), size,
             missing.isEmpty() ? "" : "; unknown topics " + missing + " fall back until they exist");
     }
 

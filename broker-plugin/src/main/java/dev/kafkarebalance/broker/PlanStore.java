@@ -22,6 +22,10 @@ import java.util.concurrent.ConcurrentMap;
  * (client-generated UUIDs: no two groups share one), and a plan is followed for a group when it
  * names the group's instance ids and shares a member id with it. A plan without member ids
  * (version 1) is followed only if it is the only one naming those instance ids.
+ *
+ * <p>Kinds: {@link #select} considers consumer-group plans only and {@link #selectStreams}
+ * streams plans only ({@link PlanKind}); a plan of the other kind sharing a member id with the
+ * group is named in the reason, which is then marked to be logged once, not at every assignment.
  */
 public final class PlanStore {
     private final ConcurrentMap<String, Plan> plans = new ConcurrentHashMap<>();
@@ -66,6 +70,9 @@ public final class PlanStore {
     public Selection select(Collection<String> instanceIds, Collection<String> memberIds) {
         List<Plan> named = new ArrayList<>();
         for (Plan plan : plans.values()) {
+            if (plan.kind() != PlanKind.CONSUMER) {
+                continue;
+            }
             for (String instance : instanceIds) {
                 if (plan.members().containsKey(instance)) {
                     named.add(plan);
@@ -74,6 +81,10 @@ public final class PlanStore {
             }
         }
         if (named.isEmpty()) {
+            Optional<Selection> other = otherKind(PlanKind.STREAMS, memberIds);
+            if (other.isPresent()) {
+                return other.get();
+            }
             return new Selection(Optional.empty(), instanceIds.isEmpty()
                 ? "no member has a group.instance.id (static membership is how plans name members)"
                 : "no plan names any of the members' instance ids");
@@ -99,12 +110,71 @@ public final class PlanStore {
             + "group's members all restarted since its plan; the operator publishes it again");
     }
 
+    /**
+     * The streams plan to follow for a streams group with these member ids, or why none: the one
+     * streams plan that names one of them (in its {@code memberIds} or as a planned member).
+     * Streams member ids are client-generated UUIDs, so no two groups share one.
+     */
+    public Selection selectStreams(Collection<String> memberIds) {
+        Set<String> members = Set.copyOf(memberIds);
+        List<Plan> own = new ArrayList<>();
+        for (Plan plan : plans.values()) {
+            if (plan.kind() == PlanKind.STREAMS && sharesMember(plan, members)) {
+                own.add(plan);
+            }
+        }
+        if (own.size() == 1) {
+            return new Selection(Optional.of(own.get(0)), "");
+        }
+        if (own.size() > 1) {
+            return ambiguous(own, "name member ids of this group");
+        }
+        return otherKind(PlanKind.CONSUMER, memberIds).orElse(new Selection(Optional.empty(),
+            "no streams plan names any of the group's member ids (no plan yet, a plan of another group, or the "
+                + "members all restarted since the plan; the operator publishes it again)"));
+    }
+
+    private static boolean sharesMember(Plan plan, Set<String> members) {
+        for (String id : plan.memberIds()) {
+            if (members.contains(id)) {
+                return true;
+            }
+        }
+        for (String id : plan.tasks().keySet()) {
+            if (members.contains(id)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** A reason naming the plans of kind `other` that share a member id with the group, if any. */
+    private Optional<Selection> otherKind(PlanKind other, Collection<String> memberIds) {
+        Set<String> members = Set.copyOf(memberIds);
+        List<String> groups = plans.values().stream()
+            .filter(p -> p.kind() == other && sharesMember(p, members))
+            .map(p -> p.group() + "@" + p.epoch()).sorted().toList();
+        if (groups.isEmpty()) {
+            return Optional.empty();
+        }
+        PlanKind wanted = other == PlanKind.STREAMS ? PlanKind.CONSUMER : PlanKind.STREAMS;
+        return Optional.of(new Selection(Optional.empty(), "the plans " + groups + " naming this group's member ids "
+            + "are of kind '" + other.wire() + "'; this assignor follows only '" + wanted.wire() + "' plans "
+            + "(is the policy's groupType right?)", true));
+    }
+
     private static Selection ambiguous(List<Plan> plans, String how) {
         List<String> groups = plans.stream().map(Plan::group).sorted().toList();
         return new Selection(Optional.empty(), "the plans of several groups " + groups + " " + how);
     }
 
-    /** A selected plan, or the reason no plan applies (for the broker log). */
-    public record Selection(Optional<Plan> plan, String reason) {
+    /**
+     * A selected plan, or the reason no plan applies (for the broker log); `logOnce` marks a reason
+     * that holds until the operator changes something (a plan of the other kind), logged once.
+     */
+    public record Selection(Optional<Plan> plan, String reason, boolean logOnce) {
+        public Selection(Optional<Plan> plan, String reason) {
+            this(plan, reason, false);
+        }
     }
 }
