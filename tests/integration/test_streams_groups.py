@@ -2,10 +2,11 @@
 applications follow the operator's lag-aware task plans through the broker's plan-following
 `TaskAssignor` (docs/streams.md). Marked `streams`.
 
-Everything is real: the 4.4 broker (`kafka_plans`: the plug-in jar on its classpath, signed plan
-records required; `kafka`: no plug-in), Kafka Streams 4.4 applications in Java, one JVM per
-instance (tests/integration/java/StreamsTestApp.java), and, where a test needs it, the API
-server and the operator process. What is measured comes from the broker: end offsets, the
+Everything is real: the 4.4 broker (`streams_broker`: the plug-in jar on its classpath with
+its task assignors in `group.streams.assignors`, signed plan records required; `kafka`: no
+plug-in), Kafka Streams 4.4 applications in Java, one JVM per instance
+(tests/integration/java/StreamsTestApp.java), and, where a test needs it, the API server and
+the operator process. What is measured comes from the broker: end offsets, the
 group's committed offsets, and the output topic read with read_committed.
 
 The tests share one environment per module (the session brokers and API server; topics and
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.devenv import kafka_broker
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
+from tests.conftest import BROKER_HEAP, _kafka_cluster
 from tests.integration.harnesses import group_harness
 from tests.integration.streams_apps import (
     PacedProducer,
@@ -49,14 +52,22 @@ NOT_FOLLOWING = "AssignorNotPlanFollowing"  # the Stalled reason (operator phase
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"  # set on each pod by the StatefulSet
 
 
-def plugin_missing() -> str | None:
-    """Why the brokers cannot load the plan-following task assignor yet (S1's piece of issue
-    24: `plan_plugin_overrides` naming it in `group.streams.assignors`), or None."""
-    if "group.streams.assignors" not in kafka_broker.plan_plugin_overrides():
-        return (
-            "the broker plug-in has no streams TaskAssignor yet: plan_plugin_overrides() does "
-            "not set group.streams.assignors (dev.kafkarebalance.broker.PlanFollowingTaskAssignor)"
-        )
+STREAMS_ASSIGNORS = (
+    "dev.kafkarebalance.broker.PlanFollowingTaskAssignor,"
+    "dev.kafkarebalance.broker.PlanFollowingTaskAssignorAlternate,sticky"
+)
+TASK_ASSIGNOR_CLASS = "dev/kafkarebalance/broker/PlanFollowingTaskAssignor.class"
+
+
+def plugin_missing(tools: Toolchain) -> str | None:
+    """Why the brokers cannot load the plan-following task assignor (the plug-in jar lacks
+    it), or None."""
+    jar = tools.broker_plugin_jar
+    if not jar.is_file():
+        return f"the broker plug-in is not provisioned ({jar}): run scripts/bootstrap"
+    with zipfile.ZipFile(jar) as archive:
+        if TASK_ASSIGNOR_CLASS not in archive.namelist():
+            return f"the broker plug-in ({jar}) has no streams TaskAssignor"
     return None
 
 
@@ -129,10 +140,42 @@ def streams_classes(tools: Toolchain, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def streams_env(kafka_plans: Any, tools: Toolchain, streams_classes: Path) -> Iterator[StreamsEnv]:
-    admin = RetryingAdmin(bootstrap_servers=kafka_plans.bootstrap_servers)
+def streams_broker(
+    request: pytest.FixtureRequest, tools: Toolchain, devenv_root: Path, plan_keys: Path
+) -> Iterator[Any]:
+    """A 4.4 broker with the plug-in's task assignors as `group.streams.assignors` (the first,
+    `kafka-rebalance-plan`, the default) and signed plans required: the session's
+    `kafka_plans` when its configs name them, else this module's own."""
+    if "group.streams.assignors" in kafka_broker.plan_plugin_overrides():
+        yield request.getfixturevalue("kafka_plans")
+        return
+    if reason := plugin_missing(tools):
+        pytest.skip(reason)
+    yield from _kafka_cluster(
+        tools,
+        devenv_root,
+        "kafka-streams-plans",
+        tools.kafka_version,
+        1,
+        BROKER_HEAP,
+        plugins=(tools.broker_plugin_jar,),
+        overrides={
+            **kafka_broker.plan_plugin_overrides(),
+            "group.streams.assignors": STREAMS_ASSIGNORS,
+            "kafka.rebalance.plans.keys.file": str(plan_keys),
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def streams_env(
+    streams_broker: Any, tools: Toolchain, streams_classes: Path
+) -> Iterator[StreamsEnv]:
+    admin = RetryingAdmin(bootstrap_servers=streams_broker.bootstrap_servers)
     try:
-        yield StreamsEnv(kafka_plans.bootstrap_servers, admin, tools, kafka_plans, streams_classes)
+        yield StreamsEnv(
+            streams_broker.bootstrap_servers, admin, tools, streams_broker, streams_classes
+        )
     finally:
         admin.close()
 
@@ -393,7 +436,7 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
     each), so the slow instance gets at least 3 x COLD = 12 records/s, more than its 5: that
     group falls behind whatever its placement. The plan gives the slow instance what its
     weight allows."""
-    if reason := plugin_missing() or operator_missing() or weights_missing():
+    if reason := operator_missing() or weights_missing():
         pytest.skip(reason)
     env = streams_env
     apps: list[StreamsApps] = []
@@ -477,7 +520,7 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
 def test_c_membership_changes_are_planned_and_the_app_outlives_the_operator(
     streams_env: StreamsEnv, k8s: Any, plan_keys: Path, tmp_path: Path
 ) -> None:
-    if reason := plugin_missing() or operator_missing():
+    if reason := operator_missing():
         pytest.skip(reason)
     env = streams_env
     partitions = 4
