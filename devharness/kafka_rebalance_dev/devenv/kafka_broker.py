@@ -188,11 +188,19 @@ def broker_properties(
 
 
 def plan_plugin_overrides(topic: str = "kafka-rebalance-plans") -> dict[str, str]:
-    """Broker configs that load the KIP-848 plan-following assignor (broker-plugin/, on the
-    classpath through `start_cluster(plugins=...)`) as the brokers' default server-side
-    assignor, reading plans from `topic` on the broker's own listener (docs/kip848.md)."""
+    """Broker configs that load the plan-following assignors (broker-plugin/, on the classpath
+    through `start_cluster(plugins=...)`), reading plans from `topic` on the broker's own listener
+    (docs/kip848.md): the KIP-848 one as the brokers' default server-side assignor, and the
+    streams task assignor under both its names (KIP-1357: a comma-separated list of class names
+    or built-in names, the first the default for streams groups; a group picks one with its
+    `streams.assignor.name` config, and the operator switches between the two plan-following
+    names to trigger a streams group's recompute)."""
     return {
         "group.consumer.assignors": "dev.kafkarebalance.broker.PlanFollowingAssignor,uniform,range",
+        "group.streams.assignors": (
+            "dev.kafkarebalance.broker.PlanFollowingTaskAssignor,"
+            "dev.kafkarebalance.broker.PlanFollowingTaskAssignorAlternate,sticky"
+        ),
         "kafka.rebalance.plans.bootstrap.servers": "{self}",
         "kafka.rebalance.plans.topic": topic,
     }
