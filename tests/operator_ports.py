@@ -221,7 +221,7 @@ class MemoryObserver:
         if self.cluster.refuse_trigger is not None:
             raise StreamsGroupError(self.cluster.refuse_trigger)
         self.cluster.streams_triggers.append(group_id)
-        return "kafka-rebalance-trigger-a"
+        return "kafka-rebalance-trigger"
 
     def close(self) -> None:
         self.closed = True

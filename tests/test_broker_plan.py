@@ -72,38 +72,33 @@ def test_the_key_file_keeps_order_skips_comments_and_refuses_short_or_no_keys(
         broker_plan.load_keys(tmp_path / "missing")
 
 
-STREAMS_VECTOR = Path(__file__).parent / "data" / "wire" / "streams_plan_record.json"
-
-
-def test_the_streams_record_matches_the_shared_vector_byte_for_byte() -> None:
-    # the broker plug-in's task assignor decodes the same file (the streams contract)
-    vector = json.loads(STREAMS_VECTOR.read_text())
-    value = broker_plan.encode_plan(
-        vector["group"],
-        vector["epoch"],
-        vector["planHash"],
-        vector["generatedAt"],
-        vector["assignment"],
-        incarnation=vector["incarnation"],
-        member_ids=reversed(vector["memberIds"]),
-        kind="streams",
-    )
-    assert value == vector["value"].encode()
-    key = vector["key"].encode()
-    assert broker_plan.sign(key, vector["group"], value) == vector["signature"].encode()
-    assert broker_plan.sign(key, vector["group"], None) == vector["tombstoneSignature"].encode()
-    record = json.loads(value)
-    assert record["kind"] == "streams"
-    decoded = {
-        member: {s: list(partitions.decode_set(text, s)) for s, text in tasks.items()}
-        for member, tasks in record["members"].items()
-    }
-    assert decoded == vector["decoded"]
-
-
 def test_a_consumer_record_has_no_kind_and_an_unknown_kind_is_refused() -> None:
     value = broker_plan.encode_plan("g", 1, "h", "x", {"c-0": {"t": [0]}})
     assert b'"kind"' not in value
     assert value == broker_plan.encode_plan("g", 1, "h", "x", {"c-0": {"t": [0]}}, kind="consumer")
     with pytest.raises(ValueError, match="plan kind: one of consumer, streams, got 'share'"):
         broker_plan.encode_plan("g", 1, "h", "x", {}, kind="share")
+
+
+PLUGIN_VECTORS = Path(__file__).parent / "data" / "wire" / "streams_plan_vectors.json"
+
+
+def test_the_plugins_streams_vectors_are_what_the_operator_encodes_and_signs() -> None:
+    # StreamsPlanVectorsTest (broker-plugin) decodes and verifies the same file
+    vectors = json.loads(PLUGIN_VECTORS.read_text())
+    key = vectors["key"].encode()
+    assert vectors["records"]
+    for vector in vectors["records"]:
+        given = vector["input"]
+        value = broker_plan.encode_plan(
+            given["group"],
+            given["epoch"],
+            given["plan_hash"],
+            given["generated_at"],
+            given["tasks"],
+            incarnation=given["incarnation"],
+            member_ids=given["member_ids"],
+            kind="streams",
+        )
+        assert value == vector["value"].encode(), given["group"]
+        assert broker_plan.sign(key, given["group"], value) == vector["signature"].encode()

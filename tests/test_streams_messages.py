@@ -192,10 +192,9 @@ def test_group_not_found_is_none_and_other_errors_raise_with_the_code_name() -> 
 
 
 def test_the_trigger_toggles_its_reserved_tag_and_keeps_the_users_tags() -> None:
-    a, b = streams_group.TRIGGER_TAGS
-    assert streams_group.toggled_tags(None) == a
-    assert streams_group.toggled_tags("") == a
-    assert streams_group.toggled_tags(a) == b
-    assert streams_group.toggled_tags(b) == a
-    assert streams_group.toggled_tags(f"zone, {a}") == f"zone,{b}"
-    assert streams_group.toggled_tags("zone,cluster") == f"zone,cluster,{a}"
+    tag = streams_group.TRIGGER_TAG
+    assert streams_group.toggled_tags(None) == tag
+    assert streams_group.toggled_tags("") == tag
+    assert streams_group.toggled_tags(tag) is None  # the group had no tags: delete the config
+    assert streams_group.toggled_tags(f"zone, {tag}") == "zone"
+    assert streams_group.toggled_tags("zone,cluster") == f"zone,cluster,{tag}"

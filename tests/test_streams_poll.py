@@ -215,3 +215,55 @@ def test_weights_rules_apply_to_the_pod_named_by_the_members_client_id() -> None
     Policy(dict(SPEC), pods, memory_ports(equal)).poll()
     # the weight-4 member is given more of the hot subtopology than with equal weights
     assert len(_hot_tasks_of(weighted, "m-b")) > len(_hot_tasks_of(equal, "m-b"))
+
+
+def test_a_plan_the_group_does_not_follow_is_triggered_again_and_both_bumps_count() -> None:
+    kafka = _cluster(_group())
+    policy = Policy({**SPEC, "rebalance": {"cooldown": "5m"}}, [], memory_ports(kafka))
+    policy.poll()
+    policy.ports.clock.advance(5)  # type: ignore[attr-defined]
+    policy.poll()  # within the poll interval: wait
+    assert kafka.streams_triggers == ["app"]
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()  # the group still runs its old tasks: the published plan, triggered again
+    assert kafka.streams_triggers == ["app", "app"]
+    assert len(kafka.published) == 1  # the record is in place: not written again
+    record = kafka.published[-1][2]
+    assert record is not None
+    kafka.streams_groups["app"] = dataclasses.replace(
+        _group(epoch=7),
+        members=tuple(
+            _member(m, {s: _parts(t) for s, t in tasks.items()}, {})
+            for m, tasks in sorted(record["members"].items())
+        ),
+    )
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    assert policy.status["streams"]["lastPlanEpochBumps"] == 2
+    assert policy.status["streams"]["triggers"] == 2
+
+
+def test_adaptive_weights_measure_each_members_tasks_while_backlogged() -> None:
+    kafka = _cluster(_group())
+    for topic in ("words", "app-repartition"):
+        for p in range(4):
+            kafka.log_end[(topic, p)] = 1_000_000
+            kafka.committed[(topic, p)] = (0, "")
+    spec = {**SPEC, "rebalance": {"cooldown": "5m"}}
+    spec["members"] = {"selector": {"matchLabels": {"app": "app"}}, "weightFrom": "adaptive"}
+    policy = Policy(spec, [], memory_ports(kafka))
+    # m-a runs words 0-3 and app-repartition 0-1; m-b app-repartition 2-3 (`_group`)
+    fast = [("words", p) for p in range(4)] + [("app-repartition", 0), ("app-repartition", 1)]
+    slow = [("app-repartition", 2), ("app-repartition", 3)]
+    for _ in range(3):
+        policy.poll()
+        policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+        for key in fast:
+            kafka.committed[key] = (kafka.committed[key][0] + 3_000, "")
+        for key in slow:
+            kafka.committed[key] = (kafka.committed[key][0] + 300, "")
+    capacity = policy.memory.capacity.capacity
+    assert capacity["m-a"] == pytest.approx(6 * 3_000 / 30)
+    assert capacity["m-b"] == pytest.approx(2 * 300 / 30)
+    weights = policy.memory.capacity.used
+    assert weights["m-a"] > weights["m-b"]

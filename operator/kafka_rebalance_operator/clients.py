@@ -26,6 +26,7 @@ from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
 
 if TYPE_CHECKING:  # ports builds its factory from this module
     from kafka_rebalance_operator.ports import Observer
+    from kafka_rebalance_operator.streams_group import StreamsGroup
     from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,16 @@ class Lease:
 
     def nudge(self, group_id: str) -> None:
         self._entry.observer.nudge(group_id)
+
+    def describe_streams_group(self, group_id: str) -> StreamsGroup | None:
+        try:
+            return self._entry.observer.describe_streams_group(group_id)
+        except KafkaUnavailable:
+            self._pool._retire(self._full, self._entry)  # the next poll connects afresh
+            raise
+
+    def trigger_streams_group(self, group_id: str) -> str:
+        return self._entry.observer.trigger_streams_group(group_id)
 
     def __getattr__(self, name: str) -> Any:
         """Anything else the observer offers (`Observer` may grow), on the shared observer."""

@@ -56,6 +56,8 @@ class PolicyMemory:
     streams_trigger_epoch: int | None = None
     streams_triggers: int = 0
     streams_last_bumps: int | None = None
+    streams_triggered_at: float | None = None  # wall time of the last trigger
+    streams_plan: dict[str, dict[str, list[int]]] | None = None  # the plan last published
     status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def poll_due(self, now: float, generation: int, interval: float, uid: str) -> bool:

@@ -13,8 +13,8 @@ new assignor takes effect on the next rebalance"; measured on the real broker), 
 the group's assignment configs does (KAFKA-19765: on each heartbeat the coordinator compares
 `num.standby.replicas` and a non-empty `rack.aware.assignment.tags` with the configs of the last
 assignment and bumps the epoch when they differ). So `trigger` toggles one reserved tag key in
-the group config `streams.rack.aware.assignment.tags` between `TRIGGER_TAGS[0]` and
-`TRIGGER_TAGS[1]`, keeping the user's own tags: one epoch bump per plan. No member carries a
+the group config `streams.rack.aware.assignment.tags` in and out (`TRIGGER_TAG`, the key the
+plug-in reserves), keeping the user's own tags: one epoch bump per plan. No member carries a
 client tag of that key; the broker plug-in ignores the reserved keys, so the toggle changes
 nothing but the epoch.
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import errors
-from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_message import ApiMessage
 
@@ -36,7 +36,7 @@ PLAN_ASSIGNOR = "kafka-rebalance-plan"
 PLAN_ASSIGNOR_ALT = "kafka-rebalance-plan-alt"
 PLAN_ASSIGNORS = (PLAN_ASSIGNOR, PLAN_ASSIGNOR_ALT)
 TRIGGER_CONFIG = "streams.rack.aware.assignment.tags"
-TRIGGER_TAGS = ("kafka-rebalance-trigger-a", "kafka-rebalance-trigger-b")
+TRIGGER_TAG = "kafka-rebalance-trigger"  # the plug-in strips it before Kafka's logic sees it
 
 # A task: (subtopology id, partition). Task sets per subtopology: subtopology -> partitions.
 Task = tuple[str, int]
@@ -196,14 +196,15 @@ def describe(admin: Any, group_id: str) -> StreamsGroup | None:
     return decode_group(group)
 
 
-def toggled_tags(current: str | None) -> str:
+def toggled_tags(current: str | None) -> str | None:
     """The next value of `streams.rack.aware.assignment.tags`: the user's tags in their order,
-    then the reserved trigger tag other than the one in `current` (the first when none is)."""
+    with `TRIGGER_TAG` appended when `current` lacks it, removed when it has it (None: the
+    config is deleted, the group having no tags of its own)."""
     tags = [t.strip() for t in (current or "").split(",") if t.strip()]
-    ours = [t for t in tags if t in TRIGGER_TAGS]
-    kept = [t for t in tags if t not in TRIGGER_TAGS]
-    following = TRIGGER_TAGS[1] if ours and ours[-1] == TRIGGER_TAGS[0] else TRIGGER_TAGS[0]
-    return ",".join([*kept, following])
+    kept = [t for t in tags if t != TRIGGER_TAG]
+    if TRIGGER_TAG in tags:
+        return ",".join(kept) or None
+    return ",".join([*kept, TRIGGER_TAG])
 
 
 def _group_resource(group_id: str, configs: dict[str, Any] | None) -> ConfigResource:
@@ -212,16 +213,16 @@ def _group_resource(group_id: str, configs: dict[str, Any] | None) -> ConfigReso
 
 def trigger(admin: Any, group_id: str) -> str:
     """Make the group's coordinator recompute its target assignment: read the group's
-    `streams.rack.aware.assignment.tags` and set it to `toggled_tags` of it
-    (IncrementalAlterConfigs, SET, on the GROUP resource). Returns the value set; raises
-    StreamsGroupError with the broker's refusal."""
+    `streams.rack.aware.assignment.tags` and set it to `toggled_tags` of it, or delete it
+    (IncrementalAlterConfigs on the GROUP resource). Returns the value set ("" when deleted);
+    raises StreamsGroupError with the broker's refusal."""
     described = admin.describe_configs(
         [_group_resource(group_id, {TRIGGER_CONFIG: None})], config_filter="all"
     )
     entry = ((described.get("group") or {}).get(group_id) or {}).get(TRIGGER_CONFIG) or {}
     value = toggled_tags(entry.get("value"))
     _alter(admin, group_id, TRIGGER_CONFIG, value)
-    return value
+    return value or ""
 
 
 def set_assignor(admin: Any, group_id: str, name: str) -> None:
@@ -231,9 +232,11 @@ def set_assignor(admin: Any, group_id: str, name: str) -> None:
     _alter(admin, group_id, ASSIGNOR_CONFIG, name)
 
 
-def _alter(admin: Any, group_id: str, key: str, value: str) -> None:
+def _alter(admin: Any, group_id: str, key: str, value: str | None) -> None:
+    """SET `key` to `value`, or DELETE it when `value` is None."""
+    change = (AlterConfigOp.DELETE, None) if value is None else (AlterConfigOp.SET, value)
     result = admin.alter_configs(
-        [_group_resource(group_id, {key: value})], raise_on_unknown=False, incremental=True
+        [_group_resource(group_id, {key: change})], raise_on_unknown=False, incremental=True
     )
     outcome = (result.get("group") or {}).get(group_id, "no answer for the group")
     if outcome != "OK":

@@ -25,9 +25,10 @@ import kafka_rebalance_assignors as assignors
 from kafka_rebalance_common.replanning import Action
 
 from kafka_rebalance_operator import broker_plan, planning, streams_group, streams_tasks
+from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
-from kafka_rebalance_operator.lag import PolicyOffsets
+from kafka_rebalance_operator.lag import OK, PolicyLags, PolicyOffsets
 from kafka_rebalance_operator.members import PodSummary, resolve_weights, select_members
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
@@ -62,6 +63,8 @@ class StreamsObserved:
     lag: dict[streams_tasks.Task, float | None]
     rate: dict[streams_tasks.Task, float | None]
     changelog: dict[streams_tasks.Task, int]
+    offsets: PolicyOffsets | None = None  # input and changelog partitions, columnar
+    lags: PolicyLags | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -136,7 +139,7 @@ def _observe(
     ends = {key: offsets[key].log_end for key in offsets}
     changelog = streams_tasks.changelog_sizes(subtopologies, observation.topics, ends)
     return StreamsObserved(
-        spec, group, subtopologies, dict(observation.topics), lag, rate, changelog
+        spec, group, subtopologies, dict(observation.topics), lag, rate, changelog, offsets, lags
     )
 
 
@@ -156,16 +159,59 @@ def member_pods(group: StreamsGroup, pods: Sequence[PodSummary]) -> dict[str, Po
 
 
 def member_weights(
-    spec: PolicySpec, group: StreamsGroup, pods: Sequence[PodSummary]
+    spec: PolicySpec,
+    group: StreamsGroup,
+    pods: Sequence[PodSummary],
+    adaptive: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
-    """Capacity weight per streams member: spec.members.weights rules and weightFrom
-    resources, applied to the member's pod (`member_pods`) among the pods the selector
-    matches; 1.0 for a member without one. weightFrom adaptive is not measured for streams
-    groups (1.0)."""
+    """Capacity weight per streams member: weightFrom adaptive (`adaptive`, by member id) or
+    resources, and spec.members.weights rules over them, applied to the member's pod
+    (`member_pods`) among the pods the selector matches; a member without one weighs its
+    adaptive weight, else 1.0."""
     matched = {pod.name for pod in select_members(spec, pods)}
     by_member = {m: pod for m, pod in member_pods(group, pods).items() if pod.name in matched}
-    weights = resolve_weights(spec, by_member.values())
-    return {m: weights.get(pod.name, 1.0) for m, pod in by_member.items()}
+    measured = adaptive or {}
+    by_pod = {pod.name: measured[m] for m, pod in by_member.items() if m in measured}
+    weights = resolve_weights(spec, by_member.values(), by_pod)
+    result = {m: weights.get(pod.name, 1.0) for m, pod in by_member.items()}
+    for m in group.members:
+        if m.member_id not in result and spec.weight_from == "adaptive":
+            result[m.member_id] = measured.get(m.member_id, 1.0)
+    return result
+
+
+def adaptive_weights(
+    observed: StreamsObserved, memory: PolicyMemory, settings: OperatorSettings, now: float
+) -> dict[str, float] | None:
+    """weightFrom adaptive: each member's measured capacity (`capacity.CapacityEstimator`),
+    from the committed-offset advance of its active tasks' input partitions while
+    backlogged; ownership counts only while the group is Stable. None otherwise."""
+    spec, group = observed.spec, observed.group
+    if spec.weight_from != "adaptive" or observed.offsets is None or observed.lags is None:
+        return None
+    inputs = {s.subtopology_id: s.source_topics for s in observed.subtopologies}
+    owners = {
+        (topic, p): m.member_id
+        for m in group.members
+        for s, parts in m.active.items()
+        for p in parts
+        for topic in inputs.get(s, ())
+        if p < observed.partitions.get(topic, 0)
+    }
+    offsets, lags = observed.offsets, observed.lags
+    committed: dict[tuple[str, int], int] = {}
+    lag: dict[tuple[str, int], int] = {}
+    for i, key in enumerate(lags.layout.keys()):
+        if key in owners and lags.states[i] == OK and offsets.committed[i] >= 0:
+            committed[key], lag[key] = int(offsets.committed[i]), int(lags.lags[i])
+    estimator = memory.capacity
+    estimator.settle_s = spec.poll_interval * settings.interval_scale
+    members = [m.member_id for m in group.members]
+    estimator.observe(
+        now, confirmed_owners(owners, owners, group.state == "Stable"), committed, lag, members
+    )
+    demand = memory.history.total_produce() if memory.history is not None else 0.0
+    return estimator.weights(members, demand)
 
 
 def _plan(observed: StreamsObserved, weights: Mapping[str, float]) -> streams_tasks.TaskPlan:
@@ -214,7 +260,8 @@ def poll(
     _count_bumps(ctx, observed, memory, ports)
     if not group.members:
         return _report(ctx, observed, None, memory, ports, now, Stop.NO_MEMBERS, "no member yet")
-    plan = _plan(observed, member_weights(spec, group, pods))
+    adaptive = adaptive_weights(observed, memory, settings, now)
+    plan = _plan(observed, member_weights(spec, group, pods, adaptive))
     plan_hash = planning.plan_hash(plan.assignment)
     publish, trigger, why = _decide(observed, plan, plan_hash, memory, settings, now)
     if publish and not (spec.mode == "enforce" and not spec.needs_approval):
@@ -229,6 +276,9 @@ def poll(
             "; recompute triggered" if trigger else ""
         )
         action = Action.APPLY
+    elif trigger and spec.mode == "enforce":  # the published plan, not yet run: again
+        _trigger(ctx, group, memory, ports, now)
+        action = Action.NOOP
     elif memory.published_hash == plan_hash:
         action = Action.NOOP
     return _report(ctx, observed, plan, memory, ports, now, action, why)
@@ -242,28 +292,31 @@ def _decide(
     settings: OperatorSettings,
     now: float,
 ) -> tuple[bool, bool, str]:
-    """(publish, trigger, why). A new plan is published when it differs from what the group
-    runs and either places unowned tasks or lowers the peak load by spec.minImprovement, past
-    the cooldown; the plan already published is republished (no trigger) every
-    settings.plan_refresh_s, and re-triggered when the group still does not follow it a poll
-    interval after the last publish."""
+    """(publish, trigger, why).
+
+    - While the group does not run the published plan: trigger again a poll interval after
+      the last trigger (the record is in place; the recompute did not take), unless a new plan
+      replaces it (past the cooldown).
+    - The published plan is republished (no trigger) every settings.plan_refresh_s.
+    - A new plan is published and triggered when it differs from what the group runs and
+      either places unowned tasks, or lowers the peak task load by spec.minImprovement past
+      the cooldown."""
     spec, group = observed.spec, observed.group
     scale = settings.interval_scale
-    differs = bool(group.converged_to(plan.assignment))
-    if memory.published_hash == plan_hash and memory.published_group == spec.group_id:
-        waited = now - (memory.published_at or now)
-        if differs and waited >= spec.poll_interval * scale:
-            return True, True, "the group does not follow the published plan yet"
-        if waited >= settings.plan_refresh_s:
+    mine = memory.published_group == spec.group_id
+    published = memory.streams_plan if mine else None
+    cooled = memory.published_at is None or now - memory.published_at >= spec.cooldown * scale
+    if published is not None and group.converged_to(published):
+        if memory.published_hash == plan_hash or not cooled:
+            last = memory.streams_triggered_at or memory.published_at or now
+            if now - last >= spec.poll_interval * scale:
+                return False, True, "the group does not run the published plan yet: triggered again"
+            return False, False, "waiting for the group to run the published plan"
+    elif mine and memory.published_hash == plan_hash:
+        if now - (memory.published_at or now) >= settings.plan_refresh_s:
             return True, False, "refresh"
-        return (
-            False,
-            False,
-            f"plan {plan_hash} published; the group follows it"
-            if not differs
-            else "waiting for the group to follow the plan",
-        )
-    if not differs:
+        return False, False, f"the group runs the published plan {plan_hash}"
+    if not group.converged_to(plan.assignment):
         return False, False, "the group runs the plan already"
     owned = {
         (s, p) for tasks in group.active().values() for s, parts in tasks.items() for p in parts
@@ -271,9 +324,7 @@ def _decide(
     unowned = any((s, p) not in owned for s, n in observed.counts.items() for p in range(n))
     if unowned:
         return True, True, "tasks without an owner"
-    cooled = memory.published_at is None or now - memory.published_at >= spec.cooldown * scale
-    improves = plan.peak_after <= plan.peak_before * (1.0 - spec.min_improvement)
-    if not improves:
+    if plan.peak_after > plan.peak_before * (1.0 - spec.min_improvement):
         return (
             False,
             False,
@@ -303,6 +354,7 @@ def _publish(
     if memory.published_hash != plan_hash:
         memory.applied_epoch = max(memory.applied_epoch, _status_epoch(ctx)) + 1
         memory.applied_at = now
+        memory.streams_trigger_epoch = None  # bumps count per plan: a new plan starts afresh
     member_ids = [m.member_id for m in group.members]
     record = broker_plan.encode_plan(
         group_id,
@@ -328,8 +380,9 @@ def _publish(
         raise PollFailure("PublishFailed", str(error)) from None
     memory.published_hash, memory.published_at = plan_hash, now
     memory.published_group, memory.published_member_ids = group_id, tuple(sorted(member_ids))
+    memory.streams_plan = plan.assignment
     if trigger:
-        _trigger(ctx, group, memory, ports)
+        _trigger(ctx, group, memory, ports, now)
     log.info(
         "%s/%s epoch %d: streams plan %s published to %s (%d bytes, %d task moves)%s",
         ctx.namespace,
@@ -343,7 +396,9 @@ def _publish(
     )
 
 
-def _trigger(ctx: PolicyContext, group: StreamsGroup, memory: PolicyMemory, ports: Ports) -> None:
+def _trigger(
+    ctx: PolicyContext, group: StreamsGroup, memory: PolicyMemory, ports: Ports, now: float
+) -> None:
     """Toggle the group's reserved assignment-config tag (`streams_group.trigger`): the
     coordinator bumps the group epoch and recomputes (KAFKA-19765). A refusal is Stalled,
     naming the assignor in use."""
@@ -362,6 +417,7 @@ def _trigger(ctx: PolicyContext, group: StreamsGroup, memory: PolicyMemory, port
     if memory.streams_trigger_epoch is None:
         memory.streams_trigger_epoch = group.group_epoch
     memory.streams_triggers += 1
+    memory.streams_triggered_at = now
     ports.metrics.streams_trigger(ctx.namespace, ctx.name, group.group_id)
 
 
