@@ -32,7 +32,6 @@ from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.devenv import kafka_broker
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
-from tests.conftest import BROKER_HEAP, _kafka_cluster
 from tests.integration.harnesses import group_harness
 from tests.integration.streams_apps import (
     PacedProducer,
@@ -52,10 +51,6 @@ NOT_FOLLOWING = "AssignorNotPlanFollowing"  # the Stalled reason (operator phase
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"  # set on each pod by the StatefulSet
 
 
-STREAMS_ASSIGNORS = (
-    "dev.kafkarebalance.broker.PlanFollowingTaskAssignor,"
-    "dev.kafkarebalance.broker.PlanFollowingTaskAssignorAlternate,sticky"
-)
 TASK_ASSIGNOR_CLASS = "dev/kafkarebalance/broker/PlanFollowingTaskAssignor.class"
 
 
@@ -140,31 +135,14 @@ def streams_classes(tools: Toolchain, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def streams_broker(
-    request: pytest.FixtureRequest, tools: Toolchain, devenv_root: Path, plan_keys: Path
-) -> Iterator[Any]:
-    """A 4.4 broker with the plug-in's task assignors as `group.streams.assignors` (the first,
-    `kafka-rebalance-plan`, the default) and signed plans required: the session's
-    `kafka_plans` when its configs name them, else this module's own."""
-    if "group.streams.assignors" in kafka_broker.plan_plugin_overrides():
-        yield request.getfixturevalue("kafka_plans")
-        return
+def streams_broker(tools: Toolchain, kafka_plans: Any) -> Any:
+    """The session's 4.4 broker with the plug-in: its task assignors are
+    `group.streams.assignors` (`kafka_broker.plan_plugin_overrides`; the first,
+    `kafka-rebalance-plan`, is the default) and signed plans are required."""
     if reason := plugin_missing(tools):
         pytest.skip(reason)
-    yield from _kafka_cluster(
-        tools,
-        devenv_root,
-        "kafka-streams-plans",
-        tools.kafka_version,
-        1,
-        BROKER_HEAP,
-        plugins=(tools.broker_plugin_jar,),
-        overrides={
-            **kafka_broker.plan_plugin_overrides(),
-            "group.streams.assignors": STREAMS_ASSIGNORS,
-            "kafka.rebalance.plans.keys.file": str(plan_keys),
-        },
-    )
+    assert "group.streams.assignors" in kafka_broker.plan_plugin_overrides()
+    return kafka_plans
 
 
 @pytest.fixture(scope="module")
