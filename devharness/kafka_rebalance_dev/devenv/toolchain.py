@@ -178,6 +178,20 @@ class Toolchain:
         return tool_dir(self.root, "spring-kafka", self.versions["spring_kafka"]["version"])
 
     @property
+    def kafka_streams_dir(self) -> Path:
+        """Kafka Streams' jars the broker's libs/ lacks (lib/: kafka-streams, rocksdbjni), at the
+        broker's version, for the streams-group tests' applications."""
+        return tool_dir(self.root, "kafka-streams", self.kafka_version)
+
+    def kafka_streams_classpath(self) -> str:
+        """The classpath of a Kafka Streams application: the broker's libs/ plus lib/ above."""
+        jars = [
+            *sorted(self.kafka_libs().glob("*.jar")),
+            *sorted((self.kafka_streams_dir / "lib").glob("*.jar")),
+        ]
+        return ":".join(str(j) for j in jars)
+
+    @property
     def pause_dir(self) -> Path:
         return tool_dir(self.root, "pause", PAUSE_VERSION)
 
@@ -330,6 +344,10 @@ class Toolchain:
             f"spring-kafka {self.spring_kafka_dir.name}": (
                 self.spring_kafka_dir,
                 (self.spring_kafka_dir / "lib",),
+            ),
+            f"kafka-streams {self.kafka_version}": (
+                self.kafka_streams_dir,
+                (self.kafka_streams_dir / "lib",),
             ),
             f"kubelet {self.kubernetes_version}": (self.kubelet_dir, (self.kubelet,)),
             f"pause {PAUSE_VERSION}": (self.pause_dir, (self.pause_archive,)),

@@ -14,6 +14,7 @@ second per tool, and Go and Maven keep their own default caches, which survive b
 One module per tool family: `frame` (commands, the atomic install), `maven`, `kafka`,
 `broker_plugin`,
 `client_assignor` (the Java client-side assignor and Spring Kafka for its test),
+`kafka_streams` (Kafka Streams and RocksDB for the streams-group tests' applications),
 `go_tools` (go install tools, etcd), `kubernetes`, `schemas`, `spark`, `debian_base`.
 """
 
@@ -53,6 +54,7 @@ from kafka_rebalance_dev.devenv.provision.go_tools import (
     ldflags,
 )
 from kafka_rebalance_dev.devenv.provision.kafka import build_kafka, check_kafka
+from kafka_rebalance_dev.devenv.provision.kafka_streams import build_kafka_streams
 from kafka_rebalance_dev.devenv.provision.kubernetes import (
     build_kubernetes,
     kubernetes_wrapper_gomod,
@@ -143,6 +145,7 @@ def _java_components(tc: Toolchain) -> list[Component]:
         Component(
             "spring-kafka", tc.spring_kafka_dir.name, tc.spring_kafka_dir, build_spring_kafka(tc)
         ),
+        Component("kafka-streams", tc.kafka_version, tc.kafka_streams_dir, build_kafka_streams(tc)),
         Component("spark-kafka", tc.spark_version, tc.spark_kafka_dir, build_spark_kafka(tc)),
     ]
 
@@ -297,7 +300,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="TOOL",
         help="provision only this tool (repeatable): kafka, broker-plugin, client-assignor, "
-        "spring-kafka, spark-kafka, kubeconform, "
+        "spring-kafka, kafka-streams, spark-kafka, kubeconform, "
         "kube-schemas, helm, kwok, etcd, kubernetes, kubelet, pause, debian-base",
     )
     parser.add_argument(
