@@ -132,15 +132,17 @@ class FlatAssignment(dict[str, dict[str, list[int]]]):
     topics in topic order, partitions ascending, no empty lists), built by a planner together
     with its flat owner array: `owners[g]` is the index (in member order) of the owner of
     global partition g (see `Group.offsets`), -1 for none. The plan then checks the array at C
-    speed instead of re-walking a list per (member, topic). Any other code may use it as the
-    plain dict it is."""
+    speed instead of re-walking a list per (member, topic). `shared`: the partition lists are
+    read-only sequences (shared 1-tuples, see `assignors.registry`), still in normal form, that
+    the plan copies into fresh lists. Any other code may use it as the plain dict it is."""
 
-    __slots__ = ("group", "owners")
+    __slots__ = ("group", "owners", "shared")
 
-    def __init__(self, group: Group, owners: list[int]) -> None:
+    def __init__(self, group: Group, owners: list[int], shared: bool = False) -> None:
         super().__init__()
         self.group = group
         self.owners = owners
+        self.shared = shared
 
 
 def global_numbers(

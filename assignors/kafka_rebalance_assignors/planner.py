@@ -137,18 +137,31 @@ def _measure_flat(
         allowed = set(subscribers.get(topic, ())) or {-1}
         if not held <= allowed:  # a gap, a stranger, or a topic nobody wants handed out
             return _check_and_measure(context, dict(raw))
-    changed: set[int] = set()
-    if owners != previous:
+    changed: set[int] | range = set()
+    if not any(context.ownership.resolved.values()):  # nobody owned anything: all are new
+        changed = range(len(group.members))
+    elif owners != previous:
         differs = list(map(ne, previous, owners))
-        changed.update(compress(previous, differs), compress(owners, differs))
+        changed = set(compress(previous, differs))
+        changed.update(compress(owners, differs))
     before = context.owned_loads
     getters = {topic: values.__getitem__ for topic, values in loads.items()}
+    # Under the count model every load is 1.0 and every partial sum an exact integer: the
+    # summed load is the partition count, whatever the order.
+    unit = context.load_model == "count"
     member_load = {
-        member_id: summed_loads(getters, raw[member_id], 0.0)
+        member_id: (
+            float(sum(map(len, raw[member_id].values())))
+            if unit
+            else summed_loads(getters, raw[member_id], 0.0)
+        )
         if i in changed
         else float(before[member_id])
         for i, member_id in enumerate(group.members)
     }
+    if raw.shared:  # read-only 1-tuples in normal form: copied into the plan's own lists
+        copied = {m: dict(zip(d, map(list, d.values()), strict=True)) for m, d in raw.items()}
+        return copied, owners, member_load
     return dict(raw), owners, member_load
 
 
@@ -238,7 +251,7 @@ def _moves(
     subscribes to any more moves to None. Both arrays are flat (topic `names[t]` starts at
     `starts[t]`; owners are indexes into `ids`, whose last entry is None); the differences are
     found at C speed, only the moves themselves are visited."""
-    if previous == target:
+    if previous == target or previous.count(-1) == len(previous):  # nothing owned: no moves
         return []
     differing = list(compress(range(len(target)), map(ne, previous, target)))
     moved = compress(differing, map(_OWNED, map(previous.__getitem__, differing)))

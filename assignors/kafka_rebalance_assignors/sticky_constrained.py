@@ -5,8 +5,9 @@ counterpart of Kafka's UniformHomogeneousAssignmentBuilder."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, compress, filterfalse, repeat
+from operator import add, itemgetter
 from typing import Any
 
 from kafka_rebalance_assignors.context import PlanContext
@@ -21,6 +22,8 @@ from kafka_rebalance_assignors.sticky_ownership import (
     no_partitions_taken,
     partition_numbers,
 )
+
+_FIRST = itemgetter(0)
 
 
 def _add(target: dict[str, list[int]], topic: str, piece: list[int]) -> None:
@@ -128,7 +131,11 @@ def constrained(
 
     # Fill: least loaded first, ties by id, in phases of identical rounds.
     remaining = sum(len(free) for _, free in segments)
-    dealer = _Dealer(segments, kept, held_topics, numbers, touched)
+    # A fresh group (nothing claimed, no conflicts): the dealer also fills the owner array, so
+    # the plan need not rebuild it from a million lists.
+    fresh = claimed is not None and not any(claims) and not held_topics
+    placement = (list(context.ownership.owners), offsets) if fresh else None
+    dealer = _Dealer(segments, kept, held_topics, numbers, touched, placement)
     order = sorted(range(size), key=counts.__getitem__)  # stable: ties stay in id order
     active: list[int] = []
     next_member = 0
@@ -153,14 +160,31 @@ def constrained(
             remaining = 0
     if remaining < 0:
         raise AssertionError("constrained fill: quota accounting went negative")
+    in_name_order = list(group.topics) == sorted(group.topics)
+    if dealer.owners is not None and dealer.columns_only and in_name_order:
+        return _flat_fresh(context, kept, dealer.owners, total)
     if (
         claimed is None
         or previous
-        or 2 * len(touched) > size  # a fresh group: the plan's own normalisation is cheaper
-        or list(group.topics) != sorted(group.topics)
+        or 2 * len(touched) > size  # much changed: `plan` normalises it
+        or not in_name_order
     ):
         return dict(zip(member_ids, kept, strict=True))
     return _flat(context, claims, kept, touched, owned_counts)
+
+
+def _flat_fresh(
+    context: PlanContext, kept: list[dict[str, Any]], owners: list[int], total: int
+) -> FlatAssignment:
+    """The result of a fresh group dealt entirely in columns (see `_Dealer._deal_columns`),
+    with the owner array the dealer filled: each member holds one shared 1-tuple per topic, in
+    topic order, which is the plan's normal form but for the tuples (`FlatAssignment.shared`:
+    the plan copies them into fresh lists)."""
+    if total != len(owners) - owners.count(-1):
+        raise AssertionError("constrained fill: a partition is listed twice")
+    result = FlatAssignment(context.group, owners, shared=True)
+    result.update(zip(context.group.members, kept, strict=True))
+    return result
 
 
 def _flat(
@@ -171,13 +195,14 @@ def _flat(
     held: list[int],
 ) -> FlatAssignment:
     """The result in the plan's normal form with its flat owner array (see `FlatAssignment`),
-    when no claim conflicted, the group's topics are in name order and at most half the members
-    were touched (a group close to its previous assignment: the steady state). Untouched
-    members hold exactly their resolved claims (topic order, ascending, copied into fresh
-    lists), so the owner array starts as the resolved one and only the touched members'
-    partitions are rewritten: cleared from what they claimed, set from what they now hold,
-    which they are given in normal form. In steady state that is a handful of members out of
-    thousands."""
+    when no claim conflicted, the group's topics are in name order and either at most half the
+    members were touched (a group close to its previous assignment: the steady state) or
+    nobody claimed anything (a fresh group). Untouched members hold exactly their resolved
+    claims (topic order, ascending, copied into fresh lists), so the owner array starts as the
+    resolved one and only the touched members' partitions are rewritten: cleared from what
+    they claimed, set from what they now hold, which they are given in normal form. In steady
+    state that is a handful of members out of thousands; in a fresh group it is everyone, each
+    usually holding one partition per topic, which is placed without a map per list."""
     group = context.group
     offsets = context.offsets
     adders = {topic: offset.__add__ for topic, offset in offsets.items()}
@@ -189,10 +214,16 @@ def _flat(
     for index in sorted(touched):
         mine = kept[index]
         names = sorted(compress(mine, mine.values()))  # topics in order, empty lists left out
-        lists = map(sorted, map(mine.__getitem__, names))
+        lists = list(map(sorted, map(mine.__getitem__, names)))  # fresh lists, even of tuples
         normal = kept[index] = dict(zip(names, lists, strict=True))
-        deque(map(owners.__setitem__, global_numbers(adders, normal), repeat(index)), 0)
-        listed += sum(map(len, normal.values()))
+        size = sum(map(len, lists))
+        numbers: Iterable[int]
+        if size == len(lists):  # one partition per topic: no inner map per list
+            numbers = map(add, map(offsets.__getitem__, names), map(_FIRST, lists))
+        else:
+            numbers = global_numbers(adders, normal)
+        deque(map(owners.__setitem__, numbers, repeat(index)), 0)
+        listed += size
     if listed != len(owners) - owners.count(-1):
         raise AssertionError("constrained fill: a partition is listed twice")
     result = FlatAssignment(group, owners)
@@ -266,7 +297,14 @@ class _Dealer:
         held: set[str],
         numbers: list[int],
         touched: set[int],
+        placement: tuple[list[int], dict[str, int]] | None = None,
     ) -> None:
+        # (owner array, `Group.offsets`): filled by column deals while every deal is one.
+        self.owners: list[int] | None = None
+        self.offsets: dict[str, int] = {}
+        if placement is not None:
+            self.owners, self.offsets = placement
+        self.columns_only = True  # every deal so far went through `_deal_columns`
         self.segments = segments
         self.touched = touched  # members dealt anything
         self.result = result
@@ -280,6 +318,7 @@ class _Dealer:
         """Each of `members` (in this order) gets one partition per round, `rounds` times."""
         if self._deal_columns(members, rounds):
             return
+        self.columns_only = False
         width = len(members)
         total = width * rounds
         dealt = 0
@@ -313,6 +352,27 @@ class _Dealer:
                 self.offset = 0
             else:
                 self.offset = stop
+
+    def _place(
+        self, members: list[int], rounds: int, reached: list[tuple[str, list[int], int]]
+    ) -> None:
+        """Record a column deal in the owner array: position k of the dealt sequence went to
+        `members[k % width]`, so each segment's owners are a slice of the members repeated.
+        A segment of consecutive partitions (a fresh topic's are all of them) is stored as one
+        slice, any other partition by partition."""
+        owners, offsets = self.owners, self.offsets
+        if owners is None:
+            return
+        ring = members * rounds
+        position = 0
+        for topic, free, take in reached:
+            start = offsets[topic] + free[0]
+            if free[take - 1] - free[0] == take - 1:  # ascending and distinct: consecutive
+                owners[start : start + take] = ring[position : position + take]
+            else:
+                numbers = map(offsets[topic].__add__, free[:take])
+                deque(map(owners.__setitem__, numbers, ring[position : position + take]), 0)
+            position += take
 
     def _deal_columns(self, members: list[int], rounds: int) -> bool:
         """`deal` member by member instead of topic by topic, when every topic this call reaches
@@ -357,6 +417,8 @@ class _Dealer:
             if not target and keys == first:  # the usual case: a presized copy, no rehashing
                 target = result[member] = template.copy()
             target.update(zip(keys, map(single, partitions[j::width]), strict=True))
+        if self.owners is not None:
+            self._place(members, rounds, reached)
         self.held.update(topic for topic, _, _ in reached)
         _, free, take = reached[-1]
         if take == len(free):

@@ -151,22 +151,30 @@ def _claims_at_once(
     drops the stale part."""
     if not owned:
         return {}
-    if not topics.keys() >= owned.keys():  # a deleted topic: stale
-        return None
     keys = list(owned)
     names = sorted(keys)
     # In name order already (the usual case: the check is by identity, at C speed): no lookups.
     lists = list(owned.values()) if names == keys else list(map(owned.__getitem__, names))
-    if not set(map(type, lists)) <= _SEQUENCE_TYPES:
-        return None
-    if set(map(len, lists)) == _ONE:  # one partition per topic: no set or sort per list
+    try:
+        # Lists (the usual case) are checked and measured in one pass: `list.__len__` refuses
+        # anything else, which the general checks below then look at. At a million claims each
+        # pass over the lists is a pass over a million scattered objects.
+        lengths = set(map(list.__len__, lists))
+    except TypeError:
+        lengths = set()
+    if lengths == _ONE:  # one partition per topic: no set or sort per list
         firsts = list(map(_FIRST, lists))
-        if (
-            set(map(type, firsts)) <= _INT_ONLY
-            and min(firsts) >= 0
-            and all(map(int.__lt__, firsts, map(topics.__getitem__, names)))
-        ):
+        try:
+            # a deleted topic is a KeyError here: stale, for the topic-by-topic path to drop
+            in_range = all(map(int.__lt__, firsts, map(topics.__getitem__, names)))
+        except (KeyError, TypeError):
+            return None
+        if in_range and set(map(type, firsts)) <= _INT_ONLY and min(firsts) >= 0:
             return dict(zip(names, map(shared.claim, firsts), strict=True))
+        return None
+    if not topics.keys() >= owned.keys():  # a deleted topic: stale
+        return None
+    if not set(map(type, lists)) <= _SEQUENCE_TYPES:
         return None
     if not all(lists) or not set(map(type, chain.from_iterable(lists))) <= _INT_ONLY:
         return None
