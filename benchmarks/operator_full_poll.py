@@ -364,7 +364,8 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=0,
         metavar="ROWS",
-        help="then one more steady poll under tracemalloc: print this many lines by memory",
+        help="trace allocations from the first poll on (the timings are then inflated) and "
+        "print this many source lines by memory held, and by growth over one more poll",
     )
     parser.add_argument("--bootstrap")
     parser.add_argument("--kubeconfig")
@@ -527,6 +528,10 @@ def one_policy(
     memory, settings = PolicyMemory(), OperatorSettings()
     status: dict[str, Any] = {}
     actions = []
+    if args.tracemalloc:  # from here on: what the polls keep is traced (and runs slower)
+        import tracemalloc
+
+        tracemalloc.start(1)
     clocks.enter("before the first poll")
     clocks.leave()
     before = clocks.highest
@@ -583,14 +588,14 @@ def _tracemalloc_poll(
     memory: Any,
     ports: Any,
 ) -> None:
-    """One more steady poll under tracemalloc: what it holds at its peak, and what stays
-    allocated after it, by source line (Python allocations only; numpy's buffers included)."""
+    """With tracemalloc on since before the first poll: what the polls keep (held before one
+    more steady poll) and what that poll adds, by source line (Python allocations and numpy's
+    buffers; not the C libraries' own)."""
     import tracemalloc
 
     from kafka_rebalance_operator import reconcile
     from kafka_rebalance_operator.settings import OperatorSettings
 
-    tracemalloc.start(1)
     kept = tracemalloc.take_snapshot()
     tracemalloc.reset_peak()
     ctx = reconcile.PolicyContext(namespace, name, uid, 1, spec, status)
