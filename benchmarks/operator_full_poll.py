@@ -58,6 +58,11 @@ class Clocks:
     cpus: list[dict[str, float]] = field(default_factory=list)
     counts: list[dict[str, int]] = field(default_factory=list)
     sockets: list[int] = field(default_factory=list)
+    peak: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # MiB
+    peaks: list[dict[str, float]] = field(default_factory=list)
+    rss: list[float] = field(default_factory=list)  # MiB after each poll
+    _open: list[str] = field(default_factory=list)  # labels being timed now, outermost first
+    highest: float = 0.0  # MiB: the process's peak RSS over every reading (the resets hide it)
 
     def add(self, label: str, seconds: float, cpu: float = 0.0) -> None:
         self.current[label] += seconds
@@ -68,22 +73,60 @@ class Clocks:
         self.polls.append(dict(self.current))
         self.cpus.append(dict(self.cpu))
         self.counts.append(dict(self.calls))
+        self.peaks.append(dict(self.peak))
         self.sockets.append(open_sockets())
+        self.rss.append(rss_mib()[0])
         self.current, self.calls = defaultdict(float), defaultdict(int)
-        self.cpu = defaultdict(float)
+        self.cpu, self.peak = defaultdict(float), defaultdict(float)
+
+    def enter(self, label: str) -> None:
+        """Start `label`'s peak RSS: the peak so far counts for the labels already open, then
+        the kernel's high-water mark restarts from the current RSS."""
+        self._note_peak()
+        self._open.append(label)
+        reset_peak_rss()
+
+    def leave(self) -> None:
+        self._note_peak()
+        self._open.pop()
+
+    def _note_peak(self) -> None:
+        _rss, hwm = rss_mib()
+        self.highest = max(self.highest, hwm)
+        for label in self._open:
+            self.peak[label] = max(self.peak[label], hwm)
 
     def timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """`fn` timed under `label`: wall seconds, and CPU seconds of the whole process (the
-        Kafka client's network thread included) while it ran."""
+        """`fn` timed under `label`: wall seconds, CPU seconds of the whole process (the
+        Kafka client's network thread included) and the process's peak RSS while it ran."""
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.enter(label)
             started, cpu = time.perf_counter(), time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
                 self.add(label, time.perf_counter() - started, time.process_time() - cpu)
+                self.leave()
 
         return wrapper
+
+
+def rss_mib() -> tuple[float, float]:
+    """(RSS now, peak RSS since the last `reset_peak_rss`) of this process, MiB (Linux)."""
+    fields = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) / 1024
+    return fields.get("VmRSS", 0.0), fields.get("VmHWM", 0.0)
+
+
+def reset_peak_rss() -> None:
+    """Restart the kernel's peak-RSS mark (VmHWM) from the current RSS (Linux 4.0+)."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
 
 
 def open_sockets() -> int:
@@ -316,6 +359,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--profile", type=int, default=0, help="then profile one more poll: print this many rows"
     )
+    parser.add_argument(
+        "--tracemalloc",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="trace allocations from the first poll on (the timings are then inflated) and "
+        "print this many source lines by memory held, and by growth over one more poll",
+    )
     parser.add_argument("--bootstrap")
     parser.add_argument("--kubeconfig")
     parser.add_argument(
@@ -477,15 +528,18 @@ def one_policy(
     memory, settings = PolicyMemory(), OperatorSettings()
     status: dict[str, Any] = {}
     actions = []
+    if args.tracemalloc:  # from here on: what the polls keep is traced (and runs slower)
+        import tracemalloc
+
+        tracemalloc.start(1)
+    clocks.enter("before the first poll")
+    clocks.leave()
+    before = clocks.highest
     for _ in range(1 + args.polls):
         ctx = reconcile.PolicyContext(namespace, name, uid, 1, spec, status)
-        started, cpu = time.perf_counter(), time.process_time()
-        outcome = reconcile.poll(ctx, pods, memory, timed_ports, settings)
-        clocks.add("poll", time.perf_counter() - started, time.process_time() - cpu)
+        outcome = clocks.timed("poll", reconcile.poll)(ctx, pods, memory, timed_ports, settings)
         if outcome.status:
-            started, cpu = time.perf_counter(), time.process_time()
-            timed_ports.status.patch(namespace, name, outcome.status)
-            clocks.add("status write", time.perf_counter() - started, time.process_time() - cpu)
+            clocks.timed("status write", timed_ports.status.patch)(namespace, name, outcome.status)
         status = {**status, **{k: v for k, v in outcome.status.items() if v is not None}}
         actions.append(outcome.action)
         clocks.finish()
@@ -498,8 +552,12 @@ def one_policy(
         profiler.runcall(reconcile.poll, ctx, pods, memory, real, settings)
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
     history = getattr(memory, "history", None)
+    if args.tracemalloc:
+        _tracemalloc_poll(args.tracemalloc, namespace, name, uid, spec, status, pods, memory, real)
     memory.close()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    clocks.enter("end")
+    clocks.leave()
+    peak = clocks.highest
     series = sum(len(family.samples) for family in metrics.REGISTRY.collect())
     print(
         f"actions: {actions}; epoch {status.get('epoch')}, "
@@ -512,7 +570,46 @@ def one_policy(
             f"({history.nbytes / 2**20:,.1f} MiB)"
         )
     print(f"load average at end: {load_average()}")
+    print(
+        f"RSS, MiB: before the first poll (imports, clients, pod index) {before:,.0f}; "
+        f"after each poll {', '.join(f'{r:,.0f}' for r in clocks.rss)}"
+    )
     report_table(clocks, total, args, peak, series)
+
+
+def _tracemalloc_poll(
+    rows: int,
+    namespace: str,
+    name: str,
+    uid: str,
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    pods: list[Any],
+    memory: Any,
+    ports: Any,
+) -> None:
+    """With tracemalloc on since before the first poll: what the polls keep (held before one
+    more steady poll) and what that poll adds, by source line (Python allocations and numpy's
+    buffers; not the C libraries' own)."""
+    import tracemalloc
+
+    from kafka_rebalance_operator import reconcile
+    from kafka_rebalance_operator.settings import OperatorSettings
+
+    kept = tracemalloc.take_snapshot()
+    tracemalloc.reset_peak()
+    ctx = reconcile.PolicyContext(namespace, name, uid, 1, spec, status)
+    reconcile.poll(ctx, pods, memory, ports, OperatorSettings())
+    _current, peak = tracemalloc.get_traced_memory()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    print(f"\n## tracemalloc: one steady poll; traced peak {peak / 2**20:,.1f} MiB")
+    print(f"held before the poll (memory kept between polls), top {rows} lines:")
+    for stat in kept.statistics("lineno")[:rows]:
+        print(f"  {stat.size / 2**20:8.1f} MiB {stat.count:>9,}  {stat.traceback}")
+    print(f"grown by the poll, top {rows} lines:")
+    for stat in after.compare_to(kept, "lineno")[:rows]:
+        print(f"  {stat.size_diff / 2**20:+8.1f} MiB {stat.count_diff:>+9,}  {stat.traceback}")
 
 
 def fleet(
@@ -673,6 +770,8 @@ def report_table(
                 f"{statistics.median(values) * 1000:,.0f}" if values else "-",
                 f"{max(values) * 1000:,.0f}" if values else "-",
                 f"{statistics.median(cpu) * 1000:,.0f}" if cpu else "-",
+                f"{clocks.peaks[0].get(label, 0.0):,.0f}",
+                f"{max(p.get(label, 0.0) for p in clocks.peaks[1:]):,.0f}" if steady else "-",
                 str(clocks.counts[-1].get(label, 0)),
             ]
         )
@@ -686,6 +785,8 @@ def report_table(
                 "steady median",
                 "steady max",
                 "steady CPU ms (median)",
+                "peak RSS MiB, first",
+                "peak RSS MiB, steady (max)",
                 "calls (last poll)",
             ],
             rows,

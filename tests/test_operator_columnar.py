@@ -244,7 +244,11 @@ def test_telemetry_rows_only_for_changed_partitions_and_a_refresh() -> None:
     assert same.changed_since(emitted, telemetry.REFRESH_S).all()
 
 
-def test_encoded_rows_are_the_json_the_sinks_wrote_for_dict_rows(tmp_path) -> None:
+@pytest.mark.parametrize("chunk", [8192, 2])
+def test_encoded_rows_are_the_json_the_sinks_wrote_for_dict_rows(
+    tmp_path, monkeypatch, chunk: int
+) -> None:
+    monkeypatch.setattr(telemetry, "ENCODE_CHUNK", chunk)  # 2: rows made over three chunks
     layout = Layout.of({'odd "tøpic"\\': 3, "b": 2})
     columns = _columns(layout, 10)
     columns.log_start[1] = -1
@@ -256,6 +260,7 @@ def test_encoded_rows_are_the_json_the_sinks_wrote_for_dict_rows(tmp_path) -> No
     rows = columns.rows(changed, **fields)
     encoded = columns.encoded(changed, **fields)
     assert [json.loads(line) for line in encoded.lines] == rows == list(encoded)
+    assert len(encoded) == len(rows) == 4 and encoded[3] == rows[3] and encoded[1:3] == rows[1:3]
     expected = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows)
     assert "".join(encoded.lines) == expected
     path = tmp_path / "rows.jsonl"
@@ -290,3 +295,18 @@ def test_offsets_further_apart_than_int32_rebase_the_partition() -> None:
     committed = np.array([2**32 + 2**29])
     got = columns.time_lags(committed, np.array([True]), 10.0)[0]
     assert got == pytest.approx(reference.ends.time_lag(int(committed[0]), 10.0))
+
+
+def test_point_times_widen_past_int16_when_that_many_are_still_referred_to() -> None:
+    n = 2**15  # one point per partition, each at its own poll time: none can be compacted away
+    history = PolicyHistory(Layout.of({"t": n}), points=2)
+    history.clock = np.arange(n - 1, dtype=np.float64)
+    history.when[:, 0] = np.minimum(np.arange(n), n - 2)
+    history.count[:] = 1
+    history.base[:] = 10
+    assert history.when.dtype == np.int16
+    ends = np.full(n, 20, np.int64)
+    history.observe(float(n), ends, np.full(n, 15, np.int64), np.ones(n, bool), ends - 15)
+    assert history.when.dtype == np.int32
+    assert history.times[:, 0].tolist() == np.minimum(np.arange(n), n - 2).astype(float).tolist()
+    assert (history.times[:, 1] == float(n)).all()

@@ -8,6 +8,7 @@ repaired rather than remembered wrongly. The document's text is the shared wire 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -55,10 +56,11 @@ class MemberDocument:
             group=document.group,
             member=document.member,
             epoch=document.epoch,
-            partitions={t: list(p) for t, p in document.partitions.items()},
+            # topic names interned: a thousand members' documents share one string per topic
+            partitions={sys.intern(t): list(p) for t, p in document.partitions.items()},
             plan_hash=document.plan_hash,
             generated_at=document.generated_at,
-            revoking={t: list(p) for t, p in document.revoking.items()},
+            revoking={sys.intern(t): list(p) for t, p in document.revoking.items()},
             policy_uid=document.policy_uid,
             leader_term=document.leader_term,
         )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kafka_rebalance_operator.lag import Layout
+from kafka_rebalance_operator.lag import Layout, TopicValues
 
 MAX_POINTS = 60
 
@@ -154,12 +154,14 @@ class PolicyHistory:
     flat runs kept as their first and last point, oldest first) and the lag last reported.
 
     The same arithmetic as the per-partition objects, in the same order, so rates and time lags
-    are those the objects give (tests/test_operator_columnar.py). A point is 8 bytes: its time
-    as an index into the policy's table of poll times (all partitions of a policy are read at
-    the same times, so a time is stored once), and its log end as an int32 above the
+    are those the objects give (tests/test_operator_columnar.py). A point is 6 bytes: its time
+    as an int16 index into the policy's table of poll times (all partitions of a policy are
+    read at the same times, so a time is stored once; the table is compacted to the times still
+    referred to when it grows past `4 * points + 1024`, and the index widened to int32 should
+    those ever outgrow int16), and its log end as an int32 above the
     partition's base offset. Should one partition's points span more than 2**31 - 1 offsets,
     its oldest points are dropped until they fit (the objects would keep them). Memory per
-    partition: 8 bytes per point plus 74 (`bytes_per_partition`); a poll's working arrays are
+    partition: 6 bytes per point plus 74 (`bytes_per_partition`); a poll's working arrays are
     bounded by working through `CHUNK` partitions at a time."""
 
     CHUNK = 8192
@@ -170,7 +172,8 @@ class PolicyHistory:
         self.layout, self.points = layout, points
         self.produce, self.consume = _Rates(n), _Rates(n)
         self.clock = np.empty(0)  # poll times the points refer to
-        self.when = np.zeros((n, points), np.int32)  # each point's time: index into clock
+        self._clock_limit = 4 * points + 1024  # the clock is compacted when longer
+        self.when = np.zeros((n, points), np.int16)  # each point's time: an index into clock
         self.base = np.zeros(n, np.int64)  # each partition's base offset
         self.delta = np.zeros((n, points), np.int32)  # each point's log end minus the base
         self.count = np.zeros(n, np.int16)
@@ -197,7 +200,7 @@ class PolicyHistory:
 
     @staticmethod
     def bytes_per_partition(points: int = MAX_POINTS) -> int:
-        return 8 * points + 8 + 2 + 8 + 8 + 2 * (8 + 8 + 8)
+        return 6 * points + 8 + 2 + 8 + 8 + 2 * (8 + 8 + 8)
 
     def resized(self, layout: Layout) -> PolicyHistory:
         """This history for `layout`: partitions in both keep theirs (by topic and number),
@@ -242,11 +245,21 @@ class PolicyHistory:
         times still referred to when it grows long)."""
         if len(self.clock) and self.clock[-1] == t:
             return len(self.clock) - 1
-        if len(self.clock) > 4 * self.points + 1024:
-            valid = np.arange(self.points)[None, :] < self.count[:, None]
-            used = np.unique(self.when[valid])
-            self.when = np.where(valid, np.searchsorted(used, self.when), 0).astype(np.int32)
+        if len(self.clock) > self._clock_limit:
+            blocks = [slice(s, s + self.CHUNK) for s in range(0, len(self.count), self.CHUNK)]
+            steps = np.arange(self.points)[None, :]
+            used = np.unique(
+                np.concatenate(
+                    [np.empty(0, np.int64)]
+                    + [np.unique(self.when[b][steps < self.count[b, None]]) for b in blocks]
+                )
+            )
+            for b in blocks:
+                valid = steps < self.count[b, None]
+                self.when[b] = np.where(valid, np.searchsorted(used, self.when[b]), 0)
             self.clock = self.clock[used]
+        if len(self.clock) >= np.iinfo(self.when.dtype).max:  # still referred to: widen
+            self.when = self.when.astype(np.int32)
         self.clock = np.append(self.clock, t)
         return len(self.clock) - 1
 
@@ -338,13 +351,9 @@ class PolicyHistory:
         out[need] = np.maximum(0.0, now - estimate)
         return out
 
-    def produce_rates(self) -> dict[tuple[str, int], float | None]:
-        """key -> production EWMA (None: not known yet), for the planner's document."""
-        values = self.produce.value.tolist()
-        return {
-            key: (None if math.isnan(v) else v)
-            for key, v in zip(self.layout.keys(), values, strict=True)
-        }
+    def produce_rates(self) -> TopicValues:
+        """key -> production EWMA (None: not known yet), for the planner's request."""
+        return self.layout.per_topic(self.produce.value)
 
     def total_produce(self) -> float:
         """The sum of the known production rates."""

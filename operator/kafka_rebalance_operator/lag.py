@@ -140,6 +140,44 @@ class Layout:
             for p in range(count):
                 yield (topic, p)
 
+    def per_topic(self, values: np.ndarray) -> TopicValues:
+        """`values` (in this layout's order, NaN: unknown) as a list per topic (None: unknown)."""
+        lists: dict[str, list[float | None]] = {}
+        for topic, (base, count) in self.spans.items():
+            lists[topic] = [None if v != v else v for v in values[base : base + count].tolist()]
+        return TopicValues(lists)
+
+
+class TopicValues(Mapping[tuple[str, int], float | None]):
+    """One value per partition (None: unknown), kept as a list per topic: what the planner's
+    request is built from, read by (topic, partition) like a dict, without a key tuple and a
+    dict entry per partition."""
+
+    __slots__ = ("lists",)
+
+    def __init__(self, lists: dict[str, list[float | None]]) -> None:
+        self.lists = lists
+
+    def get(self, key: tuple[str, int], default: float | None = None) -> float | None:  # type: ignore[override]
+        values = self.lists.get(key[0])
+        if values is None or not 0 <= key[1] < len(values):
+            return default
+        return values[key[1]]
+
+    def __getitem__(self, key: tuple[str, int]) -> float | None:
+        values = self.lists[key[0]]
+        if not 0 <= key[1] < len(values):
+            raise KeyError(key)
+        return values[key[1]]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        for topic, values in self.lists.items():
+            for p in range(len(values)):
+                yield (topic, p)
+
+    def __len__(self) -> int:
+        return sum(len(values) for values in self.lists.values())
+
 
 def _known(value: int) -> int | None:
     return None if value < 0 else int(value)
@@ -300,13 +338,9 @@ class PolicyLags(Mapping[tuple[str, int], PartitionLag]):
         counts = np.bincount(self.states, minlength=len(STATES))
         return {STATES[s].value: int(c) for s, c in enumerate(counts) if c}
 
-    def lag_values(self) -> dict[tuple[str, int], float | None]:
-        """key -> lag as a float (None: unknown), for the planner's document."""
-        values = self.lags.astype(np.float64).tolist()
-        return {
-            key: (None if value < 0 else value)
-            for key, value in zip(self.layout.keys(), values, strict=True)
-        }
+    def lag_values(self) -> TopicValues:
+        """key -> lag as a float (None: unknown), for the planner's request."""
+        return self.layout.per_topic(np.where(self.lags < 0, np.nan, self.lags.astype(np.float64)))
 
     def time_lag(self, key: tuple[str, int]) -> float | None:
         i = self.layout.index(key)

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
@@ -180,6 +180,7 @@ class Telemetry:
 # ------------------------------------------------------------------------ partition rows, columnar
 
 REFRESH_S = 300.0  # every partition gets a row at least this often, changed or not
+ENCODE_CHUNK = 8192  # rows encoded at a time (`Columns.encoded`): bounds a poll's transient strings
 
 
 @dataclass
@@ -268,12 +269,12 @@ class Columns:
         group: str,
     ) -> EncodedRows:
         """The rows of `rows`, already JSON (the sinks' own encoding: sorted keys, no spaces),
-        made from the columns without a dict per row."""
+        made from the columns without a dict per row. The lines are made `ENCODE_CHUNK` rows at
+        a time as a sink reads them, so a poll that writes every partition's row never holds
+        them all (nor a string per field of each) at once."""
         picked = np.flatnonzero(changed)
         spans = sorted((base, topic) for topic, (base, _n) in self.layout.spans.items())
         bases = np.array([b for b, _t in spans], np.int64)
-        which = (np.searchsorted(bases, picked, side="right") - 1).tolist()
-        partitions = (picked - bases[which]).tolist() if len(picked) else []
         topics = [json.dumps(t) for _b, t in spans]
         owners = [json.dumps(m) for m in self.owners]
         states = [json.dumps(s.value) for s in STATES]
@@ -283,22 +284,31 @@ class Columns:
         pol = ',"policy":' + json.dumps(policy) + ',"time_lag_s":'
         tail = f',"ts_ms":{ts_ms}}}\n'
 
-        def num(values: np.ndarray) -> list[str]:
-            return ["null" if v < 0 else str(v) for v in values[picked].tolist()]
+        def chunk(rows: np.ndarray) -> list[str]:
+            which = (np.searchsorted(bases, rows, side="right") - 1).tolist()
+            partitions = (rows - bases[which]).tolist() if len(rows) else []
 
-        committed, lag = num(self.committed), num(self.lag)
-        log_end, log_start = num(self.log_end), num(self.log_start)
-        time_lag = ["null" if v != v else repr(v) for v in self.time_lag[picked].tolist()]
-        state = self.state[picked].tolist()
-        owner = self.owner[picked].tolist()
-        lines = [
-            f'{head}{committed[k]}{mid}{lag[k]},"lag_state":{states[state[k]]},'
-            f'"log_end":{log_end[k]},"log_start":{log_start[k]}{ns}'
-            f'{owners[owner[k]] if owner[k] >= 0 else "null"},"partition":{partitions[k]}'
-            f'{pol}{time_lag[k]},"topic":{topics[which[k]]}{tail}'
-            for k in range(len(picked))
-        ]
-        return EncodedRows(lines, group)
+            def num(values: np.ndarray) -> list[str]:
+                return ["null" if v < 0 else str(v) for v in values[rows].tolist()]
+
+            committed, lag = num(self.committed), num(self.lag)
+            log_end, log_start = num(self.log_end), num(self.log_start)
+            time_lag = ["null" if v != v else repr(v) for v in self.time_lag[rows].tolist()]
+            state = self.state[rows].tolist()
+            owner = self.owner[rows].tolist()
+            return [
+                f'{head}{committed[k]}{mid}{lag[k]},"lag_state":{states[state[k]]},'
+                f'"log_end":{log_end[k]},"log_start":{log_start[k]}{ns}'
+                f'{owners[owner[k]] if owner[k] >= 0 else "null"},"partition":{partitions[k]}'
+                f'{pol}{time_lag[k]},"topic":{topics[which[k]]}{tail}'
+                for k in range(len(rows))
+            ]
+
+        def lines() -> Iterator[str]:
+            for start in range(0, len(picked), ENCODE_CHUNK):
+                yield from chunk(picked[start : start + ENCODE_CHUNK])
+
+        return EncodedRows(lines, len(picked), group)
 
     def rows(
         self,
@@ -359,17 +369,27 @@ class EncodedRows(Sequence[dict[str, Any]]):
     """Rows already encoded as JSON lines (`Columns.encoded`). Sinks that write JSON take the
     lines as they are; anything else reads them as dicts (decoded on access)."""
 
-    def __init__(self, lines: list[str], group: str) -> None:
-        self.lines, self.group = lines, group
+    def __init__(self, lines: Callable[[], Iterator[str]], count: int, group: str) -> None:
+        self._lines, self._count, self.group = lines, count, group
+
+    @property
+    def lines(self) -> Iterator[str]:
+        """The lines, in order, made afresh on each read (one sink after another)."""
+        return self._lines()
 
     def __len__(self) -> int:
-        return len(self.lines)
+        return self._count
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for line in self.lines:
+            yield json.loads(line)
 
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...
     @overload
     def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        lines = list(self.lines)  # random access (tests, sinks that want dicts): made whole
         if isinstance(index, slice):
-            return [json.loads(line) for line in self.lines[index]]
-        return json.loads(self.lines[index])
+            return [json.loads(line) for line in lines[index]]
+        return json.loads(lines[index])
