@@ -568,7 +568,9 @@ def fleet(
         uid = _create_policy(api, namespace, name, spec)
         policies.append((name, uid, spec, pod_index(api, namespace, label, slot=i)))
     real, telemetry_file = _real_ports(api)
-    settings = OperatorSettings()
+    # an --interval below the operator's default --min-poll-interval (5s) is polled too, not
+    # Stalled: down to the CRD's 1s floor
+    settings = OperatorSettings(min_poll_interval_s=1.0)
     memories = [PolicyMemory() for _ in policies]
     statuses: list[dict[str, Any]] = [{} for _ in policies]
     polled: list[list[float]] = [[] for _ in policies]

@@ -62,12 +62,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the `cluster` field of telemetry rows",
     )
     parser.add_argument(
-        "--interval-scale",
-        type=float,
-        default=1.0,
-        metavar="FACTOR",
-        help="TEST/DEV ONLY: multiply every pollInterval and cooldown (e.g. 0.1 turns the 5s "
-        "floor into 0.5s)",
+        "--min-poll-interval",
+        type=_duration,
+        default="5s",
+        metavar="DURATION",
+        help="the shortest spec.rebalance.pollInterval this operator honours (a duration as in "
+        "a policy: 5s, 500ms, 1m); a policy below it is Stalled (PollIntervalTooShort) and "
+        "polled no more often than this; default 5s",
     )
     parser.add_argument(
         "--tick",
@@ -375,6 +376,16 @@ def _plan_credentials(args: argparse.Namespace) -> tuple[tuple[bytes, ...], dict
     return keys, client
 
 
+def _duration(text: str) -> float:
+    """Seconds in a Go-style duration, the grammar of a policy's durations ("5s", "1m30s")."""
+    from kafka_rebalance_operator.durations import DurationError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except DurationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -421,7 +432,7 @@ def run(args: argparse.Namespace) -> int:
             "require signatures (kafka.rebalance.plans.keys.file) ignore them (docs/kip848.md)"
         )
     settings = OperatorSettings(
-        interval_scale=args.interval_scale,
+        min_poll_interval_s=args.min_poll_interval,
         tick_s=args.tick,
         kafka_timeout_s=args.kafka_timeout,
         cluster=args.cluster_name,
@@ -495,10 +506,10 @@ def run(args: argparse.Namespace) -> int:
     import kopf
 
     logging.getLogger(__name__).info(
-        "kafka-rebalance operator: %s, poll tick %.2fs, interval scale %g",
+        "kafka-rebalance operator: %s, poll tick %.2fs, shortest pollInterval honoured %gs",
         "all namespaces" if clusterwide else f"namespaces {', '.join(namespaces)}",
         args.tick,
-        args.interval_scale,
+        args.min_poll_interval,
     )
     registry = handlers.registry(settings)
     try:

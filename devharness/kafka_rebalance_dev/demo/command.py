@@ -73,10 +73,12 @@ def register(subparsers: Any) -> None:
         help="the policy's members.weightFrom (default adaptive: measured throughput)",
     )
     parser.add_argument(
-        "--interval-scale",
-        type=float,
-        default=0.4,
-        help="the operator's --interval-scale (default 0.4: the 5s pollInterval becomes 2s)",
+        "--poll-interval",
+        type=_poll_interval,
+        default="2s",
+        metavar="DURATION",
+        help="the policy's rebalance.pollInterval (default 2s; at least 1s, the CRD's floor: "
+        "the demo's operator runs with --min-poll-interval 1s)",
     )
     parser.add_argument(
         "--kubelet",
@@ -104,6 +106,19 @@ def register(subparsers: Any) -> None:
         "$KAFKA_REBALANCE_DEV_DIR or ./.dev) instead of starting one; it is left running",
     )
     parser.set_defaults(handler=_run)
+
+
+def _poll_interval(text: str) -> str:
+    """A pollInterval the CRD admits (a duration of at least 1s), as written."""
+    from kafka_rebalance_operator.durations import DurationError, parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except DurationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if seconds < 1:
+        raise argparse.ArgumentTypeError(f"at least 1s (the CRD's floor), got {text}")
+    return text
 
 
 def _interrupted(signum: int, _frame: object) -> None:
@@ -136,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
         hot_rate=args.hot_rate,
         cold_rate=args.cold_rate,
         weight_from=None if args.weight_from == "none" else args.weight_from,
-        interval_scale=args.interval_scale,
+        poll_interval=args.poll_interval,
         json=args.json,
         keep=args.keep,
         state_dir=args.state_dir,
