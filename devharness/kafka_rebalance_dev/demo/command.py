@@ -34,6 +34,14 @@ def register(subparsers: Any) -> None:
         "produce a skewed workload, show the group converging on the plan, then prove with a "
         "ledger that nothing was lost. See docs/demo.md.",
     )
+    _run_arguments(parser)
+    _workload_arguments(parser)
+    _environment_arguments(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which strategies run, and for how long."""
     parser.add_argument(
         "--strategy", choices=STRATEGIES, default="lag-aware", help="default: lag-aware"
     )
@@ -51,6 +59,10 @@ def register(subparsers: Any) -> None:
         help="seconds of production, observe and enforce phases together (default 100; 180 with "
         "--kubelet, where a plan reaches a pod when the kubelet refreshes its mounted ConfigMap)",
     )
+
+
+def _workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The group, its skewed workload and the policy's settings."""
     parser.add_argument("--members", type=int, default=3, help="pods in the group (default 3)")
     parser.add_argument("--partitions", type=int, default=6, help="topic partitions (default 6)")
     parser.add_argument(
@@ -80,6 +92,10 @@ def register(subparsers: Any) -> None:
         help="the policy's rebalance.pollInterval (default 2s; at least 1s, the CRD's floor: "
         "the demo's operator runs with --min-poll-interval 1s)",
     )
+
+
+def _environment_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the sidecars run, what is printed, and which environment is used."""
     parser.add_argument(
         "--kubelet",
         action="store_true",
@@ -105,7 +121,6 @@ def register(subparsers: Any) -> None:
         help="use an environment `kafka-rebalance dev up` already started (default dir: "
         "$KAFKA_REBALANCE_DEV_DIR or ./.dev) instead of starting one; it is left running",
     )
-    parser.set_defaults(handler=_run)
 
 
 def _poll_interval(text: str) -> str:
