@@ -517,14 +517,7 @@ def one_policy(
     clocks = Clocks()
     instrument(clocks)
     real, telemetry_file = _real_ports(api)
-    timed_ports = replace(
-        real,
-        configmaps=TimedPort(real.configmaps, "configmaps", clocks),
-        status=TimedPort(real.status, "status", clocks),
-        metrics=TimedPort(real.metrics, "metrics", clocks),
-        telemetry=TimedPort(real.telemetry, "telemetry", clocks),
-        kafka=_timed_factory(real.kafka, clocks),
-    )
+    timed_ports = _timed_ports(real, clocks)
     memory, settings = PolicyMemory(), OperatorSettings()
     status: dict[str, Any] = {}
     actions = []
@@ -612,6 +605,18 @@ def _tracemalloc_poll(
         print(f"  {stat.size_diff / 2**20:+8.1f} MiB {stat.count_diff:>+9,}  {stat.traceback}")
 
 
+def _timed_ports(real: Any, clocks: Clocks) -> Any:
+    """The real ports, each call timed into `clocks` under the port's name."""
+    return replace(
+        real,
+        configmaps=TimedPort(real.configmaps, "configmaps", clocks),
+        status=TimedPort(real.status, "status", clocks),
+        metrics=TimedPort(real.metrics, "metrics", clocks),
+        telemetry=TimedPort(real.telemetry, "telemetry", clocks),
+        kafka=_timed_factory(real.kafka, clocks),
+    )
+
+
 def fleet(
     args: argparse.Namespace,
     bootstrap: str,
@@ -627,9 +632,6 @@ def fleet(
     import concurrent.futures
     import threading
 
-    from kafka import TopicPartition
-    from kafka.admin import KafkaAdminClient
-    from kafka.structs import OffsetAndMetadata
     from kafka_rebalance_operator import reconcile
     from kafka_rebalance_operator.memory import PolicyMemory
     from kafka_rebalance_operator.settings import OperatorSettings
@@ -637,35 +639,12 @@ def fleet(
     per = len(names) // args.fleet
     run = uuid.uuid4().hex[:4]
     groups = [f"{prefix}-fleet{run}-{i}" for i in range(args.fleet)]
-    started = time.perf_counter()
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
-    try:
-        for i, group in enumerate(groups):  # commits behind the log end: every partition lags
-            offsets = {
-                TopicPartition(t, p): OffsetAndMetadata(p % 2, "", -1)
-                for t in names[i * per : (i + 1) * per]
-                for p in range(args.partitions)
-            }
-            commit_group_offsets(admin, group, offsets, 120)
-    finally:
-        admin.close()
-    print(f"{args.fleet} groups committed in {time.perf_counter() - started:.1f} s")
-    policies = []
-    for i, group in enumerate(groups):
-        spec = {
-            "groupId": group,
-            "kafka": {"bootstrapServers": bootstrap},
-            "topics": names[i * per : (i + 1) * per],
-            "members": {"selector": {"matchLabels": {"app": label, "slot": str(i)}}},
-            "strategy": args.strategy,
-            "rebalance": {"cooldown": "0s", "pollInterval": f"{int(args.interval)}s"},
-            "apply": {"mode": args.mode},
-        }
-        name = f"fleet{run}-{i:03d}"
-        uid = _create_policy(api, namespace, name, spec)
-        policies.append((name, uid, spec, pod_index(api, namespace, label, slot=i)))
+    _commit_lagging(args, bootstrap, names, groups)
+    policies = _fleet_policies(args, bootstrap, api, names, namespace, label, groups, run)
     real, telemetry_file = _real_ports(api)
-    settings = OperatorSettings()
+    # an --interval below the operator's default --min-poll-interval (5s) is polled too, not
+    # Stalled: down to the CRD's 1s floor
+    settings = OperatorSettings(min_poll_interval_s=1.0)
     memories = [PolicyMemory() for _ in policies]
     statuses: list[dict[str, Any]] = [{} for _ in policies]
     polled: list[list[float]] = [[] for _ in policies]
@@ -690,34 +669,145 @@ def fleet(
 
     print(f"load average before the fleet runs: {load_average()}")
     pool = concurrent.futures.ThreadPoolExecutor(args.workers)
-    begin, cpu_begin = time.monotonic(), time.process_time()
-    sockets, backlog = [], []
-    while time.monotonic() - begin < args.duration:
-        now = time.monotonic()
-        for i, (_name, uid, _spec, _pods) in enumerate(policies):
-            with lock:
-                if i in running:
-                    continue
-            if memories[i].poll_due(now, 1, args.interval, uid):
-                polled[i].append(now)
-                with lock:
-                    running.add(i)
-                pool.submit(poll_one, i)
-        with lock:
-            backlog.append(len(running))
-        sockets.append(open_sockets())
-        time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
-    wall, cpu = time.monotonic() - begin, time.process_time() - cpu_begin
+    wall, cpu, sockets, backlog = _tick(
+        args,
+        [
+            (uid, memory)
+            for (_name, uid, _spec, _pods), memory in zip(policies, memories, strict=True)
+        ],
+        polled,
+        (running, lock),
+        lambda i: pool.submit(poll_one, i),
+    )
     pool.shutdown(wait=True)
     clients = real.kafka.created if hasattr(real.kafka, "created") else "one per policy"
     for memory in memories:
         memory.close()
+    print(f"load average at end: {load_average()}")
+    print()
+    _fleet_report(
+        args,
+        per,
+        (wall, cpu),
+        FleetFigures(durations, polled, sockets, backlog),
+        clients,
+        len(telemetry_file.read_text().splitlines()),
+    )
+
+
+def _tick(
+    args: argparse.Namespace,
+    timers: list[tuple[str, Any]],
+    polled: list[list[float]],
+    running_lock: tuple[set[int], Any],
+    submit: Callable[[int], Any],
+) -> tuple[float, float, list[int], list[int]]:
+    """The operator's timers for --duration seconds: a tick every second submits each policy
+    (uid, PolicyMemory) whose poll is due and not running. Returns wall and CPU seconds, and the
+    open sockets and running polls at each tick."""
+    running, lock = running_lock
+    begin, cpu_begin = time.monotonic(), time.process_time()
+    sockets, backlog = [], []
+    while time.monotonic() - begin < args.duration:
+        now = time.monotonic()
+        for i, (uid, memory) in enumerate(timers):
+            with lock:
+                if i in running:
+                    continue
+            if memory.poll_due(now, 1, args.interval, uid):
+                polled[i].append(now)
+                with lock:
+                    running.add(i)
+                submit(i)
+        with lock:
+            backlog.append(len(running))
+        sockets.append(open_sockets())
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
+    return time.monotonic() - begin, time.process_time() - cpu_begin, sockets, backlog
+
+
+def _fleet_policies(
+    args: argparse.Namespace,
+    bootstrap: str,
+    api: Any,
+    names: list[str],
+    namespace: str,
+    label: str,
+    groups: list[str],
+    run: str,
+) -> list[tuple[str, str, dict[str, Any], Any]]:
+    """One policy per group over its share of the topics and its slot of pods: (name, uid,
+    spec, pod index) each."""
+    per = len(names) // args.fleet
+    policies = []
+    for i, group in enumerate(groups):
+        spec = {
+            "groupId": group,
+            "kafka": {"bootstrapServers": bootstrap},
+            "topics": names[i * per : (i + 1) * per],
+            "members": {"selector": {"matchLabels": {"app": label, "slot": str(i)}}},
+            "strategy": args.strategy,
+            "rebalance": {"cooldown": "0s", "pollInterval": f"{int(args.interval)}s"},
+            "apply": {"mode": args.mode},
+        }
+        name = f"fleet{run}-{i:03d}"
+        uid = _create_policy(api, namespace, name, spec)
+        policies.append((name, uid, spec, pod_index(api, namespace, label, slot=i)))
+    return policies
+
+
+@dataclass
+class FleetFigures:
+    """What a fleet run records: each poll's duration, each policy's poll times, and the open
+    sockets and running polls at each tick."""
+
+    durations: list[float]
+    polled: list[list[float]]
+    sockets: list[int]
+    backlog: list[int]
+
+
+def _commit_lagging(
+    args: argparse.Namespace, bootstrap: str, names: list[str], groups: list[str]
+) -> None:
+    """Each group commits behind the log end on its share of the topics: every partition
+    lags."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+
+    per = len(names) // args.fleet
+    started = time.perf_counter()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
+    try:
+        for i, group in enumerate(groups):
+            offsets = {
+                TopicPartition(t, p): OffsetAndMetadata(p % 2, "", -1)
+                for t in names[i * per : (i + 1) * per]
+                for p in range(args.partitions)
+            }
+            commit_group_offsets(admin, group, offsets, 120)
+    finally:
+        admin.close()
+    print(f"{args.fleet} groups committed in {time.perf_counter() - started:.1f} s")
+
+
+def _fleet_report(
+    args: argparse.Namespace,
+    per: int,
+    run_time: tuple[float, float],
+    figures: FleetFigures,
+    clients: Any,
+    telemetry_rows: int,
+) -> None:
+    """The fleet table: poll durations, poll intervals (late ones), CPU, clients, sockets."""
+    wall, cpu = run_time
+    durations, polled = figures.durations, figures.polled
+    sockets, backlog = figures.sockets, figures.backlog
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     every = [b - a for times in polled for a, b in itertools.pairwise(times)]
     gaps = [b - a for times in polled for a, b in itertools.pairwise(times[1:])]
     late = [g for g in every if g > args.interval * 1.1]
-    print(f"load average at end: {load_average()}")
-    print()
     print(
         f"## fleet: {args.fleet} policies x {per * args.partitions} partitions, "
         f"{FLEET_MEMBERS} members each, pollInterval {args.interval:.0f} s, "
@@ -740,7 +830,7 @@ def fleet(
         ["open sockets (median / max)", f"{statistics.median(sockets):.0f} / {max(sockets)}"],
         ["polls running at a tick (max)", str(max(backlog))],
         ["peak RSS, MiB", f"{peak:,.0f}"],
-        ["telemetry rows", f"{len(telemetry_file.read_text().splitlines()):,}"],
+        ["telemetry rows", f"{telemetry_rows:,}"],
     ]
     print(table(["", "figure"], rows))
 

@@ -32,7 +32,7 @@ from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import classify
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
-from kafka_rebalance_operator.policy import parse_spec
+from kafka_rebalance_operator.policy import PolicySpec, parse_spec
 from kafka_rebalance_operator.settings import OperatorSettings
 from kafka_rebalance_operator.telemetry import Telemetry
 
@@ -126,55 +126,9 @@ def main() -> None:
         "strategy": "lag-aware",
         "rebalance": {"cooldown": "0s"},
     }
-    spec = parse_spec(spec_body)
-
-    observer = KafkaObserver(args.bootstrap, {}, timeout_s=10)
-    times, observation = timed(lambda: observer.observe(group, [topic], None), args.polls)
-    show("kafka: metadata + committed + start/end", times)
-    times, _ = timed(lambda: observer.observe(group, [topic], None, describe=True), args.polls)
-    show("kafka: ... + describe_groups", times)
-    times, lags = timed(
-        lambda: {k: classify(v) for k, v in observation.offsets.items()}, args.polls
-    )
-    show("lag classification", times)
     weights = {f"bench-{i}": 1.0 for i in range(args.members)}
-    lag_values = {k: float(v.lag) for k, v in lags.items() if v.lag is not None}
-    times, request = timed(
-        lambda: planning.build_request(spec, observation.topics, weights, {}, lag_values, {}),
-        args.polls,
-    )
-    show("plan request", times)
-    times, _ = timed(lambda: assignors.plan_request(request), args.polls)
-    show("kafka_rebalance_assignors.plan_request (lag-aware, fresh)", times)
-    observer.close()
-
-    if args.kubeconfig:
-        from kubernetes import client, config
-
-        api = config.new_client_from_config(config_file=args.kubeconfig)
-        poll_ports = ports.real_ports(api, Telemetry())
-        namespace = args.namespace
-        where = f"real API server, namespace {namespace}"
-        # A real owner: ConfigMaps owned by a uid that does not exist are garbage-collected.
-        custom = client.CustomObjectsApi(api)
-        created = custom.create_namespaced_custom_object(
-            "kafka-rebalance.io",
-            "v1alpha1",
-            namespace,
-            "consumergrouppolicies",
-            {
-                "apiVersion": "kafka-rebalance.io/v1alpha1",
-                "kind": "ConsumerGroupPolicy",
-                "metadata": {"name": f"bench-{uuid.uuid4().hex[:6]}"},
-                "spec": spec_body,
-            },
-        )
-        policy_name, uid = created["metadata"]["name"], created["metadata"]["uid"]
-    else:
-        poll_ports = replace(ports.real_ports(None, Telemetry()), configmaps=InMemoryConfigMaps())
-        namespace = "bench"
-        where = "in-memory ConfigMaps"
-        policy_name, uid, custom = "bench", str(uuid.uuid4()), None
+    _time_steps(args, group, topic, parse_spec(spec_body), weights)
+    poll_ports, namespace, where, policy_name, uid, custom = _poll_ports(args, spec_body)
     pods = [PodSummary(name, {"app": "bench"}, "Running", True) for name in weights]
     memory, settings = PolicyMemory(), OperatorSettings()
     status: dict[str, Any] = {}
@@ -199,6 +153,72 @@ def main() -> None:
         custom.delete_namespaced_custom_object(
             "kafka-rebalance.io", "v1alpha1", namespace, "consumergrouppolicies", policy_name
         )
+
+
+def _time_steps(
+    args: argparse.Namespace,
+    group: str,
+    topic: str,
+    spec: PolicySpec,
+    weights: dict[str, float],
+) -> None:
+    """The poll's steps timed one by one: the Kafka reads, lag classification, the plan request
+    and the planner."""
+    observer = KafkaObserver(args.bootstrap, {}, timeout_s=10)
+    times, observation = timed(lambda: observer.observe(group, [topic], None), args.polls)
+    show("kafka: metadata + committed + start/end", times)
+    times, _ = timed(lambda: observer.observe(group, [topic], None, describe=True), args.polls)
+    show("kafka: ... + describe_groups", times)
+    times, lags = timed(
+        lambda: {k: classify(v) for k, v in observation.offsets.items()}, args.polls
+    )
+    show("lag classification", times)
+    lag_values = {k: float(v.lag) for k, v in lags.items() if v.lag is not None}
+    times, request = timed(
+        lambda: planning.build_request(spec, observation.topics, weights, {}, lag_values, {}),
+        args.polls,
+    )
+    show("plan request", times)
+    times, _ = timed(lambda: assignors.plan_request(request), args.polls)
+    show("kafka_rebalance_assignors.plan_request (lag-aware, fresh)", times)
+    observer.close()
+
+
+def _poll_ports(
+    args: argparse.Namespace, spec_body: dict[str, Any]
+) -> tuple[Any, str, str, str, str, Any]:
+    """The ports whole polls run on: the real API server with a real policy (its uid owns the
+    ConfigMaps) with --kubeconfig, else in-memory ConfigMaps. Returns the ports, namespace, a
+    label for the table, the policy's name and uid, and the custom-objects API (None in memory)."""
+    if not args.kubeconfig:
+        poll_ports = replace(ports.real_ports(None, Telemetry()), configmaps=InMemoryConfigMaps())
+        return poll_ports, "bench", "in-memory ConfigMaps", "bench", str(uuid.uuid4()), None
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=args.kubeconfig)
+    namespace = args.namespace
+    # A real owner: ConfigMaps owned by a uid that does not exist are garbage-collected.
+    custom = client.CustomObjectsApi(api)
+    created = custom.create_namespaced_custom_object(
+        "kafka-rebalance.io",
+        "v1alpha1",
+        namespace,
+        "consumergrouppolicies",
+        {
+            "apiVersion": "kafka-rebalance.io/v1alpha1",
+            "kind": "ConsumerGroupPolicy",
+            "metadata": {"name": f"bench-{uuid.uuid4().hex[:6]}"},
+            "spec": spec_body,
+        },
+    )
+    return (
+        ports.real_ports(api, Telemetry()),
+        namespace,
+        f"real API server, namespace {namespace}",
+        created["metadata"]["name"],
+        created["metadata"]["uid"],
+        custom,
+    )
 
 
 if __name__ == "__main__":

@@ -115,6 +115,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--strategies", type=_words, default=list(SPEED_STRATEGIES), help="ours, speed sections"
     )
+    _grid_arguments(parser)
+    _scale_arguments(parser)
+    if parser.parse_known_args(argv)[0].quick:
+        # Smaller defaults; flags given explicitly still win.
+        parser.set_defaults(
+            grid_members=[100, 1000],
+            grid_topics=[10, 100],
+            large_topics=50,
+            large_partitions=1000,
+            large_members=200,
+            seeds=[1, 2],
+            lag_topics=10,
+            lag_partitions=1000,
+            lag_members=100,
+        )
+    return parser.parse_args(argv)
+
+
+def _grid_arguments(parser: argparse.ArgumentParser) -> None:
+    """The grid section: Kafka's JMH grid of sizes, each flag a comma list."""
     grid = parser.add_argument_group("grid (Kafka's JMH grid; each flag a comma list)")
     grid.add_argument("--grid-members", type=_ints, default=[100, 1000, 10000])
     grid.add_argument("--grid-ratios", type=_ints, default=[10], help="partitions per member")
@@ -134,6 +154,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=10.0,
         help="grid cells not started this many minutes after the grid began are skipped",
     )
+
+
+def _scale_arguments(parser: argparse.ArgumentParser) -> None:
+    """The large, quality and lagaware sections' sizes."""
     large = parser.add_argument_group("large (the 1M-partition scale test)")
     large.add_argument("--large-topics", type=int, default=500)
     large.add_argument("--large-partitions", type=int, default=2000, help="per topic")
@@ -158,20 +182,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     lag.add_argument("--lag-topics", type=int, default=100)
     lag.add_argument("--lag-partitions", type=int, default=1000, help="per topic")
     lag.add_argument("--lag-members", type=int, default=1000)
-    if parser.parse_known_args(argv)[0].quick:
-        # Smaller defaults; flags given explicitly still win.
-        parser.set_defaults(
-            grid_members=[100, 1000],
-            grid_topics=[10, 100],
-            large_topics=50,
-            large_partitions=1000,
-            large_members=200,
-            seeds=[1, 2],
-            lag_topics=10,
-            lag_partitions=1000,
-            lag_members=100,
-        )
-    return parser.parse_args(argv)
 
 
 @dataclass

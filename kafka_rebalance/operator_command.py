@@ -12,10 +12,16 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_rebalance_common import logformat
 from kafka_rebalance_common.wire.telemetry import TELEMETRY_TOPIC
+
+if TYPE_CHECKING:  # the operator's modules load only when it runs (the `operator` extra)
+    from kafka_rebalance_operator.handlers import Operator
+    from kafka_rebalance_operator.health import Liveness
+    from kafka_rebalance_operator.settings import OperatorSettings
+    from kafka_rebalance_operator.telemetry import Telemetry
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +30,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run the ConsumerGroupPolicy operator",
         description="Watch ConsumerGroupPolicy resources and keep their consumer groups planned.",
     )
+    _scope_arguments(parser)
+    _endpoint_arguments(parser)
+    _poll_arguments(parser)
+    _replica_arguments(parser)
+    _tenant_arguments(parser)
+    _broker_mode_arguments(parser)
+    parser.add_argument(
+        "--pod-audit-interval",
+        type=_non_negative,
+        default=60,
+        metavar="SECONDS",
+        help="list each watched namespace's pods at most this often to drop pods the watch "
+        "index kept after missing their deletion (0: never); default 60",
+    )
+    parser.add_argument("--verbose", "-v", action="store_true")
+    logformat.add_argument(parser)  # --log-format text|json
+    _webhook_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def _scope_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which namespaces the operator watches (one flag or the other)."""
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
         "--namespace",
@@ -34,6 +62,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="watch this namespace (repeatable); default: $WATCH_NAMESPACES (comma-separated)",
     )
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace")
+
+
+def _endpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """The operator's HTTP endpoints, and where its telemetry rows go."""
     parser.add_argument("--metrics-port", type=int, default=9100, help="0 disables /metrics")
     parser.add_argument("--health-port", type=int, default=8080, help="0 disables /healthz")
     parser.add_argument(
@@ -61,13 +93,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=os.environ.get("CLUSTER_NAME", "default"),
         help="the `cluster` field of telemetry rows",
     )
+
+
+def _poll_arguments(parser: argparse.ArgumentParser) -> None:
+    """How often policies are polled, and the shortest pollInterval honoured."""
     parser.add_argument(
-        "--interval-scale",
-        type=float,
-        default=1.0,
-        metavar="FACTOR",
-        help="TEST/DEV ONLY: multiply every pollInterval and cooldown (e.g. 0.1 turns the 5s "
-        "floor into 0.5s)",
+        "--min-poll-interval",
+        type=_duration,
+        default="5s",
+        metavar="DURATION",
+        help="the shortest spec.rebalance.pollInterval this operator honours (a duration as in "
+        "a policy: 5s, 500ms, 1m); a policy below it is Stalled (PollIntervalTooShort) and "
+        "polled no more often than this; default 5s",
     )
     parser.add_argument(
         "--tick",
@@ -76,6 +113,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="how often each policy's timer checks whether a poll is due",
     )
+
+
+def _replica_arguments(parser: argparse.ArgumentParser) -> None:
+    """Several replicas: kopf peering or leader election on a Lease."""
     parser.add_argument(
         "--peering",
         metavar="NAME",
@@ -119,6 +160,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="how often candidates try and the leader renews (default 2)",
     )
+
+
+def _tenant_arguments(parser: argparse.ArgumentParser) -> None:
+    """Kafka requests, and what one policy may use (servers, series, partitions)."""
     parser.add_argument("--kafka-timeout", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument(
         "--allowed-bootstrap-servers",
@@ -145,6 +190,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a policy whose topics hold more partitions is Stalled (TooManyPartitions) before "
         "any per-partition state is kept for it (0: no cap); default 20000",
     )
+
+
+def _broker_mode_arguments(parser: argparse.ArgumentParser) -> None:
+    """apply.mode broker: the plan topic and the operator's own credentials for it."""
     parser.add_argument(
         "--plan-topic",
         default="kafka-rebalance-plans",
@@ -175,18 +224,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "brokers' kafka.rebalance.plans.max.age.ms (default 15 min) while its policy lives; "
         "default %(default)s",
     )
-    parser.add_argument(
-        "--pod-audit-interval",
-        type=_non_negative,
-        default=60,
-        metavar="SECONDS",
-        help="list each watched namespace's pods at most this often to drop pods the watch "
-        "index kept after missing their deletion (0: never); default 60",
-    )
-    parser.add_argument("--verbose", "-v", action="store_true")
-    logformat.add_argument(parser)  # --log-format text|json
-    _webhook_arguments(parser)
-    parser.set_defaults(handler=run)
 
 
 def _webhook_arguments(parser: argparse.ArgumentParser) -> None:
@@ -375,6 +412,16 @@ def _plan_credentials(args: argparse.Namespace) -> tuple[tuple[bytes, ...], dict
     return keys, client
 
 
+def _duration(text: str) -> float:
+    """Seconds in a Go-style duration, the grammar of a policy's durations ("5s", "1m30s")."""
+    from kafka_rebalance_operator.durations import DurationError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except DurationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -383,61 +430,18 @@ def _non_negative(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logformat.apply(args.log_format)
-    # kafka-python logs its configuration (credentials included) at DEBUG: never below INFO.
-    logging.getLogger("kafka").setLevel(logging.INFO if args.verbose else logging.WARNING)
-    logging.getLogger("kubernetes").setLevel(logging.WARNING)
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-
+    _configure_logging(args)
     from kafka_rebalance_common import redaction
-    from kafka_rebalance_operator import admission, handlers, health, kube_io, metrics, ports
-    from kafka_rebalance_operator.pod_audit import PodAudit
-    from kafka_rebalance_operator.settings import OperatorSettings
-    from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, Telemetry
+    from kafka_rebalance_operator import health, metrics
 
     redaction.install()
     try:
         webhook_config = _webhook_config(args)
+        settings = _settings(args)
     except ValueError as error:
         logging.getLogger(__name__).error("%s", error)
         return 2
-    try:
-        allowlist = admission.parse_allowlist(args.allowed_bootstrap_servers)
-    except admission.AllowlistError as error:
-        logging.getLogger(__name__).error("%s", error)
-        return 2
-    try:
-        plan_keys, plan_client = _plan_credentials(args)
-    except ValueError as error:
-        logging.getLogger(__name__).error("%s", error)
-        return 2
-    if not plan_keys:
-        logging.getLogger(__name__).warning(
-            "--plan-key-file is not set: broker-mode plan records go unsigned; brokers that "
-            "require signatures (kafka.rebalance.plans.keys.file) ignore them (docs/kip848.md)"
-        )
-    settings = OperatorSettings(
-        interval_scale=args.interval_scale,
-        tick_s=args.tick,
-        kafka_timeout_s=args.kafka_timeout,
-        cluster=args.cluster_name,
-        allowed_bootstrap_servers=allowlist,
-        plan_topic=args.plan_topic,
-        max_partitions_per_policy=args.max_partitions_per_policy,
-        plan_keys=plan_keys,
-        plan_client=plan_client,
-        plan_refresh_s=args.plan_refresh,
-    )
-    sinks = []
-    if args.telemetry_file:
-        sinks.append(JsonLinesSink(args.telemetry_file))
-    if args.telemetry_bootstrap:
-        sinks.append(KafkaSink(args.telemetry_bootstrap, args.telemetry_topic))
-    telemetry = Telemetry(sinks)
+    telemetry = _telemetry(args)
     liveness = health.Liveness(args.liveness_max_age)
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.bind)
@@ -465,42 +469,16 @@ def run(args: argparse.Namespace) -> int:
             namespaces,
             webhook_serving,
         )
-
-    elector = None
-    if args.leader_election:
-        if args.peering:
-            logging.getLogger(__name__).error(
-                "--leader-election and --peering exclude each other: choose one"
-            )
-            return 2
-        try:
-            elector = _lead(args)
-        except ValueError as error:  # inconsistent durations
-            logging.getLogger(__name__).error("--leader-election-*: %s", error)
-            return 2
-    api_client = kube_io.connect()
-    operator = handlers.Operator(
-        settings=settings,
-        # the elector fences every write: none once this replica may have lost the Lease
-        ports=ports.real_ports(
-            api_client, telemetry, args.max_partition_series, leadership=elector
-        ),
-        liveness=liveness,
-        pod_audit=PodAudit(
-            functools.partial(kube_io.list_pod_uids, api_client=api_client),
-            args.pod_audit_interval,
-        ),
-    )
+    try:
+        elector = _elector(args)
+    except ValueError as error:
+        logging.getLogger(__name__).error("%s", error)
+        return 2
+    operator = _operator(args, settings, telemetry, liveness, elector)
 
     import kopf
 
-    logging.getLogger(__name__).info(
-        "kafka-rebalance operator: %s, poll tick %.2fs, interval scale %g",
-        "all namespaces" if clusterwide else f"namespaces {', '.join(namespaces)}",
-        args.tick,
-        args.interval_scale,
-    )
-    registry = handlers.registry(settings)
+    registry = _registry(args, operator, clusterwide, namespaces)
     try:
         kopf.run(
             registry=registry,
@@ -516,3 +494,107 @@ def run(args: argparse.Namespace) -> int:
             served.stop()
         telemetry.close()
     return 0
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logformat.apply(args.log_format)
+    # kafka-python logs its configuration (credentials included) at DEBUG: never below INFO.
+    logging.getLogger("kafka").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def _settings(args: argparse.Namespace) -> OperatorSettings:
+    """The operator-wide settings from the flags; raises ValueError naming a bad flag."""
+    from kafka_rebalance_operator import admission
+    from kafka_rebalance_operator.settings import OperatorSettings
+
+    allowlist = admission.parse_allowlist(args.allowed_bootstrap_servers)
+    plan_keys, plan_client = _plan_credentials(args)
+    if not plan_keys:
+        logging.getLogger(__name__).warning(
+            "--plan-key-file is not set: broker-mode plan records go unsigned; brokers that "
+            "require signatures (kafka.rebalance.plans.keys.file) ignore them (docs/kip848.md)"
+        )
+    return OperatorSettings(
+        min_poll_interval_s=args.min_poll_interval,
+        tick_s=args.tick,
+        kafka_timeout_s=args.kafka_timeout,
+        cluster=args.cluster_name,
+        allowed_bootstrap_servers=allowlist,
+        plan_topic=args.plan_topic,
+        max_partitions_per_policy=args.max_partitions_per_policy,
+        plan_keys=plan_keys,
+        plan_client=plan_client,
+        plan_refresh_s=args.plan_refresh,
+    )
+
+
+def _telemetry(args: argparse.Namespace) -> Telemetry:
+    """Telemetry rows to the file and/or the Kafka topic the flags name (none: rows dropped)."""
+    from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, Telemetry
+
+    sinks: list[JsonLinesSink | KafkaSink] = []
+    if args.telemetry_file:
+        sinks.append(JsonLinesSink(args.telemetry_file))
+    if args.telemetry_bootstrap:
+        sinks.append(KafkaSink(args.telemetry_bootstrap, args.telemetry_topic))
+    return Telemetry(sinks)
+
+
+def _elector(args: argparse.Namespace) -> Any:
+    """With --leader-election, the Lease elector once this replica leads (`_lead`), else None;
+    raises ValueError naming conflicting flags."""
+    if not args.leader_election:
+        return None
+    if args.peering:
+        raise ValueError("--leader-election and --peering exclude each other: choose one")
+    try:
+        return _lead(args)
+    except ValueError as error:  # inconsistent durations
+        raise ValueError(f"--leader-election-*: {error}") from None
+
+
+def _operator(
+    args: argparse.Namespace,
+    settings: OperatorSettings,
+    telemetry: Telemetry,
+    liveness: Liveness,
+    elector: Any,
+) -> Operator:
+    """What every handler is given: the settings and the real ports on one API client."""
+    from kafka_rebalance_operator import handlers, kube_io, ports
+    from kafka_rebalance_operator.pod_audit import PodAudit
+
+    api_client = kube_io.connect()
+    return handlers.Operator(
+        settings=settings,
+        # the elector fences every write: none once this replica may have lost the Lease
+        ports=ports.real_ports(
+            api_client, telemetry, args.max_partition_series, leadership=elector
+        ),
+        liveness=liveness,
+        pod_audit=PodAudit(
+            functools.partial(kube_io.list_pod_uids, api_client=api_client),
+            args.pod_audit_interval,
+        ),
+    )
+
+
+def _registry(
+    args: argparse.Namespace, operator: Operator, clusterwide: bool, namespaces: list[str]
+) -> Any:
+    """The handlers for this run (logged with what is watched and how often policies poll)."""
+    from kafka_rebalance_operator import handlers
+
+    logging.getLogger(__name__).info(
+        "kafka-rebalance operator: %s, poll tick %.2fs, shortest pollInterval honoured %gs",
+        "all namespaces" if clusterwide else f"namespaces {', '.join(namespaces)}",
+        args.tick,
+        args.min_poll_interval,
+    )
+    return handlers.registry(operator.settings)

@@ -169,19 +169,9 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logformat.apply(args.log_format, group=args.group, member=args.member)
-    if not args.verbose:
-        logging.getLogger("kafka").setLevel(logging.WARNING)
-        logging.getLogger("kubernetes").setLevel(logging.WARNING)
-
-    from kafka_rebalance_sidecar.consumer import DocumentSource, PlanFollowingConsumer
-    from kafka_rebalance_sidecar.delivery import HandlerSpecError, HttpDelivery, InProcessDelivery
-    from kafka_rebalance_sidecar.runner import SidecarConfig
-    from kafka_rebalance_sidecar.token_file import TokenFile
+    _configure_logging(args)
+    from kafka_rebalance_sidecar.consumer import PlanFollowingConsumer
+    from kafka_rebalance_sidecar.delivery import HandlerSpecError
 
     from kafka_rebalance.sidecar_security import (
         SecurityFlagError,
@@ -202,35 +192,11 @@ def run(args: argparse.Namespace) -> int:
     if args.deliver_token_file and not args.deliver_to:
         return _fail("--deliver-token-file needs --deliver-to (a token is sent over HTTP)")
     try:
-        sink = (
-            HttpDelivery(
-                args.deliver_to,
-                token=TokenFile(args.deliver_token_file) if args.deliver_token_file else None,
-            )
-            if args.deliver_to
-            else InProcessDelivery(args.handler_spec)
-        )
-        config = SidecarConfig(
-            bootstrap_servers=args.bootstrap_servers,
-            group=args.group,
-            topics=topics,
-            member=args.member,
-            apply_mode=args.apply_mode,
-            session_timeout_ms=args.session_timeout_ms,
-            auto_offset_reset=args.auto_offset_reset,
-            max_poll_records=args.max_poll_records,
-            commit_interval_ms=args.commit_interval_ms,
-            consumer_options=security,
-            engine=args.engine,
-        )
+        sink = _sink(args)
+        config = _config(args, topics, security)
         if config.engine == "librdkafka":
             _check_librdkafka(security)
-        source = DocumentSource(
-            file=args.assignment,
-            configmap=args.assignment_configmap,
-            namespace=args.namespace,
-            kubeconfig=args.kubeconfig,
-        )
+        source = _source(args)
     except (HandlerSpecError, ValueError, ImportError) as error:
         return _fail(str(error))
     install_redaction(security)
@@ -255,6 +221,61 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logformat.apply(args.log_format, group=args.group, member=args.member)
+    if not args.verbose:
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+        logging.getLogger("kubernetes").setLevel(logging.WARNING)
+
+
+def _sink(args: argparse.Namespace) -> Any:
+    """Where records go: HTTP to --deliver-to (with the token file's bearer token), else the
+    --handler function in this process; raises HandlerSpecError for a handler that does not
+    import."""
+    from kafka_rebalance_sidecar.delivery import HttpDelivery, InProcessDelivery
+    from kafka_rebalance_sidecar.token_file import TokenFile
+
+    if args.deliver_to:
+        token = TokenFile(args.deliver_token_file) if args.deliver_token_file else None
+        return HttpDelivery(args.deliver_to, token=token)
+    return InProcessDelivery(args.handler_spec)
+
+
+def _config(args: argparse.Namespace, topics: tuple[str, ...], security: dict[str, object]) -> Any:
+    """The consumer's settings (SidecarConfig); raises ValueError for an inconsistent one."""
+    from kafka_rebalance_sidecar.runner import SidecarConfig
+
+    return SidecarConfig(
+        bootstrap_servers=args.bootstrap_servers,
+        group=args.group,
+        topics=topics,
+        member=args.member,
+        apply_mode=args.apply_mode,
+        session_timeout_ms=args.session_timeout_ms,
+        auto_offset_reset=args.auto_offset_reset,
+        max_poll_records=args.max_poll_records,
+        commit_interval_ms=args.commit_interval_ms,
+        consumer_options=security,
+        engine=args.engine,
+    )
+
+
+def _source(args: argparse.Namespace) -> Any:
+    """Where the member's assignment document comes from: a file or its ConfigMap (watched)."""
+    from kafka_rebalance_sidecar.consumer import DocumentSource
+
+    return DocumentSource(
+        file=args.assignment,
+        configmap=args.assignment_configmap,
+        namespace=args.namespace,
+        kubeconfig=args.kubeconfig,
+    )
 
 
 def _check_librdkafka(security: dict[str, Any]) -> None:

@@ -319,6 +319,8 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
         "10000",
         "--max-partitions-per-policy",
         "20000",
+        "--min-poll-interval",
+        "5s",
         "--log-format",
         "text",
     ]
@@ -365,6 +367,8 @@ def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> N
         "10000",
         "--max-partitions-per-policy",
         "20000",
+        "--min-poll-interval",
+        "5s",
         "--log-format",
         "text",
     ]
@@ -393,6 +397,8 @@ def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
         "10000",
         "--max-partitions-per-policy",
         "20000",
+        "--min-poll-interval",
+        "5s",
         "--log-format",
         "text",
     ]

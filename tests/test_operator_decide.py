@@ -9,7 +9,6 @@ import pytest
 from kafka_rebalance_common.replanning import Action, Rules, cooldown_left, decide
 from kafka_rebalance_operator.phases.decide import rules
 from kafka_rebalance_operator.policy import parse_spec
-from kafka_rebalance_operator.settings import OperatorSettings
 
 
 def policy(approved: str | None = None, **rebalance):
@@ -22,7 +21,7 @@ def policy(approved: str | None = None, **rebalance):
     }
     if approved is not None:
         spec["approvedPlan"] = approved
-    return rules(parse_spec(spec), OperatorSettings())
+    return rules(parse_spec(spec))
 
 
 def decision(policy_rules: Rules, **kw):
@@ -73,7 +72,7 @@ class TestCooldown:
         assert decision(spec, last_applied_at=600.0).action is Action.APPLY
         assert decision(spec, last_applied_at=900.0, structural=True).action is Action.APPLY
 
-    def test_is_scaled_with_the_intervals(self) -> None:
+    def test_is_the_policys_own_duration(self) -> None:
         spec = parse_spec(
             {
                 "groupId": "g",
@@ -83,8 +82,7 @@ class TestCooldown:
                 "rebalance": {"cooldown": "100s"},
             }
         )
-        assert rules(spec, OperatorSettings()).cooldown_s == 100
-        assert rules(spec, OperatorSettings(interval_scale=0.1)).cooldown_s == pytest.approx(10)
+        assert rules(spec).cooldown_s == 100
 
     def test_left_is_never_negative(self) -> None:
         spec = policy(cooldown="60s")

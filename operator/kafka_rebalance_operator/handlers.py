@@ -163,11 +163,19 @@ def _conflict(
     return other if other_namespace == namespace else f"{other_namespace}/{other}"
 
 
+# How often a policy whose spec does not parse is polled again (the CRD's default pollInterval);
+# a changed spec is polled at the next tick anyway.
+INVALID_SPEC_INTERVAL_S = 30.0
+
+
 def _interval(spec: Any, settings: OperatorSettings) -> float:
+    """The policy's pollInterval, never shorter than --min-poll-interval (a policy below it is
+    Stalled by the poll and re-polled at the minimum)."""
     try:
-        return parse_spec(spec).poll_interval * settings.interval_scale
+        interval = parse_spec(spec).poll_interval
     except PolicyError:
-        return 30.0 * settings.interval_scale
+        interval = INVALID_SPEC_INTERVAL_S
+    return max(interval, settings.min_poll_interval_s)
 
 
 async def poll_policy(

@@ -113,6 +113,34 @@ def inject(
     exact = names.configmap_name(policy, pod_name) if pod_name else None
     if already_injected(pod):
         return Injected(containers, volumes, exact, defaults.source == "watch" or exact is None)
+    group, servers, apply_mode = _group_fields(policy, spec)
+    topics = _topics(pod, policy, spec)
+    taken = {v.get("name") for v in volumes}
+    for volume in (DOCUMENT_VOLUME, TMP_VOLUME):
+        if volume in taken:
+            raise InjectionError(f"spec.volumes: the name {volume!r} is reserved for the sidecar")
+    watches = defaults.source == "watch" or exact is None
+    source_args, mounts = _document_source(policy, exact, watches, volumes)
+    volumes.append({"name": TMP_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}})
+    args = [
+        *source_args,
+        f"--bootstrap-servers={servers}",
+        f"--group={group}",
+        f"--topics={topics}",
+        f"--apply-mode={apply_mode}",
+        f"--deliver-to={defaults.deliver_to}",
+        f"--health-port={defaults.health_port}",
+        f"--metrics-port={defaults.metrics_port}",
+        "--bind=0.0.0.0",  # the kubelet probes, and Prometheus scrapes, the pod's address
+        *defaults.extra_args,
+    ]
+    containers.append(_sidecar(defaults, args, mounts))
+    return Injected(containers, volumes, exact, watches)
+
+
+def _group_fields(policy: str, spec: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The policy's group id, bootstrap servers and apply mode; InjectionError when one is
+    missing, or the mode has no sidecar (broker)."""
     group = spec.get("groupId")
     if not group:
         raise InjectionError(f"policy {policy!r} has no spec.groupId")
@@ -125,49 +153,45 @@ def inject(
             f"policy {policy!r} applies plans with apply.mode {apply_mode}: the brokers follow "
             "them, there is no sidecar to inject (remove the annotation)"
         )
-    topics = _topics(pod, policy, spec)
-    taken = {v.get("name") for v in volumes}
-    for volume in (DOCUMENT_VOLUME, TMP_VOLUME):
-        if volume in taken:
-            raise InjectionError(f"spec.volumes: the name {volume!r} is reserved for the sidecar")
+    return str(group), servers, apply_mode
 
-    watches = defaults.source == "watch" or exact is None
+
+def _document_source(
+    policy: str, exact: str | None, watches: bool, volumes: list[dict[str, Any]]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The sidecar's flags for its assignment document and its volume mounts: the ConfigMap
+    through the API watch, or (file source, pod name known) the ConfigMap mounted, whose volume
+    is added to `volumes`."""
     mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
     if watches:
         configmap = exact or f"{policy}.$(POD_NAME)"
-        source_args = [f"--assignment-configmap={configmap}", "--namespace=$(POD_NAMESPACE)"]
-    else:
-        assert exact is not None
-        source_args = [f"--assignment={DOCUMENT_DIR}/{names.DATA_KEY}"]
-        mounts.append({"name": DOCUMENT_VOLUME, "mountPath": DOCUMENT_DIR, "readOnly": True})
-        volumes.append(
-            {
-                "name": DOCUMENT_VOLUME,
-                "configMap": {
-                    "name": exact,
-                    "optional": True,
-                    "items": [{"key": names.DATA_KEY, "path": names.DATA_KEY}],
-                },
-            }
-        )
-    volumes.append({"name": TMP_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}})
+        return [f"--assignment-configmap={configmap}", "--namespace=$(POD_NAMESPACE)"], mounts
+    assert exact is not None
+    mounts.append({"name": DOCUMENT_VOLUME, "mountPath": DOCUMENT_DIR, "readOnly": True})
+    volumes.append(
+        {
+            "name": DOCUMENT_VOLUME,
+            "configMap": {
+                "name": exact,
+                "optional": True,
+                "items": [{"key": names.DATA_KEY, "path": names.DATA_KEY}],
+            },
+        }
+    )
+    return [f"--assignment={DOCUMENT_DIR}/{names.DATA_KEY}"], mounts
+
+
+def _sidecar(
+    defaults: SidecarDefaults, args: list[str], mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The sidecar container: the image, its flags, the pod's name and namespace in its
+    environment, ports, probes, resources and the restricted security context."""
     health = {"port": defaults.health_port}
     sidecar: dict[str, Any] = {
         "name": SIDECAR_CONTAINER,
         "image": defaults.image,
         "command": ["kafka-rebalance", "sidecar"],
-        "args": [
-            *source_args,
-            f"--bootstrap-servers={servers}",
-            f"--group={group}",
-            f"--topics={topics}",
-            f"--apply-mode={apply_mode}",
-            f"--deliver-to={defaults.deliver_to}",
-            f"--health-port={defaults.health_port}",
-            f"--metrics-port={defaults.metrics_port}",
-            "--bind=0.0.0.0",  # the kubelet probes, and Prometheus scrapes, the pod's address
-            *defaults.extra_args,
-        ],
+        "args": args,
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {
@@ -196,5 +220,4 @@ def inject(
     }
     if defaults.image_pull_policy:
         sidecar["imagePullPolicy"] = defaults.image_pull_policy
-    containers.append(sidecar)
-    return Injected(containers, volumes, exact, watches)
+    return sidecar

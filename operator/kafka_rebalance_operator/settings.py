@@ -15,9 +15,9 @@ from kafka_rebalance_operator.admission import AllowedServer
 
 @dataclass(frozen=True)
 class OperatorSettings:
-    # Multiplies pollInterval and cooldown. 1.0 in production; tests and local development set
-    # it below 1 to run the CRD's 5s floor faster. Documented as a test/dev setting.
-    interval_scale: float = 1.0
+    # --min-poll-interval: a policy whose pollInterval is shorter is Stalled (PollIntervalTooShort)
+    # and polled no more often than this; the CRD itself admits 1s and more
+    min_poll_interval_s: float = 5.0
     tick_s: float = 1.0  # how often each policy's timer wakes to check whether a poll is due
     kafka_timeout_s: float = 10.0
     cluster: str = "default"  # the `cluster` field of telemetry rows

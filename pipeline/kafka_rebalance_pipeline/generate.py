@@ -77,7 +77,11 @@ def _topics(rng: random.Random, name: str, total: int, max_topics: int) -> dict[
 def generate_group(
     spec: FleetSpec, index: int, truth: list[GroupTruth] | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Rows of one group, poll by poll (a plan row first when `spec.plan_rows`)."""
+    """Rows of one group, poll by poll (a plan row first when `spec.plan_rows`).
+
+    Invariant: the group's random draws happen in one fixed order (sizes, workload, capacities,
+    offsets, backlog) from a generator seeded by (spec.seed, index), so a group's rows depend on
+    nothing but those two."""
     rng = random.Random(f"{spec.seed}-{index}")
     name = group_name(index)
     namespace = f"team-{index % max(1, spec.namespaces)}"
@@ -87,47 +91,15 @@ def generate_group(
     count = len(partitions)
     n_members = max(1, min(count, rng.randint(*spec.members)))
     members = [f"{name}-{i}" for i in range(n_members)]
-
-    base = [spec.mean_rate * (rng.paretovariate(spec.pareto_shape) / 3.0) for _ in partitions]
-    period = spec.day_s or spec.polls * spec.interval_s
-    phase = rng.uniform(0, 2 * math.pi)
-    bursts: list[tuple[int, int, int]] = []  # (partition, first poll, last poll)
-    for _ in range(int(spec.bursts_per_group) + (rng.random() < spec.bursts_per_group % 1)):
-        start = rng.randrange(max(1, spec.polls))
-        bursts.append((rng.randrange(count), start, start + rng.randint(*spec.burst_polls)))
-
-    def rate(p: int, t: int) -> float:
-        wave = 1.0 + spec.diurnal_amplitude * math.sin(
-            2 * math.pi * t * spec.interval_s / period + phase
-        )
-        burst = any(q == p and a <= t <= b for q, a, b in bursts)
-        return base[p] * wave * (spec.burst_factor if burst else 1.0)
-
-    peak = sum(base) * (1.0 + spec.diurnal_amplitude)
-    per_member = spec.headroom * peak / n_members
-    jitter = spec.capacity_jitter
-    capacity = {m: per_member * rng.uniform(1 - jitter, 1 + jitter) for m in members}
-    slow = None
-    if n_members > 1 and rng.random() < spec.slow_fraction:
-        slow = members[rng.randrange(n_members)]
-        capacity[slow] = per_member * spec.slow_factor
-
-    request = assignors.PlanRequest(
-        topics=topics,
-        members={m: assignors.MemberRequest(topics=list(topics)) for m in members},
-        strategy=spec.current_strategy,
-    )
-    plan = assignors.plan_request(request)
-    owners: list[str | None] = [None] * count
-    position = {tp: i for i, tp in enumerate(partitions)}
-    for member, owned in plan.assignment.items():
-        for topic, parts in owned.items():
-            for part in parts:
-                owners[position[(topic, part)]] = member
+    workload = _workload(spec, rng, count)
+    capacity, slow = _capacities(spec, rng, members, workload.base)
+    plan, owners = _initial_plan(spec, topics, members, partitions)
 
     epoch = 1
     log_end = [float(rng.randint(10_000, 10_000_000)) for _ in partitions]
-    lag = [rate(p, 0) * spec.initial_backlog_s * rng.uniform(0.5, 1.5) for p in range(count)]
+    lag = [
+        workload.rate(p, 0) * spec.initial_backlog_s * rng.uniform(0.5, 1.5) for p in range(count)
+    ]
     record = GroupTruth(name, namespace, name, members, capacity, slow, count)
     if truth is not None:
         truth.append(record)
@@ -145,8 +117,95 @@ def generate_group(
             "max_load_ratio_before": None,
             "max_load_ratio_after": plan.stats.max_load_ratio,
         }
+    yield from _poll_rows(spec, record, workload, partitions, owners, log_end, lag, epoch)
+
+
+@dataclass(frozen=True)
+class _Workload:
+    """Production of each partition at each poll: a Pareto-skewed base rate on one diurnal
+    wave, times `burst_factor` inside a burst."""
+
+    spec: FleetSpec
+    base: list[float]
+    period: float
+    phase: float
+    bursts: list[tuple[int, int, int]]  # (partition, first poll, last poll)
+
+    def rate(self, p: int, t: int) -> float:
+        spec = self.spec
+        wave = 1.0 + spec.diurnal_amplitude * math.sin(
+            2 * math.pi * t * spec.interval_s / self.period + self.phase
+        )
+        burst = any(q == p and a <= t <= b for q, a, b in self.bursts)
+        return self.base[p] * wave * (spec.burst_factor if burst else 1.0)
+
+
+def _workload(spec: FleetSpec, rng: random.Random, count: int) -> _Workload:
+    base = [spec.mean_rate * (rng.paretovariate(spec.pareto_shape) / 3.0) for _ in range(count)]
+    period = spec.day_s or spec.polls * spec.interval_s
+    phase = rng.uniform(0, 2 * math.pi)
+    bursts: list[tuple[int, int, int]] = []
+    for _ in range(int(spec.bursts_per_group) + (rng.random() < spec.bursts_per_group % 1)):
+        start = rng.randrange(max(1, spec.polls))
+        bursts.append((rng.randrange(count), start, start + rng.randint(*spec.burst_polls)))
+    return _Workload(spec, base, period, phase, bursts)
+
+
+def _capacities(
+    spec: FleetSpec, rng: random.Random, members: list[str], base: list[float]
+) -> tuple[dict[str, float], str | None]:
+    """Each member's capacity (records/s): `headroom` over the peak production shared out,
+    jittered; in a `slow_fraction` of groups one member is `slow_factor` as fast. Returns the
+    capacities and the slow member, if any."""
+    n_members = len(members)
+    peak = sum(base) * (1.0 + spec.diurnal_amplitude)
+    per_member = spec.headroom * peak / n_members
+    jitter = spec.capacity_jitter
+    capacity = {m: per_member * rng.uniform(1 - jitter, 1 + jitter) for m in members}
+    slow = None
+    if n_members > 1 and rng.random() < spec.slow_fraction:
+        slow = members[rng.randrange(n_members)]
+        capacity[slow] = per_member * spec.slow_factor
+    return capacity, slow
+
+
+def _initial_plan(
+    spec: FleetSpec,
+    topics: dict[str, int],
+    members: list[str],
+    partitions: list[tuple[str, int]],
+) -> tuple[assignors.Plan, list[str | None]]:
+    """The current strategy's plan the history starts from, and each partition's owner."""
+    request = assignors.PlanRequest(
+        topics=topics,
+        members={m: assignors.MemberRequest(topics=list(topics)) for m in members},
+        strategy=spec.current_strategy,
+    )
+    plan = assignors.plan_request(request)
+    owners: list[str | None] = [None] * len(partitions)
+    position = {tp: i for i, tp in enumerate(partitions)}
+    for member, owned in plan.assignment.items():
+        for topic, parts in owned.items():
+            for part in parts:
+                owners[position[(topic, part)]] = member
+    return plan, owners
+
+
+def _poll_rows(
+    spec: FleetSpec,
+    record: GroupTruth,
+    workload: _Workload,
+    partitions: list[tuple[str, int]],
+    owners: list[str | None],
+    log_end: list[float],
+    lag: list[float],
+    epoch: int,
+) -> Iterator[dict[str, Any]]:
+    """One row per partition and poll while the group drains under its fixed owners (each
+    counted in `record.rows`)."""
+    name, namespace, capacity = record.group, record.namespace, record.capacity
     for t in range(spec.polls):
-        rates = [rate(p, t) for p in range(count)]
+        rates = [workload.rate(p, t) for p in range(len(partitions))]
         if t > 0:
             lag, _ = drain_step(lag, rates, owners, capacity, spec.interval_s)
             log_end = [e + r * spec.interval_s for e, r in zip(log_end, rates, strict=True)]

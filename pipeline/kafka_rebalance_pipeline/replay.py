@@ -270,6 +270,53 @@ def _downsample(values: Sequence[float], points: int) -> list[float]:
     return [round(max(values[int(i * step) : int((i + 1) * step)]), 1) for i in range(points)]
 
 
+@dataclass
+class _Replay:
+    """The simulated group between polls: who owns each partition, its lag and hand-over pause,
+    the epochs applied, and the per-interval figures the score is computed from."""
+
+    owners: list[str | None]
+    lag: list[float]
+    paused: list[float]
+    moves: int = 0
+    epochs: int = 0
+    plans: int = 0
+    last_applied: float | None = None
+    totals: list[float] = field(default_factory=list)
+    worst: list[float] = field(default_factory=list)
+    dts: list[float] = field(default_factory=list)
+    load_sum: dict[str, float] = field(default_factory=dict)
+    samples: int = 0
+
+    def advance(self, history: GroupHistory, t: int) -> None:
+        """Drain from poll t-1 to poll t under the current owners; record the interval."""
+        dt = history.ts_s[t] - history.ts_s[t - 1]
+        rates_now = history.rates[t]
+        self.lag, _ = drain_step(
+            self.lag, rates_now, self.owners, history.capacity, dt, self.paused
+        )
+        self.paused = [max(0.0, x - dt) for x in self.paused]
+        self.dts.append(dt)
+        self.totals.append(sum(self.lag))
+        self.worst.append(
+            max((time_lag(v, r) for v, r in zip(self.lag, rates_now, strict=True)), default=0)
+        )
+        for p, owner in enumerate(self.owners):
+            if owner is not None:
+                self.load_sum[owner] = self.load_sum.get(owner, 0.0) + rates_now[p]
+        self.samples += 1
+
+    def apply(self, target: list[str | None], moves: int, now: float, handoff_s: float) -> None:
+        """A new epoch: moved partitions pause for the hand-over."""
+        self.epochs += 1
+        self.moves += moves
+        self.last_applied = now
+        for p in range(len(target)):
+            if target[p] != self.owners[p]:
+                self.paused[p] = handoff_s
+        self.owners = target
+
+
 def replay(
     history: GroupHistory,
     candidate: Candidate,
@@ -285,69 +332,37 @@ def replay(
     document this group's replays already produced, which is common: candidates that differ only
     in cooldown, or whose options have not yet changed a decision, reach a poll in the same state.
     The planner is a pure function of the document, so the answer is the one it would give."""
-    count, polls = len(history.partitions), history.polls
-    owners: list[str | None] = list(history.initial_owner)
-    lag = list(history.initial_lag)
-    paused = [0.0] * count
-    moves = epochs = plans = 0
-    last_applied: float | None = None
+    count = len(history.partitions)
+    state = _Replay(list(history.initial_owner), list(history.initial_lag), [0.0] * count)
     previous_members: tuple[str, ...] | None = None
     weights: dict[str, float] = {}
-    totals: list[float] = []
-    worst: list[float] = []
-    dts: list[float] = []
-    load_sum: dict[str, float] = {}
-    samples = 0
     position = {tp: i for i, tp in enumerate(history.partitions)}
     # the operator's own replanning rules (cooldown, minImprovement), as the candidate sets them
     rules = replanning.Rules(
         cooldown_s=candidate.cooldown_s, min_improvement=candidate.min_improvement
     )
-    for t in range(polls):
+    for t in range(history.polls):
         now = history.ts_s[t]
         if t > 0:
-            dt = now - history.ts_s[t - 1]
-            rates_now = history.rates[t]
-            lag, _ = drain_step(lag, rates_now, owners, history.capacity, dt, paused)
-            paused = [max(0.0, x - dt) for x in paused]
-            dts.append(dt)
-            totals.append(sum(lag))
-            worst.append(
-                max((time_lag(v, r) for v, r in zip(lag, rates_now, strict=True)), default=0)
-            )
-            for p, owner in enumerate(owners):
-                if owner is not None:
-                    load_sum[owner] = load_sum.get(owner, 0.0) + rates_now[p]
-            samples += 1
+            state.advance(history, t)
         # Plan at poll t with what the operator knows then; the result governs (t, t+1].
         present = history.members[t]
         if not present:
             continue
         membership_changed = present != previous_members
+        previous_members = present
         if membership_changed:
-            owners = [o if o in present else None for o in owners]
+            state.owners = [o if o in present else None for o in state.owners]
             weights = capacity_weights(history.capacity, present)
         # The first poll and a membership change need a placement (the operator's `structural`);
         # otherwise only a load-driven strategy can change its plan, and a plan decide() would
         # hold for the cooldown whatever it is need not be computed.
         structural = t == 0 or membership_changed
-        cooled = replanning.cooldown_left(rules, now, last_applied) == 0
-        load_driven = candidate.strategy in LOAD_DRIVEN
-        if not (structural or (load_driven and cooled)):
-            previous_members = present
+        cooled = replanning.cooldown_left(rules, now, state.last_applied) == 0
+        if not (structural or (candidate.strategy in LOAD_DRIVEN and cooled)):
             continue
-        previous_members = present
-        # Everything else in the document (members, weights, rates) is fixed by the poll.
-        key = (t, *candidate.document_key, tuple(owners), tuple(max(0, int(v)) for v in lag))
         try:
-            result = plans_cache.get(key) if plans_cache is not None else None
-            if result is None:
-                request = _plan_request(
-                    history, candidate, owners, present, lag, history.rates[t], weights
-                )
-                result = assignors.plan_request(request)
-                if plans_cache is not None:
-                    plans_cache[key] = result
+            result = _planned(history, candidate, state, present, t, weights, plans_cache)
         except Exception as exc:  # a planner bug must not kill the other groups' backtests
             return ReplayResult(
                 candidate,
@@ -357,35 +372,83 @@ def replay(
                 [],
                 error=f"{type(exc).__name__}: {exc}",
             )
-        plans += 1
+        state.plans += 1
         target: list[str | None] = [None] * count
         for member, owned in result.assignment.items():
             for topic, parts in owned.items():
                 for part in parts:
                     target[position[(topic, part)]] = member
-        in_place = f"epoch {epochs}"  # decide() compares plan identities, nothing else
-        stats = result.stats
-        decision = replanning.decide(
-            rules,
-            now=now,
-            new_hash=in_place if target == owners else f"epoch {epochs + 1}",
-            applied_hash=in_place,
-            current_epoch=epochs,
-            writes_needed=False,
-            structural=structural,
-            last_applied_at=last_applied,
-            ratio_before=_ratio(stats.max_load_ratio_before),
-            ratio_after=_ratio(stats.max_load_ratio),
-            moves=len(result.moves),
-        )
+        decision = _decision(rules, state, result, target, now, structural)
         if decision.action is replanning.Action.APPLY:
-            epochs += 1
-            moves += len(result.moves)
-            last_applied = now
-            for p in range(count):
-                if target[p] != owners[p]:
-                    paused[p] = handoff_s
-            owners = target
+            state.apply(target, len(result.moves), now, handoff_s)
+    return _result(history, candidate, state, weights, slo_s, series_points)
+
+
+def _planned(
+    history: GroupHistory,
+    candidate: Candidate,
+    state: _Replay,
+    present: tuple[str, ...],
+    t: int,
+    weights: Mapping[str, float],
+    plans_cache: PlanCache | None,
+) -> assignors.Plan:
+    """The planner's answer at poll t, from `plans_cache` when this group's replays already
+    asked the same question."""
+    # Everything else in the document (members, weights, rates) is fixed by the poll.
+    key = (
+        t,
+        *candidate.document_key,
+        tuple(state.owners),
+        tuple(max(0, int(v)) for v in state.lag),
+    )
+    result = plans_cache.get(key) if plans_cache is not None else None
+    if result is None:
+        request = _plan_request(
+            history, candidate, state.owners, present, state.lag, history.rates[t], weights
+        )
+        result = assignors.plan_request(request)
+        if plans_cache is not None:
+            plans_cache[key] = result
+    return result
+
+
+def _decision(
+    rules: replanning.Rules,
+    state: _Replay,
+    result: assignors.Plan,
+    target: list[str | None],
+    now: float,
+    structural: bool,
+) -> replanning.Decision:
+    """What the operator's decide() makes of the plan at this poll."""
+    in_place = f"epoch {state.epochs}"  # decide() compares plan identities, nothing else
+    stats = result.stats
+    return replanning.decide(
+        rules,
+        now=now,
+        new_hash=in_place if target == state.owners else f"epoch {state.epochs + 1}",
+        applied_hash=in_place,
+        current_epoch=state.epochs,
+        writes_needed=False,
+        structural=structural,
+        last_applied_at=state.last_applied,
+        ratio_before=_ratio(stats.max_load_ratio_before),
+        ratio_after=_ratio(stats.max_load_ratio),
+        moves=len(result.moves),
+    )
+
+
+def _result(
+    history: GroupHistory,
+    candidate: Candidate,
+    state: _Replay,
+    weights: Mapping[str, float],
+    slo_s: float,
+    series_points: int,
+) -> ReplayResult:
+    """The score, each member's utilisation and the lag series of a finished replay."""
+    samples, load_sum = state.samples, state.load_sum
     utilisation = {
         m: round(load_sum[m] / samples / history.capacity[m], 4)
         for m in sorted(load_sum)
@@ -393,10 +456,12 @@ def replay(
     }
     return ReplayResult(
         candidate=candidate,
-        score=score(totals, worst, dts, slo_s, moves, epochs, plans),
+        score=score(
+            state.totals, state.worst, state.dts, slo_s, state.moves, state.epochs, state.plans
+        ),
         utilisation=utilisation,
-        weights=weights if candidate.weights == "capacity" else {},
-        lag_series=_downsample(totals, series_points),
+        weights=dict(weights) if candidate.weights == "capacity" else {},
+        lag_series=_downsample(state.totals, series_points),
     )
 
 

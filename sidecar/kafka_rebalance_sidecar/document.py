@@ -124,86 +124,90 @@ class AssignmentTracker:
             except DocumentError as error:
                 return self._reject(source, str(error))
             with self._lock:
-                current = self._current
-                if document.policy_uid in self._retired:
-                    self.rejected += 1
-                    reason = (
-                        f"policyUid: {document.policy_uid} is a deleted incarnation of the policy"
-                    )
-                    log.warning("rejected assignment from %s: %s", source, reason)
-                    return OfferResult(OfferStatus.REJECTED, reason, current)
-                if current is not None and not document.same_incarnation(current):
-                    log.warning(
-                        "assignment from %s is a new incarnation of the policy (policyUid %s "
-                        "replaces %s): its epochs start again at %d",
-                        source,
-                        document.policy_uid,
-                        current.policy_uid,
-                        document.epoch,
-                    )
-                    self._retired.add(current.policy_uid)
-                    current = None  # epochs are not comparable across incarnations
-                if current is not None:
-                    if document.epoch < current.epoch:
-                        reason = (
-                            f"epoch: {document.epoch} is lower than the current {current.epoch}"
-                        )
-                        result = None
-                    elif document.epoch == current.epoch:
-                        order = document.term_order(current)
-                        if order < 0:
-                            reason = (
-                                f"leaderTerm: {document.leader_term} is older than the current "
-                                f"{current.leader_term} at epoch {document.epoch} (a deposed "
-                                "operator leader wrote it)"
-                            )
-                            result = None
-                        elif document == current:
-                            if _names_more(document, current):
-                                self._current = document  # incarnation or term named now
-                            return OfferResult(OfferStatus.UNCHANGED, "same plan", current)
-                        elif order > 0:
-                            log.warning(
-                                "assignment from %s re-writes epoch %d under leaderTerm %s "
-                                "(was %s): the newer operator leader's plan replaces it",
-                                source,
-                                document.epoch,
-                                document.leader_term,
-                                current.leader_term,
-                            )
-                            result = document
-                        else:
-                            reason = f"epoch: {document.epoch} rewritten with different content"
-                            result = None
-                    else:
-                        result = document
-                    if result is None:
-                        self.rejected += 1
-                        log.warning(
-                            "rejected assignment from %s: %s (keeping epoch %d)",
-                            source,
-                            reason,
-                            current.epoch,
-                        )
-                        return OfferResult(OfferStatus.REJECTED, reason, current)
+                refused = self._refusal(document, source)
+                if refused is not None:
+                    return refused
                 self._current = document
                 subscribers = list(self._subscribers)
-            log.info(
-                "accepted assignment from %s: group %s member %s epoch %d, %d partitions, "
-                "%d revoking",
-                source,
-                document.group,
-                document.member,
-                document.epoch,
-                len(document.owned()),
-                len(document.revoking_set()),
-            )
-            for callback in subscribers:
-                try:
-                    callback(document)
-                except Exception:
-                    log.exception("assignment subscriber %r failed", callback)
+            self._announce(document, source, subscribers)
             return OfferResult(OfferStatus.ACCEPTED, f"epoch {document.epoch}", document)
+
+    def _refusal(self, document: AssignmentDocument, source: str) -> OfferResult | None:
+        """REJECTED or UNCHANGED when `document` does not replace the current one, None when it
+        does. Called with the state lock held.
+
+        Invariant: a document replaces the current one only with a higher epoch, or at the same
+        epoch under a newer operator leader's term, or as a new incarnation of the policy (whose
+        epochs start again); a deleted incarnation's documents never return."""
+        current = self._current
+        if document.policy_uid in self._retired:
+            self.rejected += 1
+            reason = f"policyUid: {document.policy_uid} is a deleted incarnation of the policy"
+            log.warning("rejected assignment from %s: %s", source, reason)
+            return OfferResult(OfferStatus.REJECTED, reason, current)
+        if current is not None and not document.same_incarnation(current):
+            log.warning(
+                "assignment from %s is a new incarnation of the policy (policyUid %s "
+                "replaces %s): its epochs start again at %d",
+                source,
+                document.policy_uid,
+                current.policy_uid,
+                document.epoch,
+            )
+            self._retired.add(current.policy_uid)
+            return None  # epochs are not comparable across incarnations
+        if current is None or document.epoch > current.epoch:
+            return None
+        if document.epoch < current.epoch:
+            reason = f"epoch: {document.epoch} is lower than the current {current.epoch}"
+        else:
+            order = document.term_order(current)
+            if order < 0:
+                reason = (
+                    f"leaderTerm: {document.leader_term} is older than the current "
+                    f"{current.leader_term} at epoch {document.epoch} (a deposed "
+                    "operator leader wrote it)"
+                )
+            elif document == current:
+                if _names_more(document, current):
+                    self._current = document  # incarnation or term named now
+                return OfferResult(OfferStatus.UNCHANGED, "same plan", current)
+            elif order > 0:
+                log.warning(
+                    "assignment from %s re-writes epoch %d under leaderTerm %s "
+                    "(was %s): the newer operator leader's plan replaces it",
+                    source,
+                    document.epoch,
+                    document.leader_term,
+                    current.leader_term,
+                )
+                return None
+            else:
+                reason = f"epoch: {document.epoch} rewritten with different content"
+        self.rejected += 1
+        log.warning(
+            "rejected assignment from %s: %s (keeping epoch %d)", source, reason, current.epoch
+        )
+        return OfferResult(OfferStatus.REJECTED, reason, current)
+
+    def _announce(
+        self, document: AssignmentDocument, source: str, subscribers: list[Subscriber]
+    ) -> None:
+        """Log the accepted document and call each subscriber (a failing one is logged)."""
+        log.info(
+            "accepted assignment from %s: group %s member %s epoch %d, %d partitions, %d revoking",
+            source,
+            document.group,
+            document.member,
+            document.epoch,
+            len(document.owned()),
+            len(document.revoking_set()),
+        )
+        for callback in subscribers:
+            try:
+                callback(document)
+            except Exception:
+                log.exception("assignment subscriber %r failed", callback)
 
     def _reject(self, source: str, reason: str) -> OfferResult:
         with self._lock:

@@ -49,9 +49,7 @@ def test_a_cut_off_leader_under_load_loses_nothing_and_shares_no_partition(
         )
         args = ("--leader-election", "--leader-election-namespace", harness.namespace, *ELECTION)
         replicas = [
-            OperatorProcess(
-                config, harness.namespace, tmp_path, interval_scale=0.4, extra=args, log_name=name
-            )
+            OperatorProcess(config, harness.namespace, tmp_path, extra=args, log_name=name)
             for config, name in ((via_proxy, "replica-a"), (k8s.kubeconfig, "replica-b"))
         ]
         first, second = replicas

@@ -37,7 +37,7 @@ def test_assign_to_group_under_load_has_no_concurrent_owners(
         # the switch, and a plan that moves four of six partitions
         harness.cluster.patch_policy(
             harness.policy,
-            {"spec": {"strategy": "range", "apply": {"mode": "group", "handoffTimeout": "30s"}}},
+            {"spec": {"strategy": "range", "apply": {"mode": "group", "handoffTimeout": "12s"}}},
         )
         switched, planned = harness.wait_plan(first + 1, members)
         assert planned == {p: members[p // 2] for p in range(6)}

@@ -6,8 +6,8 @@ operator as a subprocess with the command line of the chart's Deployment and a T
 token of the chart's ServiceAccount: exactly what the operator's pod would run, with exactly the
 permissions the chart grants. The Deployment is installed with `replicaCount=0`: KWOK runs no
 containers, so a replica would be a pod that reports Running while nothing runs in it; the
-subprocess is that pod's process. Poll intervals are the CRD's 5s floor scaled by
-`--interval-scale 0.2` (a documented test/dev setting), so a poll runs about every second.
+subprocess is that pod's process. Policies poll every second (`pollInterval: 1s`, the CRD's
+floor), which the operator honours with `--min-poll-interval 1s` (OperatorProcess's default).
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from tests.integration.manifests import pause_statefulset
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-SCALE = 0.2  # pollInterval 5s -> a poll every second
 CHART = ROOT / "charts" / "kafka-rebalance-operator"
 RELEASE = "kro"
 SERVICE_ACCOUNT = f"{RELEASE}-kafka-rebalance-operator"  # the chart's fullname for release kro
@@ -152,12 +151,11 @@ def operator_process(
     installed: Installed, workdir: Path, *extra: str, log_name: str | None = None
 ) -> OperatorProcess:
     """The chart Deployment's command line as a (not yet started) subprocess, as the chart's
-    ServiceAccount, with the test's local ports and interval scale."""
+    ServiceAccount, with the test's local ports and `--min-poll-interval 1s`."""
     return OperatorProcess(
         installed.kubeconfig,
         installed.namespace,
         workdir,
-        interval_scale=SCALE,
         tick=0.2,
         args=installed.args,
         extra=extra,
@@ -170,7 +168,7 @@ def run_operator(installed: Installed, workdir: Path, *extra: str) -> Iterator[O
     """The chart Deployment's command line as a subprocess, as the chart's ServiceAccount.
 
     The test's flags come after the chart's args (argparse keeps the last value): local ports
-    on 127.0.0.1 and the test/dev interval scale."""
+    on 127.0.0.1 and `--min-poll-interval 1s`."""
     operator = operator_process(installed, workdir, *extra)
     try:
         operator.start(timeout=60)
@@ -264,7 +262,7 @@ def policy_manifest(
             "strategy": "lag-aware",
             "load": {"model": "lag"},
             "rebalance": {
-                "pollInterval": "5s",
+                "pollInterval": "1s",
                 "cooldown": "0s",
                 "minImprovement": 0.05,
                 **rebalance,
@@ -756,8 +754,8 @@ def test_assign_mode_handoff_times_out_safely_and_grants_on_acknowledgement(
                 kafka,
                 topic,
                 env.app,
-                cooldown="30s",  # 6 s at --interval-scale 0.2
-                apply={"mode": "assign", "handoffTimeout": "20s"},  # 4 s
+                cooldown="6s",
+                apply={"mode": "assign", "handoffTimeout": "4s"},
             )
         )
         first = wait_for(
@@ -810,7 +808,7 @@ def test_assign_mode_handoff_times_out_safely_and_grants_on_acknowledgement(
         )
         # give the test time to acknowledge like a sidecar would (a spec change; the
         # hand-over in flight waits with the new timeout)
-        cluster.patch_policy(name, {"spec": {"apply": {"handoffTimeout": "120s"}}})
+        cluster.patch_policy(name, {"spec": {"apply": {"handoffTimeout": "24s"}}})
         revoked, epoch = _revoked(retry, topic), retry[f"{env.app}-0"]["epoch"]
         wait_for(
             "Reconciling/HandingOff",
@@ -1026,9 +1024,7 @@ def test_a_failing_status_write_does_not_undo_cooldown(
         run_operator(env.installed, tmp_path) as operator,
         diagnostics(cluster, name, operator),
     ):
-        cluster.apply(
-            policy_manifest(name, group, kafka, env.topic, env.app, cooldown="1h")
-        )  # 720 s at the tests' interval scale
+        cluster.apply(policy_manifest(name, group, kafka, env.topic, env.app, cooldown="1h"))
         wait_for("epoch 1 in status", lambda: cluster.policy(name).get("status", {}).get("epoch"))
         first = cluster.assignments(name)
         assert {d["epoch"] for d in first.values()} == {1}

@@ -40,7 +40,7 @@ def _policy(name: str, bootstrap: str, **spec: Any) -> dict[str, Any]:
         "groupId": f"tenancy-{name}-{uuid.uuid4().hex[:6]}",
         "kafka": {"bootstrapServers": bootstrap},
         "members": {"selector": {"matchLabels": {"app": "nobody-here"}}},
-        "rebalance": {"pollInterval": "5s"},
+        "rebalance": {"pollInterval": "2s"},
         **spec,
     }
     return {
@@ -101,7 +101,6 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
         k8s.kubeconfig,
         namespace,
         tmp_path,
-        interval_scale=0.4,
         extra=["--allowed-bootstrap-servers", allowed],
     )
     operator.start()

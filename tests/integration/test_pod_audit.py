@@ -179,7 +179,6 @@ def test_a_pod_deleted_while_the_watch_was_down_leaves_the_group(
         forwarded,
         namespace,
         tmp_path,
-        interval_scale=0.4,
         extra=["--pod-audit-interval", str(AUDIT_S)],
     )
     admin = RetryingAdmin(bootstrap_servers=kafka)

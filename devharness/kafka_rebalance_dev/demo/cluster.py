@@ -22,6 +22,9 @@ CRD_FILE = ROOT / "crds" / "consumergrouppolicies.yaml"
 GROUP, VERSION, PLURAL = "kafka-rebalance.io", "v1alpha1", "consumergrouppolicies"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 POLICY_LABEL = "kafka-rebalance.io/policy"
+# The demo's and the tests' policies poll this often (the CRD admits 1s and more; the operator
+# they start honours it: OperatorProcess passes --min-poll-interval 1s).
+POLL_INTERVAL = "2s"
 
 
 def wait_for(
@@ -115,7 +118,8 @@ def policy_body(
     rebalance: Mapping[str, Any] | None = None,
     apply: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A ConsumerGroupPolicy for the demo group (pollInterval at the CRD's 5 s floor)."""
+    """A ConsumerGroupPolicy for the demo group, polled every POLL_INTERVAL with a 4 s cooldown
+    (`rebalance` overrides either)."""
     members: dict[str, Any] = {"selector": {"matchLabels": {"app": app}}}
     if weight_from:
         members["weightFrom"] = weight_from
@@ -132,8 +136,8 @@ def policy_body(
             "load": dict(load or {"model": "drain", "targetDrainSeconds": 30}),
             "rebalance": {
                 "mode": mode,
-                "pollInterval": "5s",
-                "cooldown": "10s",
+                "pollInterval": POLL_INTERVAL,
+                "cooldown": "4s",
                 "minImprovement": 0.1,
                 **(rebalance or {}),
             },

@@ -34,6 +34,14 @@ def register(subparsers: Any) -> None:
         "produce a skewed workload, show the group converging on the plan, then prove with a "
         "ledger that nothing was lost. See docs/demo.md.",
     )
+    _run_arguments(parser)
+    _workload_arguments(parser)
+    _environment_arguments(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which strategies run, and for how long."""
     parser.add_argument(
         "--strategy", choices=STRATEGIES, default="lag-aware", help="default: lag-aware"
     )
@@ -51,6 +59,10 @@ def register(subparsers: Any) -> None:
         help="seconds of production, observe and enforce phases together (default 100; 180 with "
         "--kubelet, where a plan reaches a pod when the kubelet refreshes its mounted ConfigMap)",
     )
+
+
+def _workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The group, its skewed workload and the policy's settings."""
     parser.add_argument("--members", type=int, default=3, help="pods in the group (default 3)")
     parser.add_argument("--partitions", type=int, default=6, help="topic partitions (default 6)")
     parser.add_argument(
@@ -73,11 +85,17 @@ def register(subparsers: Any) -> None:
         help="the policy's members.weightFrom (default adaptive: measured throughput)",
     )
     parser.add_argument(
-        "--interval-scale",
-        type=float,
-        default=0.4,
-        help="the operator's --interval-scale (default 0.4: the 5s pollInterval becomes 2s)",
+        "--poll-interval",
+        type=_poll_interval,
+        default="2s",
+        metavar="DURATION",
+        help="the policy's rebalance.pollInterval (default 2s; at least 1s, the CRD's floor: "
+        "the demo's operator runs with --min-poll-interval 1s)",
     )
+
+
+def _environment_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the sidecars run, what is printed, and which environment is used."""
     parser.add_argument(
         "--kubelet",
         action="store_true",
@@ -103,7 +121,19 @@ def register(subparsers: Any) -> None:
         help="use an environment `kafka-rebalance dev up` already started (default dir: "
         "$KAFKA_REBALANCE_DEV_DIR or ./.dev) instead of starting one; it is left running",
     )
-    parser.set_defaults(handler=_run)
+
+
+def _poll_interval(text: str) -> str:
+    """A pollInterval the CRD admits (a duration of at least 1s), as written."""
+    from kafka_rebalance_operator.durations import DurationError, parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except DurationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if seconds < 1:
+        raise argparse.ArgumentTypeError(f"at least 1s (the CRD's floor), got {text}")
+    return text
 
 
 def _interrupted(signum: int, _frame: object) -> None:
@@ -136,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
         hot_rate=args.hot_rate,
         cold_rate=args.cold_rate,
         weight_from=None if args.weight_from == "none" else args.weight_from,
-        interval_scale=args.interval_scale,
+        poll_interval=args.poll_interval,
         json=args.json,
         keep=args.keep,
         state_dir=args.state_dir,

@@ -38,13 +38,12 @@ class SlowConsumerSetup:
     slow_ms: int = 80  # the slow member: about 12 records/s
     duration: float = 60.0  # seconds of production
     window_s: float = 20.0  # the final window throughput and lag trend are measured over
-    interval_scale: float = 0.4
     # the lag-aware policy's knobs (the other strategies ignore them)
     # (KIP-794's lessons against flapping: hysteresis, a cooldown and a move budget per round)
     load_model: str = "drain"
     target_drain_seconds: int = 30
     min_improvement: float = 0.1
-    cooldown: str = "20s"  # x interval_scale: 8 s
+    cooldown: str = "8s"
     max_moves_per_round: int | str | None = 2
 
     @property
@@ -72,7 +71,6 @@ def run_slow_consumer(
         prefix=f"kip794-{strategy.split('-')[0]}",
         partitions=setup.partitions,
         replicas=setup.members,
-        interval_scale=setup.interval_scale,
         log=log,
     )
     try:

@@ -17,7 +17,13 @@ from typing import Any
 
 from kafka_rebalance_common.kafka_retry import ensure_topic
 
-from kafka_rebalance_dev.demo.cluster import Cluster, install_crd, policy_body, wait_for
+from kafka_rebalance_dev.demo.cluster import (
+    POLL_INTERVAL,
+    Cluster,
+    install_crd,
+    policy_body,
+    wait_for,
+)
 from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.fleet import Fleet, SidecarSettings
 from kafka_rebalance_dev.demo.observe import Sample, Sampler
@@ -30,6 +36,8 @@ APP = "consumer"
 POLICY = "demo"
 # A pod's restart takes seconds; its static member keeps its place for this long.
 REAL_POD_SESSION_TIMEOUT_MS = 20000
+# assign mode: how long the operator waits for an old owner's acknowledgement of a revoke
+HANDOFF_TIMEOUT = "12s"
 
 
 class GroupHarness:
@@ -41,7 +49,7 @@ class GroupHarness:
         prefix: str = "demo",
         partitions: int = 6,
         replicas: int = 3,
-        interval_scale: float = 0.4,
+        poll_interval: str = POLL_INTERVAL,
         max_poll_records: int = 20,
         apply_mode: str = "group",
         sidecar_metrics: bool = False,
@@ -50,7 +58,8 @@ class GroupHarness:
         log: Callable[[str], None] = lambda message: None,
     ) -> None:
         """`real_node`: the sidecars run as real pods there (with their application container)
-        instead of as processes beside KWOK's pods."""
+        instead of as processes beside KWOK's pods. `poll_interval`: the policy's
+        rebalance.pollInterval (the operator honours down to 1s)."""
         suffix = uuid.uuid4().hex[:6]
         self.endpoints = endpoints
         self.workdir = workdir
@@ -64,9 +73,8 @@ class GroupHarness:
         workdir.mkdir(parents=True, exist_ok=True)
         self.ledger_dir = workdir / "ledger"
         self.cluster = Cluster(endpoints.kubeconfig, self.namespace)
-        self.operator = OperatorProcess(
-            endpoints.kubeconfig, self.namespace, workdir, interval_scale=interval_scale
-        )
+        self.poll_interval = poll_interval
+        self.operator = OperatorProcess(endpoints.kubeconfig, self.namespace, workdir)
         self.fleet: Fleet | PodFleet
         if real_node is None:
             self.fleet = Fleet(
@@ -144,7 +152,11 @@ class GroupHarness:
 
     # -- the policy ------------------------------------------------------------------------------
     def apply_policy(self, strategy: str, mode: str, **options: Any) -> None:
-        options.setdefault("apply", {"mode": self.apply_mode, "handoffTimeout": "30s"})
+        options.setdefault("apply", {"mode": self.apply_mode, "handoffTimeout": HANDOFF_TIMEOUT})
+        options["rebalance"] = {
+            "pollInterval": self.poll_interval,
+            **(options.get("rebalance") or {}),
+        }
         self.cluster.apply_policy(
             policy_body(
                 self.policy,

@@ -32,7 +32,9 @@ class OperatorProcess:
     `args` replaces `operator --namespace <namespace>` when the caller has the real command
     line (the integration tests pass the chart Deployment's args); `extra` flags come last so
     they win (argparse keeps the last value). `log_name` keeps logs of several instances
-    sharing one work directory apart."""
+    sharing one work directory apart. `min_poll_interval` is the operator's
+    `--min-poll-interval`: the CRD's own floor by default, so the short pollInterval values of
+    the demo's and the tests' policies are honoured."""
 
     def __init__(
         self,
@@ -40,7 +42,7 @@ class OperatorProcess:
         namespace: str,
         workdir: Path,
         *,
-        interval_scale: float,
+        min_poll_interval: str = "1s",
         tick: float = 0.2,
         args: Sequence[str] | None = None,
         extra: Sequence[str] = (),
@@ -49,7 +51,7 @@ class OperatorProcess:
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.workdir = workdir
-        self.interval_scale = interval_scale
+        self.min_poll_interval = min_poll_interval
         self.tick = tick
         self.args = list(args) if args is not None else ["operator", "--namespace", namespace]
         self.extra = list(extra)
@@ -81,8 +83,8 @@ class OperatorProcess:
             str(self.metrics_port),
             "--health-port",
             str(self.health_port),
-            "--interval-scale",
-            str(self.interval_scale),
+            "--min-poll-interval",
+            self.min_poll_interval,
             "--tick",
             str(self.tick),
             "--kafka-timeout",

@@ -1,10 +1,10 @@
 """The demo's phases, from an empty machine to the summary.
 
-1. **Set-up**: the local environment, the CRD, the operator (polls sped up by
-   `--interval-scale`), a StatefulSet of N pods under KWOK, one sidecar process per pod; the
-   last pod's sidecar is slow (a fixed delay per record). The policy exists in `observe` mode,
-   so no ConfigMap is written and the sidecars split the partitions by their fallback
-   (cooperative-sticky).
+1. **Set-up**: the local environment, the CRD, the operator (honouring a pollInterval down to
+   1s; the policy polls every `--poll-interval`, 2s by default), a StatefulSet of N pods under
+   KWOK, one sidecar process per pod; the last pod's sidecar is slow (a fixed delay per
+   record). The policy exists in `observe` mode, so no ConfigMap is written and the sidecars
+   split the partitions by their fallback (cooperative-sticky).
 2. **Before** (observe): the partitions the slow member happens to own become the hot ones (the
    worst case the product exists for: a skew the count-based fallback cannot see), and lag
    builds on them. `max_lag_before` is the worst total lag of this phase.
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kafka_rebalance_dev.demo import table
+from kafka_rebalance_dev.demo.cluster import POLL_INTERVAL
 from kafka_rebalance_dev.demo.environment import DemoEnvironment, Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.demo.observe import Sample
@@ -46,7 +47,7 @@ class DemoOptions:
     cold_rate: float = 8.0  # records/s on every other partition
     observe_fraction: float = 0.35
     window_s: float = 20.0  # the final window max_lag_after is taken over
-    interval_scale: float = 0.4  # pollInterval 5s -> a poll every 2s
+    poll_interval: str = POLL_INTERVAL  # the policy's rebalance.pollInterval
     weight_from: str | None = "adaptive"
     table_every: float = 5.0
     json: bool = False
@@ -55,9 +56,9 @@ class DemoOptions:
     reuse: str | None = None
     workdir: Path | None = None
     kubelet: bool = False  # sidecars as real pods on a real node, not processes beside KWOK's
-    # hysteresis against flapping (KIP-794): 20s x 0.4 = 8 s between plans, two moves per plan
+    # hysteresis against flapping (KIP-794): 8 s between plans, two moves per plan
     extra_policy: dict[str, Any] = field(
-        default_factory=lambda: {"rebalance": {"cooldown": "20s", "maxMovesPerRound": 2}}
+        default_factory=lambda: {"rebalance": {"cooldown": "8s", "maxMovesPerRound": 2}}
     )
 
 
@@ -103,7 +104,7 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
                 workdir / strategy if len(strategies) > 1 else workdir,
                 partitions=options.partitions,
                 replicas=options.members,
-                interval_scale=options.interval_scale,
+                poll_interval=options.poll_interval,
                 real_node=endpoints.real_node,
                 log=printer.progress,
             )
@@ -189,7 +190,7 @@ def _phases(
             "hot_partitions": skew.hot,
             "production_rate": sum(skew.rates.values()),
             "weight_from": options.weight_from,
-            "interval_scale": options.interval_scale,
+            "poll_interval": options.poll_interval,
             "sidecars": sidecars_kind(options.kubelet),
             "window_s": options.window_s,
             "drain_s": round(drained.t - phases.stop_at, 1),
@@ -215,8 +216,8 @@ def _set_up(harness: GroupHarness, options: DemoOptions, say: Callable[[str], No
     )
     harness.operator.start()
     say(
-        f"operator running (pollInterval 5s x --interval-scale {options.interval_scale} = a poll "
-        f"every {5 * options.interval_scale:g}s; log {harness.operator.log})"
+        f"operator running (--min-poll-interval {harness.operator.min_poll_interval}; the "
+        f"policy polls every {options.poll_interval}; log {harness.operator.log})"
     )
     policy_options: dict[str, Any] = {"weight_from": options.weight_from, **options.extra_policy}
     harness.apply_policy(options.strategy, "observe", **policy_options)

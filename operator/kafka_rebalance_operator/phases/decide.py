@@ -69,10 +69,10 @@ def wait(observed: Observed) -> Wait | None:
     return None
 
 
-def rules(spec: PolicySpec, settings: OperatorSettings) -> Rules:
+def rules(spec: PolicySpec) -> Rules:
     return Rules(
         mode=spec.mode,
-        cooldown_s=spec.cooldown * settings.interval_scale,
+        cooldown_s=spec.cooldown,
         min_improvement=spec.min_improvement,
         needs_approval=spec.needs_approval,
         approved_plan=spec.approved_plan,
@@ -105,7 +105,7 @@ def decide(
         assignment_doc.diff(ctx.name, observed.current, rendered)
     )
     decision = replanning.decide(
-        rules(spec, settings),
+        rules(spec),
         now=now,
         new_hash=planned.hash,
         applied_hash=applied_hash,

@@ -162,7 +162,7 @@ def observe(
         last_applied_at=max((t for t in applied_at if t is not None), default=None),
         spec_changed=reported is not None and reported != ctx.generation,
         handoff=_handoff(
-            spec, current, sorted(present | set(lingering)), observation, settings, now, outside
+            spec, current, sorted(present | set(lingering)), observation, now, outside
         ),
         mismatch=protocol.mismatch(
             spec.apply_mode,
@@ -195,6 +195,12 @@ def admit(ctx: PolicyContext, settings: OperatorSettings) -> PolicySpec:
     )
     if refusal is not None:
         raise PollFailure(admission.REFUSAL_REASON, refusal)
+    if spec.poll_interval < settings.min_poll_interval_s:
+        raise PollFailure(
+            "PollIntervalTooShort",
+            f"spec.rebalance.pollInterval {spec.poll_interval:g}s is below this operator's "
+            f"--min-poll-interval {settings.min_poll_interval_s:g}s: set it to at least that",
+        )
     return spec
 
 
@@ -217,9 +223,7 @@ def _observer(
         except kafka_security.SecretError as error:
             names = ", ".join(n for n in (spec.secret_name, spec.ca_secret_name) if n)
             raise PollFailure("InvalidSecret", f"Secret {names}: {error}") from None
-        timeout = min(
-            settings.kafka_timeout_s, max(2.0, spec.poll_interval * settings.interval_scale)
-        )
+        timeout = min(settings.kafka_timeout_s, max(2.0, spec.poll_interval))
         try:
             memory.observer = ports.kafka(spec.bootstrap_servers, security, timeout, key=key)
         except KafkaUnavailable as error:
@@ -261,7 +265,6 @@ def _handoff(
     current: CurrentState,
     holders: list[str],
     observation: Observation,
-    settings: OperatorSettings,
     now: float,
     outside: tuple[str, ...] = (),
 ) -> Pending | None:
@@ -284,6 +287,6 @@ def _handoff(
         observation.offsets,
         now,
         started_at,
-        spec.handoff_timeout * settings.interval_scale,
+        spec.handoff_timeout,
         fenced,
     )

@@ -63,7 +63,7 @@ def plan(
     now: float,
 ) -> Planned:
     spec = observed.spec
-    adaptive = _adaptive(ctx, observed, memory, settings, now)
+    adaptive = _adaptive(ctx, observed, memory, now)
     weights = resolve_weights(spec, observed.members, adaptive)
     live_docs = {m: d for m, d in observed.current.by_member.items() if m in weights}
     request = planning.build_request(
@@ -154,7 +154,6 @@ def _adaptive(
     ctx: PolicyContext,
     observed: Observed,
     memory: PolicyMemory,
-    settings: OperatorSettings,
     now: float,
 ) -> dict[str, float] | None:
     """weightFrom: adaptive: weights from measured capacity (capacity.py), or None."""
@@ -164,7 +163,7 @@ def _adaptive(
     # capacity from committed-offset advances of partitions whose owner did not change, while
     # backlogged; held inside a hysteresis band
     estimator = memory.capacity
-    estimator.settle_s = spec.poll_interval * settings.interval_scale
+    estimator.settle_s = spec.poll_interval
     lags, offsets = observed.lags, observed.offsets
     ok = [
         (key, int(offsets.committed[i]), int(lags.lags[i]))

@@ -60,7 +60,7 @@ def publish(
     if memory.published_hash != plan_hash:
         nudge = True
     else:
-        patience = observed.spec.poll_interval * settings.interval_scale
+        patience = observed.spec.poll_interval
         waited = now - (memory.published_at or now)
         strangers = bool(member_ids) and not set(member_ids) & set(memory.published_member_ids)
         if target_differs(group, applied.assignment) and waited >= patience:

@@ -141,7 +141,7 @@ def polled(
     elif ctx.status.get("proposal") is not None and action is not Action.HOLD:
         fields["proposal"] = None
 
-    health = _health(ctx, observed, decision, applied, memory, settings, now, note)
+    health = _health(ctx, observed, decision, applied, memory, now, note)
     if observed.mismatch and ctx.previous_ready().get("reason") != "ProtocolMismatch":
         events.append(("Warning", "ProtocolMismatch", observed.mismatch))
     new_status = status(ctx, now, health, observed, applied.epoch, **fields)
@@ -204,7 +204,6 @@ def _health(
     decision: Decision,
     applied: Applied,
     memory: PolicyMemory,
-    settings: OperatorSettings,
     now: float,
     note: str = "",
 ) -> Health:
@@ -224,7 +223,7 @@ def _health(
         if verification.state == "converging":
             if memory.converging_since is None or decision.action is Action.APPLY:
                 memory.converging_since = now
-            limit = CONVERGENCE_POLLS * spec.poll_interval * settings.interval_scale
+            limit = CONVERGENCE_POLLS * spec.poll_interval
             if now - memory.converging_since > limit:
                 stalled_reason = "NotConverged"
             else:

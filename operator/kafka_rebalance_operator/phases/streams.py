@@ -205,7 +205,7 @@ def adaptive_weights(
         if key in owners and lags.states[i] == OK and offsets.committed[i] >= 0:
             committed[key], lag[key] = int(offsets.committed[i]), int(lags.lags[i])
     estimator = memory.capacity
-    estimator.settle_s = spec.poll_interval * settings.interval_scale
+    estimator.settle_s = spec.poll_interval
     members = [m.member_id for m in group.members]
     estimator.observe(
         now, confirmed_owners(owners, owners, group.state == "Stable"), committed, lag, members
@@ -302,14 +302,13 @@ def _decide(
       either places unowned tasks, or lowers the peak task load by spec.minImprovement past
       the cooldown."""
     spec, group = observed.spec, observed.group
-    scale = settings.interval_scale
     mine = memory.published_group == spec.group_id
     published = memory.streams_plan if mine else None
-    cooled = memory.published_at is None or now - memory.published_at >= spec.cooldown * scale
+    cooled = memory.published_at is None or now - memory.published_at >= spec.cooldown
     if published is not None and group.converged_to(published):
         if memory.published_hash == plan_hash or not cooled:
             last = memory.streams_triggered_at or memory.published_at or now
-            if now - last >= spec.poll_interval * scale:
+            if now - last >= spec.poll_interval:
                 return False, True, "the group does not run the published plan yet: triggered again"
             return False, False, "waiting for the group to run the published plan"
     elif mine and memory.published_hash == plan_hash:
