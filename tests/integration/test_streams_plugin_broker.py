@@ -39,7 +39,7 @@ def _classpath(tools: Toolchain) -> str:
     return ":".join(str(j) for j in jars)
 
 
-def test_assignor_switch_bumps_the_epoch_and_a_streams_plan_is_followed(
+def test_only_the_trigger_tag_bumps_the_epoch_and_a_streams_plan_is_followed(
     tools: Toolchain, kafka_plans: KafkaHandle, plan_keys: Path, tmp_path: Path
 ) -> None:
     log = tmp_path / "check.log"
