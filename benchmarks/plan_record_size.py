@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.plan_record_size
 
-The operator writes one record per group to the plan topic (`broker_plan.encode_plan`); Kafka's
+The operator writes one record per group to the plan topic (`plan_record.encode_plan`); Kafka's
 default `max.message.bytes` is 1,048,588 bytes and applies to the record batch as written, that
 is after the producer's compression (the operator's plan producer uses gzip). Each row prints the
 record as the previous release wrote it (a JSON list of numbers per topic: version 1), as it is
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka_rebalance_operator import broker_plan
+from kafka_rebalance_common.wire import plan_record
 
 Assignment = dict[str, dict[str, list[int]]]
 KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
@@ -41,7 +41,7 @@ def _v1(group: str, assignment: Assignment) -> bytes:
 
 
 def _v2(group: str, assignment: Assignment, member_ids: list[str]) -> bytes:
-    return broker_plan.encode_plan(
+    return plan_record.encode_plan(
         group,
         12,
         "0" * 16,

@@ -398,9 +398,9 @@ def _plan_credentials(args: argparse.Namespace) -> tuple[tuple[bytes, ...], dict
     """The plan signing keys and the plan-topic client settings (ValueError: one line)."""
     import json
 
-    from kafka_rebalance_operator import broker_plan
+    from kafka_rebalance_common.wire import plan_record
 
-    keys = broker_plan.load_keys(args.plan_key_file) if args.plan_key_file else ()
+    keys = plan_record.load_keys(args.plan_key_file) if args.plan_key_file else ()
     client: dict[str, Any] = {}
     if args.plan_client_config:
         try:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from kafka_rebalance_common.replanning import Action
-from kafka_rebalance_common.wire import partitions
-from kafka_rebalance_operator import admission, broker_plan
+from kafka_rebalance_common.wire import partitions, plan_record
+from kafka_rebalance_operator import admission
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext
 from kafka_rebalance_operator.phases.decide import Stop, decide, wait
@@ -616,7 +616,7 @@ class TestBrokerMode:
         subject.poll()
         ((_, group, record),) = kafka.published
         value = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
-        assert kafka.signatures == [broker_plan.sign(self.KEY, group, value)]
+        assert kafka.signatures == [plan_record.sign(self.KEY, group, value)]
         assert record["memberIds"] == ["uuid-a", "uuid-b"]
 
     def test_a_live_plan_is_refreshed_without_a_nudge_and_when_its_members_all_changed(
@@ -678,7 +678,7 @@ class TestBrokerMode:
         subject.generation += 1
         subject.poll()
         assert kafka.published[-1][1:] == ("g", None)
-        assert kafka.signatures[-1] == broker_plan.sign(self.KEY, "g", None)
+        assert kafka.signatures[-1] == plan_record.sign(self.KEY, "g", None)
         assert subject.memory.published_group is None
 
 

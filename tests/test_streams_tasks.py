@@ -4,7 +4,7 @@ move budget, and standbys are preferred destinations."""
 
 from __future__ import annotations
 
-from kafka_rebalance_operator import broker_plan
+from kafka_rebalance_common.wire import plan_record
 from kafka_rebalance_operator.streams_tasks import (
     SubtopologyTopics,
     TaskPlanInput,
@@ -163,7 +163,7 @@ def test_the_standby_preference_does_not_raise_the_peak_load() -> None:
 
 def test_a_task_plan_encodes_as_a_streams_record() -> None:
     plan = plan_tasks(_stateful_input(None))
-    record = broker_plan.encode_plan(
+    record = plan_record.encode_plan(
         "app",
         3,
         "h",

@@ -24,8 +24,9 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
+from kafka_rebalance_common.wire import plan_record
 
-from kafka_rebalance_operator import broker_plan, kip848, streams_group, wire
+from kafka_rebalance_operator import kip848, streams_group, wire
 from kafka_rebalance_operator.kafka_offsets import OffsetReader
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
@@ -186,7 +187,7 @@ class KafkaObserver:
                     **settings,
                 )
             self._ensure_compacted(topic)
-            headers = [(broker_plan.SIGNATURE_HEADER, signature)] if signature else None
+            headers = [(plan_record.SIGNATURE_HEADER, signature)] if signature else None
             self.producer.send(topic, key=group_id.encode(), value=value, headers=headers).get(
                 timeout=self.timeout_ms / 1000
             )

@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_common.wire import plan_record
 from kafka_rebalance_dev.demo.cluster import GROUP, PLURAL, VERSION, wait_for
 from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.demo.ledger import ledger_path
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
-from kafka_rebalance_operator import broker_plan, kip848
+from kafka_rebalance_operator import kip848
 
 from tests.integration.harnesses import group_harness, ledger_verdict
 
@@ -216,8 +217,8 @@ def test_a_kip848_group_follows_lag_aware_plans_through_the_broker_plugin(
         # its plan again once it sees the group drift from it
         producer = KafkaProducer(bootstrap_servers=kafka_plans.bootstrap_servers)
         value = b"{not json"
-        signature = broker_plan.sign(broker_plan.load_keys(plan_keys)[0], harness.group, value)
-        headers = [(broker_plan.SIGNATURE_HEADER, signature)]
+        signature = plan_record.sign(plan_record.load_keys(plan_keys)[0], harness.group, value)
+        headers = [(plan_record.SIGNATURE_HEADER, signature)]
         producer.send(PLAN_TOPIC, key=harness.group.encode(), value=value, headers=headers).get(10)
         producer.close()
         kip848.nudge(admin, harness.group)
@@ -298,7 +299,7 @@ def test_forged_foreign_and_older_plan_records_are_ignored(
         epoch, plan, group = _converged(harness, admin, java, epoch, timeout=60)
         publishes = _publishes(harness)
         uid = _policy_uid(harness)
-        key = broker_plan.load_keys(plan_keys)[0]
+        key = plan_record.load_keys(plan_keys)[0]
         member_ids = [m.member_id for m in group.members]
         everything = {members[0]: {harness.topic: list(range(PARTITIONS))}}
         other_group = f"other-{harness.group}"
@@ -307,7 +308,7 @@ def test_forged_foreign_and_older_plan_records_are_ignored(
             (
                 "signed with a wrong key",
                 harness.group,
-                broker_plan.encode_plan(
+                plan_record.encode_plan(
                     harness.group,
                     epoch + 10,
                     "forged",
@@ -322,7 +323,7 @@ def test_forged_foreign_and_older_plan_records_are_ignored(
             (
                 "another group's plan naming this group's instance ids",
                 other_group,
-                broker_plan.encode_plan(
+                plan_record.encode_plan(
                     other_group,
                     99,
                     "foreign",
@@ -337,7 +338,7 @@ def test_forged_foreign_and_older_plan_records_are_ignored(
             (
                 "an older epoch of this group's plan",
                 harness.group,
-                broker_plan.encode_plan(
+                plan_record.encode_plan(
                     harness.group,
                     epoch - 1,
                     "older",
@@ -354,12 +355,12 @@ def test_forged_foreign_and_older_plan_records_are_ignored(
         broker_log = kafka_plans.cluster.nodes[0].log
         try:
             for label, record_key, value, secret, logged in hostile:
-                signature = broker_plan.sign(secret, record_key, value)
+                signature = plan_record.sign(secret, record_key, value)
                 producer.send(
                     PLAN_TOPIC,
                     key=record_key.encode(),
                     value=value,
-                    headers=[(broker_plan.SIGNATURE_HEADER, signature)],
+                    headers=[(plan_record.SIGNATURE_HEADER, signature)],
                 ).get(10)
                 wait_for(
                     f"the broker log on the record {label}",

@@ -71,10 +71,10 @@ def operator_missing() -> str | None:
     in the CRD and `encode_plan(..., kind=...)`), or None."""
     import inspect
 
-    from kafka_rebalance_operator import broker_plan
+    from kafka_rebalance_common.wire import plan_record
 
-    if "kind" not in inspect.signature(broker_plan.encode_plan).parameters:
-        return "the operator cannot publish streams plans yet: broker_plan.encode_plan has no kind"
+    if "kind" not in inspect.signature(plan_record.encode_plan).parameters:
+        return "the operator cannot publish streams plans yet: plan_record.encode_plan has no kind"
     crd = Path(__file__).parents[2] / "crds"
     if not any("groupType" in p.read_text() for p in crd.glob("*.yaml")):
         return "the operator cannot name a streams group yet: the CRD has no spec.groupType"

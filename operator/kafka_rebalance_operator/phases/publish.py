@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka_rebalance_operator import broker_plan, planning
+from kafka_rebalance_common.wire import plan_record
+
+from kafka_rebalance_operator import planning
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.apply import Applied
@@ -74,7 +76,7 @@ def publish(
             return
         nudge = False
     group_id = observed.spec.group_id
-    record = broker_plan.encode_plan(
+    record = plan_record.encode_plan(
         group_id,
         applied.epoch,
         plan_hash,
@@ -84,7 +86,7 @@ def publish(
         member_ids=member_ids,
     )
     signature = (
-        broker_plan.sign(settings.plan_keys[0], group_id, record) if settings.plan_keys else None
+        plan_record.sign(settings.plan_keys[0], group_id, record) if settings.plan_keys else None
     )
     if memory.observer is None:
         raise PollFailure("PublishFailed", "no Kafka client to publish the plan with")
@@ -118,7 +120,7 @@ def retire(memory: PolicyMemory, settings: OperatorSettings, where: str) -> None
     if group_id is None or memory.observer is None:
         return
     signature = (
-        broker_plan.sign(settings.plan_keys[0], group_id, None) if settings.plan_keys else None
+        plan_record.sign(settings.plan_keys[0], group_id, None) if settings.plan_keys else None
     )
     try:
         memory.observer.publish_plan(

@@ -23,8 +23,9 @@ from typing import Any
 
 import kafka_rebalance_assignors as assignors
 from kafka_rebalance_common.replanning import Action
+from kafka_rebalance_common.wire import plan_record
 
-from kafka_rebalance_operator import broker_plan, planning, streams_group, streams_tasks
+from kafka_rebalance_operator import planning, streams_group, streams_tasks
 from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
@@ -355,7 +356,7 @@ def _publish(
         memory.applied_at = now
         memory.streams_trigger_epoch = None  # bumps count per plan: a new plan starts afresh
     member_ids = [m.member_id for m in group.members]
-    record = broker_plan.encode_plan(
+    record = plan_record.encode_plan(
         group_id,
         memory.applied_epoch,
         plan_hash,
@@ -366,7 +367,7 @@ def _publish(
         kind="streams",
     )
     signature = (
-        broker_plan.sign(settings.plan_keys[0], group_id, record) if settings.plan_keys else None
+        plan_record.sign(settings.plan_keys[0], group_id, record) if settings.plan_keys else None
     )
     observer = memory.observer
     if observer is None:

@@ -59,7 +59,7 @@ class PlanTrustTest {
 
     @Test
     void theSignatureMatchesTheOperatorsEncoderByteForByte() {
-        // kafka_rebalance_operator.broker_plan.sign(b"key-a-0123456789abcdef", "orders", b"{}")
+        // kafka_rebalance_common.wire.plan_record.sign(b"key-a-0123456789abcdef", "orders", b"{}")
         assertEquals("hmac-sha256:" + PYTHON_VECTOR, new String(sign(KEY_A, "orders", bytes("{}")), StandardCharsets.US_ASCII));
     }
 
