@@ -270,33 +270,8 @@ def _record_columns(namespace: str, policy: str, group: str, rows: PartitionRows
             before = None
             _remove_all(_PARTITION_SERIES.pop(key, set()))
         labels_before = _PARTITION_SERIES.get(key, set())
-    had = np.zeros(n, bool)
-    old_lags = np.full(n, -2, np.int64)  # -2: nothing written, so anything differs
-    old_time = np.full(n, -1.0)
-    if before is not None and before.layout == layout:
-        had, old_lags, old_time = before.series, before.lags, before.time_lags
-    elif before is not None:
-        for topic, (base, count) in layout.spans.items():
-            span = before.layout.spans.get(topic)
-            if span is not None:
-                keep = min(count, span[1])
-                had[base : base + keep] = before.series[span[0] : span[0] + keep]
-                old_lags[base : base + keep] = before.lags[span[0] : span[0] + keep]
-                old_time[base : base + keep] = before.time_lags[span[0] : span[0] + keep]
-    elif labels_before:  # series written from rows: kept, values rewritten
-        for labels in labels_before:
-            i = layout.index((labels[3], int(labels[4])))
-            if i is not None:
-                had[i] = True
-    if n <= cap:
-        series = np.ones(n, bool)
-    else:
-        series = had.copy()
-        free = max(cap, 0) - int(series.sum())
-        if free < 0:  # the cap was lowered: keep the first ones in order
-            series[np.flatnonzero(series)[max(cap, 0) :]] = False
-        elif free:
-            series[np.flatnonzero(~series)[:free]] = True
+    had, old_lags, old_time = _previous_columns(before, labels_before, layout)
+    series = _capped_series(had, cap)
     lags, time_lags = rows.lags, rows.time_lags
     same_time = (time_lags == old_time) | (np.isnan(time_lags) & np.isnan(old_time))
     changed = series & ((lags != old_lags) | ~same_time | ~had)
@@ -363,6 +338,50 @@ def _record_columns(namespace: str, policy: str, group: str, rows: PartitionRows
     dropped = n - int(series.sum())
     if dropped > 0:
         PARTITION_SERIES_DROPPED.labels(namespace, policy).inc(dropped)
+
+
+def _previous_columns(
+    before: _Written | None, labels_before: set[tuple[str, ...]], layout: Layout
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(had a series, lag written, time lag written) per row of `layout`, carried over from the
+    last write by topic and partition; -2 and -1.0 mean nothing was written, so any value
+    differs."""
+    n = layout.size
+    had = np.zeros(n, bool)
+    old_lags = np.full(n, -2, np.int64)  # -2: nothing written, so anything differs
+    old_time = np.full(n, -1.0)
+    if before is not None and before.layout == layout:
+        had, old_lags, old_time = before.series, before.lags, before.time_lags
+    elif before is not None:
+        for topic, (base, count) in layout.spans.items():
+            span = before.layout.spans.get(topic)
+            if span is not None:
+                keep = min(count, span[1])
+                had[base : base + keep] = before.series[span[0] : span[0] + keep]
+                old_lags[base : base + keep] = before.lags[span[0] : span[0] + keep]
+                old_time[base : base + keep] = before.time_lags[span[0] : span[0] + keep]
+    elif labels_before:  # series written from rows: kept, values rewritten
+        for labels in labels_before:
+            i = layout.index((labels[3], int(labels[4])))
+            if i is not None:
+                had[i] = True
+    return had, old_lags, old_time
+
+
+def _capped_series(had: np.ndarray, cap: int) -> np.ndarray:
+    """Which rows have a series: all when they fit the cap, else those that had one (the first
+    ones in order when the cap was lowered) plus new ones in order up to the cap."""
+    n = had.size
+    if n <= cap:
+        series = np.ones(n, bool)
+    else:
+        series = had.copy()
+        free = max(cap, 0) - int(series.sum())
+        if free < 0:  # the cap was lowered: keep the first ones in order
+            series[np.flatnonzero(series)[max(cap, 0) :]] = False
+        elif free:
+            series[np.flatnonzero(~series)[:free]] = True
+    return series
 
 
 def _remove_all(labels: Iterable[tuple[str, ...]]) -> None:

@@ -126,29 +126,13 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     if group_type not in GROUP_TYPES:
         raise PolicyError(f"spec.groupType: consumer or streams, got {group_type!r}")
     streams = group_type == "streams"
-    topics = spec.get("topics")
-    pattern_text = spec.get("topicPattern")
-    if topics and pattern_text:
-        raise PolicyError("spec.topicPattern: exclusive with spec.topics")
-    pattern = None
-    if pattern_text:
-        try:
-            pattern = compile_topic_pattern(str(pattern_text))
-        except TopicPatternError as error:
-            raise PolicyError(f"spec.topicPattern: {error}") from None
-    elif not topics and not streams:  # a streams group's topology names its topics
-        raise PolicyError("spec.topics: give spec.topics or spec.topicPattern")
+    topics, pattern = _topics(spec, streams)
 
     members = spec.get("members") or {}
     selector = members.get("selector") or {}
     if not (selector.get("matchLabels") or selector.get("matchExpressions")):
         raise PolicyError("spec.members.selector: must not be empty")
-    weights = []
-    for index, rule in enumerate(members.get("weights") or []):
-        weight = rule.get("weight")
-        if not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
-            raise PolicyError(f"spec.members.weights[{index}].weight: must be > 0")
-        weights.append(WeightRule(rule.get("selector") or {}, float(weight)))
+    weights = _weights(members)
 
     load = spec.get("load") or {}
     rebalance = spec.get("rebalance") or {}
@@ -178,7 +162,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         topics=tuple(topics) if topics else None,
         topic_pattern=pattern,
         selector=selector,
-        weights=tuple(weights),
+        weights=weights,
         weight_from=members.get("weightFrom"),
         strategy=spec.get("strategy", "lag-aware"),
         load_model=load.get("model"),
@@ -196,3 +180,31 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         approved_plan=spec.get("approvedPlan") or None,
         group_type=group_type,
     )
+
+
+def _topics(spec: Mapping[str, Any], streams: bool) -> tuple[Any, TopicPattern | None]:
+    """(spec.topics, the compiled spec.topicPattern): one of them, except for a streams group,
+    whose topology names its topics."""
+    topics = spec.get("topics")
+    pattern_text = spec.get("topicPattern")
+    if topics and pattern_text:
+        raise PolicyError("spec.topicPattern: exclusive with spec.topics")
+    pattern = None
+    if pattern_text:
+        try:
+            pattern = compile_topic_pattern(str(pattern_text))
+        except TopicPatternError as error:
+            raise PolicyError(f"spec.topicPattern: {error}") from None
+    elif not topics and not streams:
+        raise PolicyError("spec.topics: give spec.topics or spec.topicPattern")
+    return topics, pattern
+
+
+def _weights(members: Mapping[str, Any]) -> tuple[WeightRule, ...]:
+    weights = []
+    for index, rule in enumerate(members.get("weights") or []):
+        weight = rule.get("weight")
+        if not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
+            raise PolicyError(f"spec.members.weights[{index}].weight: must be > 0")
+        weights.append(WeightRule(rule.get("selector") or {}, float(weight)))
+    return tuple(weights)

@@ -97,6 +97,66 @@ def observe(
     now: float,
 ) -> Observed:
     spec = admit(ctx, settings)
+    observation, offsets = _read_group(ctx, spec, memory, ports, settings)
+    lags = _lags(spec, offsets, memory, now)
+    current = _read_documents(ctx, memory, ports)
+    members = select_members(spec, pods, admitted=current.by_member)
+    present = {m.name for m in members}
+    committers = ownership.last_committers(offsets)
+    lingering: dict[str, MemberDocument] = {}
+    if spec.apply_mode == "assign":
+        current = ownership.with_commits(current, spec.group_id, present, committers)
+        lingering = ownership.lingering(current, present, pods)
+    applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
+    reported = memory.reported_generation
+    if reported is None:
+        reported = ctx.status.get("observedGeneration")
+    kind, kind_state = observation.group_type or (None, None)
+    outside = ownership.outside_group(
+        spec.apply_mode, observation.group, current, present, committers
+    )
+    return Observed(
+        spec=spec,
+        observation=observation,
+        lags=lags,
+        members=members,
+        current=current,
+        lingering=lingering,
+        epoch=max(
+            _status_epoch(ctx),
+            current.epoch,
+            memory.applied_epoch,
+            max((c.epoch for c in committers.values()), default=0),
+        ),
+        last_applied_at=max((t for t in applied_at if t is not None), default=None),
+        spec_changed=reported is not None and reported != ctx.generation,
+        handoff=_handoff(
+            spec, current, sorted(present | set(lingering)), observation, now, outside
+        ),
+        mismatch=protocol.mismatch(
+            spec.apply_mode,
+            spec.group_id,
+            observation.group,
+            kind,
+            kind_state,
+            server_assignor=observation.assignor,
+        ),
+        unwritten=ownership.unwritten(current, ctx.name),
+        inherited=any(d.policy_uid and d.policy_uid != ctx.uid for d in current.by_member.values()),
+        outside_group=outside,
+    )
+
+
+def _read_group(
+    ctx: PolicyContext,
+    spec: PolicySpec,
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+) -> tuple[Observation, PolicyOffsets]:
+    """The group's topics, offsets and membership from Kafka, or the PollFailure that names why
+    not. A policy over the partition cap keeps nothing per partition; an unreachable cluster
+    gets a fresh client next poll (the cluster may have moved)."""
     observer = _observer(spec, ctx, memory, ports, settings)
     try:
         observation = observer.observe(
@@ -122,60 +182,24 @@ def observe(
         raise PollFailure("TopicsNotFound", f"no topic found for {wanted}")
     if not isinstance(observation.offsets, PolicyOffsets):
         observation.offsets = PolicyOffsets.from_mapping(observation.topics, observation.offsets)
-    lags = _lags(spec, observation.offsets, memory, now)
+    return observation, observation.offsets
+
+
+def _read_documents(ctx: PolicyContext, memory: PolicyMemory, ports: Ports) -> CurrentState:
+    """The members' documents as the ConfigMaps hold them, merged with what this process wrote
+    and has not read back yet."""
     try:
         current = assignment_doc.read_current(ports.configmaps.list(ctx.namespace, ctx.name))
     except StoreError as error:
         raise PollFailure("ApplyFailed", f"listing ConfigMaps: {error}") from None
     current = ownership.with_memory(current, memory.documents)
     ownership.remember_read(memory.documents, current)
-    members = select_members(spec, pods, admitted=current.by_member)
-    present = {m.name for m in members}
-    committers = ownership.last_committers(observation.offsets)
-    lingering: dict[str, MemberDocument] = {}
-    if spec.apply_mode == "assign":
-        current = ownership.with_commits(current, spec.group_id, present, committers)
-        lingering = ownership.lingering(current, present, pods)
-    shown_epoch = ctx.status.get("epoch")
-    status_epoch = shown_epoch if isinstance(shown_epoch, int) else 0
-    applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
-    reported = memory.reported_generation
-    if reported is None:
-        reported = ctx.status.get("observedGeneration")
-    kind, kind_state = observation.group_type or (None, None)
-    outside = ownership.outside_group(
-        spec.apply_mode, observation.group, current, present, committers
-    )
-    return Observed(
-        spec=spec,
-        observation=observation,
-        lags=lags,
-        members=members,
-        current=current,
-        lingering=lingering,
-        epoch=max(
-            status_epoch,
-            current.epoch,
-            memory.applied_epoch,
-            max((c.epoch for c in committers.values()), default=0),
-        ),
-        last_applied_at=max((t for t in applied_at if t is not None), default=None),
-        spec_changed=reported is not None and reported != ctx.generation,
-        handoff=_handoff(
-            spec, current, sorted(present | set(lingering)), observation, now, outside
-        ),
-        mismatch=protocol.mismatch(
-            spec.apply_mode,
-            spec.group_id,
-            observation.group,
-            kind,
-            kind_state,
-            server_assignor=observation.assignor,
-        ),
-        unwritten=ownership.unwritten(current, ctx.name),
-        inherited=any(d.policy_uid and d.policy_uid != ctx.uid for d in current.by_member.values()),
-        outside_group=outside,
-    )
+    return current
+
+
+def _status_epoch(ctx: PolicyContext) -> int:
+    shown = ctx.status.get("epoch")
+    return shown if isinstance(shown, int) else 0
 
 
 def admit(ctx: PolicyContext, settings: OperatorSettings) -> PolicySpec:
