@@ -98,7 +98,7 @@ class StepClock:
         return self.t
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=100, help="per topic")
@@ -113,7 +113,11 @@ def main(argv: list[str] | None = None) -> None:
         help="trace allocations from the first poll on (slower) and print the ROWS source lines "
         "holding the most memory after the last poll",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse_args(argv)
 
     from kafka_rebalance_operator import ports, reconcile
     from kafka_rebalance_operator.members import PodSummary
