@@ -42,10 +42,8 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
     public static final String NAME = "kafka-rebalance-plan";
     private static final Logger LOG = LoggerFactory.getLogger(PlanFollowingAssignor.class);
 
-    private PlanStore store;
+    private final PlanSource source;
     private final Clock clock;
-    private long maxAgeMs;
-    private PluginConfig shared; // the configuration whose shared store this instance reads
     private final OnceLog once = new OnceLog();
 
     /** What the broker instantiates (public no-argument constructor). */
@@ -55,9 +53,8 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
 
     /** For tests and embedding: plans come from `store`, which the caller fills. */
     public PlanFollowingAssignor(PlanStore store, Clock clock, long maxAgeMs) {
-        this.store = store;
+        this.source = new PlanSource(store, maxAgeMs);
         this.clock = clock;
-        this.maxAgeMs = maxAgeMs;
     }
 
     @Override
@@ -67,26 +64,12 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
 
     @Override
     public void configure(Map<String, ?> configs) {
-        PluginConfig config = PluginConfig.from(configs);
-        this.maxAgeMs = config.maxAgeMs();
-        if (config.bootstrapServers().isEmpty()) {
-            LOG.warn("{}: {} is not set: no plans will be read; every group using this assignor "
-                + "gets the uniform-style sticky fallback", NAME, PluginConfig.BOOTSTRAP);
-            return;
-        }
-        if (shared != null) {
-            SharedPlans.release(shared);
-        }
-        store = SharedPlans.acquire(config);
-        shared = config;
+        source.configure(configs, name(), "the uniform-style sticky fallback");
     }
 
     @Override
     public void close() {
-        if (shared != null) {
-            SharedPlans.release(shared);
-            shared = null;
-        }
+        source.close();
     }
 
     @Override
@@ -158,7 +141,7 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
 
     /** The plan to follow, or empty (and a broker-log line saying why) if there is none. */
     private Optional<Plan> usablePlan(Set<String> instanceIds, List<String> memberIds) {
-        PlanStore.Selection selection = store.select(instanceIds, memberIds);
+        PlanStore.Selection selection = source.store().select(instanceIds, memberIds);
         if (selection.plan().isEmpty()) {
             if (!selection.logOnce() || once.first(selection.reason())) {
                 LOG.warn("{}: uniform-style sticky fallback for members {}: {}", NAME, instanceIds, selection.reason());
@@ -166,6 +149,7 @@ public class PlanFollowingAssignor implements ConsumerGroupPartitionAssignor, Co
             return Optional.empty();
         }
         Plan plan = selection.plan().get();
+        long maxAgeMs = source.maxAgeMs();
         if (maxAgeMs > 0 && plan.generatedAtMs() > 0) {
             long age = clock.millis() - plan.generatedAtMs();
             if (age > maxAgeMs) {

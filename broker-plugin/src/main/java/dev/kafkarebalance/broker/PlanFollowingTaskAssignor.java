@@ -52,9 +52,7 @@ public class PlanFollowingTaskAssignor implements TaskAssignor, Configurable, Au
     private final TaskAssignor fallback = new StickyTaskAssignor();
     private final OnceLog once = new OnceLog();
     private final Clock clock;
-    private volatile PlanStore store;
-    private volatile long maxAgeMs;
-    private PluginConfig shared;  // guarded by this
+    private final PlanSource source;
 
     /** What the broker instantiates (public no-argument constructor). */
     public PlanFollowingTaskAssignor() {
@@ -63,9 +61,8 @@ public class PlanFollowingTaskAssignor implements TaskAssignor, Configurable, Au
 
     /** For tests and embedding: plans come from `store`, which the caller fills. */
     public PlanFollowingTaskAssignor(PlanStore store, Clock clock, long maxAgeMs) {
-        this.store = store;
+        this.source = new PlanSource(store, maxAgeMs);
         this.clock = clock;
-        this.maxAgeMs = maxAgeMs;
     }
 
     @Override
@@ -74,27 +71,13 @@ public class PlanFollowingTaskAssignor implements TaskAssignor, Configurable, Au
     }
 
     @Override
-    public synchronized void configure(Map<String, ?> configs) {
-        PluginConfig config = PluginConfig.from(configs);
-        this.maxAgeMs = config.maxAgeMs();
-        if (config.bootstrapServers().isEmpty()) {
-            LOG.warn("{}: {} is not set: no plans will be read; every streams group using this assignor "
-                + "gets Kafka's sticky task assignment", name(), PluginConfig.BOOTSTRAP);
-            return;
-        }
-        if (shared != null) {
-            SharedPlans.release(shared);
-        }
-        store = SharedPlans.acquire(config);
-        shared = config;
+    public void configure(Map<String, ?> configs) {
+        source.configure(configs, name(), "Kafka's sticky task assignment");
     }
 
     @Override
-    public synchronized void close() {
-        if (shared != null) {
-            SharedPlans.release(shared);
-            shared = null;
-        }
+    public void close() {
+        source.close();
     }
 
     @Override
@@ -146,7 +129,7 @@ public class PlanFollowingTaskAssignor implements TaskAssignor, Configurable, Au
 
     /** The plan to follow, or empty (and a broker-log line saying why) if there is none. */
     private Optional<Plan> usablePlan(List<String> members) {
-        PlanStore.Selection selection = store.selectStreams(members);
+        PlanStore.Selection selection = source.store().selectStreams(members);
         if (selection.plan().isEmpty()) {
             if (!selection.logOnce() || once.first(selection.reason())) {
                 LOG.warn("{}: sticky task assignment for {} members: {}", name(), members.size(), selection.reason());
@@ -154,7 +137,7 @@ public class PlanFollowingTaskAssignor implements TaskAssignor, Configurable, Au
             return Optional.empty();
         }
         Plan plan = selection.plan().get();
-        long limit = maxAgeMs;
+        long limit = source.maxAgeMs();
         if (limit > 0 && plan.generatedAtMs() > 0) {
             long age = clock.millis() - plan.generatedAtMs();
             if (age > limit) {
