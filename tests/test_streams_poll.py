@@ -267,3 +267,48 @@ def test_adaptive_weights_measure_each_members_tasks_while_backlogged() -> None:
     assert capacity["m-b"] == pytest.approx(2 * 300 / 30)
     weights = policy.memory.capacity.used
     assert weights["m-a"] > weights["m-b"]
+
+
+def _three_and_three(hot_lag: int) -> MemoryKafka:
+    """Six stateless tasks split 3/3; client-slow runs the hot one (0_0) and lags."""
+    group = StreamsGroup(
+        group_id="app",
+        state="Stable",
+        group_epoch=5,
+        assignment_epoch=5,
+        topology_epoch=1,
+        subtopologies=(Subtopology("0", ("words",), (), ()),),
+        members=(
+            dataclasses.replace(_member("fast", {"0": [1, 3, 5]}, {}), client_id="fast-0"),
+            dataclasses.replace(_member("slow", {"0": [0, 2, 4]}, {}), client_id="slow-0"),
+        ),
+        assignor="kafka-rebalance-plan",
+    )
+    kafka = MemoryKafka(topics={"words": 6}, streams_groups={"app": group})
+    kafka.lag("words", {0: hot_lag, 1: 0, 2: hot_lag // 20, 3: 0, 4: hot_lag // 20, 5: 0})
+    return kafka
+
+
+SLOW_WEIGHT_SPEC: dict[str, Any] = {
+    **SPEC,
+    "members": {
+        "selector": {"matchLabels": {"app": "app"}},
+        "weights": [{"selector": {"matchLabels": {"speed": "slow"}}, "weight": 0.1}],
+    },
+    "rebalance": {"cooldown": "0s", "minImprovement": 0.1},
+}
+
+
+@pytest.mark.parametrize("slow_pod_ready", [True, False])
+def test_a_slow_member_running_the_hot_task_gets_a_plan_that_unloads_it(
+    slow_pod_ready: bool,
+) -> None:
+    # the plan raises the fast member's raw load, yet lowers load / weight: it is published;
+    # a pod not Ready yet (e.g. restoring state) is still the member, so its weight applies
+    slow = PodSummary("slow-0", {"app": "app", "speed": "slow"}, "Running", slow_pod_ready)
+    pods = [PodSummary("fast-0", {"app": "app"}, "Running", True), slow]
+    kafka = _three_and_three(1_600)
+    policy = Policy(dict(SLOW_WEIGHT_SPEC), pods, memory_ports(kafka))
+    policy.poll()
+    assert policy.condition("Ready")["reason"] == "PlanPublished", policy.condition("Ready")
+    assert 0 in _hot_tasks_of(kafka, "fast")

@@ -174,3 +174,62 @@ def test_a_task_plan_encodes_as_a_streams_record() -> None:
     )
     assert b'"kind":"streams"' in record
     assert b'"memberIds":["a","b","c"]' in record
+
+
+def _hot_on_the_slow_member(weights: dict[str, float] | None) -> TaskPlanInput:
+    """Six stateless tasks split 3/3 by count; the slow member runs the hot one (0_0) and has
+    fallen behind on all three of its tasks, the fast member keeps up."""
+    lag = {("0", p): 0.0 for p in range(6)} | {("0", 0): 1_600.0, ("0", 2): 80.0, ("0", 4): 80.0}
+    rate = {("0", 0): 24.0} | {("0", p): 4.0 for p in range(1, 6)}
+    return TaskPlanInput(
+        counts={"0": 6},
+        members=["fast", "slow"],
+        active={"fast": {"0": [1, 3, 5]}, "slow": {"0": [0, 2, 4]}},
+        standby={},
+        lag=lag,
+        rate=rate,
+        changelog={},
+        strategy="lag-aware",
+        weights=weights,
+        drain_seconds=30.0,
+    )
+
+
+def test_the_peak_load_is_over_capacity_weight_so_unloading_a_slow_member_is_an_improvement() -> (
+    None
+):
+    # The planner minimises load / weight. Taking the hot task off the weight-0.1 member
+    # raises the fast member's raw load above the slow member's raw load now; the peak the
+    # minImprovement rule compares must still show the gain, or no plan is ever published.
+    plan = plan_tasks(_hot_on_the_slow_member({"fast": 1.0, "slow": 0.1}))
+    owner = {(s, p): m for m, t in plan.assignment.items() for s, ps in t.items() for p in ps}
+    assert owner[("0", 0)] == "fast"
+    assert plan.peak_after <= plan.peak_before * (1.0 - 0.1)
+    slow_now = 1_600 + 24 * 30 + 2 * (80 + 4 * 30)
+    assert plan.peak_before == slow_now / 0.1
+
+
+def test_without_weights_the_peak_is_the_raw_load() -> None:
+    plan = plan_tasks(_hot_on_the_slow_member(None))
+    assert plan.peak_before == 1_600 + 24 * 30 + 2 * (80 + 4 * 30)
+    assert plan.peak_after <= plan.peak_before
+
+
+def test_the_standby_preference_weighs_the_holder_by_its_capacity() -> None:
+    # c holds the standby of task 1_0 but weighs 0.1: sending the task there would make c the
+    # most loaded member per unit of capacity, so the planner's pick stands
+    plan = plan_tasks(
+        TaskPlanInput(
+            counts={"1": 4},
+            members=["a", "b", "c"],
+            active={"a": {"1": [0, 1, 2, 3]}},
+            standby={"c": {"1": [0]}},
+            lag={("1", p): 1_000.0 for p in range(4)},
+            rate={},
+            changelog={("1", p): 10 for p in range(4)},
+            weights={"a": 1.0, "b": 1.0, "c": 0.1},
+        )
+    )
+    owner = {(s, p): m for m, t in plan.assignment.items() for s, ps in t.items() for p in ps}
+    assert "c" not in owner.values()
+    assert plan.redirected == 0

@@ -16,10 +16,14 @@ only the move budget and the choice of destination for stateful tasks are applie
   already there): the standby discount.
 - Standby preference (a tie-break on destinations): a stateful task the strategy moves to a
   member without its standby goes instead to the least loaded member holding its standby,
-  when that does not raise the plan's peak member load nor its largest task count.
+  when that does not raise the plan's peak member load (over weight) nor its largest task
+  count.
 - Budget: moves are kept in order of load per unit cost; the first always (so a big stateful
   task can move at all), the others while the cost fits; a move not kept leaves its task with
   its current owner. Tasks nobody present runs are granted, never counted.
+- Peak: the plan's `peak_before` / `peak_after` are the most loaded member's load over its
+  capacity weight (the planner's own objective), so a plan that takes load off a slow member
+  counts as the improvement it is even when the fast member's raw load rises.
 """
 
 from __future__ import annotations
@@ -134,8 +138,8 @@ class TaskPlan:
     deferred: tuple[TaskMove, ...]  # moves the budget held back (tasks stay where they are)
     cost: float  # budget units the kept moves use
     redirected: int  # stateful tasks sent to a standby holder instead of the planner's pick
-    peak_before: float  # the most loaded member's load now (unowned tasks left out)
-    peak_after: float
+    peak_before: float  # max over members of load / weight now (unowned tasks left out)
+    peak_after: float  # the same for the plan
     strategy: str
 
 
@@ -158,11 +162,24 @@ def _owners(
     return owners
 
 
-def _peak(owner: Mapping[Task, str], load: Mapping[Task, float], members: Sequence[str]) -> float:
+def _weight(weights: Mapping[str, float] | None, member: str) -> float:
+    """A member's capacity weight: absent or non-positive counts 1.0."""
+    w = (weights or {}).get(member, 1.0)
+    return w if w > 0 else 1.0
+
+
+def weighted_peak(
+    owner: Mapping[Task, str],
+    load: Mapping[Task, float],
+    members: Sequence[str],
+    weights: Mapping[str, float] | None = None,
+) -> float:
+    """The most loaded member's load over its capacity weight: the lag-aware planner's
+    objective, so the minImprovement rule and the planner agree on what an improvement is."""
     per = dict.fromkeys(members, 0.0)
     for task, member in owner.items():
         per[member] = per.get(member, 0.0) + load.get(task, 0.0)
-    return max(per.values(), default=0.0)
+    return max((v / _weight(weights, m) for m, v in per.items()), default=0.0)
 
 
 def plan_tasks(inp: TaskPlanInput) -> TaskPlan:
@@ -204,7 +221,9 @@ def plan_tasks(inp: TaskPlanInput) -> TaskPlan:
         for m in members
     }
 
-    redirected = _prefer_standbys(target, before, standby, load, inp.changelog, members)
+    redirected = _prefer_standbys(
+        target, before, standby, load, inp.changelog, members, inp.weights
+    )
     sizes = [v for v in inp.changelog.values() if v > 0]
     unit = sum(sizes) / len(sizes) if sizes else 1.0
 
@@ -238,8 +257,8 @@ def plan_tasks(inp: TaskPlanInput) -> TaskPlan:
         deferred=tuple(sorted(deferred, key=lambda m: m.task)),
         cost=used,
         redirected=redirected,
-        peak_before=_peak(before, load, members),
-        peak_after=_peak(target, load, members),
+        peak_before=weighted_peak(before, load, members, inp.weights),
+        peak_after=weighted_peak(target, load, members, inp.weights),
         strategy=planned.stats.strategy,
     )
 
@@ -251,15 +270,18 @@ def _prefer_standbys(
     load: Mapping[Task, float],
     changelog: Mapping[Task, int],
     members: Sequence[str],
+    weights: Mapping[str, float] | None = None,
 ) -> int:
     """Send moved stateful tasks to a standby holder where that costs no balance (module
-    docstring); updates `target` in place and returns how many were sent."""
+    docstring; loads over capacity weights); updates `target` in place and returns how many
+    were sent."""
+    w = {m: _weight(weights, m) for m in members}
     per_load = dict.fromkeys(members, 0.0)
     per_count = dict.fromkeys(members, 0)
     for task, member in target.items():
         per_load[member] += load.get(task, 0.0)
         per_count[member] += 1
-    peak = max(per_load.values(), default=0.0)
+    peak = max((per_load[m] / w[m] for m in members), default=0.0)
     top = max(per_count.values(), default=0)
     moved = [
         t
@@ -275,12 +297,12 @@ def _prefer_standbys(
             for m in members
             if task in standby.get(m, set())
             and m != chosen
-            and per_load[m] + load.get(task, 0.0) <= peak
+            and (per_load[m] + load.get(task, 0.0)) / w[m] <= peak
             and per_count[m] + 1 <= top
         ]
         if not holders:
             continue
-        to = min(holders, key=lambda m: (per_load[m], m))
+        to = min(holders, key=lambda m: (per_load[m] / w[m], m))
         per_load[chosen] -= load.get(task, 0.0)
         per_count[chosen] -= 1
         per_load[to] += load.get(task, 0.0)

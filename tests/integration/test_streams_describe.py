@@ -30,6 +30,7 @@ from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import PolicyOffsets, classify
 from kafka_rebalance_operator.ports import Ports, SystemClock
 
+from tests.integration.streams_apps import missing_streams_jars
 from tests.operator_ports import (
     ListTelemetry,
     MemoryConfigMaps,
@@ -47,11 +48,11 @@ PARTITIONS = 2
 
 
 def _classpath(tools: Toolchain) -> str:
-    streams_lib = tools.root / "kafka-streams" / tools.kafka_version / "lib"
-    if not any(streams_lib.glob("kafka-streams-*.jar")):
-        pytest.fail(f"Kafka Streams jars not provisioned in {streams_lib} (scripts/bootstrap)")
-    jars = [*sorted(tools.kafka_libs().glob("*.jar")), *sorted(streams_lib.glob("*.jar"))]
-    return ":".join(str(j) for j in jars)
+    """The provisioned Kafka Streams classpath (`Toolchain.kafka_streams_classpath`); fails
+    naming the missing component when kafka-streams is not provisioned."""
+    if reason := missing_streams_jars(tools):
+        pytest.fail(reason)
+    return tools.kafka_streams_classpath()
 
 
 @pytest.fixture(scope="module")

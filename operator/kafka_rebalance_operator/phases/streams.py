@@ -17,6 +17,7 @@ the last one.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
 from kafka_rebalance_operator.lag import OK, PolicyLags, PolicyOffsets
-from kafka_rebalance_operator.members import PodSummary, resolve_weights, select_members
+from kafka_rebalance_operator.members import PodSummary, resolve_weights
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
@@ -38,6 +39,7 @@ from kafka_rebalance_operator.phases.decide import Stop
 from kafka_rebalance_operator.phases.observe import _lags, _observer, admit
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.ports import Ports
+from kafka_rebalance_operator.selectors import matches
 from kafka_rebalance_operator.settings import OperatorSettings
 from kafka_rebalance_operator.streams_group import StreamsGroup
 
@@ -168,8 +170,17 @@ def member_weights(
     """Capacity weight per streams member: weightFrom adaptive (`adaptive`, by member id) or
     resources, and spec.members.weights rules over them, applied to the member's pod
     (`member_pods`) among the pods the selector matches; a member without one weighs its
-    adaptive weight, else 1.0."""
-    matched = {pod.name for pod in select_members(spec, pods)}
+    adaptive weight, else 1.0.
+
+    Kafka decides membership here, not the pod's phase or readiness: a streams member is
+    planned from the poll it appears in, so its pod's weight applies from that poll too (a
+    pod not yet Ready, or restoring state behind a failing probe, is still that member).
+    Only a pod being deleted is left out."""
+    matched = {
+        pod.name
+        for pod in pods
+        if pod.name and not pod.deleting and matches(spec.selector, pod.labels)
+    }
     by_member = {m: pod for m, pod in member_pods(group, pods).items() if pod.name in matched}
     measured = adaptive or {}
     by_pod = {pod.name: measured[m] for m, pod in by_member.items() if m in measured}
@@ -282,7 +293,23 @@ def poll(
         action = Action.NOOP
     elif memory.published_hash == plan_hash:
         action = Action.NOOP
+    held = _shape(why) if action in (Action.HOLD, Action.OBSERVE) and plan.moves else None
+    if held is not None and held != memory.streams_held:  # once per kind of reason
+        log.info(
+            "%s/%s: streams plan %s (%d task moves) held: %s",
+            ctx.namespace,
+            ctx.name,
+            plan_hash,
+            len(plan.moves),
+            why,
+        )
+    memory.streams_held = held
     return _report(ctx, observed, plan, memory, ports, now, action, why)
+
+
+def _shape(message: str) -> str:
+    """A hold message without its figures and plan hashes: the kind of reason it gives."""
+    return re.sub(r"[0-9a-f]{20}|[0-9.]+", "#", message)
 
 
 def _decide(
@@ -329,8 +356,9 @@ def _decide(
             False,
             False,
             (
-                f"the plan lowers the peak task load {plan.peak_before:.0f} -> "
-                f"{plan.peak_after:.0f}, less than minImprovement {spec.min_improvement}"
+                f"the plan lowers the peak task load per unit of capacity "
+                f"{plan.peak_before:.0f} -> {plan.peak_after:.0f}, less than minImprovement "
+                f"{spec.min_improvement}"
             ),
         )
     if not cooled:
