@@ -66,38 +66,6 @@ def plugin_missing(tools: Toolchain) -> str | None:
     return None
 
 
-def operator_missing() -> str | None:
-    """Why the operator cannot plan a streams group yet (S2's piece: `spec.groupType: streams`
-    in the CRD and `encode_plan(..., kind=...)`), or None."""
-    import inspect
-
-    from kafka_rebalance_common.wire import plan_record
-
-    if "kind" not in inspect.signature(plan_record.encode_plan).parameters:
-        return "the operator cannot publish streams plans yet: plan_record.encode_plan has no kind"
-    crd = Path(__file__).parents[2] / "crds"
-    if not any("groupType" in p.read_text() for p in crd.glob("*.yaml")):
-        return "the operator cannot name a streams group yet: the CRD has no spec.groupType"
-    return None
-
-
-def weights_missing() -> str | None:
-    """Why a streams policy cannot tell the planner a member's capacity yet, or None. Without
-    it a lag-aware plan gives a slow instance its equal share, whatever its speed."""
-    import dataclasses
-
-    from kafka_rebalance_operator import streams_tasks
-
-    fields = {f.name for f in dataclasses.fields(streams_tasks.TaskPlanInput)}
-    if "weights" not in fields:
-        return (
-            "the streams planner takes no member capacity yet (streams_tasks.TaskPlanInput has "
-            "no weights; spec.members.weights do not reach streams members), so no plan can "
-            "steer load off the slow instance"
-        )
-    return None
-
-
 @dataclass
 class StreamsEnv:
     """The module's shared environment: a 4.4 broker with the plug-in, an admin client and the
@@ -130,7 +98,7 @@ class StreamsEnv:
 @pytest.fixture(scope="module")
 def streams_classes(tools: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     if reason := missing_streams_jars(tools):
-        pytest.skip(reason)
+        pytest.fail(reason)  # scripts/bootstrap provisions them
     return compile_app(tools, tmp_path_factory.mktemp("streams-app"))
 
 
@@ -140,7 +108,7 @@ def streams_broker(tools: Toolchain, kafka_plans: Any) -> Any:
     `group.streams.assignors` (`kafka_broker.plan_plugin_overrides`; the first,
     `kafka-rebalance-plan`, is the default) and signed plans are required."""
     if reason := plugin_missing(tools):
-        pytest.skip(reason)
+        pytest.fail(reason)  # scripts/bootstrap provisions it
     assert "group.streams.assignors" in kafka_broker.plan_plugin_overrides()
     return kafka_plans
 
@@ -414,8 +382,6 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
     each), so the slow instance gets at least 3 x COLD = 12 records/s, more than its 5: that
     group falls behind whatever its placement. The plan gives the slow instance what its
     weight allows."""
-    if reason := operator_missing() or weights_missing():
-        pytest.skip(reason)
     env = streams_env
     apps: list[StreamsApps] = []
 
@@ -498,8 +464,6 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
 def test_c_membership_changes_are_planned_and_the_app_outlives_the_operator(
     streams_env: StreamsEnv, k8s: Any, plan_keys: Path, tmp_path: Path
 ) -> None:
-    if reason := operator_missing():
-        pytest.skip(reason)
     env = streams_env
     partitions = 4
     holder: list[StreamsApps] = []
@@ -591,8 +555,6 @@ def test_c_membership_changes_are_planned_and_the_app_outlives_the_operator(
 def test_d_without_the_plugin_a_streams_policy_is_stalled_naming_the_assignor(
     kafka: str, k8s: Any, tools: Toolchain, streams_classes: Path, tmp_path: Path
 ) -> None:
-    if reason := operator_missing():
-        pytest.skip(reason)
     admin = RetryingAdmin(bootstrap_servers=kafka)
     env = StreamsEnv(kafka, admin, tools, None, streams_classes)
     holder: list[StreamsApps] = []
