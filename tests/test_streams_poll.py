@@ -185,6 +185,10 @@ def test_streams_needs_broker_mode_and_no_topics() -> None:
         parse_spec({**SPEC, "apply": {"mode": "group"}})
     with pytest.raises(PolicyError, match=r"spec.groupType: consumer or streams"):
         parse_spec({**SPEC, "groupType": "share"})
+    for rebalance in ({"mode": "propose"}, {"approval": "Manual"}):
+        with pytest.raises(PolicyError, match=r"streams groups take mode enforce or observe"):
+            parse_spec({**SPEC, "rebalance": rebalance})
+    assert parse_spec({**SPEC, "rebalance": {"mode": "observe"}}).mode == "observe"
     assert (
         parse_spec(
             {k: v for k, v in SPEC.items() if k != "groupType"} | {"topics": ["t"]}
