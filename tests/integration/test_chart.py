@@ -182,6 +182,8 @@ def test_default_install_creates_the_operator_and_exactly_its_permissions(
         "10000",
         "--max-partitions-per-policy",
         "20000",
+        "--min-poll-interval",
+        "5s",
         "--log-format",
         "text",
     ]
@@ -253,6 +255,8 @@ def test_all_namespaces_binds_cluster_wide_and_uninstall_removes_it(
         "10000",
         "--max-partitions-per-policy",
         "20000",
+        "--min-poll-interval",
+        "5s",
         "--log-format",
         "text",
     ]
