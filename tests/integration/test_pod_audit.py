@@ -234,10 +234,15 @@ def test_a_pod_deleted_while_the_watch_was_down_leaves_the_group(
         )
         log = operator.log.read_text(errors="replace") if operator.log else ""
         assert f"pod {namespace}/{pods[2]} (uid" in log and "left out of membership" in log
-        status = cluster.custom.get_namespaced_custom_object(
-            "kafka-rebalance.io", "v1alpha1", namespace, "consumergrouppolicies", POLICY
-        )["status"]
-        assert status["members"] == 2, status
+
+        def members_in_status() -> object:
+            policy = cluster.custom.get_namespaced_custom_object(
+                "kafka-rebalance.io", "v1alpha1", namespace, "consumergrouppolicies", POLICY
+            )
+            return policy.get("status", {}).get("members")
+
+        # the status is written after the ConfigMaps, by the same poll
+        wait_for("the status to count two members", lambda: members_in_status() == 2, 30)
     except BaseException:
         if operator.log is not None and operator.log.exists():
             tail = operator.log.read_text(errors="replace").splitlines()[-40:]
