@@ -31,12 +31,12 @@ class TopicPartitions(Mapping[str, list[int]]):
         raw = raw or {}
         self._topics: tuple[str, ...] = tuple(raw)
         parts = array("i")
-        lengths = []
+        ends = []
         for run in raw.values():
             parts.extend(run)
-            lengths.append(len(parts))
+            ends.append(len(parts))
         self._parts = parts
-        self._starts = array("i", [0, *lengths])
+        self._starts = array("i", [0, *ends])
         # sorted names (the usual case: documents list topics in order) are found by bisection
         self._ordered = all(a < b for a, b in zip(self._topics, self._topics[1:], strict=False))
 
