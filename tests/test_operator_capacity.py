@@ -8,6 +8,12 @@ from kafka_rebalance_operator.capacity import CapacityEstimator, confirmed_owner
 P0, P1, P2 = ("t", 0), ("t", 1), ("t", 2)
 
 
+def _one_interval_is_enough(min_backlog: int = 10, tau_s: float = 30.0) -> CapacityEstimator:
+    """An estimator that takes a single interval as an estimate, for tests of what an estimate
+    does once it exists (how much evidence it takes is tested on its own, below)."""
+    return CapacityEstimator(min_backlog=min_backlog, tau_s=tau_s, min_samples=1, min_seconds=0.0)
+
+
 def test_a_partition_that_changed_owner_counts_for_nobody() -> None:
     est = CapacityEstimator(min_backlog=10)
     est.observe(0.0, {P0: "a", P1: "b"}, {P0: 0, P1: 0}, {P0: 100, P1: 100}, ["a", "b"])
@@ -49,7 +55,7 @@ def test_a_member_not_yet_consuming_a_granted_partition_is_not_measured() -> Non
 
 
 def test_an_idle_member_is_not_marked_slow() -> None:
-    est = CapacityEstimator(min_backlog=10)
+    est = _one_interval_is_enough(min_backlog=10)
     owners = {P0: "a", P1: "b"}
     est.observe(0.0, owners, {P0: 0, P1: 0}, {P0: 200, P1: 0}, ["a", "b"])
     # a is backlogged and processes 10/s; b keeps up with its 2/s (lag stays at 1)
@@ -61,7 +67,7 @@ def test_an_idle_member_is_not_marked_slow() -> None:
 
 
 def test_throughput_above_the_mean_raises_an_unmeasured_member() -> None:
-    est = CapacityEstimator(min_backlog=10)
+    est = _one_interval_is_enough(min_backlog=10)
     owners = {P0: "a", P1: "b"}
     est.observe(0.0, owners, {P0: 0, P1: 0}, {P0: 200, P1: 0}, ["a", "b"])
     est.observe(10.0, owners, {P0: 100, P1: 300}, {P0: 250, P1: 0}, ["a", "b"])
@@ -87,7 +93,7 @@ def test_no_weights_until_some_member_was_busy() -> None:
 
 
 def test_a_member_with_no_partitions_keeps_its_estimate_until_it_leaves() -> None:
-    est = CapacityEstimator(min_backlog=10, tau_s=30.0)
+    est = _one_interval_is_enough(min_backlog=10, tau_s=30.0)
     members = ["a", "b"]
     est.observe(0.0, {P0: "a", P1: "b"}, {P0: 0, P1: 0}, {P0: 100, P1: 100}, members)
     est.observe(10.0, {P0: "a", P1: "b"}, {P0: 40, P1: 200}, {P0: 100, P1: 100}, members)
@@ -198,3 +204,53 @@ def test_a_clearly_slow_member_converges_to_a_low_weight_and_stays() -> None:
     assert sum(1 for o in owners[-1].values() if o == "c") == 2
     # and no flapping: ownership is the same over the last minute
     assert all(o == owners[-1] for o in owners[-30:])
+
+
+def _backlogged(est: CapacityEstimator, t: float, committed: int, member: str = "a") -> None:
+    """One poll of a member that owns p0 with a backlog of 100."""
+    est.observe(t, {P0: member}, {P0: committed}, {P0: 100}, [member])
+
+
+def test_no_estimate_until_three_intervals_over_twelve_seconds() -> None:
+    """A batch-committing consumer at 12.5 records/s shows 20, 10, 10 records/s over 2 s
+    intervals (two batches of 20 in the first, one in the others). None of those is its
+    capacity; their pool over at least 12 s is close to it."""
+    est = CapacityEstimator(min_backlog=10)
+    committed = 0
+    _backlogged(est, 0.0, committed)
+    steps = [40, 20, 20, 20, 20, 30]  # records per 2 s interval
+    for n, records in enumerate(steps, start=1):
+        committed += records
+        _backlogged(est, 2.0 * n, committed)
+        if n < 6:  # 3 samples are enough in number, but 10 s is not enough time
+            assert "a" not in est.capacity and "a" not in est.throughput, n
+            assert not est.measured
+    assert est.capacity == {"a": pytest.approx(150 / 12)}
+    assert est.throughput == {"a": pytest.approx(150 / 12)}
+    assert est.measured
+    # from then on an interval is folded into the estimate, not taken as it
+    committed += 40
+    _backlogged(est, 14.0, committed)
+    assert 12.5 < est.capacity["a"] < 13.5
+
+
+def test_three_long_intervals_are_enough() -> None:
+    est = CapacityEstimator(min_backlog=10)
+    _backlogged(est, 0.0, 0)
+    for n, committed in enumerate((100, 150, 240), start=1):
+        assert not est.measured
+        _backlogged(est, 5.0 * n, committed)
+    assert est.capacity == {"a": pytest.approx(240 / 15)}
+
+
+def test_a_member_that_leaves_before_it_is_measured_is_forgotten() -> None:
+    est = CapacityEstimator(min_backlog=10)
+    _backlogged(est, 0.0, 0)
+    _backlogged(est, 5.0, 50)
+    est.observe(10.0, {P1: "b"}, {P1: 0}, {P1: 100}, ["b"])  # a left, b arrives
+    _backlogged(est, 15.0, 100)  # a is back: its earlier interval is not pooled with these
+    _backlogged(est, 20.0, 150)
+    _backlogged(est, 25.0, 200)
+    assert not est.measured  # two intervals over 10 s since it came back
+    _backlogged(est, 30.0, 250)
+    assert est.capacity == {"a": pytest.approx(10.0)}

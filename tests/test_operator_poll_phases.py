@@ -259,6 +259,65 @@ class TestDecide:
         enough = replace(small, ratio_after=1.5)
         assert decide(ctx, observed, enough, settings, now).action is Action.APPLY
 
+    def test_a_load_following_plan_waits_for_the_first_capacity_measurement(self) -> None:
+        """weightFrom adaptive: every member has a backlog, and c-2 falls behind (3 of the 5
+        records/s each of its partitions gets). Until some member is measured (3 backlogged
+        intervals over at least 12 s) every weight is 1 for want of a measurement, so the plan
+        that moves load off c-2 by its lag alone waits; once they are, the plan made on the
+        measured weights goes out."""
+        kafka = cluster(lag=0)
+        subject = Policy(spec(members={"weightFrom": "adaptive"}), pods(3), memory_ports(kafka))
+        assert subject.poll().action is Action.APPLY  # the first placement is never held
+        slow = subject.ports.configmaps.documents()["c-2"]["partitions"][TOPIC]
+
+        def interval(consumed: dict[int, int]) -> tuple[Action, str]:
+            subject.ports.clock.advance(30)
+            for p in range(6):
+                kafka.log_end[(TOPIC, p)] += 150
+                kafka.committed[(TOPIC, p)] = (kafka.committed[(TOPIC, p)][0] + consumed[p], "")
+            return subject.poll().action, subject.condition("Ready")["reason"]
+
+        # everyone 100 behind and keeping up: balanced (ownership is first seen at the second
+        # poll, so these two intervals only settle)
+        assert interval(dict.fromkeys(range(6), 50)) == (Action.NOOP, "Balanced")
+        assert interval(dict.fromkeys(range(6), 150)) == (Action.NOOP, "Balanced")
+        behind = {p: 90 if p in slow else 150 for p in range(6)}
+        for _ in range(2):  # 1, then 2 backlogged intervals: not enough
+            assert interval(behind) == (Action.HOLD, "MeasuringCapacity")
+        assert "waits for the first capacity measurement" in subject.condition("Ready")["message"]
+        assert subject.status["epoch"] == 1
+        # the third backlogged interval: 90 s in all, measured; the plan goes out
+        assert interval(behind)[0] is Action.APPLY
+        assert subject.memory.capacity.capacity == {"c-0": 10.0, "c-1": 10.0, "c-2": 6.0}
+        assert subject.status["epoch"] == 2
+        after = subject.ports.configmaps.documents()["c-2"]["partitions"].get(TOPIC, [])
+        assert len(after) < len(slow)
+
+    def test_measuring_does_not_hold_a_placement(self) -> None:
+        kafka = cluster()
+        subject = policy(kafka, rebalance={"cooldown": "0s"})
+        subject.poll()
+        subject.pods = pods(2)
+        ctx = PolicyContext("ns", "pol", "uid-1", 1, subject.spec, subject.status)
+        ports, settings = subject.ports, subject.settings
+        now = ports.clock.now() + 60
+        observed = observe(ctx, subject.pods, subject.memory, ports, settings, now)
+        planned = replace(plan(ctx, observed, subject.memory, settings, now), measuring=True)
+        assert decide(ctx, observed, planned, settings, now).action is Action.APPLY
+        # the same plan for an unchanged group is held
+        subject.pods = pods(3)
+        observed = observe(ctx, subject.pods, subject.memory, ports, settings, now)
+        planned = replace(
+            plan(ctx, observed, subject.memory, settings, now),
+            hash="other",
+            ratio_before=2.0,
+            ratio_after=1.0,
+            measuring=True,
+        )
+        held_back = decide(ctx, observed, planned, settings, now)
+        assert held_back.action is Action.HOLD and held_back.reason == "MeasuringCapacity"
+        assert "first capacity measurement" in held_back.message and held_back.epoch == 1
+
     def test_observe_mode_writes_nothing(self) -> None:
         subject = policy(rebalance={"mode": "observe"})
         assert subject.poll().action is Action.OBSERVE

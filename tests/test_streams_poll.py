@@ -259,7 +259,8 @@ def test_adaptive_weights_measure_each_members_tasks_while_backlogged() -> None:
     # m-a runs words 0-3 and app-repartition 0-1; m-b app-repartition 2-3 (`_group`)
     fast = [("words", p) for p in range(4)] + [("app-repartition", 0), ("app-repartition", 1)]
     slow = [("app-repartition", 2), ("app-repartition", 3)]
-    for _ in range(3):
+    # the first interval settles ownership; an estimate takes 3 intervals (capacity.MIN_SAMPLES)
+    for _ in range(5):
         policy.poll()
         policy.ports.clock.advance(30)  # type: ignore[attr-defined]
         for key in fast:
@@ -316,3 +317,20 @@ def test_a_slow_member_running_the_hot_task_gets_a_plan_that_unloads_it(
     policy.poll()
     assert policy.condition("Ready")["reason"] == "PlanPublished", policy.condition("Ready")
     assert 0 in _hot_tasks_of(kafka, "fast")
+
+
+def test_adaptive_weights_hold_a_load_plan_until_a_capacity_is_measured() -> None:
+    """m-a holds every hot input partition: the plan that spreads them waits while no member's
+    capacity is measured (every weight is 1 for want of one), and goes once one is."""
+    kafka = _cluster(_group())
+    spec = {**SPEC, "members": {**SPEC["members"], "weightFrom": "adaptive"}}
+    policy = Policy(spec, [], memory_ports(kafka))
+    policy.poll()
+    ready = policy.condition("Ready")
+    assert ready["reason"] != "PlanPublished", ready
+    assert "waits for the first capacity measurement" in ready["message"], ready
+    assert kafka.published == [] and kafka.streams_triggers == []
+    policy.memory.capacity.capacity["m-a"] = 10.0  # measured (how: tests/test_operator_capacity)
+    policy.poll()
+    assert policy.condition("Ready")["reason"] == "PlanPublished", policy.condition("Ready")
+    assert kafka.streams_triggers == ["app"]

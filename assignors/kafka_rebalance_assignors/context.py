@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections.abc import KeysView
 from dataclasses import dataclass
-from itertools import repeat
-from operator import methodcaller
 
 from kafka_rebalance_assignors.collector import collector_paused
 from kafka_rebalance_assignors.load import Loads, partition_loads
-from kafka_rebalance_assignors.model import Group, LoadModel, Options, summed_loads
+from kafka_rebalance_assignors.model import Group, LoadModel, Options, claim_count, summed_loads
 from kafka_rebalance_assignors.ownership import Ownership, resolve
 
 
@@ -65,15 +63,12 @@ def prepare(group: Group, options: Options) -> PlanContext:
         )
 
 
-_VALUES = methodcaller("values")
-
-
 def _owned_loads(ownership: Ownership, loads: Loads, unit: bool) -> dict[str, float]:
     """Each member's load over its resolved previous ownership. `unit`: every load is 1.0 (the
     count model), so each sum is the exact partition count and no load is read."""
     resolved = ownership.resolved
     if unit:
-        sizes = map(sum, map(map, repeat(len), map(_VALUES, resolved.values())))
+        sizes = map(claim_count, resolved.values())
         return {m: float(n) if n else 0 for m, n in zip(resolved, sizes, strict=True)}
     getters = {topic: values.__getitem__ for topic, values in loads.items()}
     return {m: summed_loads(getters, owned, 0) for m, owned in resolved.items()}

@@ -95,10 +95,12 @@ def lower_bound(group: Group, loads: Loads, subscribed: Iterable[str] | None = N
     weights = [m.weight for m in group.members.values() if m.topics]
     if not weights or not subscribed:
         return 0.0
-    partition_loads_ = list(chain.from_iterable(map(loads.__getitem__, subscribed)))
-    if not partition_loads_:
+    per_topic = list(map(loads.__getitem__, subscribed))
+    if not any(per_topic):
         return 0.0
-    return max(sum(partition_loads_) / sum(weights), max(partition_loads_) / max(weights))
+    # summed in partition order, as one sequence (the order fixes the float result)
+    total = sum(chain.from_iterable(per_topic))
+    return max(total / sum(weights), max(map(max, filter(None, per_topic))) / max(weights))
 
 
 def max_normalised_load(group: Group, assignment: Assignment, loads: Loads) -> float:

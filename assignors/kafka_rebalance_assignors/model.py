@@ -8,12 +8,22 @@ derives from them is prepared once in `context.PlanContext`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
+from array import array
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import accumulate, chain
-from operator import add
-from typing import Literal
+from operator import add, sub
+from typing import Literal, final
 
 # member id -> topic -> sorted partition numbers. The one assignment shape used everywhere (a
 # strategy's raw result may hold shared tuples instead of lists: see `assignors.registry`).
@@ -26,6 +36,85 @@ DEFAULT_TARGET_DRAIN_SECONDS = 300.0
 MAX_PARTITIONS = 10_000_000
 LoadModel = Literal["count", "lag", "rate", "drain"]
 CountBalance = Literal["strict", "relaxed"]
+
+
+@final  # tested by `type(x) is PartitionClaims`: an ABC's isinstance is slow in hot loops
+class PartitionClaims(Mapping[str, tuple[int, ...]]):
+    """A member's claims of one partition in each of several topics, held as columns: `names`
+    (the topics, ascending) and `numbers`, one `array('i')` of the claims' global partition
+    numbers (topic t's partition p is `offsets[t] + p`, the numbering of `Group.offsets`), in
+    the same order and so ascending too. At Kafka's scale a group's claims are a million such
+    one-partition claims; as columns they cost two arrays per member instead of a tuple and a
+    dict entry per claim, and the owner array is filled from `numbers` without reading one
+    Python object per claim.
+
+    It reads as the mapping topic -> (partition,) it stands for (a dict built on first use
+    of the values; `len` and iteration read the names only). Immutable: `numbers` and `names`
+    must not be changed. Built by `validation` for a member whose claims are all clean and one
+    per topic; `offsets` is the group's `Group.offsets` (shared, read-only)."""
+
+    __slots__ = ("_mapping", "_partitions", "names", "numbers", "offsets")
+
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        numbers: array[int],
+        offsets: Mapping[str, int],
+        partitions: Sequence[int] | None = None,
+    ) -> None:
+        self.names = names
+        self.numbers = numbers
+        self.offsets = offsets
+        # each claim's partition number when the caller has them at hand (else derived)
+        self._partitions = partitions
+        self._mapping: dict[str, tuple[int, ...]] | None = None
+
+    def partitions(self) -> Iterable[int]:
+        """Each claim's partition number (not global), in topic order."""
+        if self._partitions is not None:
+            return self._partitions
+        return map(sub, self.numbers, map(self.offsets.__getitem__, self.names))
+
+    def as_lists(self) -> dict[str, list[int]]:
+        """topic -> [partition]: fresh lists, the plan's assignment shape."""
+        return dict(zip(self.names, map(list, zip(self.partitions())), strict=True))
+
+    def _materialised(self) -> dict[str, tuple[int, ...]]:
+        mapping = self._mapping
+        if mapping is None:
+            mapping = self._mapping = dict(zip(self.names, zip(self.partitions()), strict=True))
+        return mapping
+
+    def __getitem__(self, topic: str) -> tuple[int, ...]:
+        return self._materialised()[topic]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, topic: object) -> bool:
+        return topic in self._materialised()
+
+    def keys(self) -> KeysView[str]:
+        return self._materialised().keys()
+
+    def values(self) -> ValuesView[tuple[int, ...]]:
+        return self._materialised().values()
+
+    def items(self) -> ItemsView[str, tuple[int, ...]]:
+        return self._materialised().items()
+
+    def __repr__(self) -> str:
+        return f"PartitionClaims({self._materialised()!r})"
+
+
+def claim_count(claims: Mapping[str, Sequence[int]]) -> int:
+    """How many partitions a topic -> partitions mapping holds (no pass over `PartitionClaims`)."""
+    if type(claims) is PartitionClaims:
+        return len(claims.numbers)
+    return sum(map(len, claims.values()))
 
 
 class PlanInputError(ValueError):
@@ -134,7 +223,9 @@ class FlatAssignment(dict[str, dict[str, list[int]]]):
     global partition g (see `Group.offsets`), -1 for none. The plan then checks the array at C
     speed instead of re-walking a list per (member, topic). `shared`: the partition lists are
     read-only sequences (shared 1-tuples, see `assignors.registry`), still in normal form, that
-    the plan copies into fresh lists. Any other code may use it as the plain dict it is."""
+    the plan copies into fresh lists. A member that kept exactly its claims may be entered as
+    its read-only `PartitionClaims` (normal form too), whose lists the plan builds. Any other
+    code may use it as the plain (read-only) dict it is."""
 
     __slots__ = ("group", "owners", "shared")
 

@@ -25,7 +25,9 @@ from kafka_rebalance_assignors.model import (
     Assignment,
     FlatAssignment,
     ParsedRequest,
+    PartitionClaims,
     PlanInputError,
+    claim_count,
     global_numbers,
     summed_loads,
 )
@@ -40,15 +42,17 @@ class PlanInvariantError(RuntimeError):
     """A strategy produced an invalid assignment: a bug, never the user's fault."""
 
 
-def _check_and_measure(
-    context: PlanContext, raw: Assignment, unit: bool = False
-) -> tuple[Assignment, list[int], dict[str, float]]:
+# (the normalised assignment, the flat owner array, each member's load, its partition count)
+Measured = tuple[Assignment, list[int], dict[str, float], dict[str, int]]
+
+
+def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False) -> Measured:
     """One pass over the strategy's result: normalise it (every member present, topics and
     partitions sorted, no empty lists), refuse anything Kafka would refuse (an unknown member, a
     topic the member does not subscribe to, a partition out of range or assigned twice, a
     subscribed partition left unassigned), and build the flat owner array (member index per
-    global partition, -1 for none; see `Group.offsets`) and each member's load (`unit`: every
-    load is 1.0, the count model).
+    global partition, -1 for none; see `Group.offsets`), each member's load (`unit`: every
+    load is 1.0, the count model) and partition count.
 
     At Kafka's scale the result holds up to a million (member, topic) lists, so each member's
     lists are checked, placed and summed with nested C-level maps rather than a Python step per
@@ -66,12 +70,14 @@ def _check_and_measure(
     listed = 0
     assignment: Assignment = {}
     member_load: dict[str, float] = {}
+    sizes: dict[str, int] = {}
     subscription_sets: dict[tuple[str, ...], frozenset[str]] = {}
     for index, (member_id, member) in enumerate(group.members.items()):
         owned = raw.get(member_id)
         if not owned:
             assignment[member_id] = {}
             member_load[member_id] = 0.0
+            sizes[member_id] = 0
             continue
         names = sorted(owned)
         lists = list(map(sorted, map(owned.__getitem__, names)))
@@ -97,6 +103,7 @@ def _check_and_measure(
             numbers = global_numbers(adders, normalised)
         deque(map(owners.__setitem__, numbers, repeat(index)), maxlen=0)
         listed += size
+        sizes[member_id] = size
         # Under the count model every load is 1.0 and every partial sum an exact integer:
         # the summed load is the partition count, whatever the order.
         member_load[member_id] = float(size) if unit else summed_loads(getters, normalised, 0.0)
@@ -110,12 +117,10 @@ def _check_and_measure(
             table = owners[start : start + counts[topic]]
             if -1 in table:
                 raise PlanInvariantError(f"{topic}-{table.index(-1)} left unassigned")
-    return assignment, owners, member_load
+    return assignment, owners, member_load, sizes
 
 
-def _measure_flat(
-    context: PlanContext, raw: FlatAssignment
-) -> tuple[Assignment, list[int], dict[str, float]] | None:
+def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
     """`_check_and_measure` for a result that came with its flat owner array (see
     `FlatAssignment`): the array is checked at C speed (every subscribed partition has an owner,
     every owner subscribes to the topic), the lists are taken as built, and a member holding
@@ -131,10 +136,18 @@ def _measure_flat(
         return None
     subscribers = context.subscribers
     offsets = context.offsets
+    everyone = len(group.members)
+    if owners and (min(owners) < -1 or max(owners) >= everyone):  # not a member's index
+        return _check_and_measure(context, dict(raw))
     for topic, count in group.topics.items():
         start = offsets[topic]
+        wanted = subscribers.get(topic, ())
+        if len(wanted) == everyone and everyone:  # every member may hold it: only gaps to find
+            if -1 in owners[start : start + count]:
+                return _check_and_measure(context, dict(raw))
+            continue
         held = set(owners[start : start + count])
-        allowed = set(subscribers.get(topic, ())) or {-1}
+        allowed = set(wanted) or {-1}
         if not held <= allowed:  # a gap, a stranger, or a topic nobody wants handed out
             return _check_and_measure(context, dict(raw))
     changed: set[int] | range = set()
@@ -145,24 +158,36 @@ def _measure_flat(
         changed = set(compress(previous, differs))
         changed.update(compress(owners, differs))
     before = context.owned_loads
+    resolved = context.ownership.resolved
+    # A member whose partitions all kept their owner holds exactly what it owned before.
+    sizes = {
+        member_id: claim_count(raw[member_id] if i in changed else resolved[member_id])
+        for i, member_id in enumerate(group.members)
+    }
     getters = {topic: values.__getitem__ for topic, values in loads.items()}
     # Under the count model every load is 1.0 and every partial sum an exact integer: the
     # summed load is the partition count, whatever the order.
     unit = context.load_model == "count"
     member_load = {
-        member_id: (
-            float(sum(map(len, raw[member_id].values())))
-            if unit
-            else summed_loads(getters, raw[member_id], 0.0)
-        )
+        member_id: (float(sizes[member_id]) if unit else summed_loads(getters, raw[member_id], 0.0))
         if i in changed
         else float(before[member_id])
         for i, member_id in enumerate(group.members)
     }
     if raw.shared:  # read-only 1-tuples in normal form: copied into the plan's own lists
         copied = {m: dict(zip(d, map(list, d.values()), strict=True)) for m, d in raw.items()}
-        return copied, owners, member_load
-    return dict(raw), owners, member_load
+        return copied, owners, member_load, sizes
+    # Members that kept their claims as columns get their lists built from them.
+    lists = {m: _own_lists(d) for m, d in raw.items()}
+    return lists, owners, member_load, sizes
+
+
+def _own_lists(entry: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
+    """A member's entry of a `FlatAssignment` as the plan's own lists: built from its columns
+    when it kept its claims as `PartitionClaims`, else the lists the strategy built."""
+    if type(entry) is PartitionClaims:
+        return entry.as_lists()
+    return entry  # type: ignore[return-value]  # fresh lists in normal form (`FlatAssignment`)
 
 
 def _check_slowly(context: PlanContext, raw: Assignment) -> None:
@@ -280,7 +305,7 @@ def _plan_group(request: ParsedRequest) -> Plan:
     measured = _measure_flat(context, raw) if isinstance(raw, FlatAssignment) else None
     if measured is None:
         measured = _check_and_measure(context, raw, model == "count")
-    assignment, target, per_member = measured
+    assignment, target, per_member, sizes = measured
     previous = context.ownership.owners
     moves = compute_moves(context, previous, target)
     subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
@@ -297,7 +322,7 @@ def _plan_group(request: ParsedRequest) -> Plan:
     members = {
         member_id: MemberSummary(
             weight=member.weight,
-            partitions=sum(map(len, assignment[member_id].values())),
+            partitions=sizes[member_id],
             load=round(per_member[member_id], 6),
             normalised_load=round(per_member[member_id] / member.weight, 6),
         )

@@ -4,7 +4,8 @@ Every strategy module exposes `assign(context: PlanContext) -> Assignment`: a pu
 returning the target assignment for `context.group` under `context.options`, reading the
 prepared loads, ownership and subscribers from the context (see `assignors.context`). It may
 omit members that get nothing, may list partitions in any order, and may share one immutable
-sequence (a tuple) between entries, so the result is read-only; `assignors.planner` normalises it
+sequence (a tuple) between entries or give a member's entry as the read-only mapping it was
+given (`model.PartitionClaims`), so the result is read-only; `assignors.planner` normalises it
 into fresh sorted lists and checks its validity.
 """
 

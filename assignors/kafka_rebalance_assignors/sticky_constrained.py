@@ -11,7 +11,13 @@ from operator import add, itemgetter
 from typing import Any
 
 from kafka_rebalance_assignors.context import PlanContext
-from kafka_rebalance_assignors.model import Assignment, FlatAssignment, global_numbers
+from kafka_rebalance_assignors.model import (
+    Assignment,
+    FlatAssignment,
+    PartitionClaims,
+    claim_count,
+    global_numbers,
+)
 from kafka_rebalance_assignors.sticky_ownership import (
     Owned,
     Previous,
@@ -60,8 +66,15 @@ def constrained(
     subscribed = topic_index.keys()
     claims = owned  # as resolved, before trimming: what the owner array says each one holds
     touched: set[int] = set()  # members whose holdings differ from their resolved claims
-    trimmed = []
+    trimmed: Owned = []
+    names_checked: tuple[tuple[str, ...], bool] = ((), True)  # `PartitionClaims.names` shared
     for index, mine in enumerate(owned):
+        if type(mine) is PartitionClaims:
+            if mine.names is not names_checked[0]:
+                names_checked = (mine.names, subscribed >= set(mine.names))
+            if names_checked[1]:
+                trimmed.append(mine)
+                continue
         if mine and not mine.keys() <= subscribed:
             touched.add(index)
             dropped = {t: mine[t] for t in mine if t not in subscribed}
@@ -70,7 +83,7 @@ def constrained(
             mine = {t: mine[t] for t in mine if t in subscribed}
         trimmed.append(mine)
     owned = trimmed
-    owned_counts = [sum(map(len, mine.values())) for mine in owned]
+    owned_counts = list(map(claim_count, owned))
     kept: list[dict[str, list[int]]] = []
     counts = [0] * size
     max_slots_used = 0
@@ -95,8 +108,12 @@ def constrained(
                 if given_up:
                     revoked.setdefault(topic, []).extend(given_up)
             mine = keep
-        kept.append(dict(zip(mine.keys(), map(list, mine.values()), strict=True)))
         counts[index] = min(held, cap)
+        if type(mine) is PartitionClaims and counts[index] >= max_quota:
+            # Full: never dealt to, so never changed: kept as the read-only columns it is.
+            kept.append(mine)  # type: ignore[arg-type]  # read-only, see `FlatAssignment`
+            continue
+        kept.append(dict(zip(mine.keys(), map(list, mine.values()), strict=True)))
     if claimed is None:
         for kept_now in kept:
             _collect(taken, kept_now, offsets)
@@ -198,7 +215,8 @@ def _flat(
     when no claim conflicted, the group's topics are in name order and either at most half the
     members were touched (a group close to its previous assignment: the steady state) or
     nobody claimed anything (a fresh group). Untouched members hold exactly their resolved
-    claims (topic order, ascending, copied into fresh lists), so the owner array starts as the
+    claims (topic order, ascending, copied into fresh lists, or the read-only `PartitionClaims`
+    columns they were validated as, whose lists the plan builds), so the owner array starts as the
     resolved one and only the touched members' partitions are rewritten: cleared from what
     they claimed, set from what they now hold, which they are given in normal form. In steady
     state that is a handful of members out of thousands; in a fresh group it is everyone, each
@@ -208,8 +226,11 @@ def _flat(
     adders = {topic: offset.__add__ for topic, offset in offsets.items()}
     owners = list(context.ownership.owners)
     for index in touched:
-        if claims[index]:
-            deque(map(owners.__setitem__, global_numbers(adders, claims[index]), repeat(-1)), 0)
+        claim = claims[index]
+        if type(claim) is PartitionClaims:
+            deque(map(owners.__setitem__, claim.numbers, repeat(-1)), 0)
+        elif claim:
+            deque(map(owners.__setitem__, global_numbers(adders, claim), repeat(-1)), 0)
     listed = sum(held[index] for index in range(len(kept)) if index not in touched)
     for index in sorted(touched):
         mine = kept[index]

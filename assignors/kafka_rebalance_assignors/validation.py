@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections.abc import Mapping
-from itertools import chain, repeat
-from operator import itemgetter
+from itertools import accumulate, chain, repeat
+from operator import add, itemgetter
 from typing import Any, TypeGuard
 
 from kafka_rebalance_assignors.model import (
@@ -31,6 +32,7 @@ from kafka_rebalance_assignors.model import (
     Member,
     Options,
     ParsedRequest,
+    PartitionClaims,
     PlanInputError,
 )
 from kafka_rebalance_assignors.request import MemberRequest, PlanOptions, PlanRequest
@@ -80,13 +82,19 @@ def _topics(raw: Any) -> dict[str, int]:
 
 class _Shared:
     """What members of one request share, so that a million-claim group costs no object per
-    claim and no re-check per member: `claim(p)` is the same immutable `(p,)` every time (a
-    member owning one partition of each of many topics is the usual shape at scale), and the
-    last subscription list checked, with its result, is reused while members pass the very
-    same list object (the operator and `group_request` give every member one list)."""
+    claim and no re-check per member: the group's partition numbering (`offsets`, as
+    `Group.offsets` numbers it: topics in name order), the last claimed topic names (members
+    owning one partition of the same topics share one tuple of them, see
+    `PartitionClaims`), and the last subscription list checked, with its result, reused while
+    members pass the very same list object (the operator and `group_request` give every
+    member one list)."""
 
     def __init__(self, topics: Mapping[str, int]) -> None:
-        self.claim = list(zip(range(max(topics.values(), default=0)), strict=True)).__getitem__
+        self.offsets = dict(zip(topics, accumulate(topics.values(), initial=0), strict=False))
+        self.names: tuple[str, ...] = ()
+        self.bases: list[int] = []  # the names' partition 0, as global numbers
+        self.counts: list[int] = []  # the names' partition counts
+        self.bound = 0  # the smallest of `counts`
         self.subscription: object = None
         self.subscribed: tuple[tuple[str, ...], int] = ((), 0)
 
@@ -144,11 +152,12 @@ def _member(
 
 def _claims_at_once(
     owned: Mapping[str, Any], topics: Mapping[str, int], shared: _Shared
-) -> dict[str, tuple[int, ...]] | None:
+) -> Mapping[str, tuple[int, ...]] | None:
     """A member's claims when every one is clean (a non-empty list of ints, all of an existing
     topic and in range), in topic order as ascending tuples: the usual case, checked list by
-    list at C speed. None otherwise, and the caller's topic-by-topic path names the problem or
-    drops the stale part."""
+    list at C speed. One partition per topic (the usual shape at scale) is returned as
+    `PartitionClaims`, one array of global numbers. None otherwise, and the caller's
+    topic-by-topic path names the problem or drops the stale part."""
     if not owned:
         return {}
     keys = list(owned)
@@ -164,14 +173,21 @@ def _claims_at_once(
         lengths = set()
     if lengths == _ONE:  # one partition per topic: no set or sort per list
         firsts = list(map(_FIRST, lists))
-        try:
-            # a deleted topic is a KeyError here: stale, for the topic-by-topic path to drop
-            in_range = all(map(int.__lt__, firsts, map(topics.__getitem__, names)))
-        except (KeyError, TypeError):
+        if not set(map(type, firsts)) <= _INT_ONLY or min(firsts) < 0:
             return None
-        if in_range and set(map(type, firsts)) <= _INT_ONLY and min(firsts) >= 0:
-            return dict(zip(names, map(shared.claim, firsts), strict=True))
-        return None
+        key = tuple(names)
+        if key != shared.names:  # equal names are shared: one tuple (and its facts) for all
+            if not all(map(topics.__contains__, key)):  # a deleted topic: stale
+                return None
+            shared.names = key
+            shared.bases = list(map(shared.offsets.__getitem__, key))
+            shared.counts = list(map(topics.__getitem__, key))
+            shared.bound = min(shared.counts)
+        # in range: below the smallest count of these topics, else below each one's own
+        if max(firsts) >= shared.bound and not all(map(int.__lt__, firsts, shared.counts)):
+            return None
+        numbers = array("i", map(add, shared.bases, firsts))
+        return PartitionClaims(shared.names, numbers, shared.offsets, firsts)
     if not topics.keys() >= owned.keys():  # a deleted topic: stale
         return None
     if not set(map(type, lists)) <= _SEQUENCE_TYPES:

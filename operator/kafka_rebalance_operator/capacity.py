@@ -17,12 +17,23 @@ capacity). Load-following without those corrections runs away (KIP-794's lesson)
   are folded into a per-member EWMA (time constant `tau_s`).
 - Every interval with stable partitions also feeds a throughput EWMA, a lower bound on capacity:
   it only ever raises a member's effective capacity, so an idle fast member never looks slow.
+- Neither figure exists for a member until it has enough evidence: at least `min_samples`
+  intervals covering at least `min_seconds` in all. Until then its intervals are pooled (records
+  over seconds) and the pooled rate seeds the EWMA. One interval is not a measurement: a
+  consumer commits whole batches, so the committed advance over one poll interval is a multiple
+  of its batch size (a 12.5 records/s member committing 20-record batches shows 0, 10 or 20
+  records/s over 2 s), and an EWMA seeded by it carries that error for about a time constant.
+  Pooled over `min_seconds` the error is at most one batch over that time.
+- Until some member has a capacity estimate (`measured` is false) the weights are all 1, which
+  says nothing about capacity: a load-following plan made on them balances lag or rates among
+  members assumed equal, and the first plan made on measured capacity undoes it. The decide
+  phase holds such plans (MeasuringCapacity); plans the group needs for coverage still go.
 - Both are kept while a member gives no sample (idle, or owns nothing): a slow member stripped of
   its partitions stays slow. Members that left the group are forgotten.
 
 Weights are effective capacities relative to their mean, clamped to [ADAPTIVE_MIN, ADAPTIVE_MAX];
 a member never busy gets the mean of the busy members' estimates, raised to its throughput and to
-its share of the production the busy members cannot take; until some member has been busy every
+its share of the production the busy members cannot take; until some member has an estimate every
 weight is 1. A hysteresis band keeps the weights last used
 until some member's new weight differs from its old one by more than `band` (relative), so noise
 does not make plans.
@@ -39,6 +50,12 @@ from dataclasses import dataclass, field
 from kafka_rebalance_operator.members import ADAPTIVE_MAX, ADAPTIVE_MIN
 from kafka_rebalance_operator.partition_key import PartitionKey
 
+# How much evidence an estimate needs: busy (or, for throughput, stable) intervals, and the
+# seconds they cover together. One 20-record batch over 12 s is 1.7 records/s: inside the 20 %
+# hysteresis band for a member that processes more than about 8 records/s.
+MIN_SAMPLES = 3
+MIN_SECONDS = 12.0
+
 
 @dataclass(frozen=True)
 class _Snapshot:
@@ -48,10 +65,8 @@ class _Snapshot:
     lag: dict[PartitionKey, int]
 
 
-def _fold(old: float | None, sample: float, dt: float, tau_s: float) -> float:
+def _fold(old: float, sample: float, dt: float, tau_s: float) -> float:
     """EWMA over time, so an estimate means the same whatever the poll interval."""
-    if old is None:
-        return sample
     return old + (1.0 - math.exp(-dt / tau_s)) * (sample - old)
 
 
@@ -72,18 +87,61 @@ def confirmed_owners(
 
 
 @dataclass
+class _Pooled:
+    """A member's intervals before its estimate exists: records and seconds summed."""
+
+    records: float = 0.0
+    seconds: float = 0.0
+    samples: int = 0
+
+
+@dataclass
 class CapacityEstimator:
-    """Per-policy capacity memory; feed it every poll with `observe`, then ask for `weights`."""
+    """Per-policy capacity memory; feed it every poll with `observe`, then ask for `weights`.
+
+    Invariant: `capacity` and `throughput` hold a member only once its intervals of that kind
+    number at least `min_samples` and cover at least `min_seconds`; until then they are pooled
+    in `_pending_*` and the member counts as unmeasured."""
 
     tau_s: float = 30.0
     min_backlog: int = 10
     settle_s: float = 0.0
     band: float = 0.2
+    min_samples: int = MIN_SAMPLES
+    min_seconds: float = MIN_SECONDS
     capacity: dict[str, float] = field(default_factory=dict)  # busy-interval EWMA
     throughput: dict[str, float] = field(default_factory=dict)  # any stable interval: lower bound
     used: dict[str, float] = field(default_factory=dict)  # the weight last handed out
     _last: _Snapshot | None = None
     _owner_since: dict[PartitionKey, float] = field(default_factory=dict)
+    _pending_capacity: dict[str, _Pooled] = field(default_factory=dict)
+    _pending_throughput: dict[str, _Pooled] = field(default_factory=dict)
+
+    @property
+    def measured(self) -> bool:
+        """Some member has a capacity estimate: the weights say something about capacity."""
+        return bool(self.capacity)
+
+    def _add(
+        self,
+        estimates: dict[str, float],
+        pending: dict[str, _Pooled],
+        member: str,
+        records: int,
+        dt: float,
+    ) -> None:
+        """Fold one interval into `estimates[member]` once it exists; else pool it, and seed
+        the estimate with the pooled rate once the pool is evidence enough."""
+        if member in estimates:
+            estimates[member] = _fold(estimates[member], records / dt, dt, self.tau_s)
+            return
+        pooled = pending.setdefault(member, _Pooled())
+        pooled.records += records
+        pooled.seconds += dt
+        pooled.samples += 1
+        if pooled.samples >= self.min_samples and pooled.seconds >= self.min_seconds:
+            estimates[member] = pooled.records / pooled.seconds
+            del pending[member]
 
     def observe(
         self,
@@ -99,6 +157,9 @@ class CapacityEstimator:
         for table in (self.capacity, self.throughput, self.used):
             for name in [n for n in table if n not in present]:
                 del table[name]
+        for pending in (self._pending_capacity, self._pending_throughput):
+            for name in [n for n in pending if n not in present]:
+                del pending[name]
         samples: dict[str, float] = {}
         last = self._last
         if last is not None and t > last.t:
@@ -118,11 +179,10 @@ class CapacityEstimator:
                 if l0 is not None and l1 is not None and min(l0, l1) > self.min_backlog:
                     busy.add(member)
             for member, records in advance.items():
-                rate = records / dt
-                self.throughput[member] = _fold(self.throughput.get(member), rate, dt, self.tau_s)
+                self._add(self.throughput, self._pending_throughput, member, records, dt)
                 if member in busy:
-                    self.capacity[member] = _fold(self.capacity.get(member), rate, dt, self.tau_s)
-                    samples[member] = rate
+                    self._add(self.capacity, self._pending_capacity, member, records, dt)
+                    samples[member] = records / dt
         previous = last.owners if last is not None else {}
         self._owner_since = {
             key: (self._owner_since.get(key, t) if previous.get(key) == member else t)

@@ -334,11 +334,10 @@ def test_kip794_slow_consumer_lag_aware_keeps_up_where_count_based_plans_fall_be
     assert lag_aware["lag_trend"] < 0.1 * production
     assert lag_aware["final_lag"] < by["range"]["final_lag"]
     assert lag_aware["final_lag"] <= 10 * production  # at most ten seconds of production behind
-    # ... and without flapping: a handful of plans, settled by the end (a late refinement is
-    # convergence; with an 8 s cooldown, flapping would show as two or more changes in the final
-    # 20 s and as partitions moved back and forth). One partition moved back once is a
-    # correction of the first capacity estimates, not a flap: a CI run gave the slow member
-    # four partitions at 22 s on estimates from its first seconds and took one back at 32 s.
+    # ... and without flapping: a handful of plans, settled by the end, and no partition ever
+    # handed back to a member a plan took it from (KIP-794: load-following that undoes itself).
+    # Plans wait for a measured capacity (MeasuringCapacity), so none is made on the weights of
+    # 1 that mean "not measured yet".
     assert lag_aware["epochs"] <= 6
-    assert lag_aware["plan_reversals"] <= 1, lag_aware["plans"]
+    assert lag_aware["plan_reversals"] == 0, lag_aware["plans"]
     assert lag_aware["plan_changes_in_final_window"] <= 1, lag_aware["plans"]

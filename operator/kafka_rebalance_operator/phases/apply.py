@@ -178,7 +178,13 @@ def _applied(
         f"maxLoadRatio {_fmt(planned.ratio_before)} -> {_fmt(planned.ratio_after)}, "
         f"{written} ConfigMaps written"
     )
-    log.info("%s/%s %s", ctx.namespace, ctx.name, message)
+    log.info(
+        "%s/%s %s; weights %s",
+        ctx.namespace,
+        ctx.name,
+        message,
+        {m: round(w, 3) for m, w in sorted(planned.weights.items())} or "none",
+    )
     ports.telemetry.emit(
         [
             telemetry.plan_row(

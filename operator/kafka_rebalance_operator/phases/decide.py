@@ -3,7 +3,8 @@
 The replanning rules (unchanged plan, observe mode, cooldown, minImprovement, approval) are
 `kafka_rebalance_common.replanning`, the same code the pipeline's replay runs. This module adds
 what only the operator knows: a poll that stops before planning (no members, a hand-over in
-flight), a protocol mismatch that holds a new assign-mode epoch, and a timed-out hand-over.
+flight), a protocol mismatch that holds a new assign-mode epoch, a timed-out hand-over, and
+adaptive weights with no capacity measured yet (a load-following plan waits for the first).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from kafka_rebalance_common import replanning
 from kafka_rebalance_common.replanning import Action, Decision, Rules
 
-from kafka_rebalance_operator import assignment_doc, handoff, planning
+from kafka_rebalance_operator import assignment_doc, capacity, handoff, planning
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.phases.context import PolicyContext
 from kafka_rebalance_operator.phases.observe import Observed
@@ -139,6 +140,17 @@ def decide(
             "retried after rebalance.cooldown. Check that those members' sidecars commit with "
             '{"member", "epoch"} metadata',
             decision.epoch,
+        )
+    if planned.measuring and not structural and not planned.handoff_done:
+        # weightFrom adaptive: the weights are 1 for want of a measurement, and a plan made on
+        # them is undone by the first plan made on measured capacity (KIP-794's flapping)
+        return Decision(
+            Action.HOLD,
+            "MeasuringCapacity",
+            "a load-following plan waits for the first capacity measurement (weightFrom "
+            f"adaptive: a member with a backlog over at least {capacity.MIN_SAMPLES} polls and "
+            f"{capacity.MIN_SECONDS:g}s)",
+            decision.epoch - 1,
         )
     if observed.mismatch and spec.apply_mode == "assign":
         # manual commits are refused while members have joined: a revoke could never be

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import kafka_rebalance_assignors as assignors
 
@@ -43,6 +43,10 @@ class Planned:
     proposal: Proposal | None  # the proposal on offer, when `assignment` is it
     timed_out: dict[str, list[PartitionKey]]  # revokes nobody acknowledged in time (settled)
     handoff_done: bool  # assign mode: the revoke of the applied epoch is over
+    weights: Mapping[str, float] = field(default_factory=dict)  # the planner's, per member
+    # weightFrom adaptive with no capacity measured yet: the weights are all 1 by default, not
+    # by measurement, and decide holds load-following plans
+    measuring: bool = False
 
     @property
     def holders(self) -> dict[str, MemberDocument]:
@@ -90,6 +94,8 @@ def plan(
         proposal=None,
         timed_out=dict(pending.waiting) if pending is not None and pending.timed_out else {},
         handoff_done=pending is not None,
+        weights=weights,
+        measuring=adaptive is not None and not memory.capacity.measured,
     )
     if planned.timed_out:
         planned = _settled(planned)

@@ -328,7 +328,7 @@ def _decide(
     - The published plan is republished (no trigger) every settings.plan_refresh_s.
     - A new plan is published and triggered when it differs from what the group runs and
       either places unowned tasks, or lowers the peak task load by spec.minImprovement past
-      the cooldown."""
+      the cooldown, and (weightFrom adaptive) some member's capacity is measured."""
     spec, group = observed.spec, observed.group
     mine = memory.published_group == spec.group_id
     published = memory.streams_plan if mine else None
@@ -351,6 +351,10 @@ def _decide(
     unowned = any((s, p) not in owned for s, n in observed.counts.items() for p in range(n))
     if unowned:
         return True, True, "tasks without an owner"
+    if spec.weight_from == "adaptive" and not memory.capacity.measured:
+        # weights of 1 for want of a measurement: a plan made on them is undone by the first
+        # plan made on measured capacity (KIP-794's flapping)
+        return False, False, "a load-following plan waits for the first capacity measurement"
     if plan.peak_after > plan.peak_before * (1.0 - spec.min_improvement):
         return (
             False,

@@ -39,7 +39,8 @@ import org.apache.kafka.streams.StreamsConfig;
  * topology; the check then
  * <ol>
  *   <li>sets the group config {@code streams.assignor.name} to the alternate name, back, and to the
- *       alternate again, and reports the group epoch before and 15 s after each (StreamsGroupDescribe);</li>
+ *       alternate again (each held 5 s, the last 15 s), and reports the group epoch before each and
+ *       after the last (StreamsGroupDescribe): at least 15 s after every switch;</li>
  *   <li>adds the reserved tag key {@value #TRIGGER} to {@code streams.rack.aware.assignment.tags},
  *       then removes it, and reports the epoch each change bumped the group to;</li>
  *   <li>sets the name to one no assignor has and reports the exact error;</li>
@@ -77,14 +78,26 @@ public class StreamsPluginCheck {
                     d -> d.members().size() == 2 && stable(d));
                 result("initial", settled, 0);
 
-                for (String name : List.of(ALT, NAME, ALT)) {  // the name switch: watched for 15 s (3 heartbeats)
-                    int before = describe(admin, group).groupEpoch();
+                // The name switch: ALT, back to NAME, ALT again. Each name is held one heartbeat
+                // interval (5 s) before the next, the last is watched for 15 s (3 heartbeats), and
+                // every switch is reported against the epoch read after that watch: a bump caused by
+                // any switch shows there, so each switch is watched for at least 15 s, in 25 s of
+                // wall where a 15 s watch per switch took 45 s.
+                List<String> names = List.of(ALT, NAME, ALT);
+                List<Integer> epochsBefore = new ArrayList<>();
+                List<String> shown = new ArrayList<>();
+                for (int i = 0; i < names.size(); i++) {
+                    String name = names.get(i);
+                    epochsBefore.add(describe(admin, group).groupEpoch());
                     setAssignor(admin, group, name);
-                    Thread.sleep(15_000);
-                    StreamsGroupDescription after = describe(admin, group);
-                    System.out.println("RESULT {\"step\":\"name\",\"name\":\"" + name + "\",\"epochBefore\":" + before
-                        + ",\"epochAfter\":" + after.groupEpoch() + ",\"assignorName\":\""
-                        + after.assignorName().orElse("") + "\"}");
+                    Thread.sleep(i < names.size() - 1 ? 5_000 : 15_000);
+                    shown.add(await(admin, group, "the assignor name shown as " + name, 30,
+                        d -> d.assignorName().orElse("").equals(name)).assignorName().orElse(""));
+                }
+                int epochAfter = describe(admin, group).groupEpoch();
+                for (int i = 0; i < names.size(); i++) {
+                    System.out.println("RESULT {\"step\":\"name\",\"name\":\"" + names.get(i) + "\",\"epochBefore\":"
+                        + epochsBefore.get(i) + ",\"epochAfter\":" + epochAfter + ",\"assignorName\":\"" + shown.get(i) + "\"}");
                 }
                 for (boolean add : List.of(true, false)) {  // the reserved rack-aware tag key, added then removed
                     trigger(admin, group, add, add ? "add" : "remove");
