@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     pods = [
         PodSummary(f"bench-{i:04d}", {"app": "bench"}, "Running", True) for i in range(args.members)
     ]
-    memory, settings, status = PolicyMemory(), OperatorSettings(), {}
+    memory, settings, status = PolicyMemory(), OperatorSettings(max_partitions_per_policy=0), {}
     total = args.topics * args.partitions
     print(
         f"# operator poll memory: {total:,} partitions, {args.members} members, "

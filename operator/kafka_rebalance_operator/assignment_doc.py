@@ -17,6 +17,7 @@ from typing import Any
 from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator import names
+from kafka_rebalance_operator.partition_sets import TopicPartitions
 
 Assignment = dict[str, dict[str, list[int]]]  # member -> topic -> sorted partitions
 
@@ -24,18 +25,27 @@ Assignment = dict[str, dict[str, list[int]]]  # member -> topic -> sorted partit
 @dataclass(frozen=True)
 class MemberDocument:
     """The content of one `assignment.json`, as the operator's planning works with it (partition
-    lists, like every other assignment the operator handles). `wire.AssignmentDocument` is the
-    same content as the wire module encodes it."""
+    lists per topic, like every other assignment the operator handles). `wire.AssignmentDocument`
+    is the same content as the wire module encodes it.
+
+    `partitions` and `revoking` are given as any mapping of topic -> partitions and kept as
+    `TopicPartitions` (compact and read-only: a thousand members' documents are held for every
+    poll and between polls); they read and compare like the dict of lists they were made from.
+    """
 
     group: str
     member: str
     epoch: int
-    partitions: dict[str, list[int]]
+    partitions: Mapping[str, list[int]]
     plan_hash: str
     generated_at: str
-    revoking: dict[str, list[int]] = field(default_factory=dict)
+    revoking: Mapping[str, list[int]] = field(default_factory=dict)
     policy_uid: str = ""  # the incarnation of the policy that wrote it ("" = not said)
     leader_term: int | None = None  # the writing operator's leadership term (None = not said)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "partitions", TopicPartitions.of(self.partitions))
+        object.__setattr__(self, "revoking", TopicPartitions.of(self.revoking))
 
     def to_wire(self) -> wire.AssignmentDocument:
         return wire.AssignmentDocument(
@@ -57,10 +67,10 @@ class MemberDocument:
             member=document.member,
             epoch=document.epoch,
             # topic names interned: a thousand members' documents share one string per topic
-            partitions={sys.intern(t): list(p) for t, p in document.partitions.items()},
+            partitions=TopicPartitions({sys.intern(t): p for t, p in document.partitions.items()}),
             plan_hash=document.plan_hash,
             generated_at=document.generated_at,
-            revoking={sys.intern(t): list(p) for t, p in document.revoking.items()},
+            revoking=TopicPartitions({sys.intern(t): p for t, p in document.revoking.items()}),
             policy_uid=document.policy_uid,
             leader_term=document.leader_term,
         )

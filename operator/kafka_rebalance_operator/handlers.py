@@ -23,7 +23,7 @@ from typing import Any
 import kopf
 from kafka_rebalance_common import redaction
 
-from kafka_rebalance_operator import metrics, names
+from kafka_rebalance_operator import allocator, metrics, names
 from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
 from kafka_rebalance_operator.memory import PolicyMemory
@@ -95,6 +95,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # The CRD is installed before the operator, and namespaces are named: no need to list CRDs
     # or namespaces (the chart's least-privilege Role does not allow either).
     settings.scanning.disabled = True
+    allocator.cap_arenas()  # before any poll thread starts (allocator.py)
     settings.posting.level = logging.INFO  # only explicit kopf.event() calls are posted
     settings.persistence.finalizer = names.FINALIZER
     settings.watching.server_timeout = 300

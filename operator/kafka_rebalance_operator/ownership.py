@@ -148,6 +148,13 @@ def with_commits(
     by, as long as no other document claims them: an operator that lost its memory still does
     not hand those to someone else without a revoke. The document's epoch is the highest such
     commit's, so the next epoch written is above it."""
+    candidates = {
+        key: metadata
+        for key, metadata in committers.items()
+        if metadata.member not in current.by_member and metadata.member in members
+    }
+    if not candidates:  # the usual poll: every committing member has its document
+        return current
     claimed = {
         (topic, p)
         for document in current.by_member.values()
@@ -156,9 +163,9 @@ def with_commits(
     }
     held: dict[str, dict[str, list[int]]] = {}
     epochs: dict[str, int] = {}
-    for (topic, p), metadata in sorted(committers.items()):
+    for (topic, p), metadata in sorted(candidates.items()):
         member = metadata.member
-        if member in current.by_member or member not in members or (topic, p) in claimed:
+        if (topic, p) in claimed:
             continue
         held.setdefault(member, {}).setdefault(topic, []).append(p)
         epochs[member] = max(epochs.get(member, 0), metadata.epoch)

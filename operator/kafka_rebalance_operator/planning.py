@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import kafka_rebalance_assignors as assignors
+import numpy as np
 from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
 from kafka_rebalance_operator.partition_key import PartitionKey
+from kafka_rebalance_operator.partition_sets import TopicPartitions
 from kafka_rebalance_operator.policy import PolicySpec
 
 
@@ -80,11 +82,15 @@ def placement_needed(
     epochs = {d.epoch for d in current.values()}
     if len(epochs) > 1:
         return True
-    owned: set[tuple[str, int]] = set()
+    spans: dict[str, tuple[int, int]] = {}
+    total = 0
+    for topic, count in topics.items():
+        spans[topic] = (total, count)
+        total += count
+    covered = np.zeros(total, bool)
     for document in current.values():
-        for topic, parts in document.partitions.items():
-            owned.update((topic, p) for p in parts)
-    return any((t, p) not in owned for t, n in topics.items() for p in range(n))
+        covered[TopicPartitions.of(document.partitions).rows(spans)] = True
+    return not covered.all()
 
 
 def proposal_fits(

@@ -61,11 +61,15 @@ def decode_lists(value: Any, path: str) -> Partitions:
         where = f"{path}.{topic}"
         if not isinstance(parts, list):
             raise DocumentError(where, f"not a list ({type(parts).__name__})")
-        for index, partition in enumerate(parts):
-            if not _is_int(partition):
-                raise DocumentError(f"{where}[{index}]", "not an integer")
-            if partition < 0:
-                raise DocumentError(f"{where}[{index}]", f"negative partition {partition}")
+        if len(parts) == 1 and type(parts[0]) is int and parts[0] >= 0:
+            result[topic] = (parts[0],)  # the usual case at scale: one partition of a topic
+            continue
+        if not (all(type(p) is int for p in parts) and (not parts or min(parts) >= 0)):
+            for index, partition in enumerate(parts):  # find the first bad one, and say so
+                if not _is_int(partition):
+                    raise DocumentError(f"{where}[{index}]", "not an integer")
+                if partition < 0:
+                    raise DocumentError(f"{where}[{index}]", f"negative partition {partition}")
         unique = sorted(set(parts))
         if len(unique) != len(parts):
             raise DocumentError(where, "a partition is listed twice")

@@ -8,6 +8,7 @@ poll re-reads the ConfigMaps and finishes or repairs what was partly written.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from kafka_rebalance_operator import assignment_doc, handoff, names, ownership, planning, telemetry
@@ -16,7 +17,7 @@ from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision
 from kafka_rebalance_operator.phases.observe import Observed
-from kafka_rebalance_operator.phases.plan import Assignment, Planned
+from kafka_rebalance_operator.phases.plan import Planned
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.ports import ForeignConfigMap, Ports, StoreError, WriteConflict
 from kafka_rebalance_operator.settings import OperatorSettings
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Applied:
-    assignment: Assignment  # what the members' ConfigMaps give them after this poll
+    # what the members' ConfigMaps give them after this poll
+    assignment: Mapping[str, Mapping[str, list[int]]]
     epoch: int
     written_hash: str | None = None  # APPLY: the hash of what was written (status.appliedPlan)
     announcement: str | None = None  # APPLY: the PlanApplied event, unless one was posted lately
@@ -209,7 +211,7 @@ def _may_announce(memory: PolicyMemory, now: float, min_interval_s: float) -> bo
     return True
 
 
-def _in_place(planned: Planned) -> Assignment:
+def _in_place(planned: Planned) -> dict[str, Mapping[str, list[int]]]:
     """What the present members' ConfigMaps give them now (nothing is written)."""
     return {m: d.partitions for m, d in planned.live_docs.items()}
 

@@ -8,7 +8,7 @@ the lags last reported: `history.PolicyHistory`) and the remembered documents.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kafka_rebalance_common import redaction
@@ -83,7 +83,7 @@ class Observed:
         """Partitions whose lag could not be read this poll."""
         return self.lags.count(UNKNOWN)
 
-    def owners(self) -> dict[str, dict[str, list[int]]]:
+    def owners(self) -> dict[str, Mapping[str, list[int]]]:
         """The partitions each member's ConfigMap gives it now."""
         return {m: d.partitions for m, d in self.current.by_member.items()}
 

@@ -21,6 +21,7 @@ from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.lag import Layout
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.metrics import PartitionRows
+from kafka_rebalance_operator.partition_sets import TopicPartitions
 from kafka_rebalance_operator.phases.apply import Applied
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision, Stop, Wait
@@ -146,19 +147,28 @@ def polled(
         events.append(("Warning", "ProtocolMismatch", observed.mismatch))
     new_status = status(ctx, now, health, observed, applied.epoch, **fields)
 
-    _metrics(ctx, observed, applied, ratio, ports)
-    _telemetry(ctx, observed, applied.assignment, applied.epoch, memory, ports, settings, now)
+    owners = owner_codes(observed.lags.layout, applied.assignment)  # one pass for both
+    _metrics(ctx, observed, applied, ratio, ports, owners)
+    _telemetry(
+        ctx, observed, applied.assignment, applied.epoch, memory, ports, settings, now, owners
+    )
     ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
     return PollOutcome(new_status, events, action, succeeded=True)
 
 
 def _metrics(
-    ctx: PolicyContext, observed: Observed, applied: Applied, ratio: float | None, ports: Ports
+    ctx: PolicyContext,
+    observed: Observed,
+    applied: Applied,
+    ratio: float | None,
+    ports: Ports,
+    owners: tuple[list[str], np.ndarray],
 ) -> None:
     """Per partition: lag state, lag, time lag; per member of the applied plan: partitions and
-    their summed lag; the epoch, total lag and maxLoadRatio the status reports."""
+    their summed lag; the epoch, total lag and maxLoadRatio the status reports. `owners`:
+    `owner_codes` of the applied assignment."""
     lags = observed.lags
-    members, owner = owner_codes(lags.layout, applied.assignment)
+    members, owner = owners
     held = owner >= 0
     counts = np.bincount(owner[held], minlength=len(members))
     sums = np.bincount(owner[held], weights=np.maximum(lags.lags, 0)[held], minlength=len(members))
@@ -181,20 +191,26 @@ def owner_codes(
     partition listed under two members goes to the later one; partitions of topics the policy
     no longer has are left out."""
     members = sorted(assignment)
-    rows: list[int] = []
-    codes: list[int] = []
+    rows: list[np.ndarray] = [np.empty(0, np.int64)]
+    codes: list[np.ndarray] = [np.empty(0, np.int32)]
     spans = layout.spans
     for code, member in enumerate(members):
-        for topic, parts in assignment[member].items():
-            span = spans.get(topic)
-            if span is None:
-                continue
-            base, count = span
-            found = [base + p for p in parts if 0 <= p < count]
-            rows += found
-            codes += [code] * len(found)
+        held = assignment[member]
+        if isinstance(held, TopicPartitions):  # a document's: its arrays, at once
+            found = held.rows(spans)
+        else:
+            listed: list[int] = []
+            for topic, parts in held.items():
+                span = spans.get(topic)
+                if span is None:
+                    continue
+                base, count = span
+                listed += [base + p for p in parts if 0 <= p < count]
+            found = np.array(listed, np.int64)
+        rows.append(found)
+        codes.append(np.full(len(found), code, np.int32))
     owner = np.full(layout.size, -1, np.int32)
-    owner[np.array(rows, np.int64)] = np.array(codes, np.int32)
+    owner[np.concatenate(rows)] = np.concatenate(codes)
     return members, owner
 
 
@@ -290,13 +306,15 @@ def _telemetry(
     ports: Ports,
     settings: OperatorSettings,
     now: float,
+    owners: tuple[list[str], np.ndarray] | None = None,
 ) -> None:
     """A row per partition whose row changed since its last one (offsets, lag, state, time
-    lag, owner or epoch), and every partition's at least every `telemetry.REFRESH_S`."""
+    lag, owner or epoch), and every partition's at least every `telemetry.REFRESH_S`.
+    `owners`: `owner_codes` of `assignment`, when the caller has it already."""
     if not ports.telemetry.enabled:
         return
     offsets, lags, layout = observed.offsets, observed.lags, observed.lags.layout
-    members, owner = owner_codes(layout, assignment)
+    members, owner = owners if owners is not None else owner_codes(layout, assignment)
     columns = telemetry.Columns(
         layout=layout,
         log_start=offsets.start,
