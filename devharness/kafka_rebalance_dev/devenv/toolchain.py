@@ -214,6 +214,11 @@ class Toolchain:
         """Built project images (`docker save` tarballs), one per build-context digest."""
         return self.root / "images"
 
+    @property
+    def java_classes_cache(self) -> Path:
+        """Compiled Java test programs (devenv/java_classes.py), one per source+classpath digest."""
+        return self.root / "java-classes"
+
     # ---- Kafka ---------------------------------------------------------------------------------
     def kafka_libs(self, version: str | None = None) -> Path:
         return self.kafka_home(version) / "libs"
