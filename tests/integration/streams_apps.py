@@ -2,8 +2,9 @@
 
 `StreamsApps` runs tests/integration/java/StreamsTestApp.java, one JVM per instance
 (`group.protocol=streams`, one stream thread), with the broker's libs/ plus the provisioned
-kafka-streams lib/ on the classpath. The source is compiled once (`compile_app`), not per JVM as
-a single-file launch would: on two shared cores that compile costs each start seconds. Each
+kafka-streams lib/ on the classpath. The source is compiled once (`compile_app`, cached across
+runs), not per JVM as a single-file launch would: on two shared cores that compile costs each
+start seconds. Each
 instance prints its active and standby tasks on every change, stamped with the wall clock;
 `tasks()` reads the latest line of the instance's current run. Everything the tests measure about
 progress comes from the broker (end offsets, the group's committed offsets, the output topic),
@@ -26,6 +27,7 @@ from pathlib import Path
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
@@ -38,31 +40,10 @@ TASKS = re.compile(
 STATE = re.compile(r"^(?P<ms>\d+) state (?P<state>[A-Z_]+)$")
 
 
-def javac_binary() -> str:
-    """javac beside the `java` the harness runs (a JDK, as the broker plug-in's build needs)."""
-    java = Path(java_binary()).resolve()
-    javac = java.parent / "javac"
-    return str(javac) if javac.exists() else "javac"
-
-
-def compile_app(tools: Toolchain, out: Path) -> Path:
-    """Compile StreamsTestApp.java into `out` against the streams classpath; return `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            javac_binary(),
-            "-nowarn",
-            "-cp",
-            tools.kafka_streams_classpath(),
-            "-d",
-            str(out),
-            str(APP),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return out
+def compile_app(tools: Toolchain) -> Path:
+    """StreamsTestApp.java's classes compiled against the streams classpath (once per machine:
+    devenv/java_classes.py keeps them under the cache, keyed by source and classpath)."""
+    return java_classes.compiled(APP, tools.kafka_streams_classpath(), tools.java_classes_cache)
 
 
 def missing_streams_jars(tools: Toolchain) -> str | None:

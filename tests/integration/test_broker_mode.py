@@ -27,6 +27,7 @@ from kafka_rebalance_dev.demo.cluster import GROUP, PLURAL, VERSION, wait_for
 from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.demo.ledger import ledger_path
+from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import kip848
@@ -45,9 +46,12 @@ class JavaMembers:
 
     def __init__(self, tools: Toolchain, bootstrap: str, group: str, topic: str, workdir: Path):
         libs = tools.kafka_libs()
-        self.classpath = ":".join(
+        classpath = ":".join(
             str(j) for j in [*libs.glob("kafka-clients-*.jar"), *libs.glob("slf4j-api-*.jar")]
         )
+        # compiled once (cached across runs), not by every member's JVM as a source launch would
+        classes = java_classes.compiled(CONSUMER, classpath, tools.java_classes_cache)
+        self.classpath = f"{classes}:{classpath}"
         self.bootstrap, self.group, self.topic, self.workdir = bootstrap, group, topic, workdir
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -64,7 +68,7 @@ class JavaMembers:
                     "-XX:TieredStopAtLevel=1",
                     "-cp",
                     self.classpath,
-                    str(CONSUMER),
+                    CONSUMER.stem,
                     self.bootstrap,
                     self.group,
                     self.topic,

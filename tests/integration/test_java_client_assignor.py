@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
+from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain, is_provisioned
 
@@ -113,19 +114,14 @@ class JavaMembers:
     """One JVM hosting every Java member, started by commands on its stdin."""
 
     def __init__(self, tools: Toolchain, harness: GroupHarness, workdir: Path) -> None:
-        self.classpath = _classpath(tools)
+        self.classpath, self.tools = _classpath(tools), tools
         self.workdir, self.harness = workdir, harness
         self.documents = workdir / "documents"
         self.log = workdir / "java-members.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> JavaMembers:
-        classes = self.workdir / "java-classes"
-        subprocess.run(
-            ["javac", "-nowarn", "-d", str(classes), "-cp", self.classpath, str(APP)],
-            check=True,
-            capture_output=True,
-        )
+        classes = java_classes.compiled(APP, self.classpath, self.tools.java_classes_cache)
         config = self.workdir / "log4j2.properties"
         config.write_text(LOG4J2)
         self.harness.ledger_dir.mkdir(parents=True, exist_ok=True)

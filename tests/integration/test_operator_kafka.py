@@ -180,6 +180,7 @@ def test_a_kip848_group_is_recognised_and_refuses_manual_commits(kafka, tools, t
 
     from kafka import KafkaConsumer
     from kafka.errors import CommitFailedError
+    from kafka_rebalance_dev.devenv import java_classes
     from kafka_rebalance_dev.devenv.kafka_broker import java_binary
     from kafka_rebalance_operator import protocol
 
@@ -193,10 +194,21 @@ def test_a_kip848_group_is_recognised_and_refuses_manual_commits(kafka, tools, t
     classpath = ":".join(
         str(j) for j in [*libs.glob("kafka-clients-*.jar"), *libs.glob("slf4j-api-*.jar")]
     )
+    # compiled once per machine (cached), not on every run by a single-file launch
+    classes = java_classes.compiled(source, classpath, tools.java_classes_cache)
     output = tmp_path / "consumer.log"
     with open(output, "wb") as log:
         member = subprocess.Popen(
-            [java_binary(), "-Xmx128m", "-cp", classpath, str(source), kafka, group, topic],
+            [
+                java_binary(),
+                "-Xmx128m",
+                "-cp",
+                f"{classes}:{classpath}",
+                source.stem,
+                kafka,
+                group,
+                topic,
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

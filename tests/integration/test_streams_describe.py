@@ -22,6 +22,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka_rebalance_common.kafka_retry import call_with_retry, ensure_topic
 from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import streams_group, streams_tasks
@@ -67,6 +68,8 @@ def streams_app(
         producer.send(INPUT, key=f"k{i}".encode(), value=f"v{i % 5}".encode(), partition=i % 2)
     producer.flush()
     producer.close()
+    classpath = _classpath(tools)
+    classes = java_classes.compiled(APP, classpath, tools.java_classes_cache)
     workdir = tmp_path_factory.mktemp("streams-describe")
     log = workdir / "app.log"
     with open(log, "wb") as out:
@@ -76,8 +79,8 @@ def streams_app(
                 "-Xmx128m",
                 "-XX:TieredStopAtLevel=1",
                 "-cp",
-                _classpath(tools),
-                str(APP),
+                f"{classes}:{classpath}",
+                APP.stem,
                 kafka,
                 APP_ID,
                 INPUT,

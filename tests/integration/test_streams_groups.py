@@ -96,10 +96,10 @@ class StreamsEnv:
 
 
 @pytest.fixture(scope="module")
-def streams_classes(tools: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def streams_classes(tools: Toolchain) -> Path:
     if reason := missing_streams_jars(tools):
         pytest.fail(reason)  # scripts/bootstrap provisions them
-    return compile_app(tools, tmp_path_factory.mktemp("streams-app"))
+    return compile_app(tools)
 
 
 @pytest.fixture(scope="module")

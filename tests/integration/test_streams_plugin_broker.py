@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
@@ -42,6 +43,8 @@ def _classpath(tools: Toolchain) -> str:
 def test_only_the_trigger_tag_bumps_the_epoch_and_a_streams_plan_is_followed(
     tools: Toolchain, kafka_plans: KafkaHandle, plan_keys: Path, tmp_path: Path
 ) -> None:
+    classpath = _classpath(tools)
+    classes = java_classes.compiled(CHECK, classpath, tools.java_classes_cache)
     log = tmp_path / "check.log"
     with open(log, "wb") as out:
         done = subprocess.run(
@@ -50,8 +53,8 @@ def test_only_the_trigger_tag_bumps_the_epoch_and_a_streams_plan_is_followed(
                 "-Xmx192m",
                 "-XX:TieredStopAtLevel=1",
                 "-cp",
-                _classpath(tools),
-                str(CHECK),
+                f"{classes}:{classpath}",
+                CHECK.stem,
                 kafka_plans.bootstrap_servers,
                 "plugin-check",
                 "kafka-rebalance-plans",

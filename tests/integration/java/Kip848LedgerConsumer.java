@@ -4,7 +4,8 @@
 // the ledger shows every acknowledged record, tagged with the member epoch it was consumed
 // under. Prints "assigned [..]" on every change.
 //
-// Run as a single-file program: java -cp <kafka-clients, slf4j-api> Kip848LedgerConsumer.java
+// Compiled once by the test (devenv/java_classes.py caches the classes) and run as
+// java -cp <classes>:<kafka-clients, slf4j-api> Kip848LedgerConsumer
 //   BOOTSTRAP GROUP TOPIC MEMBER LEDGER_FILE
 import java.io.FileOutputStream;
 import java.io.IOException;

@@ -2,8 +2,9 @@
 // has both kinds of subtopology, for tests/integration/test_streams_describe.py:
 //   subtopology 0: INPUT -> re-key by value -> a repartition topic (stateless)
 //   subtopology 1: the repartition topic -> count (a state store with a changelog) -> OUTPUT
-// Run as a single-file program with the broker's libs/ and Kafka Streams' jars on the classpath:
-//   java -cp <classpath> StreamsDescribeApp.java BOOTSTRAP APPLICATION_ID INPUT OUTPUT CLIENT_ID STATE_DIR
+// Compiled (the test caches its classes: devenv/java_classes.py) against the broker's libs/ and
+// Kafka Streams' jars, and run as
+//   java -cp <classes>:<classpath> StreamsDescribeApp BOOTSTRAP APPLICATION_ID INPUT OUTPUT CLIENT_ID STATE_DIR
 // It prints "state RUNNING" etc. on each state change, and stops on SIGTERM.
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
