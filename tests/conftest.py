@@ -2,9 +2,11 @@
 
 They use the same code as `kafka-rebalance dev up`, each in its own directory under pytest's
 temp dir, so a test session never touches a developer's running `.dev/` environment. Fixtures
-start lazily (a unit-only run starts nothing) and stop on session teardown; in case the run dies
-half-way, an atexit hook and SIGTERM/SIGHUP handlers stop them too, and every server is started
-with a parent-death signal, so even a SIGKILLed pytest leaves no broker or API server behind.
+start lazily (a unit-only run starts nothing): the first test that needs one starts every
+environment the selected tests need, together (`Boot`). They stop on session teardown; in case
+the run dies half-way, an atexit hook and SIGTERM/SIGHUP handlers stop them too, and every
+server is started with a parent-death signal, so even a SIGKILLed pytest leaves no broker or
+API server behind.
 
 A part that is not provisioned makes its fixture FAIL (not skip): CI always provisions first,
 and a silently skipped integration suite would look green while testing nothing.
@@ -19,7 +21,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,7 +147,7 @@ class KafkaHandle:
         kafka_broker.wait_ready(self.cluster, self.supervisor, timeout)
 
 
-def _kafka_cluster(
+def _start_kafka(
     tools: Toolchain,
     root: Path,
     name: str,
@@ -153,7 +156,7 @@ def _kafka_cluster(
     heap: str,
     plugins: tuple[Path, ...] = (),
     overrides: dict[str, str] | None = None,
-) -> Iterator[KafkaHandle]:
+) -> tuple[KafkaHandle, Supervisor]:
     _require(tools, f"kafka {version}")
     supervisor = _supervisor(root / name)
     try:
@@ -168,14 +171,15 @@ def _kafka_cluster(
             plugins=plugins,
             overrides=overrides,
         )
-        yield KafkaHandle(cluster, supervisor, tools, heap)
-    finally:
+    except BaseException:
         _release(supervisor)
+        raise
+    return KafkaHandle(cluster, supervisor, tools, heap), supervisor
 
 
 @pytest.fixture(scope="session")
-def kafka_broker_4(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]:
-    yield from _kafka_cluster(tools, devenv_root, "kafka", tools.kafka_version, 1, BROKER_HEAP)
+def kafka_broker_4(boot: Boot) -> Iterator[KafkaHandle]:
+    yield from boot.take("kafka_broker_4")
 
 
 @pytest.fixture(scope="session")
@@ -197,14 +201,20 @@ def plan_keys(devenv_root: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def kafka_plans(tools: Toolchain, devenv_root: Path, plan_keys: Path) -> Iterator[KafkaHandle]:
+def kafka_plans(boot: Boot) -> Iterator[KafkaHandle]:
     """One Kafka 4.x broker with the KIP-848 plan-following assignor (broker-plugin/) loaded as
     its default server-side assignor, requiring plan records signed with `plan_keys` (the
     `kafka` broker has no plug-in: its absence is tested there)."""
+    yield from boot.take("kafka_plans")
+
+
+def _start_kafka_plans(
+    tools: Toolchain, root: Path, plan_keys: Path
+) -> tuple[KafkaHandle, Supervisor]:
     _require(tools, "broker-plugin")
-    yield from _kafka_cluster(
+    return _start_kafka(
         tools,
-        devenv_root,
+        root,
         "kafka-plans",
         tools.kafka_version,
         1,
@@ -218,10 +228,8 @@ def kafka_plans(tools: Toolchain, devenv_root: Path, plan_keys: Path) -> Iterato
 
 
 @pytest.fixture(scope="session")
-def kafka_compat_broker(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]:
-    yield from _kafka_cluster(
-        tools, devenv_root, "kafka-compat", tools.kafka_compat_version, 1, BROKER_HEAP
-    )
+def kafka_compat_broker(boot: Boot) -> Iterator[KafkaHandle]:
+    yield from boot.take("kafka_compat_broker")
 
 
 @pytest.fixture(scope="session")
@@ -238,11 +246,9 @@ def any_kafka(request: pytest.FixtureRequest) -> KafkaHandle:
 
 
 @pytest.fixture(scope="session")
-def kafka_cluster(tools: Toolchain, devenv_root: Path) -> Iterator[KafkaHandle]:
+def kafka_cluster(boot: Boot) -> Iterator[KafkaHandle]:
     """Three combined broker+controller nodes (a real KRaft quorum) for fault tests."""
-    yield from _kafka_cluster(
-        tools, devenv_root, "kafka-cluster", tools.kafka_version, 3, CLUSTER_NODE_HEAP
-    )
+    yield from boot.take("kafka_cluster")
 
 
 # ---- Kubernetes ----------------------------------------------------------------------------------
@@ -329,16 +335,104 @@ class K8s:
 
 
 @pytest.fixture(scope="session")
-def k8s(tools: Toolchain, devenv_root: Path) -> Iterator[K8s]:
+def k8s(boot: Boot) -> Iterator[K8s]:
     """etcd, kube-apiserver (RBAC), controller-manager, scheduler and a KWOK node."""
+    yield from boot.take("k8s")
+
+
+def _start_k8s(tools: Toolchain, root: Path) -> tuple[K8s, Supervisor]:
     _require(tools, *KUBE_TOOLS)
-    directory = devenv_root / "kubernetes"
+    directory = root / "kubernetes"
     supervisor = _supervisor(directory)
     try:
         plane = control_plane.start(directory, tools, supervisor)
-        yield K8s(plane.kubeconfig, plane.server, plane.ca, tools, directory)
-    finally:
+    except BaseException:
         _release(supervisor)
+        raise
+    return K8s(plane.kubeconfig, plane.server, plane.ca, tools, directory), supervisor
+
+
+# ---- starting the session's environments together -----------------------------------------------
+
+# The session's environments, and fixtures that ask for some of them by name at run time.
+ENVIRONMENTS = ("kafka_broker_4", "kafka_plans", "kafka_compat_broker", "kafka_cluster", "k8s")
+ASKS_FOR = {"any_kafka": ("kafka_broker_4", "kafka_compat_broker")}
+
+
+def needed_environments(items: Sequence[pytest.Item]) -> list[str]:
+    """The environments the selected tests use (directly or through their fixtures)."""
+    wanted: set[str] = set()
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for asker, asked in ASKS_FOR.items():
+            if asker in names:
+                names.update(asked)
+        wanted.update(names)
+    return [name for name in ENVIRONMENTS if name in wanted]
+
+
+class Boot:
+    """Starts the environments the session's tests need all at once, in threads, when the first
+    test needing any of them is set up, and waits for all before that test runs.
+
+    Started one after another, the brokers and the control plane cost the sum of their start-up
+    times (each mostly waits: JVM start, KRaft election, API server readiness); together, about
+    the longest. No test runs beside an environment still starting. A failed start is raised to
+    the tests that use that environment, as the fixture's own start would be; one no test took
+    (its tests skipped) is stopped at session end like the others.
+    """
+
+    def __init__(self, starters: dict[str, Callable[[], tuple[Any, Supervisor]]]) -> None:
+        self._starters = starters
+        self._started: dict[str, Future[tuple[Any, Supervisor]]] = {}
+
+    def start(self, names: Sequence[str]) -> None:
+        if not names:
+            return
+        with ThreadPoolExecutor(len(names), thread_name_prefix="environment") as pool:
+            self._started = {name: pool.submit(self._starters[name]) for name in names}
+        # (leaving the block waited for every start)
+
+    def take(self, name: str) -> Iterator[Any]:
+        """Yield the environment (started here if it was not started with the others) and stop
+        it when the session ends."""
+        future = self._started.pop(name, None)
+        value, supervisor = future.result() if future is not None else self._starters[name]()
+        try:
+            yield value
+        finally:
+            _release(supervisor)
+
+    def close(self) -> None:
+        for future in self._started.values():
+            if future.exception() is None:
+                _release(future.result()[1])
+        self._started.clear()
+
+
+@pytest.fixture(scope="session")
+def boot(
+    request: pytest.FixtureRequest, tools: Toolchain, devenv_root: Path, plan_keys: Path
+) -> Iterator[Boot]:
+    starters: dict[str, Callable[[], tuple[Any, Supervisor]]] = {
+        "kafka_broker_4": lambda: _start_kafka(
+            tools, devenv_root, "kafka", tools.kafka_version, 1, BROKER_HEAP
+        ),
+        "kafka_plans": lambda: _start_kafka_plans(tools, devenv_root, plan_keys),
+        "kafka_compat_broker": lambda: _start_kafka(
+            tools, devenv_root, "kafka-compat", tools.kafka_compat_version, 1, BROKER_HEAP
+        ),
+        "kafka_cluster": lambda: _start_kafka(
+            tools, devenv_root, "kafka-cluster", tools.kafka_version, 3, CLUSTER_NODE_HEAP
+        ),
+        "k8s": lambda: _start_k8s(tools, devenv_root),
+    }
+    environments = Boot(starters)
+    environments.start(needed_environments(request.session.items))
+    try:
+        yield environments
+    finally:
+        environments.close()
 
 
 # ---- Spark ---------------------------------------------------------------------------------------
