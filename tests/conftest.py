@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -385,13 +385,17 @@ class Boot:
     def __init__(self, starters: dict[str, Callable[[], tuple[Any, Supervisor]]]) -> None:
         self._starters = starters
         self._started: dict[str, Future[tuple[Any, Supervisor]]] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     def start(self, names: Sequence[str]) -> None:
+        """Start `names` together and wait for all. The starting threads live until `close`:
+        every server gets a parent-death signal, which Linux sends when the *thread* that
+        forked it exits, so a thread that ended would take its broker down with it."""
         if not names:
             return
-        with ThreadPoolExecutor(len(names), thread_name_prefix="environment") as pool:
-            self._started = {name: pool.submit(self._starters[name]) for name in names}
-        # (leaving the block waited for every start)
+        self._pool = ThreadPoolExecutor(len(names), thread_name_prefix="environment")
+        self._started = {name: self._pool.submit(self._starters[name]) for name in names}
+        wait(self._started.values())
 
     def take(self, name: str) -> Iterator[Any]:
         """Yield the environment (started here if it was not started with the others) and stop
@@ -408,6 +412,9 @@ class Boot:
             if future.exception() is None:
                 _release(future.result()[1])
         self._started.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 @pytest.fixture(scope="session")
