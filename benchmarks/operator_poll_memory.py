@@ -122,8 +122,10 @@ def main(argv: list[str] | None = None) -> None:
     from kafka_rebalance_operator import ports, reconcile
     from kafka_rebalance_operator.members import PodSummary
     from kafka_rebalance_operator.memory import PolicyMemory
+    from kafka_rebalance_operator.metrics import REGISTRY
     from kafka_rebalance_operator.settings import OperatorSettings
     from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
+    from prometheus_client import generate_latest
 
     topics = {f"bench-t{i:04d}": args.partitions for i in range(args.topics)}
     clocks, clock = Clocks(), StepClock()
@@ -174,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
         status = {**status, **{k: v for k, v in outcome.status.items() if v is not None}}
         if args.trim:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
+        exposition = clocks.timed("scrape", generate_latest)(REGISTRY)
         clocks.finish()
         peaks, cpus = clocks.peaks[-1], clocks.cpus[-1]
         phases = ", ".join(
@@ -182,8 +185,13 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(
             f"poll {i} ({outcome.action}): CPU {cpus['poll']:.2f} s, peak {peaks['poll']:,.0f} "
-            f"MiB, RSS after {clocks.rss[-1]:,.0f} MiB; per phase CPU / peak MiB: {phases}"
+            f"MiB, RSS after {clocks.rss[-1]:,.0f} MiB; per phase CPU / peak MiB: {phases}; "
+            f"scrape {cpus['scrape']:.2f} s / {peaks['scrape']:,.0f} ({len(exposition):,} bytes)"
         )
+        if args.tracemalloc:
+            held_mib = tracemalloc.get_traced_memory()[0] / 2**20
+            print(f"  traced held after poll {i}: {held_mib:,.1f} MiB")
+        del exposition
     history = memory.history
     if history is not None:
         print(f"columnar history: {history.nbytes / total:,.0f} bytes per partition")
