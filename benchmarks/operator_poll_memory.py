@@ -188,10 +188,10 @@ def main(argv: list[str] | None = None) -> None:
             f"MiB, RSS after {clocks.rss[-1]:,.0f} MiB; per phase CPU / peak MiB: {phases}; "
             f"scrape {cpus['scrape']:.2f} s / {peaks['scrape']:,.0f} ({len(exposition):,} bytes)"
         )
+        del exposition
         if args.tracemalloc:
             held_mib = tracemalloc.get_traced_memory()[0] / 2**20
             print(f"  traced held after poll {i}: {held_mib:,.1f} MiB")
-        del exposition
     history = memory.history
     if history is not None:
         print(f"columnar history: {history.nbytes / total:,.0f} bytes per partition")
