@@ -9,9 +9,12 @@ partitions: those that had a series at the last poll keep it, new ones take the 
 `kafka_rebalance_partition_series_dropped_total` (one tenant's `topicPattern: .*` cannot flood
 the operator's /metrics or crowd out another policy's series).
 
-A poll hands its partitions over as columns (`PartitionRows`); only the series whose value
-changed since the last poll are written, so a settled policy of 100,000 partitions costs a few
-array comparisons, not 100,000 label look-ups.
+The per-partition series are not labelled children of a `Gauge` (about 1.3 KiB each): a poll
+hands its partitions over as columns (`PartitionRows`), and the policy's series are published as
+one immutable snapshot of arrays (`_Published`: which rows have a series, their lag and time lag)
+that two collectors turn into samples when /metrics is scraped. The scrape runs on the metrics
+server's thread while polls run in worker threads: a poll never changes a published snapshot, it
+replaces the policy's reference to it, so a scrape reads one poll's series or the next's, whole.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from kafka_rebalance_operator.lag import STATES, Layout
 
@@ -33,13 +38,35 @@ POLICY = ("namespace", "policy", "group")
 # The default cap on per-partition series per policy (`--max-partition-series`).
 DEFAULT_MAX_PARTITION_SERIES = 10_000
 
-PARTITION_LAG = Gauge(
+PARTITION_LABELS = (*POLICY, "topic", "partition")
+
+
+class PartitionFamily:
+    """A per-partition gauge family, made at scrape time from every policy's published
+    snapshot (`_Published`): `lags` (-1: no sample) or `time_lags` (NaN: no sample)."""
+
+    def __init__(self, name: str, documentation: str, column: Literal["lags", "time_lags"]):
+        self.name, self.documentation, self.column = name, documentation, column
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self.name, self.documentation, labels=PARTITION_LABELS)
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=PARTITION_LABELS)
+        with _SERIES_LOCK:
+            published = list(_PUBLISHED.values())
+        for one in published:
+            one.add_samples(family, self.column)
+        yield family
+
+
+PARTITION_LAG = PartitionFamily(
     "kafka_rebalance_partition_lag",
     "Offset lag of a partition at the last poll (records; unknown partitions carry the last "
     "known value)",
-    (*POLICY, "topic", "partition"),
-    registry=REGISTRY,
+    "lags",
 )
+REGISTRY.register(PARTITION_LAG)
 PARTITIONS_BY_STATE = Gauge(
     "kafka_rebalance_partitions",
     "Partitions of a policy in each lag state at the last poll",
@@ -53,12 +80,12 @@ PARTITION_SERIES_DROPPED = Counter(
     ("namespace", "policy"),
     registry=REGISTRY,
 )
-PARTITION_TIME_LAG = Gauge(
+PARTITION_TIME_LAG = PartitionFamily(
     "kafka_rebalance_partition_time_lag_seconds",
     "Time lag of a partition, interpolated from the history of log-end offsets",
-    (*POLICY, "topic", "partition"),
-    registry=REGISTRY,
+    "time_lags",
 )
+REGISTRY.register(PARTITION_TIME_LAG)
 MEMBER_LAG = Gauge(
     "kafka_rebalance_member_lag",
     "Sum of the offset lag of the partitions assigned to a member",
@@ -133,7 +160,6 @@ POLICY_CONDITION = Gauge(
 )
 
 _SERIES_LOCK = threading.Lock()
-_PARTITION_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
 _MEMBER_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
 _CONDITION_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
 _STATE_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
@@ -164,19 +190,39 @@ class PartitionRows:
             )
 
 
-@dataclass
-class _Written:
-    """What a policy's per-partition series hold now (columnar path): which partitions have
-    series, and the lag and time lag last written (-1 / NaN: none)."""
+@dataclass(frozen=True)
+class _Published:
+    """A policy's per-partition series as of its last poll, as a scrape reads them. Never
+    changed once published (its arrays are read-only copies): the next poll publishes a new
+    one. `rows`: the flat indices in `layout` of the partitions that have a series, ascending;
+    `lags` (-1: no lag sample) and `time_lags` (NaN: no time-lag sample) are theirs, in order."""
 
+    namespace: str
+    policy: str
+    group: str
     layout: Layout
-    series: np.ndarray
+    rows: np.ndarray
     lags: np.ndarray
     time_lags: np.ndarray
-    group: str
+
+    def add_samples(self, family: GaugeMetricFamily, column: Literal["lags", "time_lags"]) -> None:
+        """One sample per row with a value in `column`, in (topic, partition) order."""
+        values = self.lags if column == "lags" else self.time_lags
+        known = values >= 0 if column == "lags" else ~np.isnan(values)
+        rows = self.rows[known]
+        if not len(rows):
+            return
+        spans = self.layout.spans
+        topics = list(spans)
+        bases = np.array([spans[t][0] for t in topics], np.int64)
+        which = np.searchsorted(bases, rows, side="right") - 1
+        partitions = (rows - bases[which]).tolist()
+        head = (self.namespace, self.policy, self.group)
+        for t, p, value in zip(which.tolist(), partitions, values[known].tolist(), strict=True):
+            family.add_metric((*head, topics[t], str(p)), float(value))
 
 
-_WRITTEN: dict[tuple[str, str], _Written] = {}
+_PUBLISHED: dict[tuple[str, str], _Published] = {}
 
 
 def _replace_series(
@@ -202,193 +248,97 @@ def record_partitions(
     rows: Iterable[tuple[str, int, str, int | None, float | None]],
     max_series: int = DEFAULT_MAX_PARTITION_SERIES,
 ) -> None:
-    """rows: (topic, partition, state, lag, time_lag_s); see the module docstring for the cap."""
+    """rows: (topic, partition, state, lag, time_lag_s), or `PartitionRows` (what a poll hands
+    over); see the module docstring for the cap."""
     if isinstance(rows, PartitionRows):
-        _record_columns(namespace, policy, group, rows, max_series)
-        return
-    _WRITTEN.pop((namespace, policy), None)
-    rows = list(rows)
-    states: dict[str, int] = {}
-    for row in rows:
-        states[row[2]] = states.get(row[2], 0) + 1
-    key = (namespace, policy)
+        columns, present = rows, None
+    else:
+        columns, present = _columns_of(list(rows))
+    key, layout = (namespace, policy), columns.layout
     with _SERIES_LOCK:
-        before = _PARTITION_SERIES.get(key, set())
-    kept = _within_cap(rows, before, max_series)
-    series: set[tuple[str, ...]] = set()
-    for topic, partition, _state, lag, time_lag in kept:
-        labels = (namespace, policy, group, topic, str(partition))
-        series.add(labels)
-        if lag is not None:
-            PARTITION_LAG.labels(*labels).set(lag)
-        else:
-            with contextlib.suppress(KeyError):
-                PARTITION_LAG.remove(*labels)
-        if time_lag is not None:
-            PARTITION_TIME_LAG.labels(*labels).set(time_lag)
-        else:
-            with contextlib.suppress(KeyError):
-                PARTITION_TIME_LAG.remove(*labels)
-    _replace_series(
-        _PARTITION_SERIES,
-        key,
-        series,
-        (PARTITION_LAG, PARTITION_TIME_LAG),
-        {PARTITION_LAG: 5, PARTITION_TIME_LAG: 5},
-    )
-    state_series: set[tuple[str, ...]] = {(namespace, policy, group, state) for state in states}
-    for state, count in states.items():
-        PARTITIONS_BY_STATE.labels(namespace, policy, group, state).set(count)
-    _replace_series(
-        _STATE_SERIES, key, state_series, (PARTITIONS_BY_STATE,), {PARTITIONS_BY_STATE: 4}
-    )
-    if len(rows) > len(kept):
-        PARTITION_SERIES_DROPPED.labels(namespace, policy).inc(len(rows) - len(kept))
-
-
-def _within_cap(
-    rows: list[tuple[str, int, str, int | None, float | None]],
-    before: set[tuple[str, ...]],
-    cap: int,
-) -> list[tuple[str, int, str, int | None, float | None]]:
-    """The rows that get series: all when they fit, else those that had one (stable between
-    polls), then new ones in (topic, partition) order."""
-    if len(rows) <= cap:
-        return rows
-    had = {(labels[3], labels[4]) for labels in before}
-    ordered = sorted(rows, key=lambda row: ((row[0], str(row[1])) not in had, row[0], row[1]))
-    return ordered[: max(cap, 0)]
-
-
-def _record_columns(namespace: str, policy: str, group: str, rows: PartitionRows, cap: int) -> None:
-    """`record_partitions` for columns: the same series and cap, but only series whose value
-    changed are written (and only series that come or go are added or removed)."""
-    key, layout, n = (namespace, policy), rows.layout, rows.layout.size
+        before = _PUBLISHED.get(key)
+    had = _had_series(before, group, layout)
+    if present is not None:
+        had &= present
+    series = _capped_series(had, max_series, present)
+    picked = np.flatnonzero(series)
+    lags, time_lags = columns.lags[picked], columns.time_lags[picked]
+    for array in (picked, lags, time_lags):
+        array.flags.writeable = False
     with _SERIES_LOCK:
-        before = _WRITTEN.get(key)
-        if before is not None and before.group != group:  # groupId changed: new series
-            before = None
-            _remove_all(_PARTITION_SERIES.pop(key, set()))
-        labels_before = _PARTITION_SERIES.get(key, set())
-    had, old_lags, old_time = _previous_columns(before, labels_before, layout)
-    series = _capped_series(had, cap)
-    lags, time_lags = rows.lags, rows.time_lags
-    same_time = (time_lags == old_time) | (np.isnan(time_lags) & np.isnan(old_time))
-    changed = series & ((lags != old_lags) | ~same_time | ~had)
-    gone_rows = np.flatnonzero(had & ~series)
-    new_labels, old_labels = [], []
-    spans = sorted((base, topic) for topic, (base, _count) in layout.spans.items())
-    bases = np.array([b for b, _t in spans], np.int64)
-
-    def labels_of(i: int) -> tuple[str, ...]:
-        t = int(np.searchsorted(bases, i, side="right")) - 1
-        return (namespace, policy, group, spans[t][1], str(i - spans[t][0]))
-
-    lag_list, time_list = lags.tolist(), time_lags.tolist()
-    for i in np.flatnonzero(changed).tolist():
-        labels = labels_of(i)
-        if not had[i]:
-            new_labels.append(labels)
-        if lag_list[i] >= 0:
-            PARTITION_LAG.labels(*labels).set(lag_list[i])
-        else:
-            with contextlib.suppress(KeyError):
-                PARTITION_LAG.remove(*labels)
-        if not math.isnan(time_list[i]):
-            PARTITION_TIME_LAG.labels(*labels).set(time_list[i])
-        else:
-            with contextlib.suppress(KeyError):
-                PARTITION_TIME_LAG.remove(*labels)
-    for i in gone_rows.tolist():
-        labels = labels_of(i)
-        old_labels.append(labels)
-        for gauge in (PARTITION_LAG, PARTITION_TIME_LAG):
-            with contextlib.suppress(KeyError):
-                gauge.remove(*labels)
-    with _SERIES_LOCK:
-        current = _PARTITION_SERIES.setdefault(key, set())
-        if before is None or before.layout != layout:
-            # partitions gone from the policy lose their series
-            kept = {labels_of(i) for i in np.flatnonzero(series & had).tolist()}
-            for labels in current - kept - set(new_labels):
-                for gauge in (PARTITION_LAG, PARTITION_TIME_LAG):
-                    with contextlib.suppress(KeyError):
-                        gauge.remove(*labels)
-            current.intersection_update(kept)
-        current.difference_update(old_labels)
-        current.update(new_labels)
-        _WRITTEN[key] = _Written(
-            layout,
-            series,
-            np.where(series, lags, -2),
-            np.where(series, time_lags, -1.0),
-            group,
-        )
-    counts = np.bincount(rows.states, minlength=len(STATES))
-    states = {STATES[s].value: int(c) for s, c in enumerate(counts) if c}
-    for state, count in states.items():
+        _PUBLISHED[key] = _Published(namespace, policy, group, layout, picked, lags, time_lags)
+    states = columns.states if present is None else columns.states[present]
+    counts = np.bincount(states, minlength=len(STATES))
+    by_state = {STATES[s].value: int(c) for s, c in enumerate(counts) if c}
+    for state, count in by_state.items():
         PARTITIONS_BY_STATE.labels(namespace, policy, group, state).set(count)
     _replace_series(
         _STATE_SERIES,
         key,
-        {(namespace, policy, group, state) for state in states},
+        {(namespace, policy, group, state) for state in by_state},
         (PARTITIONS_BY_STATE,),
         {PARTITIONS_BY_STATE: 4},
     )
-    dropped = n - int(series.sum())
+    dropped = (layout.size if present is None else int(present.sum())) - len(picked)
     if dropped > 0:
         PARTITION_SERIES_DROPPED.labels(namespace, policy).inc(dropped)
 
 
-def _previous_columns(
-    before: _Written | None, labels_before: set[tuple[str, ...]], layout: Layout
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(had a series, lag written, time lag written) per row of `layout`, carried over from the
-    last write by topic and partition; -2 and -1.0 mean nothing was written, so any value
-    differs."""
-    n = layout.size
-    had = np.zeros(n, bool)
-    old_lags = np.full(n, -2, np.int64)  # -2: nothing written, so anything differs
-    old_time = np.full(n, -1.0)
-    if before is not None and before.layout == layout:
-        had, old_lags, old_time = before.series, before.lags, before.time_lags
-    elif before is not None:
-        for topic, (base, count) in layout.spans.items():
-            span = before.layout.spans.get(topic)
-            if span is not None:
-                keep = min(count, span[1])
-                had[base : base + keep] = before.series[span[0] : span[0] + keep]
-                old_lags[base : base + keep] = before.lags[span[0] : span[0] + keep]
-                old_time[base : base + keep] = before.time_lags[span[0] : span[0] + keep]
-    elif labels_before:  # series written from rows: kept, values rewritten
-        for labels in labels_before:
-            i = layout.index((labels[3], int(labels[4])))
-            if i is not None:
-                had[i] = True
-    return had, old_lags, old_time
+def _columns_of(
+    rows: list[tuple[str, int, str, int | None, float | None]],
+) -> tuple[PartitionRows, np.ndarray]:
+    """Rows as columns over a layout spanning each topic's partitions up to the highest one
+    given, and which of its rows were given."""
+    counts: dict[str, int] = {}
+    for topic, partition, *_rest in rows:
+        counts[topic] = max(counts.get(topic, 0), partition + 1)
+    layout = Layout.of(counts)
+    n, codes = layout.size, {state.value: code for code, state in enumerate(STATES)}
+    present, states = np.zeros(n, bool), np.zeros(n, np.int8)
+    lags, time_lags = np.full(n, -1, np.int64), np.full(n, np.nan)
+    for topic, partition, state, lag, time_lag in rows:
+        i = layout.spans[topic][0] + partition
+        present[i], states[i] = True, codes[state]
+        lags[i] = -1 if lag is None else lag
+        time_lags[i] = np.nan if time_lag is None else time_lag
+    return PartitionRows(layout, states, lags, time_lags), present
 
 
-def _capped_series(had: np.ndarray, cap: int) -> np.ndarray:
-    """Which rows have a series: all when they fit the cap, else those that had one (the first
-    ones in order when the cap was lowered) plus new ones in order up to the cap."""
-    n = had.size
-    if n <= cap:
-        series = np.ones(n, bool)
-    else:
-        series = had.copy()
-        free = max(cap, 0) - int(series.sum())
-        if free < 0:  # the cap was lowered: keep the first ones in order
-            series[np.flatnonzero(series)[max(cap, 0) :]] = False
-        elif free:
-            series[np.flatnonzero(~series)[:free]] = True
+def _had_series(before: _Published | None, group: str, layout: Layout) -> np.ndarray:
+    """Which rows of `layout` had a series at the last poll, carried over by topic and
+    partition (none when the groupId changed: its series are new ones)."""
+    had = np.zeros(layout.size, bool)
+    if before is None or before.group != group or not len(before.rows):
+        return had
+    if before.layout == layout:
+        had[before.rows] = True
+        return had
+    old = before.layout.spans
+    topics = list(old)
+    bases = np.array([old[t][0] for t in topics], np.int64)
+    which = np.searchsorted(bases, before.rows, side="right") - 1
+    partitions = before.rows - bases[which]
+    spans = [layout.spans.get(t, (0, 0)) for t in topics]
+    new_base = np.array([base for base, _count in spans], np.int64)[which]
+    keep = partitions < np.array([count for _base, count in spans], np.int64)[which]
+    had[new_base[keep] + partitions[keep]] = True
+    return had
+
+
+def _capped_series(had: np.ndarray, cap: int, present: np.ndarray | None = None) -> np.ndarray:
+    """Which rows have a series: all (present) rows when they fit the cap, else those that had
+    one (the first ones in order when the cap was lowered) plus new ones in order up to the
+    cap."""
+    candidates = np.ones(had.size, bool) if present is None else present
+    if int(candidates.sum()) <= cap:
+        return candidates.copy()
+    series = had.copy()
+    free = max(cap, 0) - int(series.sum())
+    if free < 0:  # the cap was lowered: keep the first ones in order
+        series[np.flatnonzero(series)[max(cap, 0) :]] = False
+    elif free:
+        series[np.flatnonzero(candidates & ~series)[:free]] = True
     return series
-
-
-def _remove_all(labels: Iterable[tuple[str, ...]]) -> None:
-    for one in labels:
-        for gauge in (PARTITION_LAG, PARTITION_TIME_LAG):
-            with contextlib.suppress(KeyError):
-                gauge.remove(*one)
 
 
 def record_members(
@@ -435,14 +385,7 @@ def serve(port: int, address: str = "0.0.0.0") -> None:
 def forget(namespace: str, policy: str) -> None:
     """Drop every series of a deleted policy."""
     with _SERIES_LOCK:
-        _WRITTEN.pop((namespace, policy), None)
-    _replace_series(
-        _PARTITION_SERIES,
-        (namespace, policy),
-        set(),
-        (PARTITION_LAG, PARTITION_TIME_LAG),
-        {PARTITION_LAG: 5, PARTITION_TIME_LAG: 5},
-    )
+        _PUBLISHED.pop((namespace, policy), None)
     _replace_series(
         _STATE_SERIES, (namespace, policy), set(), (PARTITIONS_BY_STATE,), {PARTITIONS_BY_STATE: 4}
     )
