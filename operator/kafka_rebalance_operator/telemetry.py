@@ -186,13 +186,28 @@ ENCODE_CHUNK = 8192  # rows encoded at a time (`Columns.encoded`): bounds a poll
 @dataclass
 class Emitted:
     """What the last row of each partition said (columnar, in `layout` order), so the next
-    poll writes rows only for partitions whose row changed."""
+    poll writes rows only for partitions whose row changed. A row is kept as one 64-bit digest
+    of its fields but `ts_ms` (`Columns.digests`): two rows with the same fields have the same
+    digest, so a partition whose row is unchanged is never written before `REFRESH_S`; two
+    different rows share a digest with a chance of 2**-64, the only case where a changed row
+    would wait for its refresh."""
 
     layout: Layout
-    values: np.ndarray  # (partitions, 7) int64: start, end, committed, lag, state, owner, epoch
-    time_lag: np.ndarray  # NaN: None
+    digest: np.ndarray  # uint64, one per partition
     at: np.ndarray  # when each partition's last row was written
     names: dict[str, int] = field(default_factory=dict)  # owner name -> stable code
+
+
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio, odd
+_SEED = np.uint64(0x243F6A8885A308D3)
+
+
+def _mix(digest: np.ndarray, column: np.ndarray) -> np.ndarray:
+    """`digest` (uint64, updated in place) folded with `column`'s 64 bits, row by row."""
+    digest ^= column.astype(np.int64, copy=False).view(np.uint64)
+    digest *= _MULTIPLIER
+    digest ^= digest >> np.uint64(29)
+    return digest
 
 
 @dataclass
@@ -211,52 +226,46 @@ class Columns:
     owners: tuple[str, ...]
     epoch: int
 
-    def _values(self, names: dict[str, int]) -> np.ndarray:
+    def digests(self, names: dict[str, int]) -> np.ndarray:
+        """One uint64 per partition of its row's fields but `ts_ms` (the owner by its stable
+        code in `names`, which gains the owners it lacks): equal rows, equal digests. A column
+        at a time, so the transient is a few arrays of one value per partition."""
         codes = np.array([names.setdefault(m, len(names)) for m in self.owners] + [-1], np.int64)
-        stable = codes[self.owner]  # owner -1 picks the trailing -1
-        return np.column_stack(
-            [
-                self.log_start,
-                self.log_end,
-                self.committed,
-                self.lag,
-                self.state.astype(np.int64),
-                stable,
-                np.full(self.layout.size, self.epoch, np.int64),
-            ]
-        )
+        digest = np.full(self.layout.size, _SEED, np.uint64)
+        for column in (self.log_start, self.log_end, self.committed, self.lag, self.state):
+            _mix(digest, column)
+        _mix(digest, codes[self.owner])  # owner -1 picks the trailing -1
+        _mix(digest, np.full(1, self.epoch, np.int64))
+        # the time lag by its bits, with every NaN one NaN and -0.0 as 0.0 (they compare equal)
+        time_lag = np.where(np.isnan(self.time_lag), np.nan, self.time_lag).astype(np.float64) + 0.0
+        digest ^= time_lag.view(np.uint64)
+        digest *= _MULTIPLIER
+        digest ^= digest >> np.uint64(32)
+        return digest
 
     def changed_since(self, previous: Emitted | None, now: float) -> np.ndarray:
         """The partitions that need a row: changed, new, or not written for `REFRESH_S`."""
         n = self.layout.size
         if previous is None:
             return np.ones(n, bool)
-        values = self._values(previous.names)
+        digest = self.digests(previous.names)
         changed = np.ones(n, bool)
         into, out = self.layout.carry(previous.layout)
         if len(into):
-            old_time = previous.time_lag[out]
-            new_time = self.time_lag[into]
-            same = (values[into] == previous.values[out]).all(axis=1) & (
-                (new_time == old_time) | (np.isnan(new_time) & np.isnan(old_time))
-            )
+            same = digest[into] == previous.digest[out]
             changed[into] = ~same | (now - previous.at[out] >= REFRESH_S)
         return changed
 
     def emitted(self, previous: Emitted | None, changed: np.ndarray, now: float) -> Emitted:
-        """The record after this poll's rows (`changed`) are written."""
+        """The record after this poll's rows (`changed`) are written: this poll's digests (a
+        partition without a row had the same one), and when each partition's row was written."""
         names = dict(previous.names) if previous is not None else {}
-        values = self._values(names)
-        time_lag = self.time_lag.copy()
         at = np.full(self.layout.size, now)
         if previous is not None:
             into, out = self.layout.carry(previous.layout)
-            kept = into[~changed[into]]
-            from_rows = out[~changed[into]]
-            values[kept] = previous.values[from_rows]
-            time_lag[kept] = previous.time_lag[from_rows]
-            at[kept] = previous.at[from_rows]
-        return Emitted(self.layout, values, time_lag, at, names)
+            kept = ~changed[into]
+            at[into[kept]] = previous.at[out[kept]]
+        return Emitted(self.layout, self.digests(names), at, names)
 
     def encoded(
         self,
