@@ -30,7 +30,9 @@ from kafka_rebalance_operator.lag import (
 Key = tuple[str, int]
 
 
-def _recorded(seed: int, polls: int, counts: dict[str, int]) -> list[tuple[float, dict]]:
+def _recorded(
+    seed: int, polls: int, counts: dict[str, int], bursts: tuple[int, ...] = (300, 10_000)
+) -> list[tuple[float, dict]]:
     """A recorded history: per poll, (time, key -> PartitionOffsets). Production in bursts and
     pauses, consumers behind, caught up, ahead or never committed, reads that fail, a topic
     recreated (offsets going back), and poll times with jitter."""
@@ -51,7 +53,7 @@ def _recorded(seed: int, polls: int, counts: dict[str, int]) -> list[tuple[float
             if roll < 0.03:  # recreated: offsets start over
                 s.update(start=0, end=rng.randrange(0, 50), committed=None)
             elif roll < 0.5:
-                s["end"] += rng.choice([0, 0, 1, 5, 300, 10_000])
+                s["end"] += rng.choice([0, 0, 1, 5, *bursts])
             if rng.random() < 0.1:
                 s["start"] = min(s["end"], s["start"] + rng.randrange(0, 500))  # retention
             if s["committed"] is not None or rng.random() < 0.2:
@@ -142,6 +144,27 @@ def test_columnar_state_gives_the_objects_rates_lags_and_time_lags(seed: int, re
             assert _same(None if math.isnan(mine_consume) else mine_consume, consume)
             compared += time_lag is not None
     assert compared > 1000  # the histories did produce time lags to compare
+    assert got[-1][2].step.dtype == np.uint16  # 4-byte points: no step passed 65,535
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_step_past_uint16_widens_the_steps_and_keeps_the_objects_time_lags(seed: int) -> None:
+    counts = {"orders": 40, "zeta": 17}
+    history = _recorded(seed, 90, counts, bursts=(300, 10_000, 65_535, 65_536, 3_000_000))
+    expected = _reference(history, "earliest")
+    got = _columnar(history, counts, "earliest")
+    assert _columnar(history[:1], counts, "earliest")[-1][2].step.dtype == np.uint16
+    assert got[-1][2].step.dtype == np.uint32  # widened mid-history, by the first big step
+    compared = 0
+    for poll, (lags, (produced, _consumed), _columns) in zip(expected, got, strict=True):
+        for i, key in enumerate(lags.layout.keys()):
+            state, time_lag, produce, _consume = poll[key]
+            assert lags[key] == state, key
+            assert _same(lags.time_lag(key), time_lag), (key, lags.time_lag(key), time_lag)
+            mine = float(produced[i])
+            assert _same(None if math.isnan(mine) else mine, produce)
+            compared += time_lag is not None
+    assert compared > 500
 
 
 def test_resizing_keeps_the_partitions_both_layouts_have() -> None:

@@ -154,15 +154,19 @@ class PolicyHistory:
     flat runs kept as their first and last point, oldest first) and the lag last reported.
 
     The same arithmetic as the per-partition objects, in the same order, so rates and time lags
-    are those the objects give (tests/test_operator_columnar.py). A point is 6 bytes: its time
+    are those the objects give (tests/test_operator_columnar.py). A point is 4 bytes: its time
     as an int16 index into the policy's table of poll times (all partitions of a policy are
     read at the same times, so a time is stored once; the table is compacted to the times still
     referred to when it grows past `4 * points + 1024`, and the index widened to int32 should
-    those ever outgrow int16), and its log end as an int32 above the
-    partition's base offset. Should one partition's points span more than 2**31 - 1 offsets,
-    its oldest points are dropped until they fit (the objects would keep them). Memory per
-    partition: 6 bytes per point plus 74 (`bytes_per_partition`); a poll's working arrays are
-    bounded by working through `CHUNK` partitions at a time."""
+    those ever outgrow int16), and its log end as a uint16 step above the point before it (the
+    oldest point's step is 0: its log end is the partition's `base`; steps past a partition's
+    count are 0, so a partition's last log end is its base plus the sum of its steps). The
+    first step of more than 65,535 offsets between two points of any partition widens the
+    policy's steps to uint32 (6 bytes a point from then on); should one partition's points span
+    more than 2**31 - 1 offsets, its oldest points are dropped until they fit (the objects
+    would keep them), so a step always fits uint32. Memory per partition: 4 bytes per point
+    plus 74 (`bytes_per_partition`); a poll's working arrays are bounded by working through
+    `CHUNK` partitions at a time."""
 
     CHUNK = 8192
     _SPAN = 2**31 - 1
@@ -174,8 +178,8 @@ class PolicyHistory:
         self.clock = np.empty(0)  # poll times the points refer to
         self._clock_limit = 4 * points + 1024  # the clock is compacted when longer
         self.when = np.zeros((n, points), np.int16)  # each point's time: an index into clock
-        self.base = np.zeros(n, np.int64)  # each partition's base offset
-        self.delta = np.zeros((n, points), np.int32)  # each point's log end minus the base
+        self.base = np.zeros(n, np.int64)  # each partition's oldest point's log end
+        self.step = np.zeros((n, points), np.uint16)  # each point's log end minus the one before
         self.count = np.zeros(n, np.int16)
         self.reported_lag = np.full(n, -1, np.int64)  # the lag the last poll reported
         self.last_lag_t = np.full(n, np.nan)  # when a lag was last known
@@ -188,11 +192,11 @@ class PolicyHistory:
     @property
     def ends(self) -> np.ndarray:
         """Each point's log end (a copy; cells past a partition's count are meaningless)."""
-        return self.base[:, None] + self.delta
+        return self.base[:, None] + np.cumsum(self.step, axis=1, dtype=np.int64)
 
     @property
     def nbytes(self) -> int:
-        arrays: list[np.ndarray] = [self.when, self.base, self.delta, self.count, self.reported_lag]
+        arrays: list[np.ndarray] = [self.when, self.base, self.step, self.count, self.reported_lag]
         arrays.append(self.last_lag_t)
         for rates in (self.produce, self.consume):
             arrays += [rates.value, rates.last_t, rates.last_x]
@@ -200,7 +204,7 @@ class PolicyHistory:
 
     @staticmethod
     def bytes_per_partition(points: int = MAX_POINTS) -> int:
-        return 6 * points + 8 + 2 + 8 + 8 + 2 * (8 + 8 + 8)
+        return 4 * points + 8 + 2 + 8 + 8 + 2 * (8 + 8 + 8)
 
     def resized(self, layout: Layout) -> PolicyHistory:
         """This history for `layout`: partitions in both keep theirs (by topic and number),
@@ -209,11 +213,13 @@ class PolicyHistory:
             return self
         fresh = PolicyHistory(layout, self.points)
         fresh.clock = self.clock
+        fresh.when = fresh.when.astype(self.when.dtype)  # as widened here
+        fresh.step = fresh.step.astype(self.step.dtype)
         into, out = layout.carry(self.layout)
         if len(into):
             fresh.produce.take(self.produce, into, out)
             fresh.consume.take(self.consume, into, out)
-            for name in ("when", "base", "delta", "count", "reported_lag", "last_lag_t"):
+            for name in ("when", "base", "step", "count", "reported_lag", "last_lag_t"):
                 getattr(fresh, name)[into] = getattr(self, name)[out]
         return fresh
 
@@ -263,6 +269,14 @@ class PolicyHistory:
         self.clock = np.append(self.clock, t)
         return len(self.clock) - 1
 
+    def _last_ends(self, rows: np.ndarray) -> np.ndarray:
+        """Each of `rows`' newest log end (its base where it has no points)."""
+        out = self.base[rows].copy()
+        for start in range(0, len(rows), self.CHUNK):
+            chunk = rows[start : start + self.CHUNK]
+            out[start : start + self.CHUNK] += self.step[chunk].sum(axis=1, dtype=np.int64)
+        return out
+
     def _add(self, t: float, end: np.ndarray, mask: np.ndarray) -> None:
         """`EndOffsetHistory.add(t, end[i])` for each partition i in `mask`."""
         rows = np.flatnonzero(mask)
@@ -271,17 +285,17 @@ class PolicyHistory:
         k = self._tick(t)
         count = self.count[rows].astype(np.int64)
         e = end[rows]
-        base = self.base[rows]
         some = count > 0
         last = np.maximum(count - 1, 0)
         last_t = self.clock[self.when[rows, last]]
-        last_e = base + self.delta[rows, last]
+        last_e = self._last_ends(rows)
         skip = some & ~(t > last_t)
         clear = some & ~skip & (e < last_e)
-        before = base + self.delta[rows, np.maximum(count - 2, 0)]
+        before = last_e - self.step[rows, last]  # the point before the last one, if any
         extend = some & ~skip & ~clear & (count >= 2) & (e == last_e) & (before == last_e)
         self.when[rows[extend], last[extend]] = k
         count[clear] = 0
+        self.step[rows[clear]] = 0
         append = ~skip & ~extend
         full = append & (count >= self.points)
         if full.any():
@@ -290,29 +304,29 @@ class PolicyHistory:
         at, pos, value = rows[append], count[append], e[append]
         fresh = pos == 0
         self.base[at[fresh]] = value[fresh]
-        offset = value - self.base[at]
-        for i in np.flatnonzero(offset > self._SPAN).tolist():  # rare: rebase the partition
+        for i in np.flatnonzero(value - self.base[at] > self._SPAN).tolist():  # rare
             row = int(at[i])
-            while True:
-                shift = int(self.delta[row, 0])
-                self.base[row] += shift
-                self.delta[row, : pos[i]] -= shift
-                offset[i] = value[i] - self.base[row]
-                if offset[i] <= self._SPAN:
-                    break
+            while pos[i] > 0 and value[i] - self.base[row] > self._SPAN:
                 self._drop_oldest(np.array([row]))
                 pos[i] -= 1
-                if pos[i] == 0:
-                    self.base[row], offset[i] = value[i], 0
-                    break
-        self.delta[at, pos] = offset
+            if pos[i] == 0:
+                self.step[row] = 0
+                self.base[row] = value[i]
+        steps = np.where(pos == 0, 0, value - last_e[append])
+        if len(steps) and steps.max() > np.iinfo(self.step.dtype).max:
+            self.step = self.step.astype(np.uint32)  # at most _SPAN: fits
+        self.step[at, pos] = steps
         self.when[at, pos] = k
         count[append] = pos + 1
         self.count[rows] = count
 
     def _drop_oldest(self, rows: np.ndarray) -> None:
+        """The oldest point of each of `rows` dropped: the next one's log end is the base."""
         self.when[rows, :-1] = self.when[rows, 1:]
-        self.delta[rows, :-1] = self.delta[rows, 1:]
+        if self.points > 1:
+            self.base[rows] += self.step[rows, 1]
+            self.step[rows, 1:-1] = self.step[rows, 2:]
+        self.step[rows, -1] = 0
 
     def time_lags(self, committed: np.ndarray, ok: np.ndarray, now: float) -> np.ndarray:
         """`EndOffsetHistory.time_lag(committed[i], now)` for each partition i in `ok` (NaN
@@ -328,15 +342,14 @@ class PolicyHistory:
         out = np.full(len(rows), np.nan)
         count = self.count[rows].astype(np.int64)
         base = self.base[rows]
-        line = np.arange(len(rows))
-        latest = base + self.delta[rows, count - 1]
+        latest = self._last_ends(rows)
         caught_up = c >= latest
         out[caught_up] = 0.0
         need = np.flatnonzero(~caught_up & (count >= 2))
         if not len(need):
             return out
         r, count, c, base = rows[need], count[need], c[need], base[need]
-        delta = self.delta[r]
+        delta = np.cumsum(self.step[r], axis=1, dtype=np.int64)  # each point's log end - base
         valid = np.arange(self.points)[None, :] < count[:, None]
         j = (valid & (delta <= (c - base)[:, None])).sum(axis=1) - 1
         found = j >= 0
