@@ -77,3 +77,44 @@ def test_forget_drops_every_partition_series_of_the_policy() -> None:
     ):
         assert _family(name, "gone") == []
     assert len(_lag_partitions("kept")) == 2
+
+
+def test_a_scrape_during_polls_reads_each_policys_series_from_one_poll() -> None:
+    """Polls run in worker threads while the metrics server's thread scrapes: every scrape sees
+    a policy's series as one poll left them (poll k sets every lag to k), never half of two."""
+    import threading
+
+    import numpy as np
+    from kafka_rebalance_operator.lag import Layout
+
+    layout = Layout.of({"t": 2_000})
+    done = threading.Event()
+    seen: list[set[float]] = []
+
+    def scrape() -> None:
+        while not done.is_set():
+            seen.append({s.value for s in _family("kafka_rebalance_partition_lag", "threads")})
+
+    def poll(k: int) -> None:
+        rows = metrics.PartitionRows(
+            layout,
+            np.zeros(layout.size, np.int8),
+            np.full(layout.size, k, np.int64),
+            np.full(layout.size, float(k)),
+        )
+        metrics.record_partitions("ns", "threads", "g", rows)
+
+    poll(1)
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    k = 1
+    try:
+        while len(seen) < 20:  # polls go on while the scraper scrapes twenty times
+            k += 1
+            poll(k)
+    finally:
+        done.set()
+        scraper.join()
+    metrics.forget("ns", "threads")
+    assert seen and all(len(values) <= 1 for values in seen), [v for v in seen if len(v) > 1][:3]
+    assert len({v for values in seen for v in values}) > 1  # scrapes did overlap the polls
