@@ -188,9 +188,10 @@ class Emitted:
     """What the last row of each partition said (columnar, in `layout` order), so the next
     poll writes rows only for partitions whose row changed. A row is kept as one 64-bit digest
     of its fields but `ts_ms` (`Columns.digests`): two rows with the same fields have the same
-    digest, so a partition whose row is unchanged is never written before `REFRESH_S`; two
-    different rows share a digest with a chance of 2**-64, the only case where a changed row
-    would wait for its refresh."""
+    digest, so a partition whose row is unchanged is never written before `REFRESH_S`. Each
+    field is folded in by a bijection of the 64-bit state, so rows that differ in one field
+    never share a digest; rows that differ in several do with a chance of about 2**-64, the only
+    case where a changed row would wait for its refresh."""
 
     layout: Layout
     digest: np.ndarray  # uint64, one per partition
