@@ -41,6 +41,7 @@ from kafka_rebalance_pipeline.spark_io import read_telemetry
 
 from tests.pipeline_fleets import (
     mostly_idle_rows,
+    rates_regression_rows,
     slow_member_fleet,
     sparse_like_the_operator,
     uniform_fleet,
@@ -546,3 +547,31 @@ def test_a_row_is_carried_at_most_the_refresh_interval(pipeline_spark: Any, tmp_
             *[(2, s, 10) for s in (250, 300, 400, 500)],  # never before its first row
         ]
     )
+
+
+GOLDEN = Path(__file__).resolve().parent.parent / "data" / "pipeline_rates_golden.json"
+
+
+def test_the_rates_job_gives_its_golden_outputs(pipeline_spark: Any, tmp_path: Path) -> None:
+    """Every output of `rates` on a fixed mixed fleet (dense, sparse, null keys, plan rows, bad
+    rows) as the job gave them before it was made faster (tests/data, written by that job):
+    same columns and types, same rows; doubles equal to the last bits (sums may add up in
+    another order), everything else exactly."""
+    import pyarrow.parquet as pq
+
+    write_files(rates_regression_rows(), tmp_path / "t", rows_per_file=3000)
+    write_bad_rows(tmp_path / "t")
+    run_rates(pipeline_spark, [str(tmp_path / "t")], tmp_path / "rates")
+    golden = json.loads(GOLDEN.read_text())
+    got_errors = json.loads((tmp_path / "rates" / "schema_errors.json").read_text())
+    assert got_errors == golden.pop("schema_errors")
+    for name, want in golden.items():
+        table = pq.read_table(tmp_path / "rates" / name)
+        assert [[f.name, str(f.type)] for f in table.schema] == want["columns"], name
+        rows = [list(r.values()) for r in table.to_pylist()]
+        rows.sort(key=lambda r: [(v is None, str(v)) for v in r])
+        assert len(rows) == len(want["rows"]), name
+        for got, expected in zip(rows, want["rows"], strict=True):
+            assert got == [
+                pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for v in expected
+            ], name
