@@ -26,11 +26,14 @@ from kafka_rebalance_pipeline.backtest_job import run_backtest
 from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_group
 from kafka_rebalance_pipeline.polls import REFRESH_MS, at_every_poll
 from kafka_rebalance_pipeline.rates_job import (
+    KEY,
     group_lag,
     member_capacity,
+    misses_polls,
     partition_rates,
     run_rates,
     with_intervals,
+    with_partition_hash,
 )
 from kafka_rebalance_pipeline.recommend import POD_NAME_LABEL
 from kafka_rebalance_pipeline.recommend_job import run_recommend
@@ -575,3 +578,40 @@ def test_the_rates_job_gives_its_golden_outputs(pipeline_spark: Any, tmp_path: P
             assert got == [
                 pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for v in expected
             ], name
+
+
+def assert_golden_rows(path: Path, columns: list[Any], want: list[list[Any]], name: str) -> None:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    assert [[f.name, str(f.type)] for f in table.schema] == columns, name
+    rows = [list(r.values()) for r in table.to_pylist()]
+    rows.sort(key=lambda r: [(v is None, str(v)) for v in r])
+    assert len(rows) == len(want), name
+    for got, expected in zip(rows, want, strict=True):
+        assert got == [
+            pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for v in expected
+        ], name
+
+
+def test_dense_telemetry_skips_the_rebuild_and_gives_the_golden_outputs(
+    pipeline_spark: Any, tmp_path: Path
+) -> None:
+    """The golden fleet without its sparse cluster: every partition has a row at every poll,
+    so the job windows the rows as they are (no poll cells) and must give the golden rows of
+    those groups; the sparse cluster alone misses polls."""
+    rows = rates_regression_rows()
+    write_files([r for r in rows if r.get("cluster") != "sparse"], tmp_path / "dense")
+    write_files([r for r in rows if r.get("cluster") == "sparse"], tmp_path / "sparse")
+
+    def misses(directory: Path) -> bool:
+        partitions = read_telemetry(pipeline_spark, [str(directory)], cache=False).partitions
+        return misses_polls(with_intervals(with_partition_hash(partitions).repartition(*KEY)))
+
+    assert not misses(tmp_path / "dense")
+    assert misses(tmp_path / "sparse")
+    run_rates(pipeline_spark, [str(tmp_path / "dense")], tmp_path / "rates")
+    golden = json.loads(GOLDEN.read_text())
+    for name in ("partition_rates", "member_capacity", "group_lag"):
+        want = [r for r in golden[name]["rows"] if r[0] != "sparse"]
+        assert_golden_rows(tmp_path / "rates" / name, golden[name]["columns"], want, name)
