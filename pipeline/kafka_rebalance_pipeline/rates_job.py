@@ -104,7 +104,7 @@ def with_partition_hash(rows: Any) -> Any:
 def misses_polls(intervals: Any) -> bool:
     """Whether some partition lacks a row at a poll of its group from its first row on (then
     `polls.at_every_poll` has rows to add; when none does, its output is its input)."""
-    return polls_missed(poll_totals(intervals))
+    return polls_missed(poll_totals(owner_polls(intervals)))
 
 
 def polls_missed(per_poll: Any) -> bool:
@@ -147,21 +147,49 @@ def partition_rates(intervals: Any) -> Any:
     return rates.drop(*prefix)
 
 
-def member_capacity(intervals: Any, backlog_seconds: float = 5.0, min_saturated: int = 3) -> Any:
-    """Per member: measured capacity (median rate while saturated) or the peak lower bound."""
+def owner_polls(intervals: Any) -> Any:
+    """Per group, poll and owner (NULL included): the sums `poll_totals` and `member_capacity`
+    both start from, in one aggregation of the rows instead of two. Plain sums, counts and
+    maxima only (no `collect_set`, whose object hash map falls back to sorting), so they add up
+    again exactly per poll; the `_`-prefixed ones are over the rows with an interval (`dt`)."""
     from pyspark.sql import functions as F
 
-    per_interval = (
-        intervals.where(F.col("owner").isNotNull() & F.col("dt").isNotNull())
-        .groupBy(*KEY, "owner", "ts_ms")
-        .agg(
-            F.sum("consumed").alias("consumed"),
-            F.max("dt").alias("dt"),
-            F.sum("prev_lag").alias("lag_start"),
-            F.sum("lag").alias("lag_end"),
-            F.count("*").alias("partitions"),
-        )
-        .withColumn("rate", F.col("consumed") / F.col("dt"))
+    new_time = F.col("_first") | F.col("dt").isNotNull()  # sorted by time: dt > 0 or first
+    with_dt = F.col("dt").isNotNull()
+    return intervals.groupBy(*KEY, "ts_ms", "owner").agg(
+        F.sum("lag").alias("total_lag"),
+        F.max("time_lag_s").alias("worst_time_lag_s"),
+        F.max("dt").alias("dt"),
+        F.count("*").alias("partitions"),
+        F.count(F.when(new_time, 1)).alias("_present"),
+        F.count(F.when(F.col("_first"), 1)).alias("_starts"),
+        F.sum(F.when(with_dt, F.col("consumed"))).alias("_consumed"),
+        F.sum(F.when(with_dt, F.col("prev_lag"))).alias("_lag_start"),
+        F.sum(F.when(with_dt, F.col("lag"))).alias("_lag_end"),
+        F.count(F.when(with_dt, 1)).alias("_intervals"),
+    )
+
+
+def member_capacity(intervals: Any, backlog_seconds: float = 5.0, min_saturated: int = 3) -> Any:
+    """Per member: measured capacity (median rate while saturated) or the peak lower bound."""
+    return capacity_of(owner_polls(intervals), backlog_seconds, min_saturated)
+
+
+def capacity_of(by_owner: Any, backlog_seconds: float = 5.0, min_saturated: int = 3) -> Any:
+    """`member_capacity` from `owner_polls`: a member's interval at a poll sums its partitions
+    that have one (`dt` is the same maximum: rows without a `dt` add none)."""
+    from pyspark.sql import functions as F
+
+    per_interval = by_owner.where(F.col("owner").isNotNull() & (F.col("_intervals") > 0)).select(
+        *KEY,
+        "owner",
+        "ts_ms",
+        F.col("_consumed").alias("consumed"),
+        "dt",
+        F.col("_lag_start").alias("lag_start"),
+        F.col("_lag_end").alias("lag_end"),
+        F.col("_intervals").alias("partitions"),
+        (F.col("_consumed") / F.col("dt")).alias("rate"),
     )
     threshold = F.greatest(F.lit(1.0), F.col("rate") * backlog_seconds)
     saturated = (F.col("lag_start") >= threshold) & (F.col("lag_end") >= threshold)
@@ -193,27 +221,25 @@ def member_capacity(intervals: Any, backlog_seconds: float = 5.0, min_saturated:
     )
 
 
-def poll_totals(intervals: Any) -> Any:
-    """Per group and poll: the totals `group_lag` summarises, and for `polls_missed` the
-    partitions with a row at the poll (`_present`) and those whose first row it is (`_starts`)."""
+def poll_totals(by_owner: Any) -> Any:
+    """Per group and poll, from `owner_polls`: the totals `group_lag` summarises, and for
+    `polls_missed` the partitions with a row at the poll (`_present`) and those whose first row
+    it is (`_starts`). `members` counts the non-NULL owners."""
     from pyspark.sql import functions as F
 
-    new_time = F.col("_first") | F.col("dt").isNotNull()  # sorted by time: dt > 0 or first
-    return intervals.groupBy(*KEY, "ts_ms").agg(
-        F.sum("lag").alias("total_lag"),
-        F.max("time_lag_s").alias("worst_time_lag_s"),
+    return by_owner.groupBy(*KEY, "ts_ms").agg(
+        F.sum("total_lag").alias("total_lag"),
+        F.max("worst_time_lag_s").alias("worst_time_lag_s"),
         F.max("dt").alias("dt"),
-        F.count("*").alias("partitions"),
-        # countDistinct would plan an Expand and one more aggregation and shuffle; the size of
-        # the set of non-null owners is the same number.
-        F.size(F.collect_set("owner")).cast("bigint").alias("members"),
-        F.count(F.when(new_time, 1)).alias("_present"),
-        F.count(F.when(F.col("_first"), 1)).alias("_starts"),
+        F.sum("partitions").alias("partitions"),
+        F.count("owner").alias("members"),
+        F.sum("_present").alias("_present"),
+        F.sum("_starts").alias("_starts"),
     )
 
 
 def group_lag(intervals: Any, slo_s: float = 60.0) -> Any:
-    return lag_summary(poll_totals(intervals), slo_s)
+    return lag_summary(poll_totals(owner_polls(intervals)), slo_s)
 
 
 def lag_summary(per_poll: Any, slo_s: float = 60.0) -> Any:
@@ -295,19 +321,20 @@ def run_rates(
         ).persist(StorageLevel.MEMORY_AND_DISK)
         partition_rows = windowed.where(F.col(SIDE).isNull())
         intervals = partition_rows
-        # The per-poll totals are group_lag's first step, kept (one row per group and poll).
-        per_poll = poll_totals(intervals).persist(StorageLevel.MEMORY_AND_DISK)
-        if polls_missed(per_poll):
+        # Per group, poll and owner: the first step of member_capacity and group_lag, kept
+        # (a few rows per group and poll); its per-poll totals also tell whether to rebuild.
+        by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
+        if polls_missed(poll_totals(by_owner)):
             progress.stage("rebuilding the rows at every poll (sparse telemetry)")
-            per_poll.unpersist()
+            by_owner.unpersist()
             rows = partition_rows.select(*ROW_COLUMNS)
             intervals = with_intervals(at_every_poll(rows)).persist(StorageLevel.MEMORY_AND_DISK)
-            per_poll = poll_totals(intervals)
+            by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
         plans = windowed.where(F.col(SIDE) == PLAN).select("group", "ts_ms", *PLAN_VALUES)
         outputs = {
             "partition_rates": partition_rates(intervals),
-            "member_capacity": member_capacity(intervals, backlog_seconds, min_saturated),
-            "group_lag": lag_summary(per_poll, slo_s),
+            "member_capacity": capacity_of(by_owner, backlog_seconds, min_saturated),
+            "group_lag": lag_summary(poll_totals(by_owner), slo_s),
             "group_plans": group_plans(plans),
         }
         for name, frame in outputs.items():
@@ -324,7 +351,7 @@ def run_rates(
     report = Telemetry(None, None, windowed.select(error), samples_from=every)
     errors = report.error_report()
     write_json(out / "schema_errors.json", errors)
-    per_poll.unpersist()
+    by_owner.unpersist()
     intervals.unpersist()
     windowed.unpersist()
     elapsed = time.perf_counter() - started
