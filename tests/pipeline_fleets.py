@@ -129,3 +129,23 @@ def sparse_like_the_operator(rows: Sequence[Mapping[str, Any]]) -> list[dict[str
             previous = columns.emitted(previous, changed, now)
             kept.extend(dict(at[k]) for k, c in zip(order, changed.tolist(), strict=True) if c)
     return kept
+
+
+def rates_regression_rows() -> list[dict[str, Any]]:
+    """A fixed mixed fleet for the rates job's golden outputs: six generated groups (plan rows
+    included), the mostly idle group dense, the idle and a slow-member group sparse as the
+    operator writes them (under cluster `sparse`), and a group whose cluster and namespace are
+    null. Deterministic: the generator is seeded per group index."""
+    from kafka_rebalance_pipeline.generate import generate_group
+
+    spec = FleetSpec(groups=6, polls=60, partitions=(4, 10))
+    rows: list[dict[str, Any]] = []
+    for index in range(6):
+        rows += generate_group(spec, index, [])
+    idle = mostly_idle_rows()
+    rows += idle
+    slow = generate_group(slow_member_fleet(40), 0, [])
+    rows += [{**r, "cluster": "sparse"} for r in sparse_like_the_operator([*idle, *slow])]
+    nulls = generate_group(uniform_fleet(30), 2, [])
+    rows += [{**r, "namespace": None, "cluster": None, "group": "nullkeys"} for r in nulls]
+    return rows

@@ -33,7 +33,9 @@ _GRID = "_poll_cell"
 
 def at_every_poll(partitions: Any, refresh_ms: int = REFRESH_MS) -> Any:
     """Partition rows (the telemetry schema) with each partition's last row carried forward to
-    every poll of its group within `refresh_ms` of that row; columns and their order unchanged."""
+    every poll of its group within `refresh_ms` of that row; columns and their order unchanged.
+    The result is hash-partitioned by the group key (`KEY`) and sorted by partition and time
+    within each Spark partition, which the rates job's window and aggregations reuse."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -59,8 +61,11 @@ def at_every_poll(partitions: Any, refresh_ms: int = REFRESH_MS) -> Any:
     # cell right after a row of its own ts_ms is a poll the partition has a row at: dropped.
     order = Window.partitionBy(*PARTITION).orderBy("ts_ms", _GRID)
     window = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    # Clustered by the group key (a subset of the window's partition key, so the window needs
+    # no other shuffle): every per-group aggregation downstream then needs none either.
     carried = (
         rows.unionByName(cells.toDF(*rows.columns))
+        .repartition(*KEY)
         .withColumn("_previous_ts_ms", F.lag("ts_ms").over(order))
         .withColumn(_ROW, F.last(_ROW, ignorenulls=True).over(window))
         .where(

@@ -6,8 +6,9 @@ seen backlogged gets its peak observed rate as a lower bound, flagged `peak-lowe
 All Spark SQL (no Python per row): this is the part that must scale with rows.
 
 The telemetry is sparse (a partition has a row only when it changed, and every 300 s); every
-aggregate here is over one row per partition per poll, so the rows are first carried forward
-to every poll of their group (`polls.at_every_poll`). Dense telemetry passes through unchanged.
+aggregate here is over one row per partition per poll, so the rows are carried forward to
+every poll of their group (`polls.at_every_poll`) when some partition misses a poll
+(`misses_polls`); dense telemetry, which misses none, is windowed as it is.
 """
 
 from __future__ import annotations
@@ -19,26 +20,58 @@ from typing import Any
 
 from kafka_rebalance_pipeline.polls import at_every_poll
 from kafka_rebalance_pipeline.progress import QUIET, Progress
-from kafka_rebalance_pipeline.spark_io import read_telemetry, write_json
+from kafka_rebalance_pipeline.spark_io import Telemetry, read_raw, with_errors, write_json
 
 KEY = ["cluster", "namespace", "policy", "group"]
+PARTITION_HASH = "_pk"
+# NULL on a valid partition row; "plan" on a valid plan row; else why the row is dropped.
+SIDE = "_side"
+PLAN = "plan"
+# The plan rows' own values (group_plans), NULL on every other row.
+PLAN_VALUES = ["strategy", "epoch", "moves"]
+# The values of a partition row that the intervals use (the others are validated, not needed).
+INTERVAL_VALUES = ["log_end", "committed", "lag", "time_lag_s", "owner"]
+ROW_COLUMNS = [*KEY, "topic", "partition", "ts_ms", *INTERVAL_VALUES]
+# Spark settings for the job's own queries, restored after it. The windowed rows are cached
+# clustered by the group key and sorted by partition and time; keeping that layout on the cached
+# plan lets every aggregation below run without another shuffle (all group by the group key and
+# more), and the per-partition ones stream over the sorted rows instead of filling a hash map
+# that falls back to sorting past 128 keys. The cache is uncompressed: it is read a few times
+# and dropped, and picking each column's encoding cost more CPU than building it otherwise.
+PLANNING = {
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
+    "spark.sql.execution.replaceHashWithSortAgg": "true",
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+}
 
 
-def with_intervals(partitions: Any) -> Any:
+def with_intervals(partitions: Any, carry: Sequence[str] = ()) -> Any:
     """Each partition row with the interval that ends at it: dt, produced, consumed, prev lag.
     Consumption counts only when the owner did not change across the interval. Expects one row
     per partition per poll (`polls.at_every_poll`): the interval is from the partition's
-    previous row."""
+    previous row. A leading `_pk` column (`with_partition_hash`), when the rows have one, leads
+    the window's key and is kept: the sort's prefix then tells partitions apart. So is a
+    `_side` column (`run_rates`: plan and bad rows ride along), which ends the window's key, so
+    such rows are never windowed with partition rows. `_first` marks a partition's first row
+    (for `misses_polls`); `carry` names more columns kept as they are."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    window = Window.partitionBy(*KEY, "topic", "partition").orderBy("ts_ms")
-    prev = {c: F.lag(c).over(window) for c in ("ts_ms", "log_end", "committed", "lag", "owner")}
+    prefix = [c for c in (PARTITION_HASH,) if c in partitions.columns]
+    apart = [c for c in (SIDE,) if c in partitions.columns]
+    window = Window.partitionBy(*prefix, *KEY, "topic", "partition", *apart).orderBy("ts_ms")
+    lagged = ("ts_ms", "log_end", "committed", "lag", "owner")
+    # Each previous value once (one window pass with five offsets), then the intervals from them.
+    prev = {c: F.col(f"_prev_{c}") for c in lagged}
+    with_prev = partitions.select(
+        *partitions.columns, *[F.lag(c).over(window).alias(f"_prev_{c}") for c in lagged]
+    )
     dt = (F.col("ts_ms") - prev["ts_ms"]) / 1000.0
     produced = F.col("log_end") - prev["log_end"]
     consumed = F.col("committed") - prev["committed"]
     same_owner = prev["owner"] == F.col("owner")
-    return partitions.select(
+    return with_prev.select(
+        *prefix,
         *KEY,
         "topic",
         "partition",
@@ -51,14 +84,51 @@ def with_intervals(partitions: Any) -> Any:
         F.when(produced >= 0, produced).alias("produced"),
         F.when((consumed >= 0) & same_owner, consumed).alias("consumed"),
         prev["lag"].alias("prev_lag"),
+        prev["ts_ms"].isNull().alias("_first"),
+        *carry,
+        *apart,
     )
+
+
+def with_partition_hash(rows: Any) -> Any:
+    """The rows with `_pk`, a 64-bit hash of the partition's key, first. Spark sorts by a
+    prefix of the first sort column and compares whole rows only when prefixes tie; the key's
+    first column (`cluster`) is the same on most rows, so without `_pk` nearly every comparison
+    falls through to the strings. `_pk` only orders: the window and the aggregations still key
+    on the columns themselves, so a hash collision cannot merge two partitions."""
+    from pyspark.sql import functions as F
+
+    return rows.select(F.xxhash64(*KEY, "topic", "partition").alias(PARTITION_HASH), *rows.columns)
+
+
+def misses_polls(intervals: Any) -> bool:
+    """Whether some partition lacks a row at a poll of its group from its first row on (then
+    `polls.at_every_poll` has rows to add; when none does, its output is its input)."""
+    return polls_missed(poll_totals(owner_polls(intervals)))
+
+
+def polls_missed(per_poll: Any) -> bool:
+    """`misses_polls` from `poll_totals`. Exact: at each poll, the partitions with a row there
+    (`_present`, each counted once) are some of those whose first row is at or before it (the
+    running sum of `_starts`); all of them exactly when the two are equal."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    so_far = Window.partitionBy(*KEY).orderBy("ts_ms").rowsBetween(Window.unboundedPreceding, 0)
+    started = F.sum("_starts").over(so_far)
+    missed = per_poll.select(started.alias("_started"), "_present").where(
+        F.col("_started") != F.col("_present")
+    )
+    return bool(missed.limit(1).count())
 
 
 def partition_rates(intervals: Any) -> Any:
     from pyspark.sql import functions as F
 
     rate = F.col("produced") / F.col("dt")
-    return intervals.groupBy(*KEY, "topic", "partition").agg(
+    # With `_pk` first the aggregation streams over the window's sort order (no sort of its own).
+    prefix = [c for c in (PARTITION_HASH,) if c in intervals.columns]
+    rates = intervals.groupBy(*prefix, *KEY, "topic", "partition").agg(
         F.count("*").alias("polls"),
         F.min("ts_ms").alias("first_ts_ms"),
         F.max("ts_ms").alias("last_ts_ms"),
@@ -74,23 +144,52 @@ def partition_rates(intervals: Any) -> Any:
         F.max_by("lag", "ts_ms").alias("last_lag"),
         F.max_by("owner", "ts_ms").alias("last_owner"),
     )
+    return rates.drop(*prefix)
+
+
+def owner_polls(intervals: Any) -> Any:
+    """Per group, poll and owner (NULL included): the sums `poll_totals` and `member_capacity`
+    both start from, in one aggregation of the rows instead of two. Plain sums, counts and
+    maxima only (no `collect_set`, whose object hash map falls back to sorting), so they add up
+    again exactly per poll; the `_`-prefixed ones are over the rows with an interval (`dt`)."""
+    from pyspark.sql import functions as F
+
+    new_time = F.col("_first") | F.col("dt").isNotNull()  # sorted by time: dt > 0 or first
+    with_dt = F.col("dt").isNotNull()
+    return intervals.groupBy(*KEY, "ts_ms", "owner").agg(
+        F.sum("lag").alias("total_lag"),
+        F.max("time_lag_s").alias("worst_time_lag_s"),
+        F.max("dt").alias("dt"),
+        F.count("*").alias("partitions"),
+        F.count(F.when(new_time, 1)).alias("_present"),
+        F.count(F.when(F.col("_first"), 1)).alias("_starts"),
+        F.sum(F.when(with_dt, F.col("consumed"))).alias("_consumed"),
+        F.sum(F.when(with_dt, F.col("prev_lag"))).alias("_lag_start"),
+        F.sum(F.when(with_dt, F.col("lag"))).alias("_lag_end"),
+        F.count(F.when(with_dt, 1)).alias("_intervals"),
+    )
 
 
 def member_capacity(intervals: Any, backlog_seconds: float = 5.0, min_saturated: int = 3) -> Any:
     """Per member: measured capacity (median rate while saturated) or the peak lower bound."""
+    return capacity_of(owner_polls(intervals), backlog_seconds, min_saturated)
+
+
+def capacity_of(by_owner: Any, backlog_seconds: float = 5.0, min_saturated: int = 3) -> Any:
+    """`member_capacity` from `owner_polls`: a member's interval at a poll sums its partitions
+    that have one (`dt` is the same maximum: rows without a `dt` add none)."""
     from pyspark.sql import functions as F
 
-    per_interval = (
-        intervals.where(F.col("owner").isNotNull() & F.col("dt").isNotNull())
-        .groupBy(*KEY, "owner", "ts_ms")
-        .agg(
-            F.sum("consumed").alias("consumed"),
-            F.max("dt").alias("dt"),
-            F.sum("prev_lag").alias("lag_start"),
-            F.sum("lag").alias("lag_end"),
-            F.count("*").alias("partitions"),
-        )
-        .withColumn("rate", F.col("consumed") / F.col("dt"))
+    per_interval = by_owner.where(F.col("owner").isNotNull() & (F.col("_intervals") > 0)).select(
+        *KEY,
+        "owner",
+        "ts_ms",
+        F.col("_consumed").alias("consumed"),
+        "dt",
+        F.col("_lag_start").alias("lag_start"),
+        F.col("_lag_end").alias("lag_end"),
+        F.col("_intervals").alias("partitions"),
+        (F.col("_consumed") / F.col("dt")).alias("rate"),
     )
     threshold = F.greatest(F.lit(1.0), F.col("rate") * backlog_seconds)
     saturated = (F.col("lag_start") >= threshold) & (F.col("lag_end") >= threshold)
@@ -122,16 +221,31 @@ def member_capacity(intervals: Any, backlog_seconds: float = 5.0, min_saturated:
     )
 
 
-def group_lag(intervals: Any, slo_s: float = 60.0) -> Any:
+def poll_totals(by_owner: Any) -> Any:
+    """Per group and poll, from `owner_polls`: the totals `group_lag` summarises, and for
+    `polls_missed` the partitions with a row at the poll (`_present`) and those whose first row
+    it is (`_starts`). `members` counts the non-NULL owners."""
     from pyspark.sql import functions as F
 
-    per_poll = intervals.groupBy(*KEY, "ts_ms").agg(
-        F.sum("lag").alias("total_lag"),
-        F.max("time_lag_s").alias("worst_time_lag_s"),
+    return by_owner.groupBy(*KEY, "ts_ms").agg(
+        F.sum("total_lag").alias("total_lag"),
+        F.max("worst_time_lag_s").alias("worst_time_lag_s"),
         F.max("dt").alias("dt"),
-        F.count("*").alias("partitions"),
-        F.countDistinct("owner").alias("members"),
+        F.sum("partitions").alias("partitions"),
+        F.count("owner").alias("members"),
+        F.sum("_present").alias("_present"),
+        F.sum("_starts").alias("_starts"),
     )
+
+
+def group_lag(intervals: Any, slo_s: float = 60.0) -> Any:
+    return lag_summary(poll_totals(owner_polls(intervals)), slo_s)
+
+
+def lag_summary(per_poll: Any, slo_s: float = 60.0) -> Any:
+    """`group_lag` from `poll_totals`."""
+    from pyspark.sql import functions as F
+
     return per_poll.groupBy(*KEY).agg(
         F.count("*").alias("polls"),
         F.min("ts_ms").alias("first_ts_ms"),
@@ -159,6 +273,22 @@ def group_plans(plans: Any) -> Any:
     )
 
 
+def one_pass_rows(telemetry: Any) -> Any:
+    """Every input row (`spark_io.with_errors`), cut to the columns the job reads: the partition
+    rows' `ROW_COLUMNS`, the plan rows' `PLAN_VALUES`, and `SIDE`, which tells them and the bad
+    rows apart. The job shuffles and caches this once, so the input is parsed once and never
+    cached whole: the plans, the error counts and the partition rows all come from it."""
+    from pyspark.sql import functions as F
+
+    is_plan = F.col("kind") == PLAN
+    side = F.when(F.col("_error").isNotNull(), F.col("_error")).when(is_plan, F.lit(PLAN))
+    return telemetry.select(
+        *ROW_COLUMNS,
+        *[F.when(is_plan, F.col(c)).alias(c) for c in PLAN_VALUES],
+        side.alias(SIDE),
+    )
+
+
 def run_rates(
     spark: Any,
     sources: Sequence[str],
@@ -170,29 +300,60 @@ def run_rates(
 ) -> dict[str, Any]:
     """Read, validate, aggregate, write Parquet; returns the summary (also in summary.json)."""
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     started = time.perf_counter()
     progress.stage("reading and validating telemetry")
-    telemetry = read_telemetry(spark, sources)
-    # Three aggregations read the same windowed rows: compute the window once, over the rows
-    # carried forward to every poll (sparse telemetry).
-    intervals = with_intervals(at_every_poll(telemetry.partitions)).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
-    outputs = {
-        "partition_rates": partition_rates(intervals),
-        "member_capacity": member_capacity(intervals, backlog_seconds, min_saturated),
-        "group_lag": group_lag(intervals, slo_s),
-        "group_plans": group_plans(telemetry.plans),
-    }
-    for name, frame in outputs.items():
-        progress.stage(f"computing and writing {name}")
-        frame.write.mode("overwrite").parquet(str(out / name))
+    every = with_errors(read_raw(spark, sources))
+    saved = {key: spark.conf.get(key, None) for key in PLANNING}
+    for key, value in PLANNING.items():
+        spark.conf.set(key, value)
+    try:
+        # One scan, one shuffle (by group key), one sort (partition hash, key, time), one
+        # window, one cache: the three aggregations read the cached windowed rows without
+        # another shuffle. Plan and bad rows ride along, apart (`SIDE`), for group_plans and
+        # the error counts. When no partition misses a poll of its group (dense telemetry),
+        # there is nothing to carry forward and these are the intervals; otherwise the rows
+        # are carried to every poll first (`polls.at_every_poll`) and windowed again.
+        windowed = with_intervals(
+            with_partition_hash(one_pass_rows(every)).repartition(*KEY),
+            carry=["committed", *PLAN_VALUES],
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        partition_rows = windowed.where(F.col(SIDE).isNull())
+        intervals = partition_rows
+        # Per group, poll and owner: the first step of member_capacity and group_lag, kept
+        # (a few rows per group and poll); its per-poll totals also tell whether to rebuild.
+        by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
+        if polls_missed(poll_totals(by_owner)):
+            progress.stage("rebuilding the rows at every poll (sparse telemetry)")
+            by_owner.unpersist()
+            rows = partition_rows.select(*ROW_COLUMNS)
+            intervals = with_intervals(at_every_poll(rows)).persist(StorageLevel.MEMORY_AND_DISK)
+            by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
+        plans = windowed.where(F.col(SIDE) == PLAN).select("group", "ts_ms", *PLAN_VALUES)
+        outputs = {
+            "partition_rates": partition_rates(intervals),
+            "member_capacity": capacity_of(by_owner, backlog_seconds, min_saturated),
+            "group_lag": lag_summary(poll_totals(by_owner), slo_s),
+            "group_plans": group_plans(plans),
+        }
+        for name, frame in outputs.items():
+            progress.stage(f"computing and writing {name}")
+            frame.write.mode("overwrite").parquet(str(out / name))
+    finally:
+        for key, previous in saved.items():
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)
     progress.stage("schema error report")
-    errors = telemetry.error_report()
+    error = F.when(F.col(SIDE) != PLAN, F.col(SIDE)).alias("_error")
+    report = Telemetry(None, None, windowed.select(error), samples_from=every)
+    errors = report.error_report()
     write_json(out / "schema_errors.json", errors)
+    by_owner.unpersist()
     intervals.unpersist()
-    telemetry.checked.unpersist()
+    windowed.unpersist()
     elapsed = time.perf_counter() - started
     summary = {
         "sources": list(sources),

@@ -186,11 +186,17 @@ def with_errors(frame: Any) -> Any:
 
 @dataclass
 class Telemetry:
-    """Validated telemetry: partition rows, plan rows, and the error report."""
+    """Validated telemetry: partition rows, plan rows, and the error report.
+
+    `checked` has every row's `_error` (NULL: valid) and is what the counts come from; the
+    samples come from `samples_from` when given (every column of every row, read again, for a
+    `checked` that kept only `_error`), else from `checked`. Samples are read only when there
+    is an error to show."""
 
     partitions: Any
     plans: Any
     checked: Any  # every row with `_error` (cached), for the report
+    samples_from: Any = None
 
     def error_report(self, samples: int = 5) -> dict[str, Any]:
         from pyspark.sql import functions as F
@@ -199,17 +205,20 @@ class Telemetry:
             (r["_error"] or "valid"): int(r["count"])
             for r in self.checked.groupBy("_error").count().collect()
         }
-        bad = self.checked.where(F.col("_error").isNotNull())
-        examples = []
-        for row in bad.limit(samples).collect():
-            data = row.asDict()
-            examples.append(
-                {
-                    "reason": data.pop("_error"),
-                    "row": data.pop(CORRUPT) or {k: v for k, v in data.items() if v is not None},
-                }
-            )
         valid = counts.pop("valid", 0)
+        examples = []
+        if counts:
+            source = self.checked if self.samples_from is None else self.samples_from
+            bad = source.where(F.col("_error").isNotNull())
+            for row in bad.limit(samples).collect():
+                data = row.asDict()
+                examples.append(
+                    {
+                        "reason": data.pop("_error"),
+                        "row": data.pop(CORRUPT)
+                        or {k: v for k, v in data.items() if v is not None},
+                    }
+                )
         return {
             "rows_total": valid + sum(counts.values()),
             "rows_valid": valid,

@@ -26,11 +26,14 @@ from kafka_rebalance_pipeline.backtest_job import run_backtest
 from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_group
 from kafka_rebalance_pipeline.polls import REFRESH_MS, at_every_poll
 from kafka_rebalance_pipeline.rates_job import (
+    KEY,
     group_lag,
     member_capacity,
+    misses_polls,
     partition_rates,
     run_rates,
     with_intervals,
+    with_partition_hash,
 )
 from kafka_rebalance_pipeline.recommend import POD_NAME_LABEL
 from kafka_rebalance_pipeline.recommend_job import run_recommend
@@ -41,6 +44,7 @@ from kafka_rebalance_pipeline.spark_io import read_telemetry
 
 from tests.pipeline_fleets import (
     mostly_idle_rows,
+    rates_regression_rows,
     slow_member_fleet,
     sparse_like_the_operator,
     uniform_fleet,
@@ -546,3 +550,68 @@ def test_a_row_is_carried_at_most_the_refresh_interval(pipeline_spark: Any, tmp_
             *[(2, s, 10) for s in (250, 300, 400, 500)],  # never before its first row
         ]
     )
+
+
+GOLDEN = Path(__file__).resolve().parent.parent / "data" / "pipeline_rates_golden.json"
+
+
+def test_the_rates_job_gives_its_golden_outputs(pipeline_spark: Any, tmp_path: Path) -> None:
+    """Every output of `rates` on a fixed mixed fleet (dense, sparse, null keys, plan rows, bad
+    rows) as the job gave them before it was made faster (tests/data, written by that job):
+    same columns and types, same rows; doubles equal to the last bits (sums may add up in
+    another order), everything else exactly."""
+    import pyarrow.parquet as pq
+
+    write_files(rates_regression_rows(), tmp_path / "t", rows_per_file=3000)
+    write_bad_rows(tmp_path / "t")
+    run_rates(pipeline_spark, [str(tmp_path / "t")], tmp_path / "rates")
+    golden = json.loads(GOLDEN.read_text())
+    got_errors = json.loads((tmp_path / "rates" / "schema_errors.json").read_text())
+    assert got_errors == golden.pop("schema_errors")
+    for name, want in golden.items():
+        table = pq.read_table(tmp_path / "rates" / name)
+        assert [[f.name, str(f.type)] for f in table.schema] == want["columns"], name
+        rows = [list(r.values()) for r in table.to_pylist()]
+        rows.sort(key=lambda r: [(v is None, str(v)) for v in r])
+        assert len(rows) == len(want["rows"]), name
+        for got, expected in zip(rows, want["rows"], strict=True):
+            assert got == [
+                pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for v in expected
+            ], name
+
+
+def assert_golden_rows(path: Path, columns: list[Any], want: list[list[Any]], name: str) -> None:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    assert [[f.name, str(f.type)] for f in table.schema] == columns, name
+    rows = [list(r.values()) for r in table.to_pylist()]
+    rows.sort(key=lambda r: [(v is None, str(v)) for v in r])
+    assert len(rows) == len(want), name
+    for got, expected in zip(rows, want, strict=True):
+        assert got == [
+            pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for v in expected
+        ], name
+
+
+def test_dense_telemetry_skips_the_rebuild_and_gives_the_golden_outputs(
+    pipeline_spark: Any, tmp_path: Path
+) -> None:
+    """The golden fleet without its sparse cluster: every partition has a row at every poll,
+    so the job windows the rows as they are (no poll cells) and must give the golden rows of
+    those groups; the sparse cluster alone misses polls."""
+    rows = rates_regression_rows()
+    write_files([r for r in rows if r.get("cluster") != "sparse"], tmp_path / "dense")
+    write_files([r for r in rows if r.get("cluster") == "sparse"], tmp_path / "sparse")
+
+    def misses(directory: Path) -> bool:
+        partitions = read_telemetry(pipeline_spark, [str(directory)], cache=False).partitions
+        return misses_polls(with_intervals(with_partition_hash(partitions).repartition(*KEY)))
+
+    assert not misses(tmp_path / "dense")
+    assert misses(tmp_path / "sparse")
+    run_rates(pipeline_spark, [str(tmp_path / "dense")], tmp_path / "rates")
+    golden = json.loads(GOLDEN.read_text())
+    for name in ("partition_rates", "member_capacity", "group_lag"):
+        want = [r for r in golden[name]["rows"] if r[0] != "sparse"]
+        assert_golden_rows(tmp_path / "rates" / name, golden[name]["columns"], want, name)
