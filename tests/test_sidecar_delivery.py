@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from kafka_rebalance_dev.devenv.ports import free_ports
 from kafka_rebalance_sidecar.delivery import (
     HEADER_ERROR,
     HEADER_OFFSET,
@@ -425,7 +426,8 @@ def _get(url: str) -> tuple[int, bytes]:
 def test_probes_and_metrics_endpoints():
     health = Health(max_age_s=60)
     metrics = SidecarMetrics("g", "m-0")
-    servers = serve(health, metrics, health_port=_free_port(), metrics_port=_free_port())
+    health_port, metrics_port = free_ports(2)
+    servers = serve(health, metrics, health_port=health_port, metrics_port=metrics_port)
     try:
         probe_port = servers.servers[0].server_address[1]
         metrics_port = servers.servers[1].server_address[1]
@@ -470,12 +472,6 @@ def test_liveness_fails_when_the_loop_stops_beating():
 def test_port_zero_disables_an_endpoint():
     servers = serve(Health(), SidecarMetrics("g", "m"), health_port=0, metrics_port=0)
     assert servers.servers == []
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---- the HTTP connection is kept ----------------------------------------------------------------

@@ -47,6 +47,7 @@ from kafka_rebalance_dev.demo.operator_process import free_port
 from kafka_rebalance_dev.demo.pods import LEDGER_APP
 from kafka_rebalance_dev.demo.workload import Workload
 from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
+from kafka_rebalance_dev.devenv.ports import free_ports
 
 from tests.integration.test_operator_k8s import (
     RELEASE,
@@ -257,7 +258,7 @@ def test_annotated_statefulset_scaled_from_2_to_5_gets_sidecars_and_documents(
     admin = RetryingAdmin(bootstrap_servers=kafka)
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     admin.close()
-    port, standby_port = free_port(), free_port()
+    port, standby_port = free_ports(2)
     app, policy = "consumer", "orders"
     as_pod = token_kubeconfig(k8s, namespace, "consumer", tmp_path / "consumer.kubeconfig")
     running = InjectedPods(tmp_path / "pods", namespace, as_pod)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -18,12 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kafka_rebalance_dev.demo.cluster import ROOT, wait_for
+from kafka_rebalance_dev.devenv.ports import free_ports
+
+BIND_ATTEMPTS = 3
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """One port that was free on 127.0.0.1 a moment ago."""
+    return free_ports(1)[0]
 
 
 class OperatorProcess:
@@ -67,11 +68,28 @@ class OperatorProcess:
         return self.process is not None and self.process.poll() is None
 
     def start(self, timeout: float = 60) -> None:
+        """Start and wait for /healthz; a port taken between choosing and binding gets new ports.
+
+        Ports are chosen free but bound later by the child, so another process on the machine
+        can take one in between; that start is retried with fresh ports, any other exit is not.
+        """
         if self.running:
             return
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            self._start_once(timeout)
+            if self.running:
+                return
+            if attempt == BIND_ATTEMPTS or not self._lost_a_port():
+                break
+        raise RuntimeError(f"the operator exited at start-up; see {self.log}")
+
+    def _lost_a_port(self) -> bool:
+        return self.log is not None and b"Address already in use" in self.log.read_bytes()
+
+    def _start_once(self, timeout: float) -> None:
         self.starts += 1
         self.log = self.workdir / f"{self.log_name}-{self.starts}.log"
-        self.metrics_port, self.health_port = free_port(), free_port()
+        self.metrics_port, self.health_port = free_ports(2)
         command = [
             sys.executable,
             "-m",
@@ -106,8 +124,6 @@ class OperatorProcess:
             lambda: _status(self.health_port, "/healthz") == 200 or self._died(),
             timeout=timeout,
         )
-        if not self.running:
-            raise RuntimeError(f"the operator exited at start-up; see {self.log}")
 
     def _died(self) -> bool:
         return self.process is not None and self.process.poll() is not None
