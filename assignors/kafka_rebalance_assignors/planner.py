@@ -25,14 +25,20 @@ from kafka_rebalance_assignors.model import (
     Assignment,
     FlatAssignment,
     ParsedRequest,
-    PartitionClaims,
     PlanInputError,
     claim_count,
     global_numbers,
     summed_loads,
 )
 from kafka_rebalance_assignors.registry import STRATEGY_MODULES, strategy_function
-from kafka_rebalance_assignors.request import MemberSummary, Move, Plan, PlanRequest, PlanStats
+from kafka_rebalance_assignors.request import (
+    MemberSummary,
+    Move,
+    Plan,
+    PlanAssignment,
+    PlanRequest,
+    PlanStats,
+)
 from kafka_rebalance_assignors.validation import validate
 
 _OWNED = (-1).__lt__  # an owner index, not -1 for nobody
@@ -43,7 +49,7 @@ class PlanInvariantError(RuntimeError):
 
 
 # (the normalised assignment, the flat owner array, each member's load, its partition count)
-Measured = tuple[Assignment, list[int], dict[str, float], dict[str, int]]
+Measured = tuple[PlanAssignment, list[int], dict[str, float], dict[str, int]]
 
 
 def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False) -> Measured:
@@ -117,7 +123,7 @@ def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False
             table = owners[start : start + counts[topic]]
             if -1 in table:
                 raise PlanInvariantError(f"{topic}-{table.index(-1)} left unassigned")
-    return assignment, owners, member_load, sizes
+    return PlanAssignment(assignment), owners, member_load, sizes
 
 
 def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
@@ -174,20 +180,9 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
         else float(before[member_id])
         for i, member_id in enumerate(group.members)
     }
-    if raw.shared:  # read-only 1-tuples in normal form: copied into the plan's own lists
-        copied = {m: dict(zip(d, map(list, d.values()), strict=True)) for m, d in raw.items()}
-        return copied, owners, member_load, sizes
-    # Members that kept their claims as columns get their lists built from them.
-    lists = {m: _own_lists(d) for m, d in raw.items()}
-    return lists, owners, member_load, sizes
-
-
-def _own_lists(entry: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
-    """A member's entry of a `FlatAssignment` as the plan's own lists: built from its columns
-    when it kept its claims as `PartitionClaims`, else the lists the strategy built."""
-    if type(entry) is PartitionClaims:
-        return entry.as_lists()
-    return entry  # type: ignore[return-value]  # fresh lists in normal form (`FlatAssignment`)
+    # The entries as the strategy built them (`PlanAssignment` builds a member's lists when a
+    # caller reads it): a plain dict, so the plan does not keep the strategy's owner array.
+    return PlanAssignment(dict(raw), shared=raw.shared), owners, member_load, sizes
 
 
 def _check_slowly(context: PlanContext, raw: Assignment) -> None:
