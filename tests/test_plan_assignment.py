@@ -17,6 +17,7 @@ from kafka_rebalance_assignors import (
     plan,
     plan_request,
 )
+from kafka_rebalance_assignors.planner import differing_positions
 from kafka_rebalance_assignors.registry import STRATEGY_NAMES
 
 
@@ -125,3 +126,23 @@ def test_the_document_is_plain_json_and_round_trips() -> None:
     assert json.loads(json.dumps(document)) == document
     assert Plan.from_document(document) == result
     assert dict(result.assignment) == document["assignment"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_differing_positions_equal_the_entrywise_comparison(seed: int) -> None:
+    """The block-by-block search finds exactly the positions an entry-by-entry comparison
+    finds: lengths around the block size, no change, a few, and many."""
+    rng = random.Random(seed)
+    total = rng.choice([0, 1, 255, 256, 257, 511, 1000, rng.randint(0, 3000)])
+    previous = [rng.randint(-1, 5) for _ in range(total)]
+    target = list(previous)
+    for _ in range(rng.choice([0, 1, 3, total // 2 + 1])):
+        if total:
+            target[rng.randrange(total)] = rng.randint(-1, 5)
+    expected = [i for i in range(total) if previous[i] != target[i]]
+    assert differing_positions(previous, target) == expected
+
+
+def test_differing_positions_refuses_arrays_of_different_lengths() -> None:
+    with pytest.raises(ValueError, match="different lengths"):
+        differing_positions([1, 2], [1])

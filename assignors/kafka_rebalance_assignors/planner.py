@@ -160,16 +160,22 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
     if not any(context.ownership.resolved.values()):  # nobody owned anything: all are new
         changed = range(len(group.members))
     elif owners != previous:
-        differs = list(map(ne, previous, owners))
-        changed = set(compress(previous, differs))
-        changed.update(compress(owners, differs))
+        differing = differing_positions(previous, owners)
+        changed = set(map(previous.__getitem__, differing))
+        changed.update(map(owners.__getitem__, differing))
     before = context.owned_loads
     resolved = context.ownership.resolved
-    # A member whose partitions all kept their owner holds exactly what it owned before.
-    sizes = {
-        member_id: claim_count(raw[member_id] if i in changed else resolved[member_id])
-        for i, member_id in enumerate(group.members)
-    }
+    sizes: dict[str, int]
+    if raw.shared and sum(map(len, raw.values())) == len(owners) - owners.count(-1):
+        # One 1-tuple per topic (as many topics as partitions assigned, and no list is empty):
+        # a member's partition count is its number of topics.
+        sizes = dict(zip(raw, map(len, raw.values()), strict=True))
+    else:
+        # A member whose partitions all kept their owner holds exactly what it owned before.
+        sizes = {
+            member_id: claim_count(raw[member_id] if i in changed else resolved[member_id])
+            for i, member_id in enumerate(group.members)
+        }
     getters = {topic: values.__getitem__ for topic, values in loads.items()}
     # Under the count model every load is 1.0 and every partial sum an exact integer: the
     # summed load is the partition count, whatever the order.
@@ -225,6 +231,30 @@ def _check_slowly(context: PlanContext, raw: Assignment) -> None:
             raise PlanInvariantError(f"{topic}-{table.index(None)} left unassigned")
 
 
+_BLOCK = 256  # entries compared at once by `differing_positions`
+
+
+def differing_positions(previous: list[int], target: list[int]) -> list[int]:
+    """The ascending positions where two owner arrays of the same length differ. A steady-state
+    plan changes few owners among a million: blocks of `_BLOCK` entries are compared whole (a
+    C-level list comparison, identity first), and only a block that differs is compared entry
+    by entry."""
+    total = len(target)
+    if len(previous) != total:
+        raise ValueError("owner arrays of different lengths")
+    bounds = list(map(slice, range(0, total, _BLOCK), range(_BLOCK, total + _BLOCK, _BLOCK)))
+    blocks = compress(
+        bounds, map(ne, map(previous.__getitem__, bounds), map(target.__getitem__, bounds))
+    )
+    positions: list[int] = []
+    for block in blocks:
+        start = block.start
+        positions.extend(
+            compress(range(start, start + _BLOCK), map(ne, previous[block], target[block]))
+        )
+    return positions
+
+
 def compute_moves(context: PlanContext, previous: list[int], target: list[int]) -> list[Move]:
     """The plan's moves between two flat owner arrays of its group (see `_moves`)."""
     ids: list[str | None] = [*context.group.members, None]  # index -1: nobody
@@ -273,7 +303,7 @@ def _moves(
     found at C speed, only the moves themselves are visited."""
     if previous == target or previous.count(-1) == len(previous):  # nothing owned: no moves
         return []
-    differing = list(compress(range(len(target)), map(ne, previous, target)))
+    differing = differing_positions(previous, target)
     moved = compress(differing, map(_OWNED, map(previous.__getitem__, differing)))
     moves = []
     for number in moved:
