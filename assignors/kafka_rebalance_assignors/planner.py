@@ -339,10 +339,13 @@ def _plan_group(request: ParsedRequest) -> Plan:
     # subscribed partitions that had no previous owner.
     offsets = context.offsets
     subscribed = context.subscribed_topics()
-    granted = sum(
-        previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
-        for topic in subscribed
-    )
+    if len(subscribed) == len(group.topics):  # every topic subscribed: one pass, no slices
+        granted = previous.count(-1)
+    else:
+        granted = sum(
+            previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
+            for topic in subscribed
+        )
     bound = lower_bound(group, loads, subscribed)
     members = {
         member_id: MemberSummary(
