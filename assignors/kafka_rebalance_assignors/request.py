@@ -209,7 +209,7 @@ class PlanAssignment(Mapping[str, dict[str, list[int]]]):
         if type(entry) is PartitionClaims:
             lists = entry.as_lists()
         elif self._shared:
-            lists = dict(zip(entry, map(list, entry.values()), strict=True))
+            lists = {topic: list(partitions) for topic, partitions in entry.items()}
         else:
             lists = entry  # type: ignore[assignment]  # the plan's own fresh lists
         self._built[member_id] = lists
