@@ -77,7 +77,10 @@ class PartitionClaims(Mapping[str, tuple[int, ...]]):
 
     def as_lists(self) -> dict[str, list[int]]:
         """topic -> [partition]: fresh lists, the plan's assignment shape."""
-        return dict(zip(self.names, map(list, zip(self.partitions())), strict=True))
+        # a comprehension builds each 1-list directly (no 1-tuple first): the fastest way
+        # measured to build a million of them
+        pairs = zip(self.names, self.partitions(), strict=True)
+        return {name: [partition] for name, partition in pairs}
 
     def _materialised(self) -> dict[str, tuple[int, ...]]:
         mapping = self._mapping

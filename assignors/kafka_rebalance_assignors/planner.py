@@ -25,14 +25,20 @@ from kafka_rebalance_assignors.model import (
     Assignment,
     FlatAssignment,
     ParsedRequest,
-    PartitionClaims,
     PlanInputError,
     claim_count,
     global_numbers,
     summed_loads,
 )
 from kafka_rebalance_assignors.registry import STRATEGY_MODULES, strategy_function
-from kafka_rebalance_assignors.request import MemberSummary, Move, Plan, PlanRequest, PlanStats
+from kafka_rebalance_assignors.request import (
+    MemberSummary,
+    Move,
+    Plan,
+    PlanAssignment,
+    PlanRequest,
+    PlanStats,
+)
 from kafka_rebalance_assignors.validation import validate
 
 _OWNED = (-1).__lt__  # an owner index, not -1 for nobody
@@ -43,7 +49,7 @@ class PlanInvariantError(RuntimeError):
 
 
 # (the normalised assignment, the flat owner array, each member's load, its partition count)
-Measured = tuple[Assignment, list[int], dict[str, float], dict[str, int]]
+Measured = tuple[PlanAssignment, list[int], dict[str, float], dict[str, int]]
 
 
 def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False) -> Measured:
@@ -117,7 +123,7 @@ def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False
             table = owners[start : start + counts[topic]]
             if -1 in table:
                 raise PlanInvariantError(f"{topic}-{table.index(-1)} left unassigned")
-    return assignment, owners, member_load, sizes
+    return PlanAssignment(assignment), owners, member_load, sizes
 
 
 def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
@@ -154,16 +160,22 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
     if not any(context.ownership.resolved.values()):  # nobody owned anything: all are new
         changed = range(len(group.members))
     elif owners != previous:
-        differs = list(map(ne, previous, owners))
-        changed = set(compress(previous, differs))
-        changed.update(compress(owners, differs))
+        differing = differing_positions(previous, owners)
+        changed = set(map(previous.__getitem__, differing))
+        changed.update(map(owners.__getitem__, differing))
     before = context.owned_loads
     resolved = context.ownership.resolved
-    # A member whose partitions all kept their owner holds exactly what it owned before.
-    sizes = {
-        member_id: claim_count(raw[member_id] if i in changed else resolved[member_id])
-        for i, member_id in enumerate(group.members)
-    }
+    sizes: dict[str, int]
+    if raw.shared and sum(map(len, raw.values())) == len(owners) - owners.count(-1):
+        # One 1-tuple per topic (as many topics as partitions assigned, and no list is empty):
+        # a member's partition count is its number of topics.
+        sizes = dict(zip(raw, map(len, raw.values()), strict=True))
+    else:
+        # A member whose partitions all kept their owner holds exactly what it owned before.
+        sizes = {
+            member_id: claim_count(raw[member_id] if i in changed else resolved[member_id])
+            for i, member_id in enumerate(group.members)
+        }
     getters = {topic: values.__getitem__ for topic, values in loads.items()}
     # Under the count model every load is 1.0 and every partial sum an exact integer: the
     # summed load is the partition count, whatever the order.
@@ -174,20 +186,9 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
         else float(before[member_id])
         for i, member_id in enumerate(group.members)
     }
-    if raw.shared:  # read-only 1-tuples in normal form: copied into the plan's own lists
-        copied = {m: dict(zip(d, map(list, d.values()), strict=True)) for m, d in raw.items()}
-        return copied, owners, member_load, sizes
-    # Members that kept their claims as columns get their lists built from them.
-    lists = {m: _own_lists(d) for m, d in raw.items()}
-    return lists, owners, member_load, sizes
-
-
-def _own_lists(entry: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
-    """A member's entry of a `FlatAssignment` as the plan's own lists: built from its columns
-    when it kept its claims as `PartitionClaims`, else the lists the strategy built."""
-    if type(entry) is PartitionClaims:
-        return entry.as_lists()
-    return entry  # type: ignore[return-value]  # fresh lists in normal form (`FlatAssignment`)
+    # The entries as the strategy built them (`PlanAssignment` builds a member's lists when a
+    # caller reads it): a plain dict, so the plan does not keep the strategy's owner array.
+    return PlanAssignment(dict(raw), shared=raw.shared), owners, member_load, sizes
 
 
 def _check_slowly(context: PlanContext, raw: Assignment) -> None:
@@ -228,6 +229,30 @@ def _check_slowly(context: PlanContext, raw: Assignment) -> None:
             raise PlanInvariantError(f"a partition of {topic} was assigned twice")
         if missing and topic in subscribed_topics:
             raise PlanInvariantError(f"{topic}-{table.index(None)} left unassigned")
+
+
+_BLOCK = 256  # entries compared at once by `differing_positions`
+
+
+def differing_positions(previous: list[int], target: list[int]) -> list[int]:
+    """The ascending positions where two owner arrays of the same length differ. A steady-state
+    plan changes few owners among a million: blocks of `_BLOCK` entries are compared whole (a
+    C-level list comparison, identity first), and only a block that differs is compared entry
+    by entry."""
+    total = len(target)
+    if len(previous) != total:
+        raise ValueError("owner arrays of different lengths")
+    bounds = list(map(slice, range(0, total, _BLOCK), range(_BLOCK, total + _BLOCK, _BLOCK)))
+    blocks = compress(
+        bounds, map(ne, map(previous.__getitem__, bounds), map(target.__getitem__, bounds))
+    )
+    positions: list[int] = []
+    for block in blocks:
+        start = block.start
+        positions.extend(
+            compress(range(start, start + _BLOCK), map(ne, previous[block], target[block]))
+        )
+    return positions
 
 
 def compute_moves(context: PlanContext, previous: list[int], target: list[int]) -> list[Move]:
@@ -278,7 +303,7 @@ def _moves(
     found at C speed, only the moves themselves are visited."""
     if previous == target or previous.count(-1) == len(previous):  # nothing owned: no moves
         return []
-    differing = list(compress(range(len(target)), map(ne, previous, target)))
+    differing = differing_positions(previous, target)
     moved = compress(differing, map(_OWNED, map(previous.__getitem__, differing)))
     moves = []
     for number in moved:
@@ -314,10 +339,13 @@ def _plan_group(request: ParsedRequest) -> Plan:
     # subscribed partitions that had no previous owner.
     offsets = context.offsets
     subscribed = context.subscribed_topics()
-    granted = sum(
-        previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
-        for topic in subscribed
-    )
+    if len(subscribed) == len(group.topics):  # every topic subscribed: one pass, no slices
+        granted = previous.count(-1)
+    else:
+        granted = sum(
+            previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
+            for topic in subscribed
+        )
     bound = lower_bound(group, loads, subscribed)
     members = {
         member_id: MemberSummary(

@@ -9,11 +9,11 @@ planner; a test holds `plan(request.to_document())` equal to `plan_request(reque
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_rebalance_assignors.model import DEFAULT_STRATEGY, Assignment
+from kafka_rebalance_assignors.model import DEFAULT_STRATEGY, PartitionClaims
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,12 +176,73 @@ class PlanStats:
     unknown_subscriptions_ignored: int
 
 
+class PlanAssignment(Mapping[str, dict[str, list[int]]]):
+    """A plan's target assignment, member id -> topic -> ascending partitions, built member by
+    member on first access. At Kafka's scale a plan holds a million (member, topic) lists that
+    the planner itself never needs: it keeps each member's entry as the strategy returned it
+    (fresh lists, read-only 1-tuples shared between members, or the member's claims as
+    `PartitionClaims` columns) and a caller that reads a member gets that member's own dict of
+    fresh lists, built once and then kept (so repeated reads return the same objects, as a
+    dict's would). A caller that needs only counts, moves or stats (`Plan.members`,
+    `Plan.moves`, `Plan.stats`) builds none of them.
+
+    Invariants: every member of the group is present, in member order; topics are in topic
+    order with no empty list; the entries are never changed (the shared ones belong to the
+    strategy's read-only tables). It compares equal to the plain dict it stands for."""
+
+    __slots__ = ("_built", "_entries", "_shared")
+
+    def __init__(
+        self, entries: Mapping[str, Mapping[str, Sequence[int]]], shared: bool = False
+    ) -> None:
+        # `shared`: the entries' partition sequences are read-only (shared 1-tuples), copied
+        # into fresh lists on access; otherwise an entry of lists is the plan's own already.
+        self._entries = entries
+        self._shared = shared
+        self._built: dict[str, dict[str, list[int]]] = {}
+
+    def __getitem__(self, member_id: str) -> dict[str, list[int]]:
+        built = self._built.get(member_id)
+        if built is not None:
+            return built
+        entry = self._entries[member_id]
+        if type(entry) is PartitionClaims:
+            lists = entry.as_lists()
+        elif self._shared:
+            lists = {topic: list(partitions) for topic, partitions in entry.items()}
+        else:
+            lists = entry  # type: ignore[assignment]  # the plan's own fresh lists
+        self._built[member_id] = lists
+        return lists
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, member_id: object) -> bool:
+        return member_id in self._entries
+
+    def topics(self, member_id: str) -> list[str]:
+        """The topics `member_id` is assigned partitions of, in topic order (no lists built)."""
+        return list(self._entries[member_id])
+
+    def materialised(self) -> dict[str, dict[str, list[int]]]:
+        """The whole assignment as a plain dict (every member's lists built)."""
+        return {member_id: self[member_id] for member_id in self._entries}
+
+    def __repr__(self) -> str:
+        return f"PlanAssignment({self.materialised()!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """A planning round's result: the target assignment (every member present, topics and
-    partitions sorted), the moves from the resolved previous ownership, and the figures."""
+    partitions sorted; a `PlanAssignment` from the planner, built on access), the moves from
+    the resolved previous ownership, and the figures. `to_document()` is plain JSON data."""
 
-    assignment: Assignment
+    assignment: Mapping[str, dict[str, list[int]]]
     members: dict[str, MemberSummary]
     moves: tuple[Move, ...]
     stats: PlanStats
@@ -201,8 +262,11 @@ class Plan:
 
     def to_document(self) -> dict[str, Any]:
         """The plan-contract result (the `plan` command's output)."""
+        assignment = self.assignment
         return {
-            "assignment": self.assignment,
+            "assignment": assignment.materialised()
+            if isinstance(assignment, PlanAssignment)
+            else assignment,
             "members": {
                 m: {name: getattr(entry, name) for name in MemberSummary.__slots__}
                 for m, entry in self.members.items()

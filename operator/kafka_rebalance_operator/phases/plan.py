@@ -83,9 +83,10 @@ def plan(
     except assignors.PlanInputError as error:
         raise PollFailure("PlanFailed", f"the planner refused the input: {error}") from None
     pending = observed.handoff
+    assignment = dict(result.assignment)  # every member's lists: the operator keeps and hashes them
     planned = Planned(
-        assignment=result.assignment,
-        hash=planning.plan_hash(result.assignment),
+        assignment=assignment,
+        hash=planning.plan_hash(assignment),
         moves=len(result.moves),
         ratio_before=result.stats.max_load_ratio_before,
         ratio_after=result.stats.max_load_ratio,
