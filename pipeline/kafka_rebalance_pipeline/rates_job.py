@@ -23,11 +23,7 @@ from kafka_rebalance_pipeline.progress import QUIET, Progress
 from kafka_rebalance_pipeline.spark_io import Telemetry, read_raw, with_errors, write_json
 
 KEY = ["cluster", "namespace", "policy", "group"]
-PARTITION_NAMES = [*KEY, "topic", "partition"]
 PARTITION_HASH = "_pk"
-# A 64-bit hash of the group key (`with_ids`): the per-owner and per-poll aggregations key on it
-# instead of four strings, and the names are joined back from `partition_rates` at the end.
-GROUP_ID = "_gk"
 # NULL on a valid partition row; "plan" on a valid plan row; else why the row is dropped.
 SIDE = "_side"
 PLAN = "plan"
@@ -49,23 +45,19 @@ PLANNING = {
 }
 
 
-def with_intervals(partitions: Any, carry: Sequence[str] = (), names_once: bool = False) -> Any:
+def with_intervals(partitions: Any, carry: Sequence[str] = ()) -> Any:
     """Each partition row with the interval that ends at it: dt, produced, consumed, prev lag.
     Consumption counts only when the owner did not change across the interval. Expects one row
     per partition per poll (`polls.at_every_poll`): the interval is from the partition's
     previous row. A leading `_pk` column (`with_partition_hash`), when the rows have one, leads
-    the window's key and is kept: the sort's prefix then tells partitions apart. So is `_gk`
-    (`with_ids`; it follows from the key, so it only lets rows partitioned by it be windowed
-    without another shuffle). So is a
+    the window's key and is kept: the sort's prefix then tells partitions apart. So is a
     `_side` column (`run_rates`: plan and bad rows ride along), which ends the window's key, so
     such rows are never windowed with partition rows. `_first` marks a partition's first row
-    (for `misses_polls`); `carry` names more columns kept as they are. `names_once`: the key,
-    topic and partition only on a partition's first row (NULL on its others; kept on `_side`
-    rows), for a cache that identifies rows by `_pk` and `_gk` (`with_ids`) instead."""
+    (for `misses_polls`); `carry` names more columns kept as they are."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    prefix = [c for c in (PARTITION_HASH, GROUP_ID) if c in partitions.columns]
+    prefix = [c for c in (PARTITION_HASH,) if c in partitions.columns]
     apart = [c for c in (SIDE,) if c in partitions.columns]
     window = Window.partitionBy(*prefix, *KEY, "topic", "partition", *apart).orderBy("ts_ms")
     lagged = ("ts_ms", "log_end", "committed", "lag", "owner")
@@ -78,14 +70,11 @@ def with_intervals(partitions: Any, carry: Sequence[str] = (), names_once: bool 
     produced = F.col("log_end") - prev["log_end"]
     consumed = F.col("committed") - prev["committed"]
     same_owner = prev["owner"] == F.col("owner")
-    first = prev["ts_ms"].isNull()
-    names: list[Any] = [F.col(c) for c in PARTITION_NAMES]
-    if names_once:
-        once = first | F.col(SIDE).isNotNull() if apart else first
-        names = [F.when(once, F.col(c)).alias(c) for c in PARTITION_NAMES]
     return with_prev.select(
         *prefix,
-        *names,
+        *KEY,
+        "topic",
+        "partition",
         "ts_ms",
         "lag",
         "time_lag_s",
@@ -95,7 +84,7 @@ def with_intervals(partitions: Any, carry: Sequence[str] = (), names_once: bool 
         F.when(produced >= 0, produced).alias("produced"),
         F.when((consumed >= 0) & same_owner, consumed).alias("consumed"),
         prev["lag"].alias("prev_lag"),
-        first.alias("_first"),
+        prev["ts_ms"].isNull().alias("_first"),
         *carry,
         *apart,
     )
@@ -112,41 +101,20 @@ def with_partition_hash(rows: Any) -> Any:
     return rows.select(F.xxhash64(*KEY, "topic", "partition").alias(PARTITION_HASH), *rows.columns)
 
 
-def xxhash64(*columns: Any) -> Any:
-    """The ids' hash (`with_ids`); a parameter of `run_rates` so tests can force collisions."""
-    from pyspark.sql import functions as F
-
-    return F.xxhash64(*columns)
-
-
-def with_ids(rows: Any, hash_of: Any = xxhash64) -> Any:
-    """The rows with `_pk` (`with_partition_hash`, by `hash_of`) and `_gk`, a hash of the
-    group key, first. Ids only: `run_rates` checks on its small outputs that no two partitions
-    of a group share a `_pk` and no two groups a `_gk` before it trusts them, and falls back
-    to the names when any do."""
-    return rows.select(
-        hash_of(*PARTITION_NAMES).alias(PARTITION_HASH),
-        hash_of(*KEY).alias(GROUP_ID),
-        *rows.columns,
-    )
-
-
 def misses_polls(intervals: Any) -> bool:
     """Whether some partition lacks a row at a poll of its group from its first row on (then
     `polls.at_every_poll` has rows to add; when none does, its output is its input)."""
     return polls_missed(poll_totals(owner_polls(intervals)))
 
 
-def polls_missed(per_poll: Any, key: Sequence[str] = KEY) -> bool:
+def polls_missed(per_poll: Any) -> bool:
     """`misses_polls` from `poll_totals`. Exact: at each poll, the partitions with a row there
     (`_present`, each counted once) are some of those whose first row is at or before it (the
-    running sum of `_starts`); all of them exactly when the two are equal. Keyed by `_gk`, two
-    groups sharing one would only ever look as if they missed a poll (each group's `_present`
-    is at most its `_starts` so far), never hide a miss."""
+    running sum of `_starts`); all of them exactly when the two are equal."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    so_far = Window.partitionBy(*key).orderBy("ts_ms").rowsBetween(Window.unboundedPreceding, 0)
+    so_far = Window.partitionBy(*KEY).orderBy("ts_ms").rowsBetween(Window.unboundedPreceding, 0)
     started = F.sum("_starts").over(so_far)
     missed = per_poll.select(started.alias("_started"), "_present").where(
         F.col("_started") != F.col("_present")
@@ -154,12 +122,13 @@ def polls_missed(per_poll: Any, key: Sequence[str] = KEY) -> bool:
     return bool(missed.limit(1).count())
 
 
-def rate_aggregates() -> list[Any]:
-    """`partition_rates`' values, over one partition's rows."""
+def partition_rates(intervals: Any) -> Any:
     from pyspark.sql import functions as F
 
     rate = F.col("produced") / F.col("dt")
-    return [
+    # With `_pk` first the aggregation streams over the window's sort order (no sort of its own).
+    prefix = [c for c in (PARTITION_HASH,) if c in intervals.columns]
+    rates = intervals.groupBy(*prefix, *KEY, "topic", "partition").agg(
         F.count("*").alias("polls"),
         F.min("ts_ms").alias("first_ts_ms"),
         F.max("ts_ms").alias("last_ts_ms"),
@@ -174,64 +143,20 @@ def rate_aggregates() -> list[Any]:
         F.max("lag").alias("max_lag"),
         F.max_by("lag", "ts_ms").alias("last_lag"),
         F.max_by("owner", "ts_ms").alias("last_owner"),
-    ]
-
-
-def partition_rates(intervals: Any) -> Any:
-    # With `_pk` first the aggregation streams over the window's sort order (no sort of its own).
-    prefix = [c for c in (PARTITION_HASH,) if c in intervals.columns]
-    rates = intervals.groupBy(*prefix, *PARTITION_NAMES).agg(*rate_aggregates())
+    )
     return rates.drop(*prefix)
 
 
-def rates_by_id(intervals: Any) -> Any:
-    """`partition_rates` keyed by `_pk` and `_gk` (two longs to compare, not six columns),
-    from `with_intervals(..., names_once=True)`; `first_names` has the names. Grouped by
-    `_gk` too, so the cache's partitioning by `_gk` serves it without a shuffle."""
-    return intervals.groupBy(PARTITION_HASH, GROUP_ID).agg(*rate_aggregates())
-
-
-def first_names(intervals: Any) -> Any:
-    """`_pk`, `_gk` and the names of each partition's first row, the only row that has them
-    (`names_once`). The window keys on the names, so each partition has exactly one first
-    row: two rows with one (`_pk`, `_gk`) are two partitions of a group sharing a `_pk`."""
-    from pyspark.sql import functions as F
-
-    return intervals.where(F.col("_first")).select(PARTITION_HASH, GROUP_ID, *PARTITION_NAMES)
-
-
-def ids_unique(firsts: Any) -> bool:
-    """Whether no two partitions of a group share a `_pk` and no two groups a `_gk`, from
-    `first_names` (one row per partition, so this is cheap)."""
-    from pyspark.sql import functions as F
-
-    ids = [PARTITION_HASH, GROUP_ID]
-    if firsts.groupBy(*ids).count().where(F.col("count") > 1).limit(1).count():
-        return False
-    groups = firsts.select(GROUP_ID, *KEY).distinct()
-    return not groups.groupBy(GROUP_ID).count().where(F.col("count") > 1).limit(1).count()
-
-
-def named(frame: Any, names: Any) -> Any:
-    """`frame`, keyed by `_gk` first, with the group key's names in its place."""
-    from pyspark.sql import functions as F
-
-    rest = [c for c in frame.columns if c != GROUP_ID]
-    return frame.join(F.broadcast(names), GROUP_ID).select(*KEY, *rest)
-
-
-def owner_polls(intervals: Any, key: Sequence[str] = KEY) -> Any:
+def owner_polls(intervals: Any) -> Any:
     """Per group, poll and owner (NULL included): the sums `poll_totals` and `member_capacity`
     both start from, in one aggregation of the rows instead of two. Plain sums, counts and
     maxima only (no `collect_set`, whose object hash map falls back to sorting), so they add up
-    again exactly per poll; the `_`-prefixed ones are over the rows with an interval (`dt`).
-    `key` is the group's key: its names, or `[GROUP_ID]` (two longs and the owner to hash
-    instead of five strings and a long)."""
+    again exactly per poll; the `_`-prefixed ones are over the rows with an interval (`dt`)."""
     from pyspark.sql import functions as F
 
     new_time = F.col("_first") | F.col("dt").isNotNull()  # sorted by time: dt > 0 or first
     with_dt = F.col("dt").isNotNull()
-    return intervals.groupBy(*key, "ts_ms", "owner").agg(
+    return intervals.groupBy(*KEY, "ts_ms", "owner").agg(
         F.sum("lag").alias("total_lag"),
         F.max("time_lag_s").alias("worst_time_lag_s"),
         F.max("dt").alias("dt"),
@@ -250,18 +175,13 @@ def member_capacity(intervals: Any, backlog_seconds: float = 5.0, min_saturated:
     return capacity_of(owner_polls(intervals), backlog_seconds, min_saturated)
 
 
-def capacity_of(
-    by_owner: Any,
-    backlog_seconds: float = 5.0,
-    min_saturated: int = 3,
-    key: Sequence[str] = KEY,
-) -> Any:
+def capacity_of(by_owner: Any, backlog_seconds: float = 5.0, min_saturated: int = 3) -> Any:
     """`member_capacity` from `owner_polls`: a member's interval at a poll sums its partitions
     that have one (`dt` is the same maximum: rows without a `dt` add none)."""
     from pyspark.sql import functions as F
 
     per_interval = by_owner.where(F.col("owner").isNotNull() & (F.col("_intervals") > 0)).select(
-        *key,
+        *KEY,
         "owner",
         "ts_ms",
         F.col("_consumed").alias("consumed"),
@@ -275,7 +195,7 @@ def capacity_of(
     saturated = (F.col("lag_start") >= threshold) & (F.col("lag_end") >= threshold)
     flagged = per_interval.withColumn("saturated", saturated)
     return (
-        flagged.groupBy(*key, F.col("owner").alias("member"))
+        flagged.groupBy(*KEY, F.col("owner").alias("member"))
         .agg(
             F.count("*").alias("intervals"),
             F.sum(F.col("saturated").cast("int")).alias("saturated_intervals"),
@@ -301,13 +221,13 @@ def capacity_of(
     )
 
 
-def poll_totals(by_owner: Any, key: Sequence[str] = KEY) -> Any:
+def poll_totals(by_owner: Any) -> Any:
     """Per group and poll, from `owner_polls`: the totals `group_lag` summarises, and for
     `polls_missed` the partitions with a row at the poll (`_present`) and those whose first row
     it is (`_starts`). `members` counts the non-NULL owners."""
     from pyspark.sql import functions as F
 
-    return by_owner.groupBy(*key, "ts_ms").agg(
+    return by_owner.groupBy(*KEY, "ts_ms").agg(
         F.sum("total_lag").alias("total_lag"),
         F.max("worst_time_lag_s").alias("worst_time_lag_s"),
         F.max("dt").alias("dt"),
@@ -322,11 +242,11 @@ def group_lag(intervals: Any, slo_s: float = 60.0) -> Any:
     return lag_summary(poll_totals(owner_polls(intervals)), slo_s)
 
 
-def lag_summary(per_poll: Any, slo_s: float = 60.0, key: Sequence[str] = KEY) -> Any:
+def lag_summary(per_poll: Any, slo_s: float = 60.0) -> Any:
     """`group_lag` from `poll_totals`."""
     from pyspark.sql import functions as F
 
-    return per_poll.groupBy(*key).agg(
+    return per_poll.groupBy(*KEY).agg(
         F.count("*").alias("polls"),
         F.min("ts_ms").alias("first_ts_ms"),
         F.max("ts_ms").alias("last_ts_ms"),
@@ -377,10 +297,8 @@ def run_rates(
     backlog_seconds: float = 5.0,
     min_saturated: int = 3,
     progress: Progress = QUIET,
-    hash_of: Any = xxhash64,
 ) -> dict[str, Any]:
-    """Read, validate, aggregate, write Parquet; returns the summary (also in summary.json).
-    `hash_of` makes the ids (`with_ids`); the outputs do not depend on it."""
+    """Read, validate, aggregate, write Parquet; returns the summary (also in summary.json)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -392,60 +310,33 @@ def run_rates(
         spark.conf.set(key, value)
     try:
         # One scan, one shuffle (by group key), one sort (partition hash, key, time), one
-        # window, one cache: the aggregations read the cached windowed rows without another
-        # shuffle. Plan and bad rows ride along, apart (`SIDE`), for group_plans and the error
-        # counts. The cache carries ids, not names (`with_ids`, `names_once`): the names are
-        # on each partition's first row, and the per-owner rows are keyed by `_gk`. When no
-        # partition misses a poll of its group (dense telemetry) and the ids are unique, these
-        # are the intervals; otherwise the rows, with their names, are carried to every poll
-        # first (`polls.at_every_poll`) and windowed again.
+        # window, one cache: the three aggregations read the cached windowed rows without
+        # another shuffle. Plan and bad rows ride along, apart (`SIDE`), for group_plans and
+        # the error counts. When no partition misses a poll of its group (dense telemetry),
+        # there is nothing to carry forward and these are the intervals; otherwise the rows
+        # are carried to every poll first (`polls.at_every_poll`) and windowed again.
         windowed = with_intervals(
-            with_ids(one_pass_rows(every), hash_of).repartition(GROUP_ID),
+            with_partition_hash(one_pass_rows(every)).repartition(*KEY),
             carry=["committed", *PLAN_VALUES],
-            names_once=True,
         ).persist(StorageLevel.MEMORY_AND_DISK)
         partition_rows = windowed.where(F.col(SIDE).isNull())
-        # Per group id, poll and owner: the first step of member_capacity and group_lag, kept
-        # (a few rows per group and poll); its per-poll totals also tell whether to rebuild.
-        by_owner = owner_polls(partition_rows, [GROUP_ID]).persist(StorageLevel.MEMORY_AND_DISK)
-        dense = not polls_missed(poll_totals(by_owner, [GROUP_ID]), [GROUP_ID])
-        firsts = first_names(partition_rows).persist(StorageLevel.MEMORY_AND_DISK)
-        unique = ids_unique(firsts)
         intervals = partition_rows
-        if dense and unique:
-            ids = [PARTITION_HASH, GROUP_ID]
-            names = firsts.select(GROUP_ID, *KEY).distinct()
-            rates = rates_by_id(partition_rows).join(F.broadcast(firsts), ids)
-            outputs = {
-                "partition_rates": rates.select(
-                    *PARTITION_NAMES,
-                    *[c for c in rates.columns if c not in (*ids, *PARTITION_NAMES)],
-                ),
-                "member_capacity": named(
-                    capacity_of(by_owner, backlog_seconds, min_saturated, [GROUP_ID]), names
-                ),
-                "group_lag": named(
-                    lag_summary(poll_totals(by_owner, [GROUP_ID]), slo_s, [GROUP_ID]), names
-                ),
-            }
-        else:
-            progress.stage("rebuilding the rows at every poll")
+        # Per group, poll and owner: the first step of member_capacity and group_lag, kept
+        # (a few rows per group and poll); its per-poll totals also tell whether to rebuild.
+        by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
+        if polls_missed(poll_totals(by_owner)):
+            progress.stage("rebuilding the rows at every poll (sparse telemetry)")
             by_owner.unpersist()
-            if unique:  # the names from each partition's first row
-                ids = [PARTITION_HASH, GROUP_ID]
-                values = partition_rows.select(*ids, "ts_ms", *INTERVAL_VALUES)
-                rows = values.join(F.broadcast(firsts), ids).select(*ROW_COLUMNS)
-            else:  # shared ids: the names from the input again
-                rows = one_pass_rows(every).where(F.col(SIDE).isNull()).select(*ROW_COLUMNS)
+            rows = partition_rows.select(*ROW_COLUMNS)
             intervals = with_intervals(at_every_poll(rows)).persist(StorageLevel.MEMORY_AND_DISK)
             by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
-            outputs = {
-                "partition_rates": partition_rates(intervals),
-                "member_capacity": capacity_of(by_owner, backlog_seconds, min_saturated),
-                "group_lag": lag_summary(poll_totals(by_owner), slo_s),
-            }
         plans = windowed.where(F.col(SIDE) == PLAN).select("group", "ts_ms", *PLAN_VALUES)
-        outputs["group_plans"] = group_plans(plans)
+        outputs = {
+            "partition_rates": partition_rates(intervals),
+            "member_capacity": capacity_of(by_owner, backlog_seconds, min_saturated),
+            "group_lag": lag_summary(poll_totals(by_owner), slo_s),
+            "group_plans": group_plans(plans),
+        }
         for name, frame in outputs.items():
             progress.stage(f"computing and writing {name}")
             frame.write.mode("overwrite").parquet(str(out / name))
@@ -461,7 +352,6 @@ def run_rates(
     errors = report.error_report()
     write_json(out / "schema_errors.json", errors)
     by_owner.unpersist()
-    firsts.unpersist()
     intervals.unpersist()
     windowed.unpersist()
     elapsed = time.perf_counter() - started

@@ -615,33 +615,3 @@ def test_dense_telemetry_skips_the_rebuild_and_gives_the_golden_outputs(
     for name in ("partition_rates", "member_capacity", "group_lag"):
         want = [r for r in golden[name]["rows"] if r[0] != "sparse"]
         assert_golden_rows(tmp_path / "rates" / name, golden[name]["columns"], want, name)
-
-
-def shared_partition_ids(*columns: Any) -> Any:
-    """Every partition of a group gets one `_pk`; groups keep their own `_gk`."""
-    from pyspark.sql import functions as F
-
-    return F.lit(7).cast("long") if len(columns) > len(KEY) else F.xxhash64(*columns)
-
-
-def shared_group_ids(*columns: Any) -> Any:
-    """Every group gets one `_gk`; partitions keep their own `_pk`."""
-    from pyspark.sql import functions as F
-
-    return F.xxhash64(*columns) if len(columns) > len(KEY) else F.lit(7).cast("long")
-
-
-@pytest.mark.parametrize("hash_of", [shared_partition_ids, shared_group_ids])
-def test_shared_ids_fall_back_to_the_names_and_give_the_golden_outputs(
-    pipeline_spark: Any, tmp_path: Path, hash_of: Any
-) -> None:
-    """The job keys its cache by hashed ids (`_pk`, `_gk`); when two partitions of a group or
-    two groups share one, it must notice and give the same rows as with unique ids (the dense
-    golden groups, which would otherwise take the ids-only path)."""
-    rows = [r for r in rates_regression_rows() if r.get("cluster") != "sparse"]
-    write_files(rows, tmp_path / "dense")
-    run_rates(pipeline_spark, [str(tmp_path / "dense")], tmp_path / "rates", hash_of=hash_of)
-    golden = json.loads(GOLDEN.read_text())
-    for name in ("partition_rates", "member_capacity", "group_lag"):
-        want = [r for r in golden[name]["rows"] if r[0] != "sparse"]
-        assert_golden_rows(tmp_path / "rates" / name, golden[name]["columns"], want, name)
