@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_rebalance_dev.demo.comparison import SlowConsumerSetup, run_slow_consumer
+from kafka_rebalance_dev.demo.comparison import SlowConsumerSetup, compare_slow_consumer
 from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.demo.summary import comparison_table
@@ -296,11 +296,9 @@ def test_kip794_slow_consumer_lag_aware_keeps_up_where_count_based_plans_fall_be
     5 records/s: a plan that gives it a third of the partitions (20 records/s) leaves it behind
     for good. lag-aware with adaptive weights must keep total throughput at production (the
     other members have capacity to spare), bound the lag, and stop changing the plan."""
-    rows = []
-    for index, strategy in enumerate(("range", "cooperative-sticky", "lag-aware")):
-        rows.append(
-            run_slow_consumer(endpoints, tmp_path / strategy, strategy, KIP794, crd=index == 0)
-        )
+    rows = compare_slow_consumer(
+        endpoints, tmp_path, ("range", "cooperative-sticky", "lag-aware"), KIP794
+    )
     table = comparison_table(rows)
     over_time = "\n".join(
         f"{row['strategy']}: lag every 10 s {row['lag_over_time']}; slow member ends with "

@@ -8,16 +8,21 @@ share of partitions, more than it can process, so total throughput stays below p
 its lag grows; `lag-aware` with `weightFrom: adaptive` should move load off it, keep up with
 production, and then stop changing the plan.
 
-Each run gets its own namespace, topic and group on a shared broker and API server, so the
-strategies are compared in one session under the same conditions.
+Each run gets its own namespace, topic, group and operator on a shared broker and API server,
+so the strategies are compared in one session under the same conditions; `compare_slow_consumer`
+runs them side by side, at the same time, since every run is a minute of production and then a
+drain, nearly all of it waiting.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_dev.demo.cluster import install_crd
 from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.demo.summary import (
@@ -112,6 +117,36 @@ def run_slow_consumer(
         }
     finally:
         harness.close()
+
+
+def compare_slow_consumer(
+    endpoints: Endpoints,
+    workdir: Path,
+    strategies: Sequence[str],
+    setup: SlowConsumerSetup,
+    *,
+    log: Any = lambda message: None,
+) -> list[dict[str, Any]]:
+    """`run_slow_consumer` for each strategy, all at once (one thread each, the CRD installed
+    first), in `workdir / strategy`; the rows in the order of `strategies`. The runs share
+    nothing but the broker and the API server, and each consumer's speed is set by its sleep
+    per record, not by the CPU, so running them together changes what each one measures only
+    through load on the machine."""
+    install_crd(endpoints.kubectl, endpoints.kubeconfig)
+    with ThreadPoolExecutor(max_workers=len(strategies), thread_name_prefix="kip794") as pool:
+        runs = [
+            pool.submit(
+                run_slow_consumer,
+                endpoints,
+                workdir / strategy,
+                strategy,
+                setup,
+                crd=False,
+                log=log,
+            )
+            for strategy in strategies
+        ]
+        return [run.result() for run in runs]
 
 
 def _start_enforced_group(
