@@ -564,10 +564,8 @@ class Runner:
             operator_figures = {
                 "plan_request_operator_median_ms": operator_timing.wall,
                 "plan_request_operator_cpu_median_ms": operator_timing.cpu,
-                # the same plan as the document's: same figures, moves and members' counts
-                "operator_same_plan": operator_plan.stats == typed_plan.stats
-                and operator_plan.moves == typed_plan.moves
-                and operator_plan.members == typed_plan.members,
+                # the same plan as the document's (assignment, moves, members and figures)
+                "operator_same_plan": operator_plan == typed_plan,
             }
         return operator_figures | {
             "assign_median_ms": assign_timing.wall,
