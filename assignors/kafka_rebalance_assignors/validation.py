@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from array import array
 from collections.abc import Mapping
 from itertools import accumulate, chain, repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from typing import Any, TypeGuard
 
 from kafka_rebalance_assignors.model import (
@@ -43,6 +44,9 @@ _SEQUENCE_TYPES = {list, tuple}
 _NUMBER_TYPES = {int, float}
 _ONE = {1}
 _INT_CODES = frozenset("bBhHiIlLqQ")  # `array` type codes of integers
+_WIDTH = array("i").itemsize  # bytes per lane of `_lanes`
+_ORDER = sys.byteorder  # the arrays' byte order
+assert _WIDTH >= 4, "array('i') holds the global partition numbers (up to MAX_PARTITIONS)"
 _FIRST = itemgetter(0)
 
 
@@ -93,7 +97,7 @@ class _Shared:
     def __init__(self, topics: Mapping[str, int]) -> None:
         self.offsets = dict(zip(topics, accumulate(topics.values(), initial=0), strict=False))
         self.names: tuple[str, ...] = ()
-        self.bases: list[int] = []  # the names' partition 0, as global numbers
+        self.lanes = 0  # the names' partition 0, as global numbers, as `_lanes`
         self.counts: list[int] = []  # the names' partition counts
         self.bound = 0  # the smallest of `counts`
         self.subscription: object = None
@@ -201,11 +205,16 @@ def _claims_at_once(
 
 
 def _one_per_topic(
-    names: tuple[str, ...], firsts: list[int], topics: Mapping[str, int], shared: _Shared
+    names: tuple[str, ...],
+    firsts: list[int],
+    topics: Mapping[str, int],
+    shared: _Shared,
+    column: array[int] | None = None,
 ) -> PartitionClaims | None:
     """The claims of partition `firsts[i]` of topic `names[i]` (names ascending and distinct,
     `firsts` ints) as `PartitionClaims` when every one is clean, else None (a deleted topic or
-    a partition out of range: the caller's general path drops and counts it)."""
+    a partition out of range: the caller's general path drops and counts it). `column`: the
+    same numbers as the caller's array, when it has one (its bytes are read, not its items)."""
     if not firsts:
         return None
     if min(firsts) < 0:
@@ -214,16 +223,26 @@ def _one_per_topic(
         if not all(map(topics.__contains__, names)):  # a deleted topic: stale
             return None
         shared.names = names
-        shared.bases = list(map(shared.offsets.__getitem__, names))
+        shared.lanes = _lanes(array("i", map(shared.offsets.__getitem__, names)))
         shared.counts = list(map(topics.__getitem__, names))
         shared.bound = min(shared.counts)
     # in range: below the smallest count of these topics, else below each one's own
     if max(firsts) >= shared.bound and not all(map(int.__lt__, firsts, shared.counts)):
         return None
-    # from a list: an array built from an iterator appends item by item, from a list in one
-    # C loop (about a third less CPU for a million claims)
-    numbers = array("i", list(map(add, shared.bases, firsts)))
+    # Every claim's global number, base + partition, added as one integer (see `_lanes`): a
+    # million additions at C speed, no int object per claim. No lane carries into the next:
+    # each sum is below the group's partition count, at most MAX_PARTITIONS < 2**31.
+    if column is None or column.typecode != "i":
+        column = array("i", firsts)
+    numbers = array("i")
+    numbers.frombytes((shared.lanes + _lanes(column)).to_bytes(len(column) * _WIDTH, _ORDER))
     return PartitionClaims(shared.names, numbers, shared.offsets, firsts)
+
+
+def _lanes(numbers: array[int]) -> int:
+    """`numbers` (an `array('i')` of values >= 0) as one integer, one `_WIDTH`-byte lane per
+    value: two such integers add lane by lane as long as no sum reaches 2**31."""
+    return int.from_bytes(numbers.tobytes(), _ORDER)
 
 
 def _int_column(values: Any) -> bool:
@@ -287,8 +306,9 @@ def _columns(
     if single and shared.ascending and _int_column(partitions):
         # a list (min, max and the sums read it without an int object per item) and a copy:
         # the plan may read it after the caller changed its own
+        column = partitions if type(partitions) is array else None
         firsts = partitions.tolist() if type(partitions) is array else list(partitions)
-        claims = _one_per_topic(key, firsts, topics, shared)
+        claims = _one_per_topic(key, firsts, topics, shared, column)
         if claims is not None:
             return claims
     return dict(owned.runs())
