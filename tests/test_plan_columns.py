@@ -205,3 +205,21 @@ def test_columns_read_as_the_mapping_they_stand_for() -> None:
     columns["b"].append(9)  # a fresh list each read
     assert columns["b"] == [1, 2]
     assert OwnedColumns(["x", "y"], [4, 5]) == {"x": [4], "y": [5]}
+
+
+@pytest.mark.parametrize("as_array", [True, False])
+def test_global_numbers_near_the_partition_cap_are_exact(as_array: bool) -> None:
+    """The claims' global numbers are added as lanes of one integer: exact up to the group's
+    largest number (just below MAX_PARTITIONS), from columns and from lists alike."""
+    topics = {"a": 3_000_000, "b": 4_000_000, "c": 2_999_999}
+    partitions = [2_999_999, 3_999_999, 2_999_998]
+    owned: Any = (
+        OwnedColumns(("a", "b", "c"), array("i", partitions))
+        if as_array
+        else dict(zip(topics, ([p] for p in partitions), strict=True))
+    )
+    request = PlanRequest(topics=topics, members={"m": MemberRequest(list(topics), owned=owned)})
+    claimed = validate(request).group.members["m"].claimed
+    assert type(claimed) is PartitionClaims
+    assert list(claimed.numbers) == [2_999_999, 3_000_000 + 3_999_999, 7_000_000 + 2_999_998]
+    assert dict(claimed) == {"a": (2_999_999,), "b": (3_999_999,), "c": (2_999_998,)}
