@@ -380,6 +380,36 @@ def target_lines(results: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
     ), [{"target": t, "figure": f, "result": r} for t, f, r in lines]
 
 
+def operator_request(case: casegen.Case, strategy: str) -> Any:
+    """The case's request as the operator builds it (`planning.build_request` over the members'
+    documents, their ownership held as the documents hold it), or None for a case the operator
+    cannot express (it subscribes every member to every topic). None too when the operator is
+    not installed (the assignors alone are benchmarked)."""
+    if not case.identical:
+        return None
+    try:
+        from kafka_rebalance_operator.assignment_doc import render_documents
+        from kafka_rebalance_operator.planning import build_request
+        from kafka_rebalance_operator.policy import parse_spec
+    except ImportError:
+        return None
+    topics = case.document["topics"]
+    members = case.document["members"]
+    spec = parse_spec(
+        {
+            "groupId": "g",
+            "kafka": {"bootstrapServers": "k:9092"},
+            "topics": list(topics),
+            "members": {"selector": {"matchLabels": {"app": "x"}}},
+            "strategy": strategy,
+            "rebalance": {"minImprovement": 0.0},  # the document's default
+        }
+    )
+    owned = {m: entry["owned"] for m, entry in members.items() if entry.get("owned")}
+    current = render_documents("g", owned, 1, "h", "T")
+    return build_request(spec, topics, dict.fromkeys(members, 1.0), current, {}, {})
+
+
 class Runner:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -517,11 +547,27 @@ class Runner:
                 lambda: plan(case.document, name), sizing.plan_iterations, 0, 30
             )
             typed = request_from_document(case.document, name)
-            typed_timing, _ = timed(lambda: plan_request(typed), sizing.plan_iterations, 0, 30)
+            typed_timing, typed_plan = timed(
+                lambda: plan_request(typed), sizing.plan_iterations, 0, 30
+            )
+            operator = operator_request(case, name)
+            operator_timing, operator_plan = (
+                timed(lambda: plan_request(operator), sizing.plan_iterations, 0, 30)
+                if operator is not None
+                else (None, None)
+            )
         except Exception as error:  # report the failure in the table, keep benchmarking
             return {"error": f"{type(error).__name__}: {error}"}
         check = checks.check(case.document, output["assignment"])
-        return {
+        operator_figures: dict[str, Any] = {}
+        if operator_timing is not None:
+            operator_figures = {
+                "plan_request_operator_median_ms": operator_timing.wall,
+                "plan_request_operator_cpu_median_ms": operator_timing.cpu,
+                # the same plan as the document's (assignment, moves, members and figures)
+                "operator_same_plan": operator_plan == typed_plan,
+            }
+        return operator_figures | {
             "assign_median_ms": assign_timing.wall,
             "assign_cpu_median_ms": assign_timing.cpu,
             "assign_times_ms": assign_timing.wall_ms,
@@ -605,6 +651,13 @@ class Runner:
                             ours.get("plan_request_median_ms"),
                             ours.get("plan_request_cpu_median_ms"),
                         ),
+                        _wall_cpu(
+                            ours.get("plan_request_operator_median_ms"),
+                            ours.get("plan_request_operator_cpu_median_ms"),
+                        )
+                        + {True: "", False: " DIFFERENT PLAN", None: ""}[
+                            ours.get("operator_same_plan")
+                        ],
                         _ratio(p_cpu, a_cpu, None),
                         _ratio(p_cpu, k_cpu, timeout),
                         f"{k_check} / {ours.get('check_summary', ours.get('error', '-'))}",
@@ -630,6 +683,7 @@ class Runner:
                         "-",
                         "-",
                         "-",
+                        "-",
                         f"{uniform.get('check_summary', uniform.get('error', '-'))} / -",
                         f"{uniform.get('moves', '-')} / -",
                     ]
@@ -645,6 +699,7 @@ class Runner:
                 "ours/Kafka CPU (wall)",
                 "ours plan() ms wall / CPU",
                 "ours plan_request() ms wall / CPU",
+                "ours plan_request() operator-built ms wall / CPU",
                 "plan()/assign CPU",
                 "plan/Kafka CPU",
                 "checks Kafka / ours",

@@ -6,7 +6,10 @@ release reads what the operator writes now)."""
 
 from __future__ import annotations
 
+import json
+import random
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from kafka_rebalance_common import wire
@@ -127,6 +130,29 @@ def test_plan_hash_and_canonical_assignment_of_the_previous_release() -> None:
     assignment = {"b": {"t": [3, 1], "u": []}, "a": {}}
     assert wire.encode_assignment(assignment) == '{"a":{},"b":{"t":[1,3]}}'
     assert wire.assignment_hash(assignment) == "ab69722435a364b8340a"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_canonical_text_is_the_sorted_copy_whatever_the_partitions_are_held_in(
+    seed: int,
+) -> None:
+    """One-partition lists are written as they are (no copy); every shape still gives the text
+    of the fully sorted plain copy: lists of any length and order, tuples, sets, empties."""
+    rng = random.Random(seed)
+    assignment: dict[str, dict[str, Any]] = {}
+    for member in rng.sample([f"m{i}" for i in range(8)], rng.randint(0, 8)):
+        topics: dict[str, Any] = {}
+        for topic in rng.sample([f"t{i}" for i in range(6)], rng.randint(0, 6)):
+            parts = rng.sample(range(20), rng.choice([0, 1, 1, 2, 5]))
+            topics[topic] = rng.choice([list, tuple, set])(parts)
+        assignment[member] = topics
+    plain = {
+        m: {t: sorted(p) for t, p in sorted(ts.items()) if p}
+        for m, ts in sorted(assignment.items())
+    }
+    assert wire.encode_assignment(assignment) == json.dumps(
+        plain, sort_keys=True, separators=(",", ":")
+    )
 
 
 # -- leaderTerm (an optional key: absent, the text is what earlier releases wrote) ----------

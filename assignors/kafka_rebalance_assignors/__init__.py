@@ -12,6 +12,7 @@ from kafka_rebalance_assignors.registry import STRATEGY_NAMES
 from kafka_rebalance_assignors.request import (
     MemberRequest,
     Move,
+    OwnedColumns,
     Plan,
     PlanAssignment,
     PlanOptions,
@@ -28,6 +29,7 @@ __all__ = [
     "MemberRequest",
     "Move",
     "Options",
+    "OwnedColumns",
     "Plan",
     "PlanAssignment",
     "PlanInputError",

@@ -9,17 +9,91 @@ planner; a test holds `plan(request.to_document())` equal to `plan_request(reque
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from array import array
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, final
 
 from kafka_rebalance_assignors.model import DEFAULT_STRATEGY, PartitionClaims
+
+
+@final  # validation tests `type(owned) is OwnedColumns`: its fast path is for this type only
+class OwnedColumns(Mapping[str, list[int]]):
+    """A member's claims held as columns rather than one list per topic, for callers that
+    already hold them so (the operator reads members' ownership into arrays): `topics` (the
+    names), `partitions` (every topic's partition numbers, one topic's run after the other:
+    an `array` of an integer type code, or a list or tuple of ints) and `starts` (where each
+    topic's run starts, `len(topics) + 1` entries from 0 to `len(partitions)`, never
+    decreasing). `starts` None: one partition per topic, `partitions[i]` is `topics[i]`'s.
+
+    At Kafka's scale a group's claims are a million one-partition claims; passed as columns,
+    validation checks them with a few C-level passes per member and keeps them as columns
+    (`model.PartitionClaims`) instead of reading a million one-element lists. Validation
+    checks the columns as values (their types, the shape of `starts`, a topic named twice is
+    refused with a `PlanInputError` naming the field); stale claims (deleted topics,
+    partitions out of range) are dropped and counted exactly as in the mapping form.
+
+    It reads as the mapping topic -> partitions (fresh lists, in the columns' order) it
+    stands for, so `PlanRequest.to_document()` writes the plain form, and it compares equal to
+    that dict. The columns must not be changed once passed (they are not copied)."""
+
+    __slots__ = ("_mapping", "partitions", "starts", "topics")
+
+    def __init__(
+        self,
+        topics: Sequence[str],
+        partitions: array[int] | Sequence[int],
+        starts: array[int] | Sequence[int] | None = None,
+    ) -> None:
+        self.topics = topics
+        self.partitions = partitions
+        self.starts = starts
+        self._mapping: dict[str, list[int]] | None = None
+
+    def runs(self) -> Iterator[tuple[str, list[int]]]:
+        """(topic, its partitions as a fresh list), in the columns' order (well-formed columns:
+        validation checks the shape)."""
+        partitions, starts = self.partitions, self.starts
+        if starts is None:
+            pairs = zip(self.topics, partitions, strict=False)
+            return ((topic, [partition]) for topic, partition in pairs)
+        return (
+            (topic, list(partitions[starts[i] : starts[i + 1]]))
+            for i, topic in enumerate(self.topics)
+        )
+
+    def _materialised(self) -> dict[str, list[int]]:
+        if self._mapping is None:
+            self._mapping = dict(self.runs())
+        return self._mapping
+
+    def __getitem__(self, topic: str) -> list[int]:
+        return list(self._materialised()[topic])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._materialised())
+
+    def __len__(self) -> int:
+        return len(self._materialised())
+
+    def __contains__(self, topic: object) -> bool:
+        return topic in self._materialised()
+
+    def items(self) -> ItemsView[str, list[int]]:
+        return dict(self.runs()).items()
+
+    def values(self) -> ValuesView[list[int]]:
+        return dict(self.runs()).values()
+
+    def __repr__(self) -> str:
+        return f"OwnedColumns({self._materialised()!r})"
 
 
 @dataclass(frozen=True, slots=True)
 class MemberRequest:
     """One consumer as a caller knows it: what it subscribes to and what it claims to own (stale
-    claims and unknown topics are dropped and counted by the planner, as Kafka does)."""
+    claims and unknown topics are dropped and counted by the planner, as Kafka does). `owned`
+    may be `OwnedColumns`, the same claims held as arrays (the fast form at scale)."""
 
     topics: Sequence[str]
     weight: float = 1.0

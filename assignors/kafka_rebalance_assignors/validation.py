@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from array import array
 from collections.abc import Mapping
 from itertools import accumulate, chain, repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from typing import Any, TypeGuard
 
 from kafka_rebalance_assignors.model import (
@@ -35,13 +36,17 @@ from kafka_rebalance_assignors.model import (
     PartitionClaims,
     PlanInputError,
 )
-from kafka_rebalance_assignors.request import MemberRequest, PlanOptions, PlanRequest
+from kafka_rebalance_assignors.request import MemberRequest, OwnedColumns, PlanOptions, PlanRequest
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _INT_ONLY = {int}
 _SEQUENCE_TYPES = {list, tuple}
 _NUMBER_TYPES = {int, float}
 _ONE = {1}
+_INT_CODES = frozenset("bBhHiIlLqQ")  # `array` type codes of integers
+_WIDTH = array("i").itemsize  # bytes per lane of `_lanes`
+_ORDER = sys.byteorder  # the arrays' byte order
+assert _WIDTH >= 4, "array('i') holds the global partition numbers (up to MAX_PARTITIONS)"
 _FIRST = itemgetter(0)
 
 
@@ -92,11 +97,14 @@ class _Shared:
     def __init__(self, topics: Mapping[str, int]) -> None:
         self.offsets = dict(zip(topics, accumulate(topics.values(), initial=0), strict=False))
         self.names: tuple[str, ...] = ()
-        self.bases: list[int] = []  # the names' partition 0, as global numbers
+        self.lanes = 0  # the names' partition 0, as global numbers, as `_lanes`
         self.counts: list[int] = []  # the names' partition counts
         self.bound = 0  # the smallest of `counts`
         self.subscription: object = None
         self.subscribed: tuple[tuple[str, ...], int] = ((), 0)
+        self.columns: tuple[str, ...] | None = None  # the last `OwnedColumns.topics` checked
+        self.ascending = False  # whether `columns` are ascending
+        self.steps: array[int] = array("i", [0])  # `starts` of one partition per topic
 
 
 def _member(
@@ -106,14 +114,14 @@ def _member(
     path = f"members.{member_id}"
     subscription = member.topics
     if subscription is shared.subscription:  # members sharing one list: checked once
-        known, unknown_subscriptions = shared.subscribed
+        known, unknown = shared.subscribed
     else:
         if not _is_sequence(subscription) or not all(map(isinstance, subscription, repeat(str))):
             raise PlanInputError(f"{path}.topics", "must be a list of topic names")
         subscribed = set(subscription)  # set operations: C speed for 1,000 members x 100 topics
         known = tuple(sorted(subscribed.intersection(topics)))
-        unknown_subscriptions = len(subscribed.difference(topics))
-        shared.subscription, shared.subscribed = subscription, (known, unknown_subscriptions)
+        unknown = len(subscribed.difference(topics))
+        shared.subscription, shared.subscribed = subscription, (known, unknown)
 
     weight = member.weight
     if not _is_number(weight) or not math.isfinite(weight) or weight <= 0:
@@ -123,11 +131,17 @@ def _member(
     if generation is not None and not _is_int(generation):
         raise PlanInputError(f"{path}.generation", f"must be an integer, got {generation!r}")
 
-    owned = require_object(member.owned, f"{path}.owned")
+    owned: Mapping[str, Any] = member.owned
+    if type(owned) is OwnedColumns:
+        columns = _columns(owned, topics, shared, f"{path}.owned")
+        if type(columns) is PartitionClaims:
+            return Member(member_id, known, float(weight), columns, generation), 0, unknown
+        owned = columns  # not clean, or not one per topic: the general path below
+    owned = require_object(owned, f"{path}.owned")
     claimed = _claims_at_once(owned, topics, shared)
     if claimed is not None:
         member_ = Member(member_id, known, float(weight), claimed, generation)
-        return member_, 0, unknown_subscriptions
+        return member_, 0, unknown
     claimed = {}
     stale = 0
     for topic in sorted(owned):
@@ -147,7 +161,7 @@ def _member(
         if valid:
             claimed[topic] = tuple(valid)
     member_ = Member(member_id, known, float(weight), claimed, generation)
-    return member_, stale, unknown_subscriptions
+    return member_, stale, unknown
 
 
 def _claims_at_once(
@@ -173,21 +187,9 @@ def _claims_at_once(
         lengths = set()
     if lengths == _ONE:  # one partition per topic: no set or sort per list
         firsts = list(map(_FIRST, lists))
-        if not set(map(type, firsts)) <= _INT_ONLY or min(firsts) < 0:
+        if not set(map(type, firsts)) <= _INT_ONLY:
             return None
-        key = tuple(names)
-        if key != shared.names:  # equal names are shared: one tuple (and its facts) for all
-            if not all(map(topics.__contains__, key)):  # a deleted topic: stale
-                return None
-            shared.names = key
-            shared.bases = list(map(shared.offsets.__getitem__, key))
-            shared.counts = list(map(topics.__getitem__, key))
-            shared.bound = min(shared.counts)
-        # in range: below the smallest count of these topics, else below each one's own
-        if max(firsts) >= shared.bound and not all(map(int.__lt__, firsts, shared.counts)):
-            return None
-        numbers = array("i", map(add, shared.bases, firsts))
-        return PartitionClaims(shared.names, numbers, shared.offsets, firsts)
+        return _one_per_topic(tuple(names), firsts, topics, shared)
     if not topics.keys() >= owned.keys():  # a deleted topic: stale
         return None
     if not set(map(type, lists)) <= _SEQUENCE_TYPES:
@@ -200,6 +202,116 @@ def _claims_at_once(
     ):
         return None
     return dict(zip(names, map(tuple, valid), strict=True))
+
+
+def _one_per_topic(
+    names: tuple[str, ...],
+    firsts: list[int],
+    topics: Mapping[str, int],
+    shared: _Shared,
+    column: array[int] | None = None,
+) -> PartitionClaims | None:
+    """The claims of partition `firsts[i]` of topic `names[i]` (names ascending and distinct,
+    `firsts` ints) as `PartitionClaims` when every one is clean, else None (a deleted topic or
+    a partition out of range: the caller's general path drops and counts it). `column`: the
+    same numbers as the caller's array, when it has one (its bytes are read, not its items)."""
+    if not firsts:
+        return None
+    if min(firsts) < 0:
+        return None
+    if names != shared.names:  # equal names are shared: one tuple (and its facts) for all
+        if not all(map(topics.__contains__, names)):  # a deleted topic: stale
+            return None
+        shared.names = names
+        shared.lanes = _lanes(array("i", map(shared.offsets.__getitem__, names)))
+        shared.counts = list(map(topics.__getitem__, names))
+        shared.bound = min(shared.counts)
+    # in range: below the smallest count of these topics, else below each one's own
+    if max(firsts) >= shared.bound and not all(map(int.__lt__, firsts, shared.counts)):
+        return None
+    # Every claim's global number, base + partition, added as one integer (see `_lanes`): a
+    # million additions at C speed, no int object per claim. No lane carries into the next:
+    # each sum is below the group's partition count, at most MAX_PARTITIONS < 2**31.
+    if column is None or column.typecode != "i":
+        column = array("i", firsts)
+    numbers = array("i")
+    numbers.frombytes((shared.lanes + _lanes(column)).to_bytes(len(column) * _WIDTH, _ORDER))
+    return PartitionClaims(shared.names, numbers, shared.offsets, firsts)
+
+
+def _lanes(numbers: array[int]) -> int:
+    """`numbers` (an `array('i')` of values >= 0) as one integer, one `_WIDTH`-byte lane per
+    value: two such integers add lane by lane as long as no sum reaches 2**31."""
+    return int.from_bytes(numbers.tobytes(), _ORDER)
+
+
+def _int_column(values: Any) -> bool:
+    """Whether `values` is a column of ints: an integer `array`, or a list or tuple of ints."""
+    if type(values) is array:
+        return values.typecode in _INT_CODES
+    return _is_sequence(values) and set(map(type, values)) <= _INT_ONLY
+
+
+def _columns(
+    owned: OwnedColumns, topics: Mapping[str, int], shared: _Shared, path: str
+) -> Mapping[str, Any]:
+    """A member's `OwnedColumns` checked as values: `PartitionClaims` when the claims are one
+    partition per topic, topics ascending, and all clean (the usual case, checked with a few
+    C-level passes and no object per claim); else the plain mapping topic -> partitions they
+    stand for, which the general path checks, drops stale parts of and counts. Refuses bad
+    columns (types, the shape of `starts`, a topic named twice) naming the field."""
+    names, partitions, starts = owned.topics, owned.partitions, owned.starts
+    if not _is_sequence(names):
+        raise PlanInputError(f"{path}.topics", "must be a list of topic names")
+    key: tuple[str, ...] = names if type(names) is tuple else tuple(names)
+    if key != shared.columns:  # members passing equal names: checked once
+        if not all(map(isinstance, key, repeat(str))):
+            raise PlanInputError(f"{path}.topics", "must be a list of topic names")
+        if len(set(key)) != len(key):
+            twice = next(name for name in key if key.count(name) > 1)
+            raise PlanInputError(f"{path}.topics", f"names topic {twice} twice")
+        shared.columns = key
+        shared.ascending = all(map(str.__lt__, key, key[1:]))
+    if type(partitions) is array:
+        if partitions.typecode not in _INT_CODES:
+            raise PlanInputError(f"{path}.partitions", "must be partition numbers")
+    elif not _is_sequence(partitions):
+        raise PlanInputError(f"{path}.partitions", "must be a sequence of partition numbers")
+    count = len(key)
+    if starts is None:
+        single = True
+        if len(partitions) != count:
+            raise PlanInputError(
+                f"{path}.partitions",
+                f"has {len(partitions)} numbers for {count} topics (no starts: one per topic)",
+            )
+    else:
+        if len(shared.steps) != count + 1:
+            shared.steps = array("i", range(count + 1))
+        # one per topic: starts 0, 1, ..., n (one C-level comparison of two arrays)
+        single = len(partitions) == count and starts == shared.steps
+        if not single:
+            if not (
+                _int_column(starts)
+                and len(starts) == count + 1
+                and starts[0] == 0
+                and starts[-1] == len(partitions)
+                and all(map(int.__le__, starts, starts[1:]))
+            ):
+                raise PlanInputError(
+                    f"{path}.starts",
+                    f"must be {count + 1} ascending positions from 0 to {len(partitions)}",
+                )
+            single = len(partitions) == count and all(map(int.__lt__, starts, starts[1:]))
+    if single and shared.ascending and _int_column(partitions):
+        # a list (min, max and the sums read it without an int object per item) and a copy:
+        # the plan may read it after the caller changed its own
+        column = partitions if type(partitions) is array else None
+        firsts = partitions.tolist() if type(partitions) is array else list(partitions)
+        claims = _one_per_topic(key, firsts, topics, shared, column)
+        if claims is not None:
+            return claims
+    return dict(owned.runs())
 
 
 def _check_loads(values: Any, path: str) -> bool:

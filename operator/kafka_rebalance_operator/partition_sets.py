@@ -19,6 +19,7 @@ from bisect import bisect_left
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 from typing import Any
 
+import kafka_rebalance_assignors as assignors
 import numpy as np
 
 
@@ -96,6 +97,11 @@ class TopicPartitions(Mapping[str, list[int]]):
         parts = np.frombuffer(self._parts, np.int32).astype(np.int64)
         inside = (parts >= 0) & (parts < np.repeat(counts, lengths))
         return (np.repeat(bases, lengths) + parts)[inside]
+
+    def columns(self) -> assignors.OwnedColumns:
+        """The same partitions as the planner's `OwnedColumns` (no copy: both are read-only),
+        which it validates and keeps as arrays instead of reading one list per topic."""
+        return assignors.OwnedColumns(self._topics, self._parts, self._starts)
 
     def count(self) -> int:
         """How many partitions, over all topics."""

@@ -35,11 +35,13 @@ def build_request(
     """The planning request for this poll.
 
     Every member subscribes to every topic of the policy. Previous ownership comes from the
-    members' current ConfigMaps, with the ConfigMap's epoch as the KIP-341 generation. A lag or
+    members' current ConfigMaps, with the ConfigMap's epoch as the KIP-341 generation, passed
+    as the arrays the documents hold it in (`OwnedColumns`: at a million partitions the
+    planner reads no list per claimed topic). A lag or
     rate that was not observed is passed as unknown: the planner says what it counts as.
     """
     owned = {
-        name: document.partitions
+        name: TopicPartitions.of(document.partitions).columns()
         for name, document in current.items()
         if name in weights and document.partitions
     }
