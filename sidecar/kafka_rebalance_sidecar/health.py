@@ -77,6 +77,10 @@ class SidecarMetrics:
         self.holding = gauge(
             "holding", "1 while a batch is held because the application is not taking records"
         )
+        self.kafka_errors = counter(
+            "kafka_errors",
+            "Retriable Kafka errors a turn of the loop survived (broker down, coordinator moving)",
+        )
         self.commits = counter("commits", "Successful offset commits")
         self.commit_failures = counter("commit_failures", "Failed offset commits")
         self.document_epoch = gauge("document_epoch", "Epoch of the assignment document acted on")

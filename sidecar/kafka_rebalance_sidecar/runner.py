@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common.wire import CommitMetadata, encode_commit_metadata
 
@@ -108,6 +109,10 @@ def commit_metadata(member: str, epoch: int, policy_uid: str = "") -> str:
 # lookups of a namedtuple cost more than the tuple this returns.
 _RECORD_FIELDS = operator.itemgetter(3, 6, 7, 4, 8)
 _new_record = object.__new__
+
+# The wait after a turn that failed with a retriable Kafka error, doubled per failed turn.
+_KAFKA_BACKOFF_MIN_S = 0.25
+_KAFKA_BACKOFF_MAX_S = 5.0
 
 
 def to_batch(member: str, epoch: int, polled: Mapping[Any, list[Any]]) -> Batch:
@@ -194,6 +199,7 @@ class Runner:
         # Back-pressure: the undelivered rest of a batch, and when to offer it again.
         self._held: Batch | None = None
         self._held_retry_at = 0.0
+        self._kafka_backoff = 0.0  # seconds waited after the last failed turn (0: it succeeded)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -232,6 +238,12 @@ class Runner:
                 except Stopped:
                     log.info("stopped with a batch undelivered; it is not committed")
                     break
+                except KafkaError as error:
+                    if not error.retriable:
+                        raise
+                    self._survive(error)
+                else:
+                    self._kafka_backoff = 0.0
         finally:
             self.health.stopping()
             held = self._held
@@ -242,6 +254,19 @@ class Runner:
                     len(held.records),
                 )
             self._close()
+
+    def _survive(self, error: KafkaError) -> None:
+        """A turn failed with a retriable Kafka error (the broker restarting or unreachable,
+        the coordinator moving): the consumer keeps its assignment and its delivered offsets
+        stay pending, so the next turn carries on where this one stopped. Waits with a
+        doubling backoff (up to `_KAFKA_BACKOFF_MAX_S`), so an outage costs neither the
+        process nor a busy loop."""
+        self.metrics.kafka_errors.inc()
+        backoff = self._kafka_backoff = min(
+            _KAFKA_BACKOFF_MAX_S, max(_KAFKA_BACKOFF_MIN_S, 2 * self._kafka_backoff)
+        )
+        log.warning("Kafka not reachable (%s); trying again in %.1fs", error, backoff)
+        self.stop_event.wait(backoff)
 
     def _close(self) -> None:
         consumer = self.consumer
