@@ -23,6 +23,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,28 @@ def real_node(tools: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield node
     finally:
         env.down(grace=5)
+
+
+# `demo --kubelet` takes about three minutes, nearly all of it waiting on pods and production;
+# it runs beside the restart test below, which waits as much (each has its own namespace, group
+# and operator on the one node), and its test collects the summary.
+DEMO_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def demo_alongside(real_node: RealNode) -> Iterator[Future[dict[str, Any]]]:
+    """`kafka-rebalance demo --kubelet --reuse` on this environment, started in a thread; the
+    environment is not taken down before it has finished."""
+    from kafka_rebalance_dev.demo.run import DemoOptions, run_demo
+
+    options = DemoOptions(kubelet=True, reuse=str(real_node.state_dir), duration=120, json=True)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="demo") as pool:
+        running = pool.submit(run_demo, options)
+        try:
+            yield running
+        finally:
+            with contextlib.suppress(Exception):
+                running.result(timeout=DEMO_TIMEOUT_S)
 
 
 def wait_for(what: str, check: Any, timeout: float, interval: float = 1.0) -> Any:
@@ -591,6 +614,7 @@ def settled_generation(
     return generations.pop() if len(generations) == 1 else None
 
 
+@pytest.mark.usefixtures("demo_alongside")
 def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_restarts(
     real_node: RealNode, tmp_path: Path
 ) -> None:
@@ -732,14 +756,13 @@ def test_consumer_pods_follow_their_mounted_configmaps_and_lose_nothing_across_r
     assert report.nothing_lost, report.summary()
 
 
-def test_demo_runs_its_story_with_the_sidecars_as_real_pods(real_node: RealNode) -> None:
+def test_demo_runs_its_story_with_the_sidecars_as_real_pods(
+    demo_alongside: Future[dict[str, Any]],
+) -> None:
     """`kafka-rebalance demo --kubelet` on this environment (`--reuse`): the slow member's
     hot partitions, the plan, the drain and the ledger, with every member a real pod whose app
     container wrote the ledger."""
-    from kafka_rebalance_dev.demo.run import DemoOptions, run_demo
-
-    options = DemoOptions(kubelet=True, reuse=str(real_node.state_dir), duration=120, json=True)
-    summary = run_demo(options)
+    summary = demo_alongside.result(timeout=DEMO_TIMEOUT_S)
     print("demo --kubelet: " + json.dumps({k: summary[k] for k in (
         "duration_s", "max_lag_before", "max_lag_after", "throughput_after", "epochs",
         "produced", "processed", "lost", "duplicates", "per_member")}))  # fmt: skip
