@@ -393,7 +393,15 @@ def test_annotated_statefulset_scaled_from_2_to_5_gets_sidecars_and_documents(
                 abort=running.crashed,
             )
 
-            # -- the ledger: every acknowledged record delivered, never two owners at once
+            # -- the ledger: every acknowledged record delivered, never two owners at once (over
+            # 500 of them, however fast the steps above went)
+            wait_for(
+                "over 500 records produced",
+                lambda: len(workload.produced()) > 500,
+                timeout=60,
+                every=0.5,
+                abort=running.crashed,
+            )
             workload.stop()
             wait_for(
                 "the group to drain",

@@ -267,7 +267,11 @@ def test_assign_mode_holds_plans_while_consumers_have_joined_the_group(kafka) ->
     topic = topic_with(kafka, 2)
     group = f"group-{topic}"
     policy = Policy(spec_for(kafka, topic, apply={"mode": "assign"}), pods(2), store)
-    consumer = KafkaConsumer(topic, bootstrap_servers=kafka, group_id=group)
+    # A join before the consumer's metadata holds the new topic assigns it nothing until the
+    # next metadata refresh (5 minutes by default): refresh often.
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=kafka, group_id=group, metadata_max_age_ms=1000
+    )
     try:
         deadline = time.monotonic() + 60
         while not consumer.assignment():
