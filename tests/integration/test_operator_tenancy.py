@@ -21,6 +21,7 @@ import base64
 import time
 import urllib.request
 import uuid
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -169,14 +170,14 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
         }
         either = {"catastrophic": {"TopicsNotFound", "NoMembers"}}
         reasons: dict[str, str | None] = {}
-        slowest, answers, settled_at = 0.0, 0, None
+        slowest, answered, settled_at = 0.0, [], None
         healthy_polls: list[str] = []
         started_run = time.monotonic()
         while time.monotonic() - started_run < 75:
             started = time.monotonic()
             assert _healthz(operator.health_port) == 200
             slowest = max(slowest, time.monotonic() - started)
-            answers += 1
+            answered.append(time.monotonic() - started_run)
             reasons = {
                 n: _ready(api.policy_status(n)).get("reason") for n in policies if n != "healthy"
             }
@@ -188,7 +189,10 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
             time.sleep(1.0)
         assert reasons == expected, reasons
         assert slowest < 2.0
-        assert answers >= 60
+        # liveness answered all along: asked about once a second (the loop's pace follows the
+        # machine's load), never a gap of 5 s without an answer, the last near the end
+        gaps = [b - a for a, b in pairwise(answered)]
+        assert max(gaps) < 5.0 and answered[-1] > 70, (max(gaps), len(answered))
         late = [t for t in healthy_polls[len(healthy_polls) // 2 :] if t]
         assert len(set(late)) >= 5, "the healthy policy keeps polling through the second half"
         stalled = {
@@ -203,7 +207,8 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
         for name in ("elsewhere", "backref", "no-secret", "duplicate"):
             assert stalled[name].get("status") == "True", (name, stalled[name])
         print(
-            f"\nsix-policy run: {answers} /healthz answers over 75 s, slowest {slowest:.3f} s; "
+            f"\nsix-policy run: {len(answered)} /healthz answers over 75 s, "
+            f"slowest {slowest:.3f} s; "
             f"every reason as expected after {settled_at:.1f} s"
         )
 
