@@ -267,12 +267,16 @@ def test_assign_mode_holds_plans_while_consumers_have_joined_the_group(kafka) ->
     topic = topic_with(kafka, 2)
     group = f"group-{topic}"
     policy = Policy(spec_for(kafka, topic, apply={"mode": "assign"}), pods(2), store)
-    # A join before the consumer's metadata holds the new topic assigns it nothing until the
-    # next metadata refresh (5 minutes by default): refresh often.
-    consumer = KafkaConsumer(
-        topic, bootstrap_servers=kafka, group_id=group, metadata_max_age_ms=1000
-    )
+    # The group's leader assigns from its own metadata: a join before that metadata holds the
+    # new topic's partitions assigns nothing and waits on a refresh to rejoin. So the consumer
+    # learns the partitions first and subscribes after.
+    consumer = KafkaConsumer(bootstrap_servers=kafka, group_id=group, metadata_max_age_ms=1000)
     try:
+        deadline = time.monotonic() + 60
+        while consumer.partitions_for_topic(topic) != {0, 1}:
+            assert time.monotonic() < deadline, "the plain consumer never saw the topic"
+            time.sleep(0.2)
+        consumer.subscribe([topic])
         deadline = time.monotonic() + 60
         while not consumer.assignment():
             assert time.monotonic() < deadline, "the plain consumer never joined"
