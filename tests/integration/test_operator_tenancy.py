@@ -11,7 +11,7 @@ and broker, with policies that ordinary tenants produce next to each other.
 - and the ordinary mistakes beside a healthy policy with pods: a topicPattern that matches
   nothing yet, a Secret that does not exist, a second policy for the healthy one's group.
 
-For 75 s, /healthz answers 200 within 2 s, the healthy policy keeps polling and stays Ready, and
+For 40 s, /healthz answers 200 within 2 s, the healthy policy keeps polling and stays Ready, and
 every other policy carries its own Stalled reason (the Strimzi one works).
 """
 
@@ -173,7 +173,7 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
         slowest, answered, settled_at = 0.0, [], None
         healthy_polls: list[str] = []
         started_run = time.monotonic()
-        while time.monotonic() - started_run < 75:
+        while time.monotonic() - started_run < 40:
             started = time.monotonic()
             assert _healthz(operator.health_port) == 200
             slowest = max(slowest, time.monotonic() - started)
@@ -192,7 +192,7 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
         # liveness answered all along: asked about once a second (the loop's pace follows the
         # machine's load), never a gap of 5 s without an answer, the last near the end
         gaps = [b - a for a, b in pairwise(answered)]
-        assert max(gaps) < 5.0 and answered[-1] > 70, (max(gaps), len(answered))
+        assert max(gaps) < 5.0 and answered[-1] > 36, (max(gaps), len(answered))
         late = [t for t in healthy_polls[len(healthy_polls) // 2 :] if t]
         assert len(set(late)) >= 5, "the healthy policy keeps polling through the second half"
         stalled = {
@@ -207,7 +207,7 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
         for name in ("elsewhere", "backref", "no-secret", "duplicate"):
             assert stalled[name].get("status") == "True", (name, stalled[name])
         print(
-            f"\nsix-policy run: {len(answered)} /healthz answers over 75 s, "
+            f"\nsix-policy run: {len(answered)} /healthz answers over 40 s, "
             f"slowest {slowest:.3f} s; "
             f"every reason as expected after {settled_at:.1f} s"
         )
