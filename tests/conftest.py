@@ -371,6 +371,55 @@ def needed_environments(items: Sequence[pytest.Item]) -> list[str]:
     return [name for name in ENVIRONMENTS if name in wanted]
 
 
+# ---- two pytest-xdist workers (`-n 2 --dist loadgroup`: the README's test command) ---------------
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The xdist group that keeps `item` on one worker with the tests that share its costly
+    session environments, or None for a test any worker may run.
+
+    Tests of the control plane (with whatever brokers they also use) form one group and tests of
+    brokers alone another, so each worker starts only the environments of the groups it runs,
+    and the two largest groups run side by side. Any other integration test stays with its
+    module, whose module-scoped fixtures (a real node, a dev environment) it shares.
+    """
+    needed = needed_environments([item])
+    if "k8s" in needed:
+        return "kubernetes"
+    if needed:
+        return "kafka"
+    if item.get_closest_marker("integration") is not None:
+        return f"module:{item.nodeid.split('::', 1)[0]}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its xdist group (before xdist reads the marks, hence tryfirst)."""
+    for item in items:
+        group = xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+_RUNNING: list[pytest.Item] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Remember the test being set up: `boot` starts the environments of its group."""
+    _RUNNING[:] = [item]
+
+
+def environments_to_start(session: pytest.Session) -> list[str]:
+    """What `boot` starts together: everything the session's tests need in one process; under
+    xdist, what the group of the test that asked first needs (a worker runs whole groups; the
+    environments of a group it takes later start when a test takes them)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not _RUNNING:
+        return needed_environments(session.items)
+    group = xdist_group(_RUNNING[0])
+    return needed_environments([item for item in session.items if xdist_group(item) == group])
+
+
 class Boot:
     """Starts the environments the session's tests need all at once, in threads, when the first
     test needing any of them is set up, and waits for all before that test runs.
@@ -435,7 +484,7 @@ def boot(
         "k8s": lambda: _start_k8s(tools, devenv_root),
     }
     environments = Boot(starters)
-    environments.start(needed_environments(request.session.items))
+    environments.start(environments_to_start(request.session))
     try:
         yield environments
     finally:

@@ -253,3 +253,67 @@ def test_install_clears_temp_dirs_left_by_an_interrupted_run(tmp_path):
     provision.install(_component(tmp_path, build))
     assert not stale.exists()
     assert (tmp_path / "demo" / "1.0" / MARKER).is_file()
+
+
+def _laned(tmp_path: Path, name: str, lane: str, build) -> provision.Component:
+    return provision.Component(name, "1.0", tmp_path / name / "1.0", build, lane=lane)
+
+
+def test_lanes_build_side_by_side_and_a_failure_stays_in_its_component(tmp_path):
+    import threading
+
+    handshake = threading.Event()
+
+    def waits_for_the_other_lane(tmp: Path, log: Path) -> dict:
+        if not handshake.wait(timeout=30):  # built one after another, this would never be set
+            raise provision.ProvisionError("waiter 1.0: the other lane never ran beside it")
+        return {}
+
+    def sets_the_handshake(tmp: Path, log: Path) -> dict:
+        handshake.set()
+        return {}
+
+    def fails(tmp: Path, log: Path) -> dict:
+        raise provision.ProvisionError("broken 1.0: command failed")
+
+    plan = [
+        _laned(tmp_path, "waiter", "a", waits_for_the_other_lane),
+        _laned(tmp_path, "after-waiter", "a", sets_the_handshake),
+        _laned(tmp_path, "broken", "b", fails),
+        _laned(tmp_path, "setter", "b", sets_the_handshake),
+    ]
+    failures = provision.install_in_lanes(plan)
+    assert failures == {"broken 1.0": "broken 1.0: command failed"}
+    for name in ("waiter", "after-waiter", "setter"):
+        assert (tmp_path / name / "1.0" / MARKER).is_file()
+
+
+def test_an_interrupted_lane_stops_the_other_lanes_build(tmp_path):
+    import os
+    import time
+
+    pid_file = tmp_path / "sleeper.pid"
+
+    def long_build(tmp: Path, log: Path) -> dict:
+        provision.run("sleeper 1.0", ["sh", "-c", f"echo $$ > {pid_file}; exec sleep 60"],
+                      cwd=tmp, log=log)  # fmt: skip
+        return {}
+
+    def interrupted(tmp: Path, log: Path) -> dict:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    plan = [
+        _laned(tmp_path, "interrupted", "a", interrupted),
+        _laned(tmp_path, "sleeper", "b", long_build),
+        _laned(tmp_path, "never", "b", lambda tmp, log: {}),
+    ]
+    with pytest.raises(KeyboardInterrupt):
+        provision.install_in_lanes(plan)
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert not (tmp_path / "sleeper" / "1.0").exists()
+    assert not (tmp_path / "never" / "1.0").exists()  # the lane stopped after its interrupted build

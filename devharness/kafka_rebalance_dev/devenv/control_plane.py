@@ -9,15 +9,19 @@ reach Ready without containers. Everything listens on 127.0.0.1 on free ports.
 
 from __future__ import annotations
 
+import logging
+import shutil
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_rebalance_dev.devenv import pki
+from kafka_rebalance_dev.devenv import pki, port_retry
 from kafka_rebalance_dev.devenv.kube_api import KubeClient, probe_https, write_kubeconfig
 from kafka_rebalance_dev.devenv.ports import LOOPBACK, free_ports
 from kafka_rebalance_dev.devenv.supervisor import StartupError, Supervisor
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
+
+logger = logging.getLogger(__name__)
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_FIRST_IP = "10.96.0.1"
@@ -184,6 +188,27 @@ def start(
     stages = _provisioned_stages(tools)
     directory.mkdir(parents=True, exist_ok=True)
     ca, pairs = _pki(directory / "pki", (pod_gateway,) if pod_gateway else ())
+
+    def start_once() -> ControlPlane:
+        shutil.rmtree(directory / "etcd", ignore_errors=True)  # a failed attempt's member
+        return _start_on_fresh_ports(
+            directory, tools, supervisor, ca, pairs, stages, kubeconfig, timeout
+        )
+
+    return port_retry.start_with_fresh_ports(start_once, supervisor, log=logger.warning)
+
+
+def _start_on_fresh_ports(
+    directory: Path,
+    tools: Toolchain,
+    supervisor: Supervisor,
+    ca: pki.CertificateAuthority,
+    pairs: dict[str, pki.KeyPair],
+    stages: list[Path],
+    kubeconfig: Path | None,
+    timeout: float,
+) -> ControlPlane:
+    """Every component on newly chosen ports, waited for until a node takes pods."""
     ports = _Ports(*free_ports(6))
     plane = ControlPlane(
         directory=directory,

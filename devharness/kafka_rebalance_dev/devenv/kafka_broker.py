@@ -14,6 +14,7 @@ details and the fixed dev credentials), so secured clients are tested against a 
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafka_rebalance_dev.devenv import kafka_protocol, kafka_secured
+from kafka_rebalance_dev.devenv import kafka_protocol, kafka_secured, port_retry
 from kafka_rebalance_dev.devenv.kafka_secured import ClusterTls
 from kafka_rebalance_dev.devenv.ports import LOOPBACK, free_ports, is_listening
 from kafka_rebalance_dev.devenv.supervisor import StartupError, Supervisor
@@ -31,6 +32,8 @@ from kafka_rebalance_dev.devenv.toolchain import (
     KAFKA_STORAGE_TOOL_CLASS,
     Toolchain,
 )
+
+logger = logging.getLogger(__name__)
 
 FORMAT_TIMEOUT = 120.0
 
@@ -390,18 +393,27 @@ def start_cluster(
     plugins: tuple[Path, ...] = (),
 ) -> KafkaCluster:
     """Prepare, format, launch and (by default) wait for a KRaft cluster (`plugins`: jars put
-    on the brokers' classpath, configured through `overrides`)."""
-    cluster = prepare(
-        name,
-        directory,
-        version=version or tools.kafka_version,
-        nodes=nodes,
-        overrides=overrides,
-        pod_host=pod_host,
-    )
-    cluster.plugins = tuple(plugins)
-    format_storage(cluster, tools)
-    launch(cluster, tools, supervisor, heap)
-    if wait:
-        wait_ready(cluster, supervisor, timeout)
-    return cluster
+    on the brokers' classpath, configured through `overrides`).
+
+    Waiting, a cluster whose broker lost a port between its choice and the bind is started
+    again on fresh ports and fresh data (`port_retry`)."""
+
+    def start_once() -> KafkaCluster:
+        cluster = prepare(
+            name,
+            directory,
+            version=version or tools.kafka_version,
+            nodes=nodes,
+            overrides=overrides,
+            pod_host=pod_host,
+        )
+        cluster.plugins = tuple(plugins)
+        format_storage(cluster, tools)
+        launch(cluster, tools, supervisor, heap)
+        if wait:
+            wait_ready(cluster, supervisor, timeout)
+        return cluster
+
+    if not wait:
+        return start_once()
+    return port_retry.start_with_fresh_ports(start_once, supervisor, log=logger.warning)

@@ -127,6 +127,20 @@ class Supervisor:
         self.save()
         return killed
 
+    def stop_since(self, mark: int, grace: float = 10.0) -> list[str]:
+        """Stop the servers started after the first `mark` ones, newest first; forget them
+        (a failed start of one group is undone while the servers started before it run on)."""
+        started = self.records[mark:]
+        killed = processes.stop_all(list(reversed(started)), grace=grace)
+        for record in started:
+            popen = self._popens.pop(record.name, None)
+            if popen is not None and popen.poll() is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    popen.wait(timeout=1)
+        del self.records[mark:]
+        self.save()
+        return killed
+
     def stop(self, grace: float = 10.0) -> list[str]:
         """Stop every server this supervisor started, newest first; forget them."""
         killed = processes.stop_all(list(reversed(self.records)), grace=grace)
