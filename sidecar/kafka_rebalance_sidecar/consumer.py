@@ -202,6 +202,7 @@ class PlanFollowingConsumer:
             dead_letter_send=kafka_dead_letter_sender(producer) if producer is not None else None,
             stats=self.metrics,
             stop=self._stop,
+            max_batch_bytes=self.config.max_batch_bytes,
         )
         try:
             runner_class: type[Runner]
