@@ -218,7 +218,7 @@ def batch_json(batch: Batch) -> bytes:
 
 # A request on a kept-alive connection can fail because the application closed that connection
 # while it was idle; such a request is sent once more on a new connection before the failure
-# counts as "application unavailable".
+# counts (as a transient failure).
 _STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 # Answers that mean "not now, the same batch later" (back-pressure), never a refusal of records.

@@ -95,7 +95,7 @@ def test_a_transient_fault_longer_than_the_budget_loses_and_dead_letters_nothing
         assert dead_letters(b, dead_letter) == []
         lost = len(everything - app.unique())
         print(
-            f"{fault[0]} for {seconds} s: {len(everything)} produced, lost {lost}, "
+            f"{fault} for {seconds} s: {len(everything)} produced, lost {lost}, "
             f"dead-lettered 0, duplicates {app.duplicates()}, answers {app.answers}, "
             f"failures by class {classes}, failing-alike holds {m['failing_alike_total']:g}"
         )
