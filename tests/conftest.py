@@ -373,6 +373,7 @@ def needed_environments(items: Sequence[pytest.Item]) -> list[str]:
 
 # ---- two pytest-xdist workers (`-n 2 --dist loadgroup`: the README's test command) ---------------
 
+
 def xdist_group(item: pytest.Item) -> str | None:
     """The xdist group that keeps `item` on one worker with the tests that share its costly
     session environments, or None for a test any worker may run.
