@@ -206,6 +206,14 @@ def test_a_record_the_app_keeps_failing_while_it_takes_others_is_poison(app, fau
     assert metrics.bisections._value.get() == 1
 
 
+def test_two_records_the_app_keeps_failing_in_one_batch_are_both_poison(app):
+    app.fault = failing({102, 107})
+    d, dead = deliverer(app, budget_s=0.0)
+    outcome = d.deliver(Batch("m", 1, records(10)))
+    assert [r.offset for r in dead] == [102, 107] and outcome.delivered == 8
+    assert app.unique() == {("t", 0, o) for o in range(100, 110)} - {("t", 0, 102), ("t", 0, 107)}
+
+
 def test_a_record_alone_is_judged_by_resending_the_last_record_the_app_took(app):
     d, dead = deliverer(app, budget_s=0.0)
     d.deliver(Batch("m", 1, records(4)))  # 100-103 taken

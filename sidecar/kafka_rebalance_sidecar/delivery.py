@@ -690,17 +690,17 @@ class Deliverer:
 
     def _evidence(self, batch: Batch, record: Record, failure: _Failure) -> int:
         """Whether the application fails only `record`: it must accept other records now. Offers
-        the rest of the piece after `record` once (returns how many records that delivered), or
-        without a rest the last record the application accepted (a duplicate, allowed by
-        at-least-once; returns 0). Raises _GiveBack (FAILING_ALIKE) when it accepts nothing."""
+        the rest of the piece after `record` once (returns how many records that delivered),
+        and when that fails too (the rest may hold another such record) the last record the
+        application accepted (a duplicate, allowed by at-least-once; returns 0: the rest is
+        bisected as usual). Raises _GiveBack (FAILING_ALIKE) when it accepts nothing."""
         assert self._piece is not None
         position = self._done - self._piece_start
         rest = self._piece.records[position + 1 :]
-        if rest:
-            if self._offer(batch, rest):
-                self._accepted(rest)  # the piece is done: deliver() counts it (_PieceDone)
-                return len(rest)
-        elif self._canary_taken(batch, record):
+        if rest and self._offer(batch, rest):
+            self._accepted(rest)  # the piece is done: deliver() counts it (_PieceDone)
+            return len(rest)
+        if self._canary_taken(batch, record):
             return 0
         raise _GiveBack(
             f"every record failing alike ({failure.message}) since {_where(record)}", FAILING_ALIKE
