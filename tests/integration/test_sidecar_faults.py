@@ -132,3 +132,59 @@ def test_one_record_answered_500_for_ever_is_dead_lettered_and_its_partition_mov
         assert car.stop() == 0
     finally:
         app.close()
+
+
+def test_group_mode_keeps_its_generation_through_a_500_burst_past_the_budget(bench):
+    """Group mode, one member, `max_poll_interval_ms` 5 s: a sidecar that stopped polling while
+    the app failed would leave the group (a new generation). Transient retries wait in the hold
+    with every partition paused, so the generation stays while the app answers 500 for 8 s."""
+    import threading
+
+    from kafka_rebalance_sidecar import DocumentSource, PlanFollowingConsumer, SidecarConfig
+    from kafka_rebalance_sidecar.delivery import HttpDelivery, RetryPolicy
+
+    b: Bench = bench(3, "faultgroup")
+    dead_letter = f"{b.topic}.dlq"
+    b.admin.create_topics([NewTopic(dead_letter, 1, 1)])
+    app = FaultyApp(during(8, ("status", 500)))
+    b.write("g-0", 1, [0, 1, 2])
+    consumer = PlanFollowingConsumer(
+        SidecarConfig(
+            bootstrap_servers=b.bootstrap, group=b.group, topics=(b.topic,), member="g-0",
+            session_timeout_ms=10_000, max_poll_records=50,
+            consumer_options={"max_poll_interval_ms": 5_000},
+        ),
+        DocumentSource(file=str(b.document_path("g-0")), file_interval_s=0.2),
+        retry=RetryPolicy(transient_budget_s=2.0),
+        dead_letter_topic=dead_letter,
+    )  # fmt: skip
+    thread = threading.Thread(target=consumer.run, args=(HttpDelivery(app.url, timeout_s=1.0),))
+    thread.start()
+    try:
+        metrics = consumer.metrics
+        wait_for("joined", lambda: b.actual() == {"g-0": [0, 1, 2]}, timeout=45)
+        wait_for("a generation", lambda: metrics.generation._value.get() >= 0 or None)
+        generation = metrics.generation._value.get()
+        b.produce(PER_PARTITION)
+        wait_for("the app failing", lambda: app.answers.get("status", 0) >= 2, timeout=30)
+        degraded = consumer.health.live()[1]["degraded"]
+        assert degraded and "HTTP 500" in str(degraded) and consumer.health.ready()[0]
+        everything = {(b.topic, p, o) for p in range(3) for o in range(PER_PARTITION)}
+        wait_for("every record taken", lambda: app.unique() == everything or None, timeout=60)
+        wait_for(
+            "committed to the end", lambda: committed_to(b, PER_PARTITION, range(3)), timeout=30
+        )
+        assert metrics.generation._value.get() == generation  # never left the group
+        assert metrics.records_dead_lettered._value.get() == 0
+        assert metrics.failing_alike._value.get() >= 1  # the burst outlasted the budget
+        print(
+            f"group mode, 500 for 8 s: {len(everything)} produced, lost 0, dead-lettered 0, "
+            f"duplicates {app.duplicates()}, answers {app.answers}, generation {generation:g} "
+            "throughout"
+        )
+    finally:
+        consumer.stop()
+        thread.join(30)
+        app.close()
+    assert not thread.is_alive()
+    assert dead_letters(b, dead_letter) == []
