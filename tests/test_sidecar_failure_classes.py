@@ -24,6 +24,7 @@ from kafka_rebalance_sidecar.delivery import (
     BackPressure,
     Deliverer,
     HttpDelivery,
+    InProcessDelivery,
     RetryPolicy,
     TransientFailure,
     batch_json,
@@ -233,6 +234,21 @@ def test_a_transient_budget_spent_on_a_batch_is_kept_across_its_holds(app):
         clock.now += 11
     outcome = d.deliver(Batch("m", 1, records(6)))  # 33 s: bisected, 100 is poison
     assert [r.offset for r in dead] == [100] and outcome.delivered == 5
+
+
+def test_an_in_process_handler_raising_transient_failure_is_held_not_refused():
+    calls: list[int] = []
+
+    def handler(batch: Batch) -> None:
+        calls.append(len(batch.records))
+        if len(calls) == 1:
+            raise TransientFailure("the database is restarting")
+
+    d = Deliverer(InProcessDelivery(handler), on_poison="skip", sleep=lambda s: None)
+    with pytest.raises(BackPressure) as held:
+        d.deliver(Batch("m", 1, records(3)))
+    assert held.value.kind == TRANSIENT and "database" in held.value.reason
+    assert d.deliver(Batch("m", 1, records(3))).delivered == 3 and calls == [3, 3]
 
 
 # ---- bodies bounded in bytes ---------------------------------------------------------------------

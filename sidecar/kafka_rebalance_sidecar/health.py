@@ -2,7 +2,8 @@
 
 - /healthz: the consume loop is alive (it beat within `max_age_s`). A loop stuck in a broker call
   or a hung handler stops beating, and the kubelet restarts the container.
-- both say `"degraded"`: null, or why delivery is held (the application answers "not now").
+- both say `"degraded"`: null, or why delivery is held (the application answers "not now",
+  fails transiently within its budget, or fails every record alike; delivery.py).
   Back-pressure changes neither answer's status: the loop is alive, and an unready pod would
   lose its partitions (assign mode plans only Ready pods), the opposite of waiting for the app;
   `kafka_rebalance_sidecar_holding` is the metric to alert on.
