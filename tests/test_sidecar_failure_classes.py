@@ -300,6 +300,23 @@ def test_every_piece_but_a_single_oversized_record_fits_the_bound(recs, bound):
         assert len(batch_json(piece)) <= bound or len(piece.records) == 1
 
 
+def test_the_bound_holds_at_the_extremes_of_every_field():
+    """Topics of characters json.dumps escapes to 12 bytes, the longest numbers, no headers
+    (the one-pass bound) and with headers (the per-record one)."""
+    for headers in ((), (("\U0001f600", b"h" * 7),)):
+        recs = tuple(
+            Record("\U0001f600" * 3, 2**31 - 1, 2**63 - 1, b"k" * i, b"v" * (i * 7), -(2**63),
+                   headers)
+            for i in range(60)
+        )  # fmt: skip
+        batch = Batch("\U0001f600", -(2**63), recs)
+        exact = len(batch_json(batch))
+        for bound in (exact - 1, exact, exact + 1, exact // 3, 1024):
+            cut = pieces(batch, bound)
+            assert tuple(r for p in cut for r in p.records) == recs
+            assert all(len(batch_json(p)) <= bound or len(p.records) == 1 for p in cut)
+
+
 def test_the_fetch_is_sized_to_the_body_bound():
     assert fetch_options(8 << 20) == {
         "fetch_max_bytes": 8 << 20,
