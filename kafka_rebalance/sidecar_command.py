@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import re
 import sys
 import types
 from typing import Any, NoReturn
@@ -43,6 +44,42 @@ def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} must be at least 0")
+    return value
+
+
+# Go-style durations as the operator's flags and a policy's fields take them ("60s", "1m30s",
+# "500ms"): one or more <number><unit> parts, no sign, no spaces.
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_DURATION_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(text: str) -> float:
+    """Seconds in a duration such as 60s, 1m30s or 500ms."""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (use e.g. 60s, 1m30s, 500ms)")
+    return sum(float(n) * _DURATION_UNIT_S[u] for n, u in parts)
+
+
+def _positive_duration(text: str) -> float:
+    value = _duration(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+    return value
+
+
+_SIZE = re.compile(r"([0-9]+)(Ki|Mi|Gi)?")
+_SIZE_UNIT = {None: 1, "": 1, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+
+
+def _bytes(text: str) -> int:
+    """A size in bytes, as a number or with a Kubernetes binary suffix: 8Mi, 512Ki."""
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (use e.g. 8Mi, 512Ki, 1048576)")
+    value = int(match.group(1)) * _SIZE_UNIT[match.group(2)]
+    if value < 1024:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1Ki")
     return value
 
 
@@ -100,6 +137,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="with --deliver-to: send the token in FILE (a mounted Secret) as "
         "`Authorization: Bearer <token>` so the app can check its caller; re-read on change",
+    )
+    parser.add_argument(
+        "--deliver-timeout",
+        type=_positive_duration,
+        default=30.0,
+        metavar="DURATION",
+        help="with --deliver-to: how long to wait for the app's answer; past it the try is a "
+        "transient failure (default 30s)",
+    )
+    parser.add_argument(
+        "--transient-retry-budget",
+        type=_duration,
+        default=60.0,
+        metavar="DURATION",
+        help="how long a batch failing transiently (HTTP 500/502/504, timeout, reset) is retried "
+        "before it is bisected to find a poison record (default 60s; 0s: bisect at once)",
+    )
+    parser.add_argument(
+        "--max-batch-bytes",
+        type=_bytes,
+        default=8 * 1024 * 1024,
+        metavar="SIZE",
+        help="bound of one HTTP body; a larger batch goes in pieces, and the fetch is sized to "
+        "match (default 8Mi)",
     )
     parser.add_argument("--max-attempts", type=_positive, default=5, metavar="N")
     parser.add_argument("--on-poison", choices=("dead-letter", "skip"), default="dead-letter")
@@ -171,7 +232,7 @@ def _fail(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     _configure_logging(args)
     from kafka_rebalance_sidecar.consumer import PlanFollowingConsumer
-    from kafka_rebalance_sidecar.delivery import HandlerSpecError
+    from kafka_rebalance_sidecar.delivery import HandlerSpecError, RetryPolicy
 
     from kafka_rebalance.sidecar_security import (
         SecurityFlagError,
@@ -204,7 +265,9 @@ def run(args: argparse.Namespace) -> int:
     consumer = PlanFollowingConsumer(
         config,
         source,
-        max_attempts=args.max_attempts,
+        retry=RetryPolicy(
+            max_attempts=args.max_attempts, transient_budget_s=args.transient_retry_budget
+        ),
         on_poison=args.on_poison,
         dead_letter_topic=args.dead_letter_topic,
         health_port=args.health_port,
@@ -243,7 +306,7 @@ def _sink(args: argparse.Namespace) -> Any:
 
     if args.deliver_to:
         token = TokenFile(args.deliver_token_file) if args.deliver_token_file else None
-        return HttpDelivery(args.deliver_to, token=token)
+        return HttpDelivery(args.deliver_to, timeout_s=args.deliver_timeout, token=token)
     return InProcessDelivery(args.handler_spec)
 
 
@@ -261,6 +324,7 @@ def _config(args: argparse.Namespace, topics: tuple[str, ...], security: dict[st
         auto_offset_reset=args.auto_offset_reset,
         max_poll_records=args.max_poll_records,
         commit_interval_ms=args.commit_interval_ms,
+        max_batch_bytes=args.max_batch_bytes,
         consumer_options=security,
         engine=args.engine,
     )

@@ -135,3 +135,28 @@ def test_unusable_values_are_refused_naming_them(
         args += ["--set", value]
     result = _helm(helm, *args, check=False)
     assert result.returncode != 0 and message in result.stderr
+
+
+def test_the_sidecar_delivery_values_become_its_flags_and_bad_ones_are_refused(helm: Path) -> None:
+    args = _operator_args(_render(helm, "webhook.enabled=true"))
+    assert "--sidecar-arg=--transient-retry-budget=60s" in args
+    assert "--sidecar-arg=--max-batch-bytes=8Mi" in args
+    args = _operator_args(
+        _render(
+            helm,
+            "webhook.enabled=true",
+            "webhook.sidecar.transientRetryBudget=1m30s",
+            "webhook.sidecar.maxBatchBytes=512Ki",
+        )
+    )
+    assert "--sidecar-arg=--transient-retry-budget=1m30s" in args
+    assert "--sidecar-arg=--max-batch-bytes=512Ki" in args
+    for bad in (
+        "webhook.sidecar.transientRetryBudget=1 minute",
+        "webhook.sidecar.maxBatchBytes=8MB",
+    ):
+        result = _helm(
+            helm, "template", "kro", str(CHART), "--set", "webhook.enabled=true", "--set", bad,
+            check=False,
+        )  # fmt: skip
+        assert result.returncode != 0 and bad.split("=")[0].split(".")[-1] in result.stderr

@@ -121,10 +121,10 @@ def test_the_delay_honours_retry_after_within_bounds_and_jitters_without_it():
     assert policy.pressure_delay(1, 0.0) == 0.1  # "now" would spin: at least the first backoff
     assert policy.pressure_delay(1, 3600.0) == 60.0  # an hour is capped
     # no Retry-After: a point in the upper half of the doubling backoff, capped at 5 s
-    assert policy.pressure_delay(1, None, jitter=lambda: 0.0) == pytest.approx(0.05)
-    assert policy.pressure_delay(3, None, jitter=lambda: 0.999) == pytest.approx(0.4, rel=0.01)
-    assert policy.pressure_delay(50, None, jitter=lambda: 0.0) == pytest.approx(2.5)
-    assert policy.pressure_delay(50, None, jitter=lambda: 0.999) <= 5.0
+    for tries, window in ((1, 0.1), (3, 0.4), (50, 5.0)):
+        waits = {policy.pressure_delay(tries, None) for _ in range(20)}
+        assert len(waits) > 1  # jittered
+        assert all(window / 2 <= w <= window for w in waits)
 
 
 # ---- each class of answer, over HTTP -------------------------------------------------------------
@@ -189,7 +189,7 @@ def test_a_redirect_is_a_configuration_error_logged_once_and_nothing_is_lost(app
     assert len(app.requests) == 4  # the redirect was never followed
 
 
-@pytest.mark.parametrize("status", [400, 403, 404, 422, 500])
+@pytest.mark.parametrize("status", [400, 403, 404, 422])
 def test_other_answers_are_refusals_and_end_in_poison_handling(app, status):
     for _ in range(2):  # max_attempts of the single record
         app.answer(status, body=b"no")

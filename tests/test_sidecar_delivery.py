@@ -35,6 +35,7 @@ from kafka_rebalance_sidecar.delivery import (
     HttpDelivery,
     InProcessDelivery,
     RetryPolicy,
+    TransientFailure,
     batch_json,
     load_handler,
 )
@@ -134,14 +135,17 @@ def test_a_good_batch_is_delivered_once():
     assert sink.accepted == [records(5)]
 
 
-def test_transient_refusals_are_retried_with_exponential_backoff():
+def test_refusals_are_retried_with_jittered_exponential_backoff():
     sink = Recorder(fail_first=3)
     sleeps: list[float] = []
     outcome = deliverer(InProcessDelivery(sink), max_attempts=5, sleeps=sleeps).deliver(
         Batch("m", 1, records(4))
     )
     assert outcome.delivered == 4
-    assert sleeps == [0.1, 0.2, 0.4]  # doubling, capped at max_backoff_s
+    # each wait a point in the upper half of the doubling window 0.1, 0.2, 0.4 (capped at 0.4)
+    assert len(sleeps) == 3
+    for wait, window in zip(sleeps, (0.1, 0.2, 0.4), strict=True):
+        assert window / 2 <= wait <= window
     assert sink.accepted == [records(4)]
 
 
@@ -300,10 +304,14 @@ def test_http_delivery_posts_the_batch_as_json(app):
     assert app.headers[0]["X-Kafka-Rebalance-Epoch"] == "12"
 
 
-def test_http_non_2xx_is_a_refusal_and_a_closed_port_is_unavailable(app):
-    app.status = 500
-    with pytest.raises(DeliveryRefused, match="HTTP 500"):
+def test_http_4xx_is_a_refusal_5xx_transient_and_a_closed_port_is_unavailable(app):
+    app.status = 422
+    with pytest.raises(DeliveryRefused, match="HTTP 422"):
         HttpDelivery(app.url)(Batch("m", 1, records(1)))
+    for status in (500, 502, 504):
+        app.status = status
+        with pytest.raises(TransientFailure, match=f"HTTP {status}"):
+            HttpDelivery(app.url)(Batch("m", 1, records(1)))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

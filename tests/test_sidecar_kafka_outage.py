@@ -87,7 +87,11 @@ def test_the_backoff_doubles_per_failed_turn_up_to_its_cap_and_resets_after_a_go
     r = ScriptedRunner([refused, refused, refused, refused, 0, refused, 1], [])
     r.stop_event.wait = waits.append  # type: ignore[method-assign, assignment]
     r.run()
-    assert waits == [0.001, 0.002, 0.004, 0.004, 0.001]
+    # jittered: each wait in the upper half of its window (0.001 doubling to 0.004, then anew)
+    windows = [0.001, 0.002, 0.004, 0.004, 0.001]
+    assert len(waits) == len(windows)
+    for wait, window in zip(waits, windows, strict=True):
+        assert window / 2 <= wait <= window
 
 
 def test_a_fatal_error_still_ends_the_loop_and_closes_the_consumer() -> None:

@@ -202,6 +202,10 @@ class PlanFollowingConsumer:
             dead_letter_send=kafka_dead_letter_sender(producer) if producer is not None else None,
             stats=self.metrics,
             stop=self._stop,
+            # a body to bound only over HTTP; a handler in process takes the batch whole
+            max_batch_bytes=(
+                self.config.max_batch_bytes if isinstance(sink, HttpDelivery) else None
+            ),
         )
         try:
             runner_class: type[Runner]

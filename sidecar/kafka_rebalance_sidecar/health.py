@@ -2,7 +2,8 @@
 
 - /healthz: the consume loop is alive (it beat within `max_age_s`). A loop stuck in a broker call
   or a hung handler stops beating, and the kubelet restarts the container.
-- both say `"degraded"`: null, or why delivery is held (the application answers "not now").
+- both say `"degraded"`: null, or why delivery is held (the application answers "not now",
+  fails transiently within its budget, or fails every record alike; delivery.py).
   Back-pressure changes neither answer's status: the loop is alive, and an unready pod would
   lose its partitions (assign mode plans only Ready pods), the opposite of waiting for the app;
   `kafka_rebalance_sidecar_holding` is the metric to alert on.
@@ -30,6 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from kafka_rebalance_sidecar.delivery import FAILURE_CLASSES
+
 PREFIX = "kafka_rebalance_sidecar"
 
 Route = Callable[[], tuple[int, str, bytes]]
@@ -53,6 +56,24 @@ class SidecarMetrics:
         self.records_delivered = counter("records_delivered", "Records the application accepted")
         self.delivery_failures = counter(
             "delivery_failures", "Delivery attempts that failed (refused or app unreachable)"
+        )
+        by_class = Counter(
+            f"{PREFIX}_delivery_failures_by_class",
+            "Delivery attempts that failed, by class: unavailable (503, 429, 408, 401, 3xx, "
+            "refused connection), transient (500, 502, 504, timeout, reset), refused (other 4xx, "
+            "handler exceptions)",
+            (*labels, "class"),
+            registry=self.registry,
+        )
+        self.failures_by_class = {k: by_class.labels(*values, k) for k in FAILURE_CLASSES}
+        self.bisections = counter(
+            "bisections",
+            "Batches bisected to find a poison record (refused, or transient beyond the budget)",
+        )
+        self.failing_alike = counter(
+            "failing_alike",
+            "Batches held because the application failed every record alike beyond the "
+            "transient budget (back-pressure, never poison)",
         )
         self.records_dead_lettered = counter(
             "records_dead_lettered", "Poison records sent to the dead-letter topic"
@@ -108,8 +129,12 @@ class SidecarMetrics:
     def delivered(self, count: int) -> None:
         self.records_delivered.inc(count)
 
-    def failed(self) -> None:
+    def failed(self, kind: str) -> None:
         self.delivery_failures.inc()
+        self.failures_by_class[kind].inc()
+
+    def bisected(self) -> None:
+        self.bisections.inc()
 
     def dead_lettered(self, count: int) -> None:
         self.records_dead_lettered.inc(count)

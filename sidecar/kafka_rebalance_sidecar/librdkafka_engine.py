@@ -49,7 +49,12 @@ _PROPERTIES = {
     "ssl_certfile": "ssl.certificate.location",
     "ssl_keyfile": "ssl.key.location",
     "ssl_password": "ssl.key.password",
+    "fetch_max_bytes": "fetch.max.bytes",
+    "max_partition_fetch_bytes": "max.partition.fetch.bytes",
 }
+# librdkafka refuses a `fetch.max.bytes` below its `message.max.bytes` (default 1,000,000); a
+# smaller bound of the HTTP body still holds, as the delivery cuts batches into pieces.
+_MIN_FETCH_MAX_BYTES = 1_000_000
 FETCH_QUEUE_BACKOFF_MS = 20
 # Options the poll loop applies itself rather than the client.
 _LOOP_OPTIONS = frozenset({"max_poll_records"})
@@ -91,6 +96,8 @@ def librdkafka_config(options: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if name == "bootstrap_servers" and not isinstance(value, str):
             value = ",".join(value)
+        if name == "fetch_max_bytes":
+            value = max(int(value), _MIN_FETCH_MAX_BYTES)
         config[_PROPERTIES[name]] = value
     return config
 

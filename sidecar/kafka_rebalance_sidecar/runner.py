@@ -43,7 +43,15 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common.wire import CommitMetadata, encode_commit_metadata
 
-from kafka_rebalance_sidecar.delivery import BackPressure, Deliverer, Stopped
+from kafka_rebalance_sidecar.backoff import Backoff
+from kafka_rebalance_sidecar.delivery import (
+    DEFAULT_MAX_BATCH_BYTES,
+    FAILING_ALIKE,
+    UNAVAILABLE,
+    BackPressure,
+    Deliverer,
+    Stopped,
+)
 from kafka_rebalance_sidecar.document import AssignmentTracker
 from kafka_rebalance_sidecar.health import Health, SidecarMetrics
 from kafka_rebalance_sidecar.records import Batch, Record
@@ -80,6 +88,8 @@ class SidecarConfig:
     consumer_options: Mapping[str, Any] = field(default_factory=dict)
     # The Kafka client: kafka-python, or librdkafka (assign mode only; librdkafka_engine.py).
     engine: str = "kafka-python"
+    # The bound of one HTTP body (delivery.pieces); the fetch is sized to it (fetch_options).
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
 
     def __post_init__(self) -> None:
         if self.apply_mode not in APPLY_MODES:
@@ -90,6 +100,8 @@ class SidecarConfig:
             raise ValueError("a member name is needed (--member or $POD_NAME)")
         if self.commit_interval_ms < 0:
             raise ValueError(f"--commit-interval-ms {self.commit_interval_ms}: must be >= 0")
+        if self.max_batch_bytes < 1:
+            raise ValueError(f"--max-batch-bytes {self.max_batch_bytes}: must be at least 1")
         if self.engine not in ENGINES:
             raise ValueError(f"--engine {self.engine!r}: expected one of {ENGINES}")
         if self.engine == "librdkafka" and self.apply_mode != "assign":
@@ -110,9 +122,24 @@ def commit_metadata(member: str, epoch: int, policy_uid: str = "") -> str:
 _RECORD_FIELDS = operator.itemgetter(3, 6, 7, 4, 8)
 _new_record = object.__new__
 
-# The wait after a turn that failed with a retriable Kafka error, doubled per failed turn.
+# The wait after a turn that failed with a retriable Kafka error: a jittered window from this
+# minimum, doubled per failed turn up to the maximum (backoff.py).
 _KAFKA_BACKOFF_MIN_S = 0.25
 _KAFKA_BACKOFF_MAX_S = 5.0
+# kafka-python's own bound of one partition's share of a fetch (its default).
+_PARTITION_FETCH_BYTES = 1024 * 1024
+
+
+def fetch_options(max_batch_bytes: int) -> dict[str, int]:
+    """Fetch no more than one HTTP body's worth: a body carries a record's bytes as base64 (4
+    per 3) plus its fields, so a fetch of `max_batch_bytes` makes at most about 1.4 bodies,
+    where kafka-python's default fetch (50 MiB) would make dozens of them in memory at once. A
+    single record larger than the bound is still fetched (the broker returns the first record
+    batch whatever its size, KIP-74) and delivered alone."""
+    return {
+        "fetch_max_bytes": max_batch_bytes,
+        "max_partition_fetch_bytes": min(_PARTITION_FETCH_BYTES, max_batch_bytes),
+    }
 
 
 def to_batch(member: str, epoch: int, polled: Mapping[Any, list[Any]]) -> Batch:
@@ -199,7 +226,8 @@ class Runner:
         # Back-pressure: the undelivered rest of a batch, and when to offer it again.
         self._held: Batch | None = None
         self._held_retry_at = 0.0
-        self._kafka_backoff = 0.0  # seconds waited after the last failed turn (0: it succeeded)
+        self._kafka_failures = 0  # consecutive turns failed with a retriable Kafka error
+        self._kafka_backoff = Backoff(_KAFKA_BACKOFF_MIN_S, _KAFKA_BACKOFF_MAX_S)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -216,6 +244,7 @@ class Runner:
             "enable_auto_commit": False,
             "auto_offset_reset": c.auto_offset_reset,
             "max_poll_records": c.max_poll_records,
+            **fetch_options(c.max_batch_bytes),
         }
 
     def run(self) -> None:
@@ -243,7 +272,7 @@ class Runner:
                         raise
                     self._survive(error)
                 else:
-                    self._kafka_backoff = 0.0
+                    self._kafka_failures = 0
         finally:
             self.health.stopping()
             held = self._held
@@ -259,12 +288,12 @@ class Runner:
         """A turn failed with a retriable Kafka error (the broker restarting or unreachable,
         the coordinator moving): the consumer keeps its assignment and its delivered offsets
         stay pending, so the next turn carries on where this one stopped. Waits with a
-        doubling backoff (up to `_KAFKA_BACKOFF_MAX_S`), so an outage costs neither the
-        process nor a busy loop."""
+        jittered doubling backoff (up to `_KAFKA_BACKOFF_MAX_S`), so an outage costs neither
+        the process nor a busy loop, and a fleet of sidecars that lost the same broker does
+        not come back to it in lockstep."""
         self.metrics.kafka_errors.inc()
-        backoff = self._kafka_backoff = min(
-            _KAFKA_BACKOFF_MAX_S, max(_KAFKA_BACKOFF_MIN_S, 2 * self._kafka_backoff)
-        )
+        self._kafka_failures += 1
+        backoff = self._kafka_backoff.wait(self._kafka_failures)
         log.warning("Kafka not reachable (%s); trying again in %.1fs", error, backoff)
         self.stop_event.wait(backoff)
 
@@ -358,11 +387,14 @@ class Runner:
         with self._lock:
             self._held = rest
         self._held_retry_at = time.monotonic() + pressure.delay_s
-        self.metrics.backpressure.inc()
+        if pressure.kind == UNAVAILABLE:
+            self.metrics.backpressure.inc()
+        elif pressure.kind == FAILING_ALIKE:
+            self.metrics.failing_alike.inc()
         self.metrics.holding.set(1)
         self.health.degraded(
-            f"application not taking records: {pressure.reason}; holding {len(rest.records)} "
-            f"records, try {pressure.tries}, next in {pressure.delay_s:.1f} s"
+            f"application not taking records ({pressure.kind}): {pressure.reason}; holding "
+            f"{len(rest.records)} records, try {pressure.tries}, next in {pressure.delay_s:.1f} s"
         )
 
     def _release_hold(self) -> None:

@@ -48,6 +48,8 @@ its own objects). Each renders nothing unless webhook.enabled. */}}
 - {{ $sidecar.deliverTo | quote }}
 - --sidecar-resources
 - {{ toJson $sidecar.resources | quote }}
+- --sidecar-arg=--transient-retry-budget={{ $sidecar.transientRetryBudget }}
+- --sidecar-arg=--max-batch-bytes={{ $sidecar.maxBatchBytes }}
 {{- range $sidecar.extraArgs }}
 - --sidecar-arg={{ . }}
 {{- end }}
