@@ -394,13 +394,14 @@ def _lead(args: argparse.Namespace) -> Any:
     return elector
 
 
-def _plan_credentials(args: argparse.Namespace) -> tuple[tuple[bytes, ...], dict[str, Any]]:
-    """The plan signing keys and the plan-topic client settings (ValueError: one line)."""
+def _plan_credentials(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The plan key file, re-read when it changes (`plan_keys.PlanKeyRing`; None: records go
+    unsigned), and the plan-topic client settings (ValueError: one line)."""
     import json
 
-    from kafka_rebalance_common.wire import plan_record
+    from kafka_rebalance_operator.plan_keys import PlanKeyRing
 
-    keys = plan_record.load_keys(args.plan_key_file) if args.plan_key_file else ()
+    keys = PlanKeyRing(args.plan_key_file) if args.plan_key_file else None
     client: dict[str, Any] = {}
     if args.plan_client_config:
         try:
@@ -515,7 +516,7 @@ def _settings(args: argparse.Namespace) -> OperatorSettings:
 
     allowlist = admission.parse_allowlist(args.allowed_bootstrap_servers)
     plan_keys, plan_client = _plan_credentials(args)
-    if not plan_keys:
+    if plan_keys is None:
         logging.getLogger(__name__).warning(
             "--plan-key-file is not set: broker-mode plan records go unsigned; brokers that "
             "require signatures (kafka.rebalance.plans.keys.file) ignore them (docs/kip848.md)"
@@ -528,7 +529,7 @@ def _settings(args: argparse.Namespace) -> OperatorSettings:
         allowed_bootstrap_servers=allowlist,
         plan_topic=args.plan_topic,
         max_partitions_per_policy=args.max_partitions_per_policy,
-        plan_keys=plan_keys,
+        plan_key_ring=plan_keys,
         plan_client=plan_client,
         plan_refresh_s=args.plan_refresh,
     )

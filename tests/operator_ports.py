@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_rebalance_common.wire import plan_record
 from kafka_rebalance_operator import reconcile
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.lag import PartitionOffsets
@@ -121,9 +122,13 @@ class MemoryKafka:
     assignor: str | None = None  # a KIP-848 group's server-side assignor (broker mode)
     reachable: bool = True
     connections: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
-    # broker mode: (topic, group, record or None for a tombstone), and each record's signature
+    # broker mode: (topic, group, record or None for a tombstone), each record's signature
+    # (None: unsigned) and all its headers
     published: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     signatures: list[bytes | None] = field(default_factory=list)
+    headers: list[dict[str, bytes]] = field(default_factory=list)
+    # broker mode: why the group describe fails (None: it succeeds)
+    membership_error: str | None = None
     nudges: list[str] = field(default_factory=list)
     # streams groups: group id -> the group StreamsGroupDescribe shows; the groups triggered;
     # the error a refused trigger names (None: the brokers accept it)
@@ -191,7 +196,10 @@ class MemoryObserver:
             offsets,
             group=copy.deepcopy(cluster.group) if describe else None,
             group_type=cluster.group_type if describe else None,
-            assignor=cluster.assignor if kip848_group else None,
+            assignor=(
+                cluster.assignor if kip848_group and cluster.membership_error is None else None
+            ),
+            membership_error=cluster.membership_error if kip848_group else None,
         )
 
     def publish_plan(
@@ -199,7 +207,7 @@ class MemoryObserver:
         topic: str,
         group_id: str,
         value: bytes | None,
-        signature: bytes | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
         client: Mapping[str, Any] | None = None,
     ) -> None:
         if not self.cluster.reachable:
@@ -207,7 +215,9 @@ class MemoryObserver:
         self.cluster.published.append(
             (topic, group_id, None if value is None else json.loads(value))
         )
-        self.cluster.signatures.append(signature)
+        named = dict(headers)
+        self.cluster.signatures.append(named.get(plan_record.SIGNATURE_HEADER))
+        self.cluster.headers.append(named)
 
     def nudge(self, group_id: str) -> None:
         self.cluster.nudges.append(group_id)
@@ -256,6 +266,7 @@ class RecordingMetrics:
         self.state: dict[str, Any] = {}
         self.streams_triggers = 0
         self.streams_bumps: list[int] = []
+        self.skipped: list[str] = []  # plan_publish_skipped reasons, in order
 
     def poll_finished(self, namespace: str, policy: str, seconds: float) -> None:
         self.polls += 1
@@ -279,6 +290,9 @@ class RecordingMetrics:
 
     def streams_trigger(self, namespace: str, policy: str, group: str) -> None:
         self.streams_triggers += 1
+
+    def plan_publish_skipped(self, namespace: str, policy: str, reason: str) -> None:
+        self.skipped.append(reason)
 
     def streams_epoch_bumps(self, namespace: str, policy: str, group: str, bumps: int) -> None:
         self.streams_bumps.append(bumps)

@@ -618,8 +618,17 @@ class TestBrokerMode:
     assignor and the group nudged; a failed publish is retried (the real-broker proof is
     tests/integration/test_broker_mode.py)."""
 
+    @staticmethod
+    def kip848(partitions: int = 4) -> MemoryKafka:
+        """A KIP-848 group under the plug-in's assignor, with one member id to name."""
+        kafka = cluster(partitions=partitions)
+        kafka.assignor = "kafka-rebalance-plan"
+        kafka.group_type = ("consumer", "Stable")
+        kafka.group = {"members": [{"member_id": "uuid-a"}]}
+        return kafka
+
     def test_each_plan_is_published_once_and_nudged(self) -> None:
-        kafka = cluster(partitions=4)
+        kafka = self.kip848()
         subject = policy(kafka, members=2, apply={"mode": "broker"})
         assert subject.poll().action is Action.APPLY
         ((topic, group, record),) = kafka.published
@@ -640,7 +649,7 @@ class TestBrokerMode:
         assert [r[2]["epoch"] for r in kafka.published] == [1, 2]
 
     def test_a_publish_that_fails_is_retried_at_the_next_poll(self) -> None:
-        kafka = cluster(partitions=4)
+        kafka = self.kip848()
         subject = policy(kafka, members=2, apply={"mode": "broker"})
         subject.poll()  # connects
         subject.memory.published_hash = None
@@ -721,6 +730,7 @@ class TestBrokerMode:
         kafka = cluster(partitions=4)
         kafka.assignor = "uniform"
         kafka.group_type = ("consumer", "Stable")
+        kafka.group = {"members": [{"member_id": "uuid-a"}]}
         subject = self.keyed(kafka)
         subject.poll()
         assert subject.condition("Stalled")["reason"] == "ProtocolMismatch"
@@ -730,15 +740,46 @@ class TestBrokerMode:
         assert (len(kafka.published), kafka.nudges) == (1, [])
 
     def test_leaving_broker_mode_retires_the_plan_with_a_signed_tombstone(self) -> None:
-        kafka = cluster(partitions=4)
+        kafka = self.kip848()
         subject = self.keyed(kafka)
         subject.poll()
         subject.spec = spec(apply={"mode": "assign"})
         subject.generation += 1
         subject.poll()
         assert kafka.published[-1][1:] == ("g", None)
-        assert kafka.signatures[-1] == plan_record.sign(self.KEY, "g", None)
+        epoch = kafka.published[0][2]["epoch"]
+        assert kafka.headers[-1] == {
+            plan_record.SIGNATURE_HEADER: plan_record.sign_tombstone(
+                self.KEY, "g", subject.uid, epoch
+            ),
+            plan_record.INCARNATION_HEADER: subject.uid.encode(),
+            plan_record.EPOCH_HEADER: str(epoch).encode(),
+        }
         assert subject.memory.published_group is None
+
+    def test_a_failed_describe_publishes_nothing_and_says_why(self) -> None:
+        kafka = self.kip848()
+        kafka.membership_error = "describing group g: NodeNotReadyError"
+        subject = self.keyed(kafka)
+        outcome = subject.poll()
+        assert not outcome.succeeded and (kafka.published, kafka.nudges) == ([], [])
+        ready = subject.condition("Ready")
+        assert (ready["status"], ready["reason"]) == ("False", "MembershipUnknown")
+        assert "NodeNotReadyError" in ready["message"]
+        assert subject.condition("Stalled")["status"] == "False"
+        assert subject.ports.metrics.skipped == ["membership_unknown"]
+        kafka.membership_error = None
+        subject.ports.clock.advance(30)
+        assert subject.poll().succeeded
+        ((_, _, record),) = kafka.published
+        assert record["memberIds"] == ["uuid-a"]
+
+    def test_a_group_without_members_gets_no_record_naming_nobody(self) -> None:
+        kafka = self.kip848()
+        kafka.group, kafka.assignor, kafka.group_type = None, None, None  # no such group yet
+        subject = self.keyed(kafka)
+        assert subject.poll().succeeded
+        assert (kafka.published, subject.ports.metrics.skipped) == ([], ["no_members"])
 
 
 class TestApply:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -139,10 +139,10 @@ class Lease:
         topic: str,
         group_id: str,
         value: bytes | None,
-        signature: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
         client: Mapping[str, Any],
     ) -> None:
-        self._entry.observer.publish_plan(topic, group_id, value, signature, client)
+        self._entry.observer.publish_plan(topic, group_id, value, headers, client)
 
     def nudge(self, group_id: str) -> None:
         self._entry.observer.nudge(group_id)

@@ -134,7 +134,7 @@ class Observer(Protocol):
         topic: str,
         group_id: str,
         value: bytes | None,
-        signature: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
         client: Mapping[str, Any],
     ) -> None: ...
     def nudge(self, group_id: str) -> None: ...
@@ -182,6 +182,7 @@ class MetricsSink(Protocol):
         max_load_ratio: float | None,
     ) -> None: ...
     def poll_succeeded(self, namespace: str, policy: str, now: float) -> None: ...
+    def plan_publish_skipped(self, namespace: str, policy: str, reason: str) -> None: ...
     def streams_trigger(self, namespace: str, policy: str, group: str) -> None: ...
     def streams_epoch_bumps(self, namespace: str, policy: str, group: str, bumps: int) -> None: ...
 
@@ -257,6 +258,9 @@ class PrometheusMetrics:
 
     def poll_succeeded(self, namespace: str, policy: str, now: float) -> None:
         prometheus.LAST_SUCCESS.labels(namespace, policy).set(now)
+
+    def plan_publish_skipped(self, namespace: str, policy: str, reason: str) -> None:
+        prometheus.PLAN_PUBLISH_SKIPPED.labels(namespace, policy, reason).inc()
 
     def streams_trigger(self, namespace: str, policy: str, group: str) -> None:
         prometheus.STREAMS_TRIGGERS.labels(namespace, policy, group).inc()

@@ -63,7 +63,7 @@ def _phases(
     decision = decide(ctx, observed, planned, settings, now)
     applied = apply(ctx, observed, planned, decision, memory, ports, settings, now)
     if observed.spec.apply_mode == "broker":
-        publish(ctx, observed, applied, memory, settings, now)
+        publish(ctx, observed, applied, memory, settings, now, ports.metrics)
     elif memory.published_group is not None:  # left broker mode: the brokers drop its plan
         retire(memory, settings, f"{ctx.namespace}/{ctx.name}")
     return report.polled(ctx, observed, planned, decision, applied, memory, ports, settings, now)
