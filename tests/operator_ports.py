@@ -98,6 +98,10 @@ class MemoryStatus:
         self.patches.append(dict(status))
 
 
+# broker mode: the operator's plan cluster (without one, broker-mode policies are Stalled)
+PLAN_CLIENT = {"bootstrap_servers": "plans:9092"}
+
+
 class MemorySecrets:
     def __init__(self) -> None:
         self.items: dict[tuple[str, str], dict[str, str]] = {}
@@ -339,7 +343,7 @@ class Policy:
         generation: int = 1,
     ) -> None:
         self.spec, self.pods, self.ports = spec, members, ports
-        self.settings = settings or OperatorSettings(kafka_timeout_s=3)
+        self.settings = settings or OperatorSettings(kafka_timeout_s=3, plan_client=PLAN_CLIENT)
         self.status: dict[str, Any] = {}
         self.memory = PolicyMemory()
         self.events: list[tuple[str, str, str]] = []

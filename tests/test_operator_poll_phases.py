@@ -20,7 +20,7 @@ from kafka_rebalance_operator.phases.plan import plan
 from kafka_rebalance_operator.ports import StoreError
 from kafka_rebalance_operator.settings import OperatorSettings
 
-from tests.operator_ports import MemoryKafka, Policy, memory_ports, pods
+from tests.operator_ports import PLAN_CLIENT, MemoryKafka, Policy, memory_ports, pods
 
 TOPIC = "t"
 
@@ -672,7 +672,9 @@ class TestBrokerMode:
 
     def keyed(self, kafka: MemoryKafka, **extra: Any) -> Policy:
         subject = policy(kafka, members=2, apply={"mode": "broker"}, **extra)
-        subject.settings = OperatorSettings(kafka_timeout_s=3, plan_keys=(self.KEY, b"old" * 6))
+        subject.settings = OperatorSettings(
+            kafka_timeout_s=3, plan_keys=(self.KEY, b"old" * 6), plan_client=PLAN_CLIENT
+        )
         return subject
 
     def test_records_are_signed_with_the_first_key_and_name_the_groups_member_ids(self) -> None:
@@ -944,3 +946,15 @@ class TestSafeguardsWithoutStatus:
         assert subject.poll().action is Action.APPLY
         hashes = {d["planHash"] for d in subject.ports.configmaps.documents().values()}
         assert hashes == {proposal["hash"]}
+
+
+def test_broker_mode_without_a_plan_cluster_is_stalled_before_any_kafka_call() -> None:
+    kafka = TestBrokerMode.kip848()
+    subject = policy(kafka, members=2, apply={"mode": "broker"})
+    subject.settings = OperatorSettings(kafka_timeout_s=3)  # no plan client bootstrap_servers
+    assert not subject.poll().succeeded
+    stalled = subject.condition("Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "PlanClusterNotConfigured")
+    assert "--plan-bootstrap-servers" in stalled["message"]
+    assert (kafka.connections, kafka.published) == ([], [])
+    assert subject.ports.configmaps.documents() == {}

@@ -166,10 +166,17 @@ class KafkaObserver:
         when the write is not confirmed.
 
         Invariant: the plan topic is written with the operator's own plan-topic credentials
-        (`client`: kafka-python settings from --plan-client-config, optionally with its own
-        `bootstrap_servers`), never with the policy's Secret, so no tenant needs Write on it."""
+        (`client`: kafka-python settings from --plan-client-config) to the plan cluster its
+        `bootstrap_servers` names, never with the policy's Secret (no tenant needs Write on
+        it) and never to the policy's bootstrap (a tenant's server never sees the operator's
+        credentials). Without `bootstrap_servers` nothing is written."""
         settings = dict(client)
-        servers = settings.pop("bootstrap_servers", None) or self.bootstrap_servers
+        servers = settings.pop("bootstrap_servers", None)
+        if not servers:
+            raise KafkaUnavailable(
+                f"publishing the plan to {topic}: the plan client config names no "
+                "bootstrap_servers (the operator writes plans only to its own plan cluster)"
+            )
         try:
             if isinstance(servers, str):
                 servers = servers.split(",")

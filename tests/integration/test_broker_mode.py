@@ -32,7 +32,7 @@ from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import kip848
 
-from tests.integration.harnesses import group_harness, ledger_verdict
+from tests.integration.harnesses import group_harness, ledger_verdict, plan_flags
 
 pytestmark = [pytest.mark.integration, pytest.mark.kip848]
 
@@ -129,8 +129,7 @@ def _broker_group(
             replicas=replicas,
             apply_mode="broker",
         ) as harness:
-            if plan_keys is not None:
-                harness.operator.extra = ["--plan-key-file", str(plan_keys)]
+            harness.operator.extra = plan_flags(workdir, kafka_bootstrap, plan_keys)
             java = JavaMembers(tools, kafka_bootstrap, harness.group, harness.topic, workdir)
             try:
                 yield harness, java, admin

@@ -40,6 +40,8 @@ from kafka_rebalance_operator.policy import PolicyError, PolicySpec, parse_spec
 from kafka_rebalance_operator.ports import Observer, Ports, SecretMissing, StoreError
 from kafka_rebalance_operator.settings import OperatorSettings
 
+PLAN_CLUSTER_NOT_CONFIGURED = "PlanClusterNotConfigured"
+
 
 @dataclass(frozen=True)
 class Observed:
@@ -213,6 +215,14 @@ def admit(ctx: PolicyContext, settings: OperatorSettings) -> PolicySpec:
             "ConflictingPolicy",
             f"policy {ctx.conflict} (older) already manages group {spec.group_id}; this one "
             "does nothing",
+        )
+    # broker mode (streams groups are in it too): plans go only to the operator's plan cluster
+    if spec.apply_mode == "broker" and not settings.plan_client.get("bootstrap_servers"):
+        raise PollFailure(
+            PLAN_CLUSTER_NOT_CONFIGURED,
+            "this operator has no plan cluster to publish plans to: start it with "
+            "--plan-bootstrap-servers or bootstrap_servers in --plan-client-config (chart: "
+            "brokerMode.planBootstrapServers)",
         )
     refusal = admission.bootstrap_allowed(
         spec.bootstrap_servers, settings.allowed_bootstrap_servers
