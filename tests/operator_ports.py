@@ -16,6 +16,7 @@ from typing import Any
 
 from kafka_rebalance_common.wire import plan_record
 from kafka_rebalance_operator import reconcile
+from kafka_rebalance_operator.cluster_identity import Rival
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.lag import PartitionOffsets
 from kafka_rebalance_operator.members import PodSummary
@@ -131,6 +132,8 @@ class MemoryKafka:
     published: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     signatures: list[bytes | None] = field(default_factory=list)
     headers: list[dict[str, bytes]] = field(default_factory=list)
+    # the id DescribeCluster reports (None: it cannot be read)
+    cluster_id: str | None = "memory-cluster"
     # broker mode: why the group describe fails (None: it succeeds)
     membership_error: str | None = None
     nudges: list[str] = field(default_factory=list)
@@ -163,6 +166,7 @@ class MemoryObserver:
     def __init__(self, cluster: MemoryKafka) -> None:
         self.cluster = cluster
         self.closed = False
+        self.known_cluster_id: str | None = None
 
     def observe(
         self,
@@ -225,6 +229,14 @@ class MemoryObserver:
 
     def nudge(self, group_id: str) -> None:
         self.cluster.nudges.append(group_id)
+
+    def cluster_id(self) -> str:
+        """Read once per connection, as `KafkaObserver.cluster_id` does."""
+        if self.known_cluster_id is None:
+            if not self.cluster.reachable or self.cluster.cluster_id is None:
+                raise KafkaUnavailable("reading the cluster id: connection refused")
+            self.known_cluster_id = self.cluster.cluster_id
+        return self.known_cluster_id
 
     def describe_streams_group(self, group_id: str) -> Any:
         if not self.cluster.reachable:
@@ -348,13 +360,20 @@ class Policy:
         self.memory = PolicyMemory()
         self.events: list[tuple[str, str, str]] = []
         self.generation = generation
-        self.conflict: str | None = None
+        self.rivals: tuple[Rival, ...] = ()  # older policies for the group (handlers._rivals)
+        self.namespace, self.name = "ns", "pol"
         self.status_writes_fail = False  # as with an admission policy refusing /status
         self.uid = "uid-1"  # the incarnation: a policy deleted and created again gets a new one
 
     def poll(self) -> reconcile.PollOutcome:
         ctx = reconcile.PolicyContext(
-            "ns", "pol", self.uid, self.generation, self.spec, self.status, self.conflict
+            self.namespace,
+            self.name,
+            self.uid,
+            self.generation,
+            self.spec,
+            self.status,
+            self.rivals,
         )
         outcome = reconcile.poll(ctx, self.pods, self.memory, self.ports, self.settings)
         if self.status_writes_fail:

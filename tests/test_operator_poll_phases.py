@@ -12,6 +12,7 @@ import pytest
 from kafka_rebalance_common.replanning import Action
 from kafka_rebalance_common.wire import partitions, plan_record
 from kafka_rebalance_operator import admission
+from kafka_rebalance_operator.cluster_identity import Rival, servers_of
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext
 from kafka_rebalance_operator.phases.decide import Stop, decide, wait
@@ -134,10 +135,58 @@ class TestObserve:
         stalled = subject.condition("Stalled")
         assert stalled["reason"] == "InvalidSpec" and "spec.groupId" in stalled["message"]
         subject.spec = spec()
-        subject.conflict = "older"
+        subject.rivals = (Rival("t0", "ns", "older", servers_of("KAFKA:9092")),)
         subject.poll()
         stalled = subject.condition("Stalled")
-        assert stalled["reason"] == "ConflictingPolicy" and "older" in stalled["message"]
+        assert stalled["reason"] == "ConflictingPolicy" and "policy older " in stalled["message"]
+        assert subject.ports.kafka.connections == []  # servers written alike: no Kafka call
+
+    def test_an_older_policy_under_an_alias_of_the_same_cluster_wins(self) -> None:
+        kafka = cluster()
+        first = policy(kafka)
+        first.namespace = "team-a"
+        assert first.poll().succeeded
+        second = Policy(
+            spec(kafka={"bootstrapServers": "kafka-alias:9092"}), pods(3, "c"), first.ports
+        )
+        second.namespace, second.name = "team-b", "copy"
+        second.rivals = (Rival("t0", "team-a", "pol", servers_of("kafka:9092")),)
+        written = dict(first.ports.configmaps.documents())
+        assert not second.poll().succeeded
+        stalled = second.condition("Stalled")
+        assert (stalled["status"], stalled["reason"]) == ("True", "ConflictingPolicy")
+        assert "policy team-a/pol (older)" in stalled["message"]
+        assert "memory-cluster" in stalled["message"]
+        assert first.ports.configmaps.documents() == written  # the copy wrote nothing
+        kafka.cluster_id = "another-cluster"  # the alias reaches another cluster: no conflict
+        second.memory.close()
+        second.ports.clusters.forget(("team-b", "copy"))
+        other = Policy(second.spec, pods(3, "c"), memory_ports(kafka))
+        other.rivals = second.rivals
+        other.ports.clusters.learned(("team-a", "pol"), servers_of("kafka:9092"), "memory-cluster")
+        assert other.poll().succeeded
+
+    def test_an_older_policy_not_polled_yet_holds_a_younger_one_back(self) -> None:
+        subject = policy(kafka={"bootstrapServers": "kafka-alias:9092"})
+        subject.rivals = (Rival("t0", "ns", "older", servers_of("kafka:9092")),)
+        assert not subject.poll().succeeded
+        ready = subject.condition("Ready")
+        assert (ready["reason"], subject.condition("Stalled")["status"]) == (
+            "ClusterIdentityPending",
+            "False",
+        )
+        assert subject.ports.configmaps.documents() == {}
+        subject.ports.clusters.polled(("ns", "older"), servers_of("kafka:9092"))  # unreachable
+        assert subject.poll().succeeded
+
+    def test_a_cluster_whose_id_cannot_be_read_is_not_managed(self) -> None:
+        kafka = cluster()
+        kafka.cluster_id = None
+        subject = policy(kafka)
+        assert not subject.poll().succeeded
+        assert subject.condition("Stalled")["reason"] == "ClusterUnknown"
+        assert subject.ports.configmaps.documents() == {}
+        assert subject.ports.clusters.snapshot()[("ns", "pol")].cluster_id is None
 
     def test_no_topic_found(self) -> None:
         subject = policy(topics=["absent"])

@@ -147,6 +147,13 @@ class Lease:
     def nudge(self, group_id: str) -> None:
         self._entry.observer.nudge(group_id)
 
+    def cluster_id(self) -> str:
+        try:
+            return self._entry.observer.cluster_id()
+        except KafkaUnavailable:
+            self._pool._retire(self._full, self._entry)  # the next poll connects afresh
+            raise
+
     def describe_streams_group(self, group_id: str) -> StreamsGroup | None:
         try:
             return self._entry.observer.describe_streams_group(group_id)

@@ -91,6 +91,7 @@ class KafkaObserver:
         self.plan_admin: KafkaAdminClient | None = None
         self.left_behind: list[tuple[str, str]] = []
         self._offsets: OffsetReader | None = None  # offsets at wire speed, made at first read
+        self._cluster_id: str | None = None  # the brokers' cluster id, once read
         try:
             self.admin = KafkaAdminClient(
                 bootstrap_servers=bootstrap_servers.split(","),
@@ -112,6 +113,21 @@ class KafkaObserver:
             except Exception:  # closing a broken client must not fail a poll
                 log.debug("closing a Kafka client failed", exc_info=True)
         self.producer = self.plan_admin = None
+
+    def cluster_id(self) -> str:
+        """The cluster id the brokers report (DescribeCluster, or Metadata v2+ on older
+        brokers), read once per connection: which cluster the policy's servers reach, whatever
+        they are called (`cluster_identity`). Raises KafkaUnavailable when it cannot be read."""
+        if self._cluster_id is None:
+            try:
+                described = self.admin.describe_cluster()
+            except Exception as error:
+                raise KafkaUnavailable(f"reading the cluster id: {_short(error)}") from error
+            found = described.get("cluster_id") if isinstance(described, dict) else None
+            if not found:
+                raise KafkaUnavailable("reading the cluster id: the brokers reported none")
+            self._cluster_id = str(found)
+        return self._cluster_id
 
     # -- broker mode (KIP-848 groups) ----------------------------------------------------------
 

@@ -22,6 +22,7 @@ from kubernetes import client
 from kafka_rebalance_operator import kube_io, names
 from kafka_rebalance_operator import metrics as prometheus
 from kafka_rebalance_operator.clients import SharedObservers
+from kafka_rebalance_operator.cluster_identity import ClusterIds
 from kafka_rebalance_operator.kafka_io import KafkaObserver, Observation
 from kafka_rebalance_operator.streams_group import StreamsGroup
 from kafka_rebalance_operator.topic_pattern import TopicPattern
@@ -138,6 +139,7 @@ class Observer(Protocol):
         client: Mapping[str, Any],
     ) -> None: ...
     def nudge(self, group_id: str) -> None: ...
+    def cluster_id(self) -> str: ...
     def describe_streams_group(self, group_id: str) -> StreamsGroup | None: ...
     def trigger_streams_group(self, group_id: str) -> str: ...
     def close(self) -> None: ...
@@ -205,6 +207,8 @@ class Ports:
     metrics: MetricsSink
     telemetry: TelemetrySink
     leadership: Leadership = field(default_factory=AlwaysLeader)
+    # every policy's cluster id as its polls learn it (one policy per group of a cluster)
+    clusters: ClusterIds = field(default_factory=ClusterIds)
 
 
 class SystemClock:

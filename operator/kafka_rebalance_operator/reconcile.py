@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kafka_rebalance_operator.cluster_identity import servers_of
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report, streams
@@ -42,6 +43,9 @@ def poll(
     except PollFailure as failure:
         return report.failed(ctx, failure, memory, ports, now)
     finally:
+        # whatever it learned, this policy has been polled: a younger one need not wait for it
+        servers = (ctx.spec.get("kafka") or {}).get("bootstrapServers") or ""
+        ports.clusters.polled((ctx.namespace, ctx.name), servers_of(str(servers)))
         ports.metrics.poll_finished(ctx.namespace, ctx.name, ports.clock.monotonic() - started)
 
 

@@ -36,7 +36,7 @@ from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Stop
-from kafka_rebalance_operator.phases.observe import _lags, _observer, admit
+from kafka_rebalance_operator.phases.observe import _lags, _observer, admit, identify
 from kafka_rebalance_operator.phases.publish import value_headers
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.ports import Ports
@@ -97,6 +97,7 @@ def _observe(
 ) -> StreamsObserved:
     spec = admit(ctx, settings)
     observer = _observer(spec, ctx, memory, ports, settings)
+    identify(ctx, spec, observer, memory, ports)
     try:
         group = observer.describe_streams_group(spec.group_id)
     except KafkaUnavailable as error:
