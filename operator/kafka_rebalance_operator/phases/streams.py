@@ -102,6 +102,8 @@ def _observe(
         group = observer.describe_streams_group(spec.group_id)
     except KafkaUnavailable as error:
         memory.close()
+        # no plan without its members: nothing is published this poll, and that is counted
+        ports.metrics.plan_publish_skipped(ctx.namespace, ctx.name, "membership_unknown")
         raise PollFailure("KafkaUnreachable", str(error)) from None
     if group is None:
         raise PollFailure(
