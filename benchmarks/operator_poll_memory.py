@@ -54,6 +54,9 @@ class ArrayKafka:
         offsets = PolicyOffsets(self.layout, np.zeros(n, np.int64), end, committed)
         return Observation(dict(self.topics), [], offsets)
 
+    def cluster_id(self) -> str:
+        return "benchmark-cluster"
+
     def close(self) -> None:
         pass
 

@@ -210,10 +210,17 @@ def _broker_mode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plan-client-config",
         metavar="PATH",
-        help="apply.mode broker: JSON object of kafka-python settings (security_protocol, "
-        "sasl_*, ssl_*, optionally bootstrap_servers) with which the operator writes the plan "
-        "topic: its own principal, never a policy's Secret. Default: plaintext, to the "
-        "policy's bootstrap servers",
+        help="apply.mode broker and streams groups: JSON object of kafka-python settings "
+        "(bootstrap_servers, security_protocol, sasl_*, ssl_*) with which the operator writes "
+        "the plan topic: its own principal, never a policy's Secret, sent only to the plan "
+        "cluster's bootstrap_servers (required, here or by --plan-bootstrap-servers)",
+    )
+    parser.add_argument(
+        "--plan-bootstrap-servers",
+        metavar="HOST:PORT[,...]",
+        help="apply.mode broker and streams groups: the plan cluster the plan topic is written "
+        "to (overrides bootstrap_servers in --plan-client-config). Without it or that, "
+        "broker-mode and streams-group policies are Stalled (PlanClusterNotConfigured)",
     )
     parser.add_argument(
         "--plan-refresh",
@@ -394,13 +401,14 @@ def _lead(args: argparse.Namespace) -> Any:
     return elector
 
 
-def _plan_credentials(args: argparse.Namespace) -> tuple[tuple[bytes, ...], dict[str, Any]]:
-    """The plan signing keys and the plan-topic client settings (ValueError: one line)."""
+def _plan_credentials(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The plan key file, re-read when it changes (`plan_keys.PlanKeyRing`; None: records go
+    unsigned), and the plan-topic client settings (ValueError: one line)."""
     import json
 
-    from kafka_rebalance_common.wire import plan_record
+    from kafka_rebalance_operator.plan_keys import PlanKeyRing
 
-    keys = plan_record.load_keys(args.plan_key_file) if args.plan_key_file else ()
+    keys = PlanKeyRing(args.plan_key_file) if args.plan_key_file else None
     client: dict[str, Any] = {}
     if args.plan_client_config:
         try:
@@ -409,7 +417,32 @@ def _plan_credentials(args: argparse.Namespace) -> tuple[tuple[bytes, ...], dict
             raise ValueError(f"--plan-client-config {args.plan_client_config}: {error}") from None
         if not isinstance(client, dict):
             raise ValueError(f"--plan-client-config {args.plan_client_config}: not a JSON object")
+    if args.plan_bootstrap_servers:
+        client["bootstrap_servers"] = args.plan_bootstrap_servers
+    servers = client.get("bootstrap_servers")
+    if servers is not None and not _server_list(servers):
+        raise ValueError(
+            "--plan-client-config bootstrap_servers: a non-empty host:port string or list, got "
+            f"{servers!r}"
+        )
+    if (keys is not None or args.plan_client_config) and not servers:
+        raise ValueError(
+            "broker mode: --plan-key-file/--plan-client-config are set but name no plan "
+            "cluster: set --plan-bootstrap-servers or bootstrap_servers in --plan-client-config "
+            "(the operator's plan credentials never go to a policy's servers)"
+        )
     return keys, client
+
+
+def _server_list(servers: Any) -> bool:
+    """A usable bootstrap_servers value: a non-empty string, or a list of them."""
+    if isinstance(servers, str):
+        return bool(servers.strip())
+    return (
+        isinstance(servers, list)
+        and bool(servers)
+        and all(isinstance(s, str) and s.strip() for s in servers)
+    )
 
 
 def _duration(text: str) -> float:
@@ -515,7 +548,13 @@ def _settings(args: argparse.Namespace) -> OperatorSettings:
 
     allowlist = admission.parse_allowlist(args.allowed_bootstrap_servers)
     plan_keys, plan_client = _plan_credentials(args)
-    if not plan_keys:
+    if not allowlist:
+        logging.getLogger(__name__).warning(
+            "--allowed-bootstrap-servers is empty: any tenant may name any server in "
+            "spec.kafka.bootstrapServers, and the operator connects there with that tenant's "
+            "Secret (docs/security.md)"
+        )
+    if plan_keys is None:
         logging.getLogger(__name__).warning(
             "--plan-key-file is not set: broker-mode plan records go unsigned; brokers that "
             "require signatures (kafka.rebalance.plans.keys.file) ignore them (docs/kip848.md)"
@@ -528,7 +567,7 @@ def _settings(args: argparse.Namespace) -> OperatorSettings:
         allowed_bootstrap_servers=allowlist,
         plan_topic=args.plan_topic,
         max_partitions_per_policy=args.max_partitions_per_policy,
-        plan_keys=plan_keys,
+        plan_key_ring=plan_keys,
         plan_client=plan_client,
         plan_refresh_s=args.plan_refresh,
     )

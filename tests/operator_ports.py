@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_rebalance_common.wire import plan_record
 from kafka_rebalance_operator import reconcile
+from kafka_rebalance_operator.cluster_identity import Rival
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.lag import PartitionOffsets
 from kafka_rebalance_operator.members import PodSummary
@@ -97,6 +99,10 @@ class MemoryStatus:
         self.patches.append(dict(status))
 
 
+# broker mode: the operator's plan cluster (without one, broker-mode policies are Stalled)
+PLAN_CLIENT = {"bootstrap_servers": "plans:9092"}
+
+
 class MemorySecrets:
     def __init__(self) -> None:
         self.items: dict[tuple[str, str], dict[str, str]] = {}
@@ -121,9 +127,15 @@ class MemoryKafka:
     assignor: str | None = None  # a KIP-848 group's server-side assignor (broker mode)
     reachable: bool = True
     connections: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
-    # broker mode: (topic, group, record or None for a tombstone), and each record's signature
+    # broker mode: (topic, group, record or None for a tombstone), each record's signature
+    # (None: unsigned) and all its headers
     published: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     signatures: list[bytes | None] = field(default_factory=list)
+    headers: list[dict[str, bytes]] = field(default_factory=list)
+    # the id DescribeCluster reports (None: it cannot be read)
+    cluster_id: str | None = "memory-cluster"
+    # broker mode: why the group describe fails (None: it succeeds)
+    membership_error: str | None = None
     nudges: list[str] = field(default_factory=list)
     # streams groups: group id -> the group StreamsGroupDescribe shows; the groups triggered;
     # the error a refused trigger names (None: the brokers accept it)
@@ -154,6 +166,7 @@ class MemoryObserver:
     def __init__(self, cluster: MemoryKafka) -> None:
         self.cluster = cluster
         self.closed = False
+        self.known_cluster_id: str | None = None
 
     def observe(
         self,
@@ -191,7 +204,10 @@ class MemoryObserver:
             offsets,
             group=copy.deepcopy(cluster.group) if describe else None,
             group_type=cluster.group_type if describe else None,
-            assignor=cluster.assignor if kip848_group else None,
+            assignor=(
+                cluster.assignor if kip848_group and cluster.membership_error is None else None
+            ),
+            membership_error=cluster.membership_error if kip848_group else None,
         )
 
     def publish_plan(
@@ -199,7 +215,7 @@ class MemoryObserver:
         topic: str,
         group_id: str,
         value: bytes | None,
-        signature: bytes | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
         client: Mapping[str, Any] | None = None,
     ) -> None:
         if not self.cluster.reachable:
@@ -207,10 +223,20 @@ class MemoryObserver:
         self.cluster.published.append(
             (topic, group_id, None if value is None else json.loads(value))
         )
-        self.cluster.signatures.append(signature)
+        named = dict(headers)
+        self.cluster.signatures.append(named.get(plan_record.SIGNATURE_HEADER))
+        self.cluster.headers.append(named)
 
     def nudge(self, group_id: str) -> None:
         self.cluster.nudges.append(group_id)
+
+    def cluster_id(self) -> str:
+        """Read once per connection, as `KafkaObserver.cluster_id` does."""
+        if self.known_cluster_id is None:
+            if not self.cluster.reachable or self.cluster.cluster_id is None:
+                raise KafkaUnavailable("reading the cluster id: connection refused")
+            self.known_cluster_id = self.cluster.cluster_id
+        return self.known_cluster_id
 
     def describe_streams_group(self, group_id: str) -> Any:
         if not self.cluster.reachable:
@@ -256,6 +282,7 @@ class RecordingMetrics:
         self.state: dict[str, Any] = {}
         self.streams_triggers = 0
         self.streams_bumps: list[int] = []
+        self.skipped: list[str] = []  # plan_publish_skipped reasons, in order
 
     def poll_finished(self, namespace: str, policy: str, seconds: float) -> None:
         self.polls += 1
@@ -279,6 +306,9 @@ class RecordingMetrics:
 
     def streams_trigger(self, namespace: str, policy: str, group: str) -> None:
         self.streams_triggers += 1
+
+    def plan_publish_skipped(self, namespace: str, policy: str, reason: str) -> None:
+        self.skipped.append(reason)
 
     def streams_epoch_bumps(self, namespace: str, policy: str, group: str, bumps: int) -> None:
         self.streams_bumps.append(bumps)
@@ -325,18 +355,25 @@ class Policy:
         generation: int = 1,
     ) -> None:
         self.spec, self.pods, self.ports = spec, members, ports
-        self.settings = settings or OperatorSettings(kafka_timeout_s=3)
+        self.settings = settings or OperatorSettings(kafka_timeout_s=3, plan_client=PLAN_CLIENT)
         self.status: dict[str, Any] = {}
         self.memory = PolicyMemory()
         self.events: list[tuple[str, str, str]] = []
         self.generation = generation
-        self.conflict: str | None = None
+        self.rivals: tuple[Rival, ...] = ()  # older policies for the group (handlers._rivals)
+        self.namespace, self.name = "ns", "pol"
         self.status_writes_fail = False  # as with an admission policy refusing /status
         self.uid = "uid-1"  # the incarnation: a policy deleted and created again gets a new one
 
     def poll(self) -> reconcile.PollOutcome:
         ctx = reconcile.PolicyContext(
-            "ns", "pol", self.uid, self.generation, self.spec, self.status, self.conflict
+            self.namespace,
+            self.name,
+            self.uid,
+            self.generation,
+            self.spec,
+            self.status,
+            self.rivals,
         )
         outcome = reconcile.poll(ctx, self.pods, self.memory, self.ports, self.settings)
         if self.status_writes_fail:

@@ -678,6 +678,10 @@ def test_the_schema_accepts_keda_style_keys_it_supports(helm: Path, tmp_path: Pa
         ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
         ("metrics.port=70000", "port"),
         ("replicas=1", "replicas"),  # a typo of replicaCount is refused, not ignored
+        # plan credentials go only to the plan cluster, which must then be named
+        ("brokerMode.planKeySecret=plan-keys", "planBootstrapServers"),
+        ("brokerMode.planClientSecret=plan-client", "planBootstrapServers"),
+        ("brokerMode.planBootstrapServers=kafka", "planBootstrapServers"),
     ],
 )
 def test_bad_values_are_refused(helm: Path, value: str, expected: str) -> None:
@@ -724,7 +728,11 @@ def test_broker_mode_secrets_are_mounted_and_named_on_the_command_line(helm: Pat
     read-only, and the operator is told where (docs/kip848.md, "Trust")."""
     from kafka_rebalance.cli import build_parser
 
-    sets = ["brokerMode.planKeySecret=plan-keys", "brokerMode.planClientSecret=plan-client"]
+    sets = [
+        "brokerMode.planKeySecret=plan-keys",
+        "brokerMode.planClientSecret=plan-client",
+        "brokerMode.planBootstrapServers=plans-0:9093\\,plans-1:9093",
+    ]
     (deployment,) = _of_kind(_render(helm, *sets), "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -733,6 +741,7 @@ def test_broker_mode_secrets_are_mounted_and_named_on_the_command_line(helm: Pat
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert args.plan_key_file.startswith(mounts["plan-keys"]["mountPath"] + "/")
     assert args.plan_client_config.startswith(mounts["plan-client"]["mountPath"] + "/")
+    assert args.plan_bootstrap_servers == "plans-0:9093,plans-1:9093"
     assert mounts["plan-keys"]["readOnly"] and mounts["plan-client"]["readOnly"]
     assert volumes["plan-keys"]["secret"]["secretName"] == "plan-keys"
     assert volumes["plan-client"]["secret"]["secretName"] == "plan-client"
@@ -765,7 +774,11 @@ def test_the_operator_listens_where_the_probe_and_service_point(helm: Path) -> N
         ["watchAllNamespaces=true"],
         ["watchNamespaces={team-a,team-b}", "rbac.secretNames={kafka-client}"],
         ["metrics.enabled=false"],
-        ["brokerMode.planKeySecret=plan-keys", "brokerMode.planClientSecret=plan-client"],
+        [
+            "brokerMode.planKeySecret=plan-keys",
+            "brokerMode.planClientSecret=plan-client",
+            "brokerMode.planBootstrapServers=plans:9093",
+        ],
         [
             "leaderElection.enabled=true",
             "replicaCount=2",

@@ -1,8 +1,39 @@
-"""One groupId on one Kafka cluster, one policy: which policy wins, across watched namespaces."""
+"""One groupId on one Kafka cluster, one policy: which policy wins, across watched namespaces.
+The index (`handlers`) names the older policies for the group; the cluster ids their polls
+learned decide which of them manage it on the same cluster (`cluster_identity.verdict`)."""
 
 from __future__ import annotations
 
-from kafka_rebalance_operator.handlers import _conflict, policies_by_namespace
+from typing import Any
+
+from kafka_rebalance_operator.cluster_identity import ClusterIds, servers_of, verdict
+from kafka_rebalance_operator.handlers import _rivals, policies_by_namespace
+
+# what the brokers behind each spelling report (one cluster under three names, and another)
+CLUSTER_IDS = {
+    "kafka:9092": "eu",
+    "other:9092": "eu",
+    "kafka.example:9092": "eu",
+    "10.0.0.5:9092": "eu",
+    "kafka-eu:9092": "eu",
+    "kafka-us:9092": "us",
+}
+
+
+def _conflict(namespace: str, name: str, spec: Any, index: dict[str, list]) -> str | None:
+    """The winner as a poll of (namespace, name) names it, once every policy was polled."""
+    ids = ClusterIds()
+    for other_namespace, stored in index.items():
+        for _, other, _, servers in stored:
+            ids.learned((other_namespace, other), frozenset(servers), CLUSTER_IDS[servers[0]])
+    mine = next(e for e in index[namespace] if e[1] == name)
+    found = verdict(
+        frozenset(mine[3]),
+        CLUSTER_IDS[mine[3][0]],
+        _rivals(namespace, name, spec, index),
+        ids.snapshot(),
+    )
+    return None if found is None else found.rival.shown_from(namespace)
 
 
 def _valid(group: str, servers: str) -> dict:
@@ -78,10 +109,24 @@ def test_an_invalid_policy_holds_no_group() -> None:
     assert _conflict("b", "good", _spec("g"), index) is None
 
 
-def test_host_aliases_of_one_cluster_are_not_recognised() -> None:
-    # documented (docs/troubleshooting.md, ConflictingPolicy): servers compare as written
+def test_host_aliases_of_one_cluster_are_one_cluster() -> None:
     index = _index(
         _entry("a", "p", "2026-11-24T01:00:00Z", "g", "kafka.example:9092"),
         _entry("b", "q", "2026-11-24T02:00:00Z", "g", "10.0.0.5:9092"),
     )
-    assert _conflict("b", "q", _spec("g"), index) is None
+    assert _conflict("b", "q", _spec("g"), index) == "a/p"
+    assert _conflict("a", "p", _spec("g"), index) is None
+
+
+def test_the_index_names_only_older_policies_for_the_same_group_oldest_first() -> None:
+    index = _index(
+        _entry("c", "young", "2026-11-24T03:00:00Z", "g", "kafka:9092"),
+        _entry("b", "old", "2026-11-24T01:00:00Z", "g", "kafka-us:9092"),
+        _entry("a", "older", "2026-11-24T00:00:00Z", "g", "Kafka:9092"),
+        _entry("a", "other-group", "2026-11-24T00:00:00Z", "h", "kafka:9092"),
+    )
+    rivals = _rivals("c", "young", _spec("g"), index)
+    assert [(r.namespace, r.name) for r in rivals] == [("a", "older"), ("b", "old")]
+    assert rivals[0].servers == servers_of("kafka:9092")
+    assert _rivals("a", "older", _spec("g"), index) == ()
+    assert _rivals("z", "not-indexed", _spec("g"), index) == ()

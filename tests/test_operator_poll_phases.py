@@ -12,6 +12,7 @@ import pytest
 from kafka_rebalance_common.replanning import Action
 from kafka_rebalance_common.wire import partitions, plan_record
 from kafka_rebalance_operator import admission
+from kafka_rebalance_operator.cluster_identity import Rival, servers_of
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext
 from kafka_rebalance_operator.phases.decide import Stop, decide, wait
@@ -20,7 +21,7 @@ from kafka_rebalance_operator.phases.plan import plan
 from kafka_rebalance_operator.ports import StoreError
 from kafka_rebalance_operator.settings import OperatorSettings
 
-from tests.operator_ports import MemoryKafka, Policy, memory_ports, pods
+from tests.operator_ports import PLAN_CLIENT, MemoryKafka, Policy, memory_ports, pods
 
 TOPIC = "t"
 
@@ -134,10 +135,58 @@ class TestObserve:
         stalled = subject.condition("Stalled")
         assert stalled["reason"] == "InvalidSpec" and "spec.groupId" in stalled["message"]
         subject.spec = spec()
-        subject.conflict = "older"
+        subject.rivals = (Rival("t0", "ns", "older", servers_of("KAFKA:9092")),)
         subject.poll()
         stalled = subject.condition("Stalled")
-        assert stalled["reason"] == "ConflictingPolicy" and "older" in stalled["message"]
+        assert stalled["reason"] == "ConflictingPolicy" and "policy older " in stalled["message"]
+        assert subject.ports.kafka.connections == []  # servers written alike: no Kafka call
+
+    def test_an_older_policy_under_an_alias_of_the_same_cluster_wins(self) -> None:
+        kafka = cluster()
+        first = policy(kafka)
+        first.namespace = "team-a"
+        assert first.poll().succeeded
+        second = Policy(
+            spec(kafka={"bootstrapServers": "kafka-alias:9092"}), pods(3, "c"), first.ports
+        )
+        second.namespace, second.name = "team-b", "copy"
+        second.rivals = (Rival("t0", "team-a", "pol", servers_of("kafka:9092")),)
+        written = dict(first.ports.configmaps.documents())
+        assert not second.poll().succeeded
+        stalled = second.condition("Stalled")
+        assert (stalled["status"], stalled["reason"]) == ("True", "ConflictingPolicy")
+        assert "policy team-a/pol (older)" in stalled["message"]
+        assert "memory-cluster" in stalled["message"]
+        assert first.ports.configmaps.documents() == written  # the copy wrote nothing
+        kafka.cluster_id = "another-cluster"  # the alias reaches another cluster: no conflict
+        second.memory.close()
+        second.ports.clusters.forget(("team-b", "copy"))
+        other = Policy(second.spec, pods(3, "c"), memory_ports(kafka))
+        other.rivals = second.rivals
+        other.ports.clusters.learned(("team-a", "pol"), servers_of("kafka:9092"), "memory-cluster")
+        assert other.poll().succeeded
+
+    def test_an_older_policy_not_polled_yet_holds_a_younger_one_back(self) -> None:
+        subject = policy(kafka={"bootstrapServers": "kafka-alias:9092"})
+        subject.rivals = (Rival("t0", "ns", "older", servers_of("kafka:9092")),)
+        assert not subject.poll().succeeded
+        ready = subject.condition("Ready")
+        assert (ready["reason"], subject.condition("Stalled")["status"]) == (
+            "ClusterIdentityPending",
+            "False",
+        )
+        assert subject.ports.configmaps.documents() == {}
+        subject.ports.clusters.polled(("ns", "older"), servers_of("kafka:9092"))  # unreachable
+        assert subject.poll().succeeded
+
+    def test_a_cluster_whose_id_cannot_be_read_is_not_managed(self) -> None:
+        kafka = cluster()
+        kafka.cluster_id = None
+        subject = policy(kafka)
+        assert not subject.poll().succeeded
+        assert subject.condition("Stalled")["reason"] == "ClusterUnknown"
+        assert subject.ports.configmaps.documents() == {}
+        assert subject.ports.clusters.snapshot()[("ns", "pol")].cluster_id is None
 
     def test_no_topic_found(self) -> None:
         subject = policy(topics=["absent"])
@@ -618,8 +667,17 @@ class TestBrokerMode:
     assignor and the group nudged; a failed publish is retried (the real-broker proof is
     tests/integration/test_broker_mode.py)."""
 
+    @staticmethod
+    def kip848(partitions: int = 4) -> MemoryKafka:
+        """A KIP-848 group under the plug-in's assignor, with one member id to name."""
+        kafka = cluster(partitions=partitions)
+        kafka.assignor = "kafka-rebalance-plan"
+        kafka.group_type = ("consumer", "Stable")
+        kafka.group = {"members": [{"member_id": "uuid-a"}]}
+        return kafka
+
     def test_each_plan_is_published_once_and_nudged(self) -> None:
-        kafka = cluster(partitions=4)
+        kafka = self.kip848()
         subject = policy(kafka, members=2, apply={"mode": "broker"})
         assert subject.poll().action is Action.APPLY
         ((topic, group, record),) = kafka.published
@@ -640,7 +698,7 @@ class TestBrokerMode:
         assert [r[2]["epoch"] for r in kafka.published] == [1, 2]
 
     def test_a_publish_that_fails_is_retried_at_the_next_poll(self) -> None:
-        kafka = cluster(partitions=4)
+        kafka = self.kip848()
         subject = policy(kafka, members=2, apply={"mode": "broker"})
         subject.poll()  # connects
         subject.memory.published_hash = None
@@ -663,7 +721,9 @@ class TestBrokerMode:
 
     def keyed(self, kafka: MemoryKafka, **extra: Any) -> Policy:
         subject = policy(kafka, members=2, apply={"mode": "broker"}, **extra)
-        subject.settings = OperatorSettings(kafka_timeout_s=3, plan_keys=(self.KEY, b"old" * 6))
+        subject.settings = OperatorSettings(
+            kafka_timeout_s=3, plan_keys=(self.KEY, b"old" * 6), plan_client=PLAN_CLIENT
+        )
         return subject
 
     def test_records_are_signed_with_the_first_key_and_name_the_groups_member_ids(self) -> None:
@@ -721,6 +781,7 @@ class TestBrokerMode:
         kafka = cluster(partitions=4)
         kafka.assignor = "uniform"
         kafka.group_type = ("consumer", "Stable")
+        kafka.group = {"members": [{"member_id": "uuid-a"}]}
         subject = self.keyed(kafka)
         subject.poll()
         assert subject.condition("Stalled")["reason"] == "ProtocolMismatch"
@@ -730,15 +791,46 @@ class TestBrokerMode:
         assert (len(kafka.published), kafka.nudges) == (1, [])
 
     def test_leaving_broker_mode_retires_the_plan_with_a_signed_tombstone(self) -> None:
-        kafka = cluster(partitions=4)
+        kafka = self.kip848()
         subject = self.keyed(kafka)
         subject.poll()
         subject.spec = spec(apply={"mode": "assign"})
         subject.generation += 1
         subject.poll()
         assert kafka.published[-1][1:] == ("g", None)
-        assert kafka.signatures[-1] == plan_record.sign(self.KEY, "g", None)
+        epoch = kafka.published[0][2]["epoch"]
+        assert kafka.headers[-1] == {
+            plan_record.SIGNATURE_HEADER: plan_record.sign_tombstone(
+                self.KEY, "g", subject.uid, epoch
+            ),
+            plan_record.INCARNATION_HEADER: subject.uid.encode(),
+            plan_record.EPOCH_HEADER: str(epoch).encode(),
+        }
         assert subject.memory.published_group is None
+
+    def test_a_failed_describe_publishes_nothing_and_says_why(self) -> None:
+        kafka = self.kip848()
+        kafka.membership_error = "describing group g: NodeNotReadyError"
+        subject = self.keyed(kafka)
+        outcome = subject.poll()
+        assert not outcome.succeeded and (kafka.published, kafka.nudges) == ([], [])
+        ready = subject.condition("Ready")
+        assert (ready["status"], ready["reason"]) == ("False", "MembershipUnknown")
+        assert "NodeNotReadyError" in ready["message"]
+        assert subject.condition("Stalled")["status"] == "False"
+        assert subject.ports.metrics.skipped == ["membership_unknown"]
+        kafka.membership_error = None
+        subject.ports.clock.advance(30)
+        assert subject.poll().succeeded
+        ((_, _, record),) = kafka.published
+        assert record["memberIds"] == ["uuid-a"]
+
+    def test_a_group_without_members_gets_no_record_naming_nobody(self) -> None:
+        kafka = self.kip848()
+        kafka.group, kafka.assignor, kafka.group_type = None, None, None  # no such group yet
+        subject = self.keyed(kafka)
+        assert subject.poll().succeeded
+        assert (kafka.published, subject.ports.metrics.skipped) == ([], ["no_members"])
 
 
 class TestApply:
@@ -903,3 +995,15 @@ class TestSafeguardsWithoutStatus:
         assert subject.poll().action is Action.APPLY
         hashes = {d["planHash"] for d in subject.ports.configmaps.documents().values()}
         assert hashes == {proposal["hash"]}
+
+
+def test_broker_mode_without_a_plan_cluster_is_stalled_before_any_kafka_call() -> None:
+    kafka = TestBrokerMode.kip848()
+    subject = policy(kafka, members=2, apply={"mode": "broker"})
+    subject.settings = OperatorSettings(kafka_timeout_s=3)  # no plan client bootstrap_servers
+    assert not subject.poll().succeeded
+    stalled = subject.condition("Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "PlanClusterNotConfigured")
+    assert "--plan-bootstrap-servers" in stalled["message"]
+    assert (kafka.connections, kafka.published) == ([], [])
+    assert subject.ports.configmaps.documents() == {}

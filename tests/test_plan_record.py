@@ -17,17 +17,40 @@ def test_the_signature_matches_the_plugins_test_vector() -> None:
     )
 
 
-def test_a_signature_binds_the_group_the_value_and_tombstones() -> None:
+def test_the_tombstone_signature_matches_the_plugins_test_vector() -> None:
+    # the plug-in's tombstone test holds the same value (issue 34's contract)
+    assert plan_record.sign_tombstone(b"key-a-0123456789abcdef", "orders", "3f0c1a52-uid", 7) == (
+        b"hmac-sha256:53ead61ec16f6953e1fe7f3fed772f8da4582b1c9bd0596622e76e438e77b13d"
+    )
+
+
+def test_a_signature_binds_the_group_the_value_and_a_tombstones_incarnation_and_epoch() -> None:
     key = b"k" * 16
     signatures = {
         plan_record.sign(key, "orders", b"{}"),
         plan_record.sign(key, "billing", b"{}"),
         plan_record.sign(key, "orders", b"{ }"),
-        plan_record.sign(key, "orders", None),
         plan_record.sign(key, "orders", b""),
         plan_record.sign(b"j" * 16, "orders", b"{}"),
+        plan_record.sign_tombstone(key, "orders", "uid-1", 7),
+        plan_record.sign_tombstone(key, "orders", "uid-2", 7),
+        plan_record.sign_tombstone(key, "orders", "uid-1", 8),
+        plan_record.sign_tombstone(key, "billing", "uid-1", 7),
+        plan_record.sign_tombstone(key, "orders", "", 0),
+        # framing: the group's and the incarnation's bytes cannot trade places
+        plan_record.sign_tombstone(key, "ordersu", "id-1", 7),
+        plan_record.sign_tombstone(b"j" * 16, "orders", "uid-1", 7),
     }
-    assert len(signatures) == 6
+    assert len(signatures) == 12
+
+
+def test_a_tombstone_is_never_signed_as_a_value_and_carries_its_incarnation_and_epoch() -> None:
+    with pytest.raises(TypeError, match="sign_tombstone"):
+        plan_record.sign(b"k" * 16, "orders", None)  # type: ignore[arg-type]
+    assert plan_record.tombstone_headers("3f0c1a52-uid", 12) == [
+        ("kafka-rebalance-incarnation", b"3f0c1a52-uid"),
+        ("kafka-rebalance-epoch", b"12"),
+    ]
 
 
 def test_plans_are_written_as_ranges_or_bitmaps_with_incarnation_and_member_ids() -> None:

@@ -334,3 +334,16 @@ def test_adaptive_weights_hold_a_load_plan_until_a_capacity_is_measured() -> Non
     policy.poll()
     assert policy.condition("Ready")["reason"] == "PlanPublished", policy.condition("Ready")
     assert kafka.streams_triggers == ["app"]
+
+
+def test_a_failed_describe_publishes_nothing_and_is_counted() -> None:
+    kafka = _cluster(_group())
+    policy = _policy(kafka)
+    policy.poll()  # connected, identified, published once
+    assert len(kafka.published) == 1
+    kafka.reachable = False  # the describe, the poll's first Kafka call, fails
+    policy.ports.clock.advance(60)
+    assert not policy.poll().succeeded
+    assert policy.condition("Ready")["reason"] == "KafkaUnreachable"
+    assert len(kafka.published) == 1
+    assert policy.ports.metrics.skipped == ["membership_unknown"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -139,13 +139,20 @@ class Lease:
         topic: str,
         group_id: str,
         value: bytes | None,
-        signature: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
         client: Mapping[str, Any],
     ) -> None:
-        self._entry.observer.publish_plan(topic, group_id, value, signature, client)
+        self._entry.observer.publish_plan(topic, group_id, value, headers, client)
 
     def nudge(self, group_id: str) -> None:
         self._entry.observer.nudge(group_id)
+
+    def cluster_id(self) -> str:
+        try:
+            return self._entry.observer.cluster_id()
+        except KafkaUnavailable:
+            self._pool._retire(self._full, self._entry)  # the next poll connects afresh
+            raise
 
     def describe_streams_group(self, group_id: str) -> StreamsGroup | None:
         try:

@@ -23,7 +23,7 @@ from typing import Any
 import kopf
 from kafka_rebalance_common import redaction
 
-from kafka_rebalance_operator import allocator, metrics, names
+from kafka_rebalance_operator import allocator, cluster_identity, metrics, names
 from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
 from kafka_rebalance_operator.memory import PolicyMemory
@@ -118,50 +118,44 @@ def policies_by_namespace(
     An invalid policy (InvalidSpec) manages nothing, so it holds no groupId: it is left out,
     and a valid policy for its group is not refused because of it.
 
-    Servers are compared as written (`host:port`, lower-cased): two spellings of one cluster
-    (another DNS alias, an IP address, another listener's port) are not recognised as the
-    same cluster (docs/operator.md, "One policy per group")."""
+    Servers are kept as written (`host:port`, lower-cased): which cluster they reach is
+    learned by each policy's poll (`cluster_identity`, docs/operator.md "One policy per
+    group")."""
     try:
         parse_spec(_plain(dict(spec)))
     except PolicyError:
         return {}
     kafka = spec.get("kafka") or {}
-    servers = str(kafka.get("bootstrapServers") or "")
+    servers = cluster_identity.servers_of(str(kafka.get("bootstrapServers") or ""))
     return {
         namespace: (
             str(meta.get("creationTimestamp") or ""),
             name,
             str(spec.get("groupId")),
-            tuple(sorted({s.strip().lower() for s in servers.split(",") if s.strip()})),
+            tuple(sorted(servers)),
         )
     }
 
 
-def _conflict(
+def _rivals(
     namespace: str, name: str, spec: Any, index: Mapping[str, Iterable[PolicyEntry]]
-) -> str | None:
-    """The older policy that manages the same group on the same Kafka cluster (a bootstrap
-    server in common, as this operator resolves it), in any watched namespace, if any: it wins.
-    Older means an earlier creationTimestamp, then (namespace, name): both sides agree. Named
-    `name` in this namespace, `namespace/name` in another."""
+) -> tuple[cluster_identity.Rival, ...]:
+    """The older valid policies for the same groupId, in any watched namespace: the policies
+    that win the group over this one if they manage it on the same cluster (which the poll
+    decides: `cluster_identity.verdict`). Older means an earlier creationTimestamp, then
+    (namespace, name): both sides agree. None while this policy is not indexed (invalid)."""
     group = spec.get("groupId")
     entries = [
-        ((created, other_namespace, other), other_group, set(servers))
+        cluster_identity.Rival(created, other_namespace, other, frozenset(servers))
         for other_namespace, stored in index.items()
         for created, other, other_group, servers in stored
+        if other_group == group
     ]
-    mine = next((e for e in entries if e[0][1:] == (namespace, name)), None)
+    mine = next((e for e in entries if (e.namespace, e.name) == (namespace, name)), None)
     if mine is None:
-        return None
-    rivals = [
-        key
-        for key, other_group, servers in entries
-        if other_group == group and key < mine[0] and servers & mine[2]
-    ]
-    if not rivals:
-        return None
-    _, other_namespace, other = min(rivals)
-    return other if other_namespace == namespace else f"{other_namespace}/{other}"
+        return ()
+    key = (mine.created, mine.namespace, mine.name)
+    return tuple(sorted(e for e in entries if (e.created, e.namespace, e.name) < key))
 
 
 # How often a policy whose spec does not parse is polled again (the CRD's default pollInterval);
@@ -215,7 +209,7 @@ async def poll_policy(
         generation=generation,
         spec=_plain(dict(spec)),
         status=_plain(dict(status)),
-        conflict=_conflict(namespace, name, spec, policies_by_namespace),
+        rivals=_rivals(namespace, name, spec, policies_by_namespace),
     )
     pods = list(pods_by_namespace.get(namespace, []))
     log.debug("%s: polling with %d pods of the namespace in the index: %s", key, len(pods), pods)
@@ -299,6 +293,7 @@ def forget_deleted(type: str, namespace: str, name: str, memo: kopf.Memo, **_: A
     if type != "DELETED":
         return
     memo.operator.liveness.forget(f"{namespace}/{name}")
+    memo.operator.ports.clusters.forget((namespace, name))
     metrics.forget(namespace, name)
     memory: PolicyMemory | None = memo.get("memory")
     if memory is not None:

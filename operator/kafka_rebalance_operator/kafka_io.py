@@ -17,14 +17,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
-from kafka_rebalance_common.wire import plan_record
 
 from kafka_rebalance_operator import kip848, streams_group, wire
 from kafka_rebalance_operator.kafka_offsets import OffsetReader
@@ -56,6 +55,9 @@ class Observation:
     group_type: tuple[str, str] | None = None
     duration_s: float = 0.0
     assignor: str | None = None  # a KIP-848 group's server-side assignor (broker mode)
+    # broker mode: why ConsumerGroupDescribe failed (None: the members are known, or there is
+    # no such KIP-848 group); a plan is never published for members nobody could read
+    membership_error: str | None = None
 
 
 class TooManyPartitions(Exception):
@@ -89,6 +91,7 @@ class KafkaObserver:
         self.plan_admin: KafkaAdminClient | None = None
         self.left_behind: list[tuple[str, str]] = []
         self._offsets: OffsetReader | None = None  # offsets at wire speed, made at first read
+        self._cluster_id: str | None = None  # the brokers' cluster id, once read
         try:
             self.admin = KafkaAdminClient(
                 bootstrap_servers=bootstrap_servers.split(","),
@@ -111,15 +114,33 @@ class KafkaObserver:
                 log.debug("closing a Kafka client failed", exc_info=True)
         self.producer = self.plan_admin = None
 
+    def cluster_id(self) -> str:
+        """The cluster id the brokers report (DescribeCluster, or Metadata v2+ on older
+        brokers), read once per connection: which cluster the policy's servers reach, whatever
+        they are called (`cluster_identity`). Raises KafkaUnavailable when it cannot be read."""
+        if self._cluster_id is None:
+            try:
+                described = self.admin.describe_cluster()
+            except Exception as error:
+                raise KafkaUnavailable(f"reading the cluster id: {_short(error)}") from error
+            found = described.get("cluster_id") if isinstance(described, dict) else None
+            if not found:
+                raise KafkaUnavailable("reading the cluster id: the brokers reported none")
+            self._cluster_id = str(found)
+        return self._cluster_id
+
     # -- broker mode (KIP-848 groups) ----------------------------------------------------------
 
-    def describe_consumer_group(self, group_id: str) -> kip848.ConsumerGroup | None:
-        """The KIP-848 group as its coordinator describes it (None: no such KIP-848 group)."""
+    def describe_consumer_group(
+        self, group_id: str
+    ) -> tuple[kip848.ConsumerGroup | None, str | None]:
+        """The KIP-848 group as its coordinator describes it (None: no such KIP-848 group), and
+        why the describe failed (None: it did not; the group is then unknown, not absent)."""
         try:
-            return kip848.describe(self.admin, group_id)
-        except Exception:
+            return kip848.describe(self.admin, group_id), None
+        except Exception as error:
             log.debug("ConsumerGroupDescribe failed", exc_info=True)
-            return None
+            return None, f"describing group {group_id}: {_short(error)}"
 
     # -- streams groups (KIP-1071) ------------------------------------------------------------
 
@@ -152,19 +173,27 @@ class KafkaObserver:
         topic: str,
         group_id: str,
         value: bytes | None,
-        signature: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
         client: Mapping[str, Any],
     ) -> None:
         """Write the group's plan record (compacted topic, keyed by group id; `value` None
-        writes a tombstone), creating the topic when it does not exist; raises KafkaUnavailable
+        writes a tombstone) with `headers` (its signature; a tombstone's incarnation and epoch:
+        `plan_record`), creating the topic when it does not exist; raises KafkaUnavailable
         when the write is not confirmed.
 
         Invariant: the plan topic is written with the operator's own plan-topic credentials
-        (`client`: kafka-python settings from --plan-client-config, optionally with its own
-        `bootstrap_servers`), never with the policy's Secret, so no tenant needs Write on it."""
+        (`client`: kafka-python settings from --plan-client-config) to the plan cluster its
+        `bootstrap_servers` names, never with the policy's Secret (no tenant needs Write on
+        it) and never to the policy's bootstrap (a tenant's server never sees the operator's
+        credentials). Without `bootstrap_servers` nothing is written."""
+        settings = dict(client)
+        servers = settings.pop("bootstrap_servers", None)
+        if not servers:
+            raise KafkaUnavailable(
+                f"publishing the plan to {topic}: the plan client config names no "
+                "bootstrap_servers (the operator writes plans only to its own plan cluster)"
+            )
         try:
-            settings = dict(client)
-            servers = settings.pop("bootstrap_servers", None) or self.bootstrap_servers
             if isinstance(servers, str):
                 servers = servers.split(",")
             if self.plan_admin is None:
@@ -187,10 +216,10 @@ class KafkaObserver:
                     **settings,
                 )
             self._ensure_compacted(topic)
-            headers = [(plan_record.SIGNATURE_HEADER, signature)] if signature else None
-            self.producer.send(topic, key=group_id.encode(), value=value, headers=headers).get(
-                timeout=self.timeout_ms / 1000
+            sent = self.producer.send(
+                topic, key=group_id.encode(), value=value, headers=list(headers) or None
             )
+            sent.get(timeout=self.timeout_ms / 1000)
         except Exception as error:
             raise KafkaUnavailable(f"publishing the plan to {topic}: {_short(error)}") from error
         if value is None:
@@ -362,7 +391,9 @@ class KafkaObserver:
                 group_id, topics, pattern, started, max_partitions
             )
         group, group_type, assignor = None, None, None
-        described = self.describe_consumer_group(group_id) if kip848_group else None
+        described, membership_error = None, None
+        if kip848_group:
+            described, membership_error = self.describe_consumer_group(group_id)
         if described is not None:
             group = described.as_describe_groups()
             group_type, assignor = ("consumer", described.state), described.assignor
@@ -380,6 +411,7 @@ class KafkaObserver:
             group_type,
             duration_s=time.monotonic() - started,
             assignor=assignor,
+            membership_error=membership_error,
         )
 
     def _read_fast(

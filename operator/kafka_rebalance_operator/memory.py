@@ -51,6 +51,9 @@ class PolicyMemory:
     published_at: float | None = None  # ... and when (wall time)
     published_group: str | None = None  # ... for which group (a tombstone retires it)
     published_member_ids: tuple[str, ...] = ()  # ... naming these KIP-848 member ids
+    # ... by this policy incarnation (uid) at this epoch: what its tombstone retires, signed
+    published_incarnation: str | None = None
+    published_epoch: int | None = None
     # streams groups: the group epoch when the last plan's trigger was sent (None: no trigger
     # awaiting the group following the plan), and the triggers sent so far
     streams_trigger_epoch: int | None = None

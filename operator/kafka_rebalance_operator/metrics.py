@@ -144,6 +144,18 @@ PARTITION_ERRORS = Counter(
     ("namespace", "policy"),
     registry=REGISTRY,
 )
+PLAN_PUBLISH_SKIPPED = Counter(
+    "kafka_rebalance_plan_publish_skipped_total",
+    "Broker mode: plans not published, by reason (membership_unknown: the group describe "
+    "failed; no_members: the group has no member to name)",
+    ("namespace", "policy", "reason"),
+    registry=REGISTRY,
+)
+PLAN_KEY_RELOAD_ERRORS = Counter(
+    "kafka_rebalance_plan_key_reload_errors_total",
+    "Changed --plan-key-file contents that could not be used (the last good keys still sign)",
+    registry=REGISTRY,
+)
 LAST_SUCCESS = Gauge(
     "kafka_rebalance_last_successful_poll_timestamp_seconds",
     "Unix time of the last successful poll",
@@ -408,6 +420,7 @@ def forget(namespace: str, policy: str) -> None:
         PARTITION_SERIES_DROPPED,
         STREAMS_TRIGGERS,
         STREAMS_EPOCH_BUMPS,
+        PLAN_PUBLISH_SKIPPED,
     ):
         for sample_labels in [
             labels

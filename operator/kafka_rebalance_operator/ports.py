@@ -22,6 +22,7 @@ from kubernetes import client
 from kafka_rebalance_operator import kube_io, names
 from kafka_rebalance_operator import metrics as prometheus
 from kafka_rebalance_operator.clients import SharedObservers
+from kafka_rebalance_operator.cluster_identity import ClusterIds
 from kafka_rebalance_operator.kafka_io import KafkaObserver, Observation
 from kafka_rebalance_operator.streams_group import StreamsGroup
 from kafka_rebalance_operator.topic_pattern import TopicPattern
@@ -134,10 +135,11 @@ class Observer(Protocol):
         topic: str,
         group_id: str,
         value: bytes | None,
-        signature: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
         client: Mapping[str, Any],
     ) -> None: ...
     def nudge(self, group_id: str) -> None: ...
+    def cluster_id(self) -> str: ...
     def describe_streams_group(self, group_id: str) -> StreamsGroup | None: ...
     def trigger_streams_group(self, group_id: str) -> str: ...
     def close(self) -> None: ...
@@ -182,6 +184,7 @@ class MetricsSink(Protocol):
         max_load_ratio: float | None,
     ) -> None: ...
     def poll_succeeded(self, namespace: str, policy: str, now: float) -> None: ...
+    def plan_publish_skipped(self, namespace: str, policy: str, reason: str) -> None: ...
     def streams_trigger(self, namespace: str, policy: str, group: str) -> None: ...
     def streams_epoch_bumps(self, namespace: str, policy: str, group: str, bumps: int) -> None: ...
 
@@ -204,6 +207,8 @@ class Ports:
     metrics: MetricsSink
     telemetry: TelemetrySink
     leadership: Leadership = field(default_factory=AlwaysLeader)
+    # every policy's cluster id as its polls learn it (one policy per group of a cluster)
+    clusters: ClusterIds = field(default_factory=ClusterIds)
 
 
 class SystemClock:
@@ -257,6 +262,9 @@ class PrometheusMetrics:
 
     def poll_succeeded(self, namespace: str, policy: str, now: float) -> None:
         prometheus.LAST_SUCCESS.labels(namespace, policy).set(now)
+
+    def plan_publish_skipped(self, namespace: str, policy: str, reason: str) -> None:
+        prometheus.PLAN_PUBLISH_SKIPPED.labels(namespace, policy, reason).inc()
 
     def streams_trigger(self, namespace: str, policy: str, group: str) -> None:
         prometheus.STREAMS_TRIGGERS.labels(namespace, policy, group).inc()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kafka_rebalance_operator.cluster_identity import servers_of
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report, streams
@@ -42,6 +43,9 @@ def poll(
     except PollFailure as failure:
         return report.failed(ctx, failure, memory, ports, now)
     finally:
+        # whatever it learned, this policy has been polled: a younger one need not wait for it
+        servers = (ctx.spec.get("kafka") or {}).get("bootstrapServers") or ""
+        ports.clusters.polled((ctx.namespace, ctx.name), servers_of(str(servers)))
         ports.metrics.poll_finished(ctx.namespace, ctx.name, ports.clock.monotonic() - started)
 
 
@@ -63,7 +67,7 @@ def _phases(
     decision = decide(ctx, observed, planned, settings, now)
     applied = apply(ctx, observed, planned, decision, memory, ports, settings, now)
     if observed.spec.apply_mode == "broker":
-        publish(ctx, observed, applied, memory, settings, now)
+        publish(ctx, observed, applied, memory, settings, now, ports.metrics)
     elif memory.published_group is not None:  # left broker mode: the brokers drop its plan
         retire(memory, settings, f"{ctx.namespace}/{ctx.name}")
     return report.polled(ctx, observed, planned, decision, applied, memory, ports, settings, now)

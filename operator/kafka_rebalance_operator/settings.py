@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_rebalance_operator.admission import AllowedServer
+
+if TYPE_CHECKING:
+    from kafka_rebalance_operator.plan_keys import PlanKeyRing
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,11 @@ class OperatorSettings:
     # broker mode: the shared keys plan records are signed with (--plan-key-file; the first
     # signs); empty: records go unsigned (brokers without kafka.rebalance.plans.keys.file)
     plan_keys: tuple[bytes, ...] = field(default=(), repr=False)
+    # --plan-key-file, re-read when it changes (plan_keys.signing_key prefers it to plan_keys)
+    plan_key_ring: PlanKeyRing | None = field(default=None, repr=False, compare=False)
     # broker mode: the operator's own kafka-python settings for writing the plan topic
-    # (--plan-client-config); never a policy's Secret
+    # (--plan-client-config, its bootstrap_servers the plan cluster's); never a policy's Secret,
+    # never sent to a policy's bootstrap (kafka_io.KafkaObserver.publish_plan)
     plan_client: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     # broker mode: a published plan is written again (not nudged) this often, well within the
     # brokers' kafka.rebalance.plans.max.age.ms (default 15 min), so a live policy's plan

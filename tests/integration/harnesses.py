@@ -13,6 +13,16 @@ from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
 
 
+def plan_flags(workdir: Path, bootstrap: str, plan_keys: Path | None = None) -> list[str]:
+    """The operator's broker-mode flags: its own plan client config (a real file) naming the
+    plan cluster, the only servers its plan credentials go to, and the plan key file if any.
+    Without a plan cluster broker-mode policies are Stalled (PlanClusterNotConfigured)."""
+    config = workdir / "plan-client.json"
+    config.write_text(json.dumps({"bootstrap_servers": bootstrap}), encoding="utf-8")
+    flags = ["--plan-client-config", str(config)]
+    return flags + (["--plan-key-file", str(plan_keys)] if plan_keys is not None else [])
+
+
 def print_evidence(harness: GroupHarness, *extra: Callable[[], str]) -> None:
     """What a failed run leaves to look at; `extra` adds test-specific lines."""
     with contextlib.suppress(Exception):

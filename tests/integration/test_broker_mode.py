@@ -32,7 +32,7 @@ from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import kip848
 
-from tests.integration.harnesses import group_harness, ledger_verdict
+from tests.integration.harnesses import group_harness, ledger_verdict, plan_flags
 
 pytestmark = [pytest.mark.integration, pytest.mark.kip848]
 
@@ -129,8 +129,7 @@ def _broker_group(
             replicas=replicas,
             apply_mode="broker",
         ) as harness:
-            if plan_keys is not None:
-                harness.operator.extra = ["--plan-key-file", str(plan_keys)]
+            harness.operator.extra = plan_flags(workdir, kafka_bootstrap, plan_keys)
             java = JavaMembers(tools, kafka_bootstrap, harness.group, harness.topic, workdir)
             try:
                 yield harness, java, admin
@@ -172,6 +171,31 @@ def _converged(
     )
 
 
+def _last_plan_record(bootstrap: str, group: str) -> tuple[bytes, bytes | None]:
+    """The latest plan record for `group` in the plan topic: its value and signature header."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        partitions = [
+            TopicPartition(PLAN_TOPIC, p) for p in consumer.partitions_for_topic(PLAN_TOPIC) or []
+        ]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        last: tuple[bytes, bytes | None] | None = None
+        while any(consumer.position(p) < ends[p] for p in partitions):
+            for records in consumer.poll(timeout_ms=1000).values():
+                for record in records:
+                    if record.key == group.encode() and record.value is not None:
+                        headers = dict(record.headers or [])
+                        last = (record.value, headers.get(plan_record.SIGNATURE_HEADER))
+    finally:
+        consumer.close()
+    assert last is not None, f"no plan record for {group} in {PLAN_TOPIC}"
+    return last
+
+
 def test_a_kip848_group_follows_lag_aware_plans_through_the_broker_plugin(
     kafka_plans: Any, plan_keys: Path, k8s: Any, tools: Toolchain, tmp_path: Path
 ) -> None:
@@ -190,12 +214,35 @@ def test_a_kip848_group_follows_lag_aware_plans_through_the_broker_plugin(
         assert {m.instance_id for m in group.members} == set(members)
         print(f"\nfollowing epoch {epoch}: {plan} (group epoch {group.group_epoch})")
 
-        # a new plan takes effect: time from the patch to every member holding it
-        before_epoch = group.group_epoch
-        patched = time.monotonic()
-        harness.cluster.patch_policy(harness.policy, {"spec": {"strategy": "range"}})
-        ranged, plan, group = _converged(harness, admin, java, epoch + 1, timeout=90)
-        took = time.monotonic() - patched
+        # the key rotates with no restart (docs/security.md): the new key second in the one
+        # key file the broker and the operator share, the broker re-reads it, the new key
+        # first; the next plan is signed with it, and the broker follows it
+        original = plan_keys.read_text()
+        rotated = "kafka-rebalance-test-plan-key-2"
+        broker_log = kafka_plans.cluster.nodes[0].log
+        try:
+            rereads = broker_log.read_text(errors="replace").count("re-read 2 plan keys")
+            plan_keys.write_text(f"{original}{rotated}\n")
+            wait_for(
+                "the broker re-reading the key file",
+                lambda: (
+                    broker_log.read_text(errors="replace").count("re-read 2 plan keys") > rereads
+                ),
+                30,
+                0.5,
+            )
+            plan_keys.write_text(f"{rotated}\n{original}")
+
+            # a new plan takes effect: time from the patch to every member holding it
+            before_epoch = group.group_epoch
+            patched = time.monotonic()
+            harness.cluster.patch_policy(harness.policy, {"spec": {"strategy": "range"}})
+            ranged, plan, group = _converged(harness, admin, java, epoch + 1, timeout=90)
+            took = time.monotonic() - patched
+            value, signature = _last_plan_record(kafka_plans.bootstrap_servers, harness.group)
+            assert signature == plan_record.sign(rotated.encode(), harness.group, value)
+        finally:
+            plan_keys.write_text(original)
         assert plan == {m: {harness.topic: [2 * i, 2 * i + 1]} for i, m in enumerate(members)}
         print(
             f"range plan (epoch {ranged}) followed {took:.1f} s after the patch; group epoch "

@@ -244,3 +244,64 @@ def test_a_kip848_group_is_recognised_and_refuses_manual_commits(kafka, tools, t
     finally:
         os.killpg(member.pid, signal.SIGKILL)
         member.wait(30)
+
+
+def test_broker_mode_publishes_nothing_while_the_groups_members_cannot_be_described(
+    kafka_compat_broker,
+) -> None:
+    """A whole broker-mode poll with the real Kafka client against brokers whose group describe
+    fails (3.9 without KIP-848 enabled refuses ConsumerGroupDescribe): the plan is planned and
+    its ConfigMaps written, but no record goes to the plan topic (the topic is never even
+    made) and the policy says MembershipUnknown; before, it published `memberIds: []`."""
+    from kafka_rebalance_operator.clients import SharedObservers
+    from kafka_rebalance_operator.ports import Ports, SystemClock
+    from kafka_rebalance_operator.settings import OperatorSettings
+
+    from tests.operator_ports import (
+        ListTelemetry,
+        MemoryConfigMaps,
+        MemorySecrets,
+        MemoryStatus,
+        Policy,
+        RecordingMetrics,
+        pods,
+    )
+
+    bootstrap = kafka_compat_broker.bootstrap_servers
+    topic, group = f"unknown-{uuid.uuid4().hex[:6]}", f"unknown-{uuid.uuid4().hex[:6]}"
+    plan_topic = f"plans-{uuid.uuid4().hex[:6]}"
+    admin = RetryingAdmin(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 4, 1)])
+        ports = Ports(
+            configmaps=MemoryConfigMaps(),
+            status=MemoryStatus(),
+            secrets=MemorySecrets(),
+            kafka=SharedObservers(KafkaObserver),
+            clock=SystemClock(),
+            metrics=RecordingMetrics(),
+            telemetry=ListTelemetry(),
+        )
+        spec = {
+            "groupId": group,
+            "kafka": {"bootstrapServers": bootstrap},
+            "topics": [topic],
+            "members": {"selector": {"matchLabels": {"app": "c"}}},
+            "apply": {"mode": "broker"},
+        }
+        settings = OperatorSettings(
+            kafka_timeout_s=5, plan_topic=plan_topic, plan_client={"bootstrap_servers": bootstrap}
+        )
+        policy = Policy(spec, pods(2), ports, settings)
+        try:
+            outcome = policy.poll()
+        finally:
+            policy.memory.close()
+        ready = policy.condition("Ready")
+        assert not outcome.succeeded and ready["reason"] == "MembershipUnknown", policy.status
+        assert f"the members of group {group} are unknown" in ready["message"]
+        assert ports.configmaps.documents(), "the plan itself is applied"
+        assert ports.metrics.skipped == ["membership_unknown"]
+        assert plan_topic not in set(admin.list_topics())
+    finally:
+        admin.close()

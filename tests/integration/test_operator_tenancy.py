@@ -9,7 +9,11 @@ and broker, with policies that ordinary tenants produce next to each other.
 - the catastrophic `([a-z]+-?)*x` next to a 36-character topic name is matched in linear time:
   the policy gets its status;
 - and the ordinary mistakes beside a healthy policy with pods: a topicPattern that matches
-  nothing yet, a Secret that does not exist, a second policy for the healthy one's group.
+  nothing yet, a Secret that does not exist, a second policy for the healthy one's group;
+- a policy in another watched namespace, with pods of the same names, for the healthy one's
+  group on the same broker spelt `localhost:PORT` (the healthy one wrote `127.0.0.1:PORT`):
+  Stalled ConflictingPolicy naming the healthy one (the brokers' cluster id says it is one
+  cluster), and it writes no ConfigMap: only the healthy policy's plan exists for the group.
 
 For 40 s, /healthz answers 200 within 2 s, the healthy policy keeps polling and stays Ready, and
 every other policy carries its own Stalled reason (the Strimzi one works).
@@ -28,7 +32,7 @@ from typing import Any
 import pytest
 from kafka.admin import NewTopic
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
-from kafka_rebalance_dev.demo.cluster import Cluster, install_crd
+from kafka_rebalance_dev.demo.cluster import POLICY_LABEL, Cluster, install_crd
 from kafka_rebalance_dev.demo.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.integration
@@ -54,6 +58,12 @@ def _policy(name: str, bootstrap: str, **spec: Any) -> dict[str, Any]:
 
 def _ready(status: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
+def _documents(api: Cluster) -> list[str]:
+    """The names of the namespace's ConfigMaps that any policy wrote (its label on them)."""
+    items = api.core.list_namespaced_config_map(api.namespace, label_selector=POLICY_LABEL).items
+    return sorted(item.metadata.name for item in items)
 
 
 def _healthz(port: int) -> int:
@@ -95,14 +105,22 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
         },
     )
     api.create_statefulset("consumer", 2)
+    # another tenant's namespace with pods of the same names, naming the broker by an alias
+    other_namespace = f"{namespace}-b"
+    other = Cluster(k8s.kubeconfig, other_namespace)
+    other.create_namespace()
+    other.create_statefulset("consumer", 2)
     api.wait_pods("consumer", ["consumer-0", "consumer-1"])
+    other.wait_pods("consumer", ["consumer-0", "consumer-1"])
+    assert cluster.bootstrap_servers.startswith("127.0.0.1:")
+    alias = cluster.bootstrap_servers.replace("127.0.0.1:", "localhost:")
     healthy_group = f"tenancy-healthy-{uuid.uuid4().hex[:6]}"
-    allowed = f"{cluster.bootstrap_servers},{cluster.ssl_bootstrap_servers}"
+    allowed = f"{cluster.bootstrap_servers},{cluster.ssl_bootstrap_servers},{alias}"
     operator = OperatorProcess(
         k8s.kubeconfig,
         namespace,
         tmp_path,
-        extra=["--allowed-bootstrap-servers", allowed],
+        extra=["--allowed-bootstrap-servers", allowed, "--namespace", other_namespace],
     )
     operator.start()
     try:
@@ -156,6 +174,9 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
         for name, body in policies.items():
             if name != "healthy":
                 api.apply_policy(body)
+        aliased = _policy("aliased", alias, **healthy_spec)
+        aliased["spec"]["kafka"] = {"bootstrapServers": alias}
+        other.apply_policy(aliased)
 
         expected = {
             "strimzi": "NoMembers",  # the Secret and TLS worked: Kafka was read, no pod selected
@@ -214,6 +235,17 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
 
         messages = {n: _ready(api.policy_status(n)).get("message", "") for n in policies}
         assert "kafka.attacker.example:9092" in messages["elsewhere"]
+        # the aliased copy in the other namespace: refused by cluster id, wrote nothing
+        aliased_status = other.policy_status("aliased")
+        aliased_ready = _ready(aliased_status)
+        assert aliased_ready.get("reason") == "ConflictingPolicy", aliased_status
+        assert f"policy {namespace}/healthy (older)" in aliased_ready.get("message", "")
+        assert not any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in aliased_status.get("conditions") or []
+        )
+        assert _documents(other) == [], "the aliased policy wrote a ConfigMap"
+        assert _documents(api) == ["healthy.consumer-0", "healthy.consumer-1"]
         assert "backreference" in messages["backref"]
         log = operator.log.read_text(errors="replace") if operator.log else ""
         assert "UnicodeDecodeError" not in log and "Traceback" not in log, log[-3000:]
@@ -221,3 +253,5 @@ def test_each_policys_mistake_stays_in_that_policy(kafka_broker_4, k8s, tmp_path
         operator.stop()
         api.delete_namespace()
         api.close()
+        other.delete_namespace()
+        other.close()

@@ -32,7 +32,7 @@ from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.devenv import kafka_broker
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
-from tests.integration.harnesses import group_harness
+from tests.integration.harnesses import group_harness, plan_flags
 from tests.integration.streams_apps import (
     PacedProducer,
     StreamsApps,
@@ -279,8 +279,7 @@ def _policy_harness(
         replicas=replicas,
         apply_mode="broker",
     ) as harness:
-        if plan_keys is not None:
-            harness.operator.extra = ["--plan-key-file", str(plan_keys)]
+        harness.operator.extra = plan_flags(workdir, bootstrap, plan_keys)
         yield harness
 
 

@@ -20,10 +20,14 @@ id, so the topic holds each group's latest plan.
   plug-in follows a plan for a group only when they share a member id (client-generated UUIDs).
 - `incarnation` (the policy's uid) and `epoch` order plans: within one incarnation the plug-in
   never replaces a higher epoch with a lower one.
-- Each record, tombstones included, is signed (`sign`): HMAC-SHA256 in the record header
+- Each record, tombstones included, is signed: HMAC-SHA256 in the record header
   `kafka-rebalance-signature`, with a key the operator and the brokers share
-  (`PlanKeys.java` checks it; the byte layout is defined there and here, and a test vector
-  ties the two).
+  (`PlanKeys.java` checks it; the byte layout is defined there and here, and test vectors
+  tie the two). A value is signed with `sign` (group, 0x01, value). A tombstone (value null)
+  says which plan it retires: its headers `kafka-rebalance-incarnation` (the policy uid,
+  UTF-8) and `kafka-rebalance-epoch` (the last published plan's epoch, decimal ASCII) are
+  signed with the group by `sign_tombstone`, so a captured tombstone retires that
+  incarnation's plans up to that epoch and nothing a later incarnation publishes.
 
 The plug-in decodes strictly and within bounds (`PlanCodec.java`) and falls back to
 uniform-style sticky assignment for anything it cannot follow.
@@ -42,6 +46,8 @@ from kafka_rebalance_common.wire import partitions as wire_partitions
 VERSION = 2
 KINDS = ("consumer", "streams")
 SIGNATURE_HEADER = "kafka-rebalance-signature"
+INCARNATION_HEADER = "kafka-rebalance-incarnation"  # tombstones: the retired policy uid
+EPOCH_HEADER = "kafka-rebalance-epoch"  # tombstones: the retired plan's epoch, decimal ASCII
 SCHEME = "hmac-sha256:"
 MIN_KEY_LENGTH = 16
 _DOMAIN = b"kafka-rebalance-plan\x00"
@@ -89,14 +95,37 @@ def encode_plan(
     return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
 
 
-def sign(key: bytes, group: str, value: bytes | None) -> bytes:
-    """The `kafka-rebalance-signature` header value for the record (group, value); `value`
-    None for a tombstone. Signed bytes: the domain tag, the group's UTF-8 length (4 bytes, big
-    endian), the group, then 0x00 (tombstone) or 0x01 and the value."""
-    group_bytes = group.encode()
-    message = _DOMAIN + len(group_bytes).to_bytes(4, "big") + group_bytes
-    message += b"\x00" if value is None else b"\x01" + value
+def _framed(text: str) -> bytes:
+    """`text` as UTF-8 after its length (4 bytes, big endian): no two fields run together."""
+    data = text.encode()
+    return len(data).to_bytes(4, "big") + data
+
+
+def _signature(key: bytes, message: bytes) -> bytes:
     return (SCHEME + hmac.new(key, message, hashlib.sha256).hexdigest()).encode("ascii")
+
+
+def sign(key: bytes, group: str, value: bytes) -> bytes:
+    """The `kafka-rebalance-signature` header value for a plan record's value. Signed bytes:
+    the domain tag, the group framed (`_framed`), 0x01, the value. Tombstones are signed by
+    `sign_tombstone`: a None value is refused, so no tombstone goes out unbound to a plan."""
+    if value is None:
+        raise TypeError("plan_record.sign: a tombstone is signed with sign_tombstone")
+    return _signature(key, _DOMAIN + _framed(group) + b"\x01" + value)
+
+
+def sign_tombstone(key: bytes, group: str, incarnation: str, epoch: int) -> bytes:
+    """The `kafka-rebalance-signature` header value for a tombstone that retires the plans of
+    policy `incarnation` up to `epoch` (its INCARNATION_HEADER and EPOCH_HEADER). Signed
+    bytes: the domain tag, the group framed, 0x00, the incarnation framed, the epoch (8 bytes,
+    big endian, signed). The 0x00 after the group keeps them apart from every value's bytes."""
+    message = _DOMAIN + _framed(group) + b"\x00" + _framed(incarnation)
+    return _signature(key, message + epoch.to_bytes(8, "big", signed=True))
+
+
+def tombstone_headers(incarnation: str, epoch: int) -> list[tuple[str, bytes]]:
+    """The incarnation and epoch headers a tombstone carries (the signature is added apart)."""
+    return [(INCARNATION_HEADER, incarnation.encode()), (EPOCH_HEADER, str(epoch).encode())]
 
 
 def load_keys(path: str | Path) -> tuple[bytes, ...]:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_rebalance_operator.cluster_identity import Rival
+
 
 @dataclass(frozen=True)
 class PolicyContext:
@@ -18,7 +20,9 @@ class PolicyContext:
     generation: int
     spec: Mapping[str, Any]
     status: Mapping[str, Any]
-    conflict: str | None = None  # an older policy for the same groupId in the namespace
+    # the older policies for the same groupId in any watched namespace (handlers._rivals):
+    # the one on the same cluster wins (cluster_identity)
+    rivals: tuple[Rival, ...] = ()
 
     def previous_ready(self) -> Mapping[str, Any]:
         """The Ready condition the last poll wrote ({} if none)."""

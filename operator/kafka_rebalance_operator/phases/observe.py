@@ -16,6 +16,7 @@ from kafka_rebalance_common import redaction
 from kafka_rebalance_operator import (
     admission,
     assignment_doc,
+    cluster_identity,
     handoff,
     kafka_security,
     ownership,
@@ -39,6 +40,8 @@ from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, 
 from kafka_rebalance_operator.policy import PolicyError, PolicySpec, parse_spec
 from kafka_rebalance_operator.ports import Observer, Ports, SecretMissing, StoreError
 from kafka_rebalance_operator.settings import OperatorSettings
+
+PLAN_CLUSTER_NOT_CONFIGURED = "PlanClusterNotConfigured"
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ def _read_group(
     not. A policy over the partition cap keeps nothing per partition; an unreachable cluster
     gets a fresh client next poll (the cluster may have moved)."""
     observer = _observer(spec, ctx, memory, ports, settings)
+    identify(ctx, spec, observer, memory, ports)
     try:
         observation = observer.observe(
             spec.group_id,
@@ -208,11 +212,22 @@ def admit(ctx: PolicyContext, settings: OperatorSettings) -> PolicySpec:
         spec = parse_spec(ctx.spec)
     except PolicyError as error:
         raise PollFailure("InvalidSpec", str(error)) from None
-    if ctx.conflict:
+    rival = cluster_identity.by_servers(
+        cluster_identity.servers_of(spec.bootstrap_servers), ctx.rivals
+    )
+    if rival is not None:  # servers written alike: one cluster, known before any Kafka call
         raise PollFailure(
-            "ConflictingPolicy",
-            f"policy {ctx.conflict} (older) already manages group {spec.group_id}; this one "
-            "does nothing",
+            cluster_identity.CONFLICT_REASON,
+            f"policy {rival.shown_from(ctx.namespace)} (older) already manages group "
+            f"{spec.group_id}; this one does nothing",
+        )
+    # broker mode (streams groups are in it too): plans go only to the operator's plan cluster
+    if spec.apply_mode == "broker" and not settings.plan_client.get("bootstrap_servers"):
+        raise PollFailure(
+            PLAN_CLUSTER_NOT_CONFIGURED,
+            "this operator has no plan cluster to publish plans to: start it with "
+            "--plan-bootstrap-servers or bootstrap_servers in --plan-client-config (chart: "
+            "brokerMode.planBootstrapServers)",
         )
     refusal = admission.bootstrap_allowed(
         spec.bootstrap_servers, settings.allowed_bootstrap_servers
@@ -226,6 +241,42 @@ def admit(ctx: PolicyContext, settings: OperatorSettings) -> PolicySpec:
             f"--min-poll-interval {settings.min_poll_interval_s:g}s: set it to at least that",
         )
     return spec
+
+
+def identify(
+    ctx: PolicyContext, spec: PolicySpec, observer: Observer, memory: PolicyMemory, ports: Ports
+) -> str:
+    """The policy's cluster id, recorded for the other policies' polls, if this policy may
+    manage its group on that cluster (`cluster_identity.verdict`); else the PollFailure that
+    says why not: its cluster is unknown (ClusterUnknown), an older policy manages the group
+    on it (ConflictingPolicy), or an older policy for the group is not identified yet
+    (ClusterIdentityPending). Before any offset is read, plan made or document written."""
+    servers = cluster_identity.servers_of(spec.bootstrap_servers)
+    try:
+        cluster_id = observer.cluster_id()
+    except KafkaUnavailable as error:
+        memory.close()  # a fresh client next poll: the cluster may have moved
+        raise PollFailure(
+            cluster_identity.UNKNOWN_REASON,
+            f"{error}: the policy does nothing until its cluster is known",
+        ) from None
+    ports.clusters.learned((ctx.namespace, ctx.name), servers, cluster_id)
+    found = cluster_identity.verdict(servers, cluster_id, ctx.rivals, ports.clusters.snapshot())
+    if found is None:
+        return cluster_id
+    other = found.rival.shown_from(ctx.namespace)
+    if found.reason == cluster_identity.CONFLICT_REASON:
+        raise PollFailure(
+            found.reason,
+            f"policy {other} (older) already manages group {spec.group_id} on Kafka cluster "
+            f"{cluster_id}; this one does nothing",
+        )
+    raise PollFailure(
+        found.reason,
+        f"waiting for the first poll of policy {other} (older, same group {spec.group_id}): "
+        "if it names the same Kafka cluster, it manages the group",
+        stalled=False,
+    )
 
 
 def _observer(

@@ -36,7 +36,8 @@ from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Stop
-from kafka_rebalance_operator.phases.observe import _lags, _observer, admit
+from kafka_rebalance_operator.phases.observe import _lags, _observer, admit, identify
+from kafka_rebalance_operator.phases.publish import value_headers
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.selectors import matches
@@ -96,10 +97,13 @@ def _observe(
 ) -> StreamsObserved:
     spec = admit(ctx, settings)
     observer = _observer(spec, ctx, memory, ports, settings)
+    identify(ctx, spec, observer, memory, ports)
     try:
         group = observer.describe_streams_group(spec.group_id)
     except KafkaUnavailable as error:
         memory.close()
+        # no plan without its members: nothing is published this poll, and that is counted
+        ports.metrics.plan_publish_skipped(ctx.namespace, ctx.name, "membership_unknown")
         raise PollFailure("KafkaUnreachable", str(error)) from None
     if group is None:
         raise PollFailure(
@@ -388,6 +392,9 @@ def _publish(
         memory.applied_at = now
         memory.streams_trigger_epoch = None  # bumps count per plan: a new plan starts afresh
     member_ids = [m.member_id for m in group.members]
+    if not member_ids:  # `poll` reports NoMembers first: a record always names its members
+        ports.metrics.plan_publish_skipped(ctx.namespace, ctx.name, "no_members")
+        return
     record = plan_record.encode_plan(
         group_id,
         memory.applied_epoch,
@@ -398,20 +405,17 @@ def _publish(
         member_ids=member_ids,
         kind="streams",
     )
-    signature = (
-        plan_record.sign(settings.plan_keys[0], group_id, record) if settings.plan_keys else None
-    )
+    headers = value_headers(settings, group_id, record)
     observer = memory.observer
     if observer is None:
         raise PollFailure("PublishFailed", "no Kafka client to publish the plan with")
     try:
-        observer.publish_plan(
-            settings.plan_topic, group_id, record, signature, settings.plan_client
-        )
+        observer.publish_plan(settings.plan_topic, group_id, record, headers, settings.plan_client)
     except KafkaUnavailable as error:
         raise PollFailure("PublishFailed", str(error)) from None
     memory.published_hash, memory.published_at = plan_hash, now
     memory.published_group, memory.published_member_ids = group_id, tuple(sorted(member_ids))
+    memory.published_incarnation, memory.published_epoch = ctx.uid, memory.applied_epoch
     memory.streams_plan = plan.assignment
     if trigger:
         _trigger(ctx, group, memory, ports, now)
