@@ -333,7 +333,8 @@ def test_forged_foreign_and_older_plan_records_are_ignored(
 ) -> None:
     """Only the operator's plans count, and only for their own group: a record signed with a
     wrong key, a correctly signed plan of another group that names this group's instance ids,
-    and an older epoch of this group's own plan are each ignored by the plug-in. After each, the
+    an older epoch of this group's own plan, a newer plan of another policy incarnation and a
+    replayed tombstone of an earlier incarnation are each ignored by the plug-in. After each, the
     test nudges the group itself: the coordinator recomputes, and its target is still the
     operator's plan, with no republish by the operator needed. The ledger loses nothing."""
     with _broker_group(
@@ -401,17 +402,45 @@ def test_forged_foreign_and_older_plan_records_are_ignored(
                 key,
                 f"ignored plan for group '{harness.group}' epoch {epoch - 1}",
             ),
+            (
+                "another incarnation's newer plan (a second policy for the group)",
+                harness.group,
+                plan_record.encode_plan(
+                    harness.group,
+                    epoch + 50,
+                    "usurper",
+                    stamp,
+                    everything,
+                    incarnation="another-incarnation",
+                    member_ids=member_ids,
+                ),
+                key,
+                f"is bound to policy incarnation '{uid}'",
+            ),
+            (
+                "a replayed tombstone of an earlier incarnation",
+                harness.group,
+                None,
+                key,
+                "the plan held stays: the group is bound to another incarnation",
+            ),
         ]
         producer = KafkaProducer(bootstrap_servers=kafka_plans.bootstrap_servers)
         broker_log = kafka_plans.cluster.nodes[0].log
         try:
             for label, record_key, value, secret, logged in hostile:
-                signature = plan_record.sign(secret, record_key, value)
+                if value is None:  # a tombstone retires one named incarnation, signed with it
+                    tombstone = plan_record.sign_tombstone(secret, record_key, "an-earlier-uid", 3)
+                    headers = [
+                        (plan_record.SIGNATURE_HEADER, tombstone),
+                        *plan_record.tombstone_headers("an-earlier-uid", 3),
+                    ]
+                else:
+                    headers = [
+                        (plan_record.SIGNATURE_HEADER, plan_record.sign(secret, record_key, value))
+                    ]
                 producer.send(
-                    PLAN_TOPIC,
-                    key=record_key.encode(),
-                    value=value,
-                    headers=[(plan_record.SIGNATURE_HEADER, signature)],
+                    PLAN_TOPIC, key=record_key.encode(), value=value, headers=headers
                 ).get(10)
                 wait_for(
                     f"the broker log on the record {label}",

@@ -11,6 +11,7 @@ import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.function.Function;
 
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
@@ -18,11 +19,14 @@ import javax.crypto.spec.SecretKeySpec;
 /**
  * The shared keys that authenticate plan records (docs/kip848.md, "Authenticated plans").
  *
- * <p>The operator signs each record, tombstones included, with HMAC-SHA256 over the record key
- * and value and puts the result in the record header {@value #HEADER} as
- * {@code hmac-sha256:<hex>}. The signed bytes are {@code "kafka-rebalance-plan" 0x00}, the key's
- * UTF-8 length as a 4-byte big-endian number, the key, then {@code 0x00} for a tombstone or
- * {@code 0x01} followed by the value: unambiguous, so no record can be re-cut into another.
+ * <p>The operator signs each record, tombstones included, with HMAC-SHA256 and puts the result
+ * in the record header {@value #HEADER} as {@code hmac-sha256:<hex>}. The signed bytes are
+ * {@code "kafka-rebalance-plan" 0x00}, the key's UTF-8 length as a 4-byte big-endian number, the
+ * key, then for a plan {@code 0x01} followed by the value, and for a tombstone {@code 0x00}, the
+ * incarnation's UTF-8 length (4 bytes, big-endian), the incarnation and the epoch (8 bytes,
+ * big-endian), which the tombstone carries in the headers {@value #INCARNATION_HEADER} and
+ * {@value #EPOCH_HEADER}. Unambiguous, so no record can be re-cut into another, and a tombstone
+ * retires one incarnation only: it cannot delete a later incarnation's plan.
  *
  * <p>The brokers read the keys from a file ({@value PluginConfig#KEYS_FILE}): one key per line,
  * blank lines and lines starting with {@code #} ignored, each at least {@value #MIN_KEY_LENGTH}
@@ -32,6 +36,8 @@ import javax.crypto.spec.SecretKeySpec;
  */
 final class PlanKeys {
     static final String HEADER = "kafka-rebalance-signature";
+    static final String INCARNATION_HEADER = "kafka-rebalance-incarnation";
+    static final String EPOCH_HEADER = "kafka-rebalance-epoch";
     static final String SCHEME = "hmac-sha256:";
     static final int MIN_KEY_LENGTH = 16;
     private static final byte[] DOMAIN = "kafka-rebalance-plan\0".getBytes(StandardCharsets.US_ASCII);
@@ -88,8 +94,17 @@ final class PlanKeys {
         }
     }
 
-    /** Null when the record carries a signature by one of the keys; else why not. */
+    /** Null when the plan record carries a signature by one of the keys; else why not. */
     String verify(String key, byte[] value, byte[] header) {
+        return verifyMessage(header, secret -> mac(secret, key, value));
+    }
+
+    /** Null when the tombstone of (key, incarnation, epoch) is signed by one of the keys. */
+    String verifyTombstone(String key, String incarnation, long epoch, byte[] header) {
+        return verifyMessage(header, secret -> tombstoneMac(secret, key, incarnation, epoch));
+    }
+
+    private String verifyMessage(byte[] header, Function<byte[], byte[]> signer) {
         if (header == null) {
             return "no " + HEADER + " header";
         }
@@ -104,15 +119,34 @@ final class PlanKeys {
             return HEADER + " is not " + SCHEME + "<hex>";
         }
         for (byte[] secret : keys) {
-            if (MessageDigest.isEqual(mac(secret, key, value), given)) {
+            if (MessageDigest.isEqual(signer.apply(secret), given)) {
                 return null;
             }
         }
         return "the signature matches none of the " + keys.size() + " configured keys";
     }
 
-    /** The signature of (key, value) under `secret`; value null for a tombstone. */
+    /** The signature of the plan record (key, value) under `secret`. */
     static byte[] mac(byte[] secret, String key, byte[] value) {
+        Mac mac = keyed(secret, key);
+        mac.update((byte) 1);
+        mac.update(value);
+        return mac.doFinal();
+    }
+
+    /** The signature of the tombstone of (key, incarnation, epoch) under `secret`. */
+    static byte[] tombstoneMac(byte[] secret, String key, String incarnation, long epoch) {
+        Mac mac = keyed(secret, key);
+        byte[] incarnationBytes = incarnation.getBytes(StandardCharsets.UTF_8);
+        mac.update((byte) 0);
+        mac.update(ByteBuffer.allocate(4).putInt(incarnationBytes.length).array());
+        mac.update(incarnationBytes);
+        mac.update(ByteBuffer.allocate(8).putLong(epoch).array());
+        return mac.doFinal();
+    }
+
+    /** An HMAC-SHA256 under `secret` that has taken the domain and the record key. */
+    private static Mac keyed(byte[] secret, String key) {
         try {
             Mac mac = Mac.getInstance("HmacSHA256");
             mac.init(new SecretKeySpec(secret, "HmacSHA256"));
@@ -120,13 +154,7 @@ final class PlanKeys {
             mac.update(DOMAIN);
             mac.update(ByteBuffer.allocate(4).putInt(keyBytes.length).array());
             mac.update(keyBytes);
-            if (value == null) {
-                mac.update((byte) 0);
-            } else {
-                mac.update((byte) 1);
-                mac.update(value);
-            }
-            return mac.doFinal();
+            return mac;
         } catch (NoSuchAlgorithmException | InvalidKeyException e) {
             throw new IllegalStateException("HmacSHA256 unavailable", e);
         }

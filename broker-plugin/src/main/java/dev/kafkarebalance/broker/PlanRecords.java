@@ -1,11 +1,14 @@
 package dev.kafkarebalance.broker;
 
+import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.common.Uuid;
@@ -21,7 +24,9 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>A record whose signature fails (when keys are configured) is ignored and counted: the
  *       group keeps its plan, since anyone who can write the topic could have written it.</li>
- *   <li>An authentic tombstone removes the plan (the policy was deleted).</li>
+ *   <li>An authentic tombstone names the incarnation and epoch it retires ({@link PlanKeys});
+ *       it removes that incarnation's plan and its later records are refused
+ *       ({@link PlanStore#retire}). A tombstone naming none is refused.</li>
  *   <li>An authentic record that is refused (malformed, over a bound) removes the plan too (the
  *       group falls back rather than follow a plan the operator has since replaced).</li>
  * </ul>
@@ -44,6 +49,7 @@ final class PlanRecords {
     private final AtomicLong refused = new AtomicLong();
     private final AtomicLong unauthenticated = new AtomicLong();
     private final AtomicLong stale = new AtomicLong();
+    private final Map<String, AtomicLong> byReason = new ConcurrentHashMap<>();
 
     PlanRecords(PlanStore store, PlanBounds bounds, TopicResolver resolver) {
         this(store, PlanKeys.none(), bounds, resolver);
@@ -66,9 +72,21 @@ final class PlanRecords {
         return unauthenticated.get();
     }
 
-    /** Records ignored because they would have rolled their group back. */
+    /** Records ignored because the store's binding refused them (a lower epoch, another or a
+     *  retired incarnation). */
     long stale() {
         return stale.get();
+    }
+
+    /** Records refused so far, by reason (logged with each refusal; for operators and tests). */
+    Map<String, Long> refusedByReason() {
+        Map<String, Long> counts = new TreeMap<>();
+        byReason.forEach((reason, count) -> counts.put(reason, count.get()));
+        return counts;
+    }
+
+    private long count(String reason) {
+        return byReason.computeIfAbsent(reason, r -> new AtomicLong()).incrementAndGet();
     }
 
     /** Re-reads the key file if it changed (reader thread). */
@@ -88,8 +106,16 @@ final class PlanRecords {
      * Never throws for a bad record: whatever one record does, the next one is read.
      */
     void handle(String key, byte[] value, byte[] signature, String where) {
+        handle(key, value, signature, null, null, where);
+    }
+
+    /**
+     * Handles one record with its {@value PlanKeys#INCARNATION_HEADER} and
+     * {@value PlanKeys#EPOCH_HEADER} headers (a tombstone's; null when absent).
+     */
+    void handle(String key, byte[] value, byte[] signature, byte[] incarnation, byte[] epoch, String where) {
         try {
-            apply(key, value, signature, where);
+            apply(key, value, signature, incarnation, epoch, where);
         } catch (Throwable t) {  // an Error too: one record must never stop plan reading
             refused.incrementAndGet();
             if (key != null) {
@@ -101,39 +127,91 @@ final class PlanRecords {
         }
     }
 
-    private void apply(String key, byte[] value, byte[] signature, String where) {
+    private void apply(String key, byte[] value, byte[] signature, byte[] incarnation, byte[] epoch,
+                       String where) {
         if (key == null) {
             refused.incrementAndGet();
+            count("no-key");
             LOG.warn("{}: ignored a plan record with no key at {}", PlanFollowingAssignor.NAME, where);
+            return;
+        }
+        if (value == null) {
+            tombstone(key, signature, incarnation, epoch, where);
             return;
         }
         if (keys.required()) {
             String failure = keys.verify(key, value, signature);
             if (failure != null) {
-                long count = unauthenticated.incrementAndGet();
-                LOG.warn("{}: ignored an unauthenticated plan record for group '{}' at {}: {} ({} so far); "
-                    + "the group keeps the plan it has", PlanFollowingAssignor.NAME, key, where, failure, count);
+                unauthenticated(key, where, failure);
                 return;
             }
         }
         unresolved.remove(key);
-        if (value == null) {
-            store.remove(key);
-            LOG.info("{}: plan for group '{}' deleted; the group gets the fallback from its next rebalance",
-                PlanFollowingAssignor.NAME, key);
-            return;
-        }
         PlanDocument document;
         try {
             document = PlanCodec.decode(key, value, bounds);
         } catch (PlanFormatException e) {
             refused.incrementAndGet();
+            count("malformed");
             store.remove(key);
             LOG.warn("{}: refused the plan record for group '{}' at {}: {}; the group gets the fallback until "
                 + "a valid plan is published", PlanFollowingAssignor.NAME, key, where, e.getMessage());
             return;
         }
         resolve(document);
+    }
+
+    private void unauthenticated(String key, String where, String failure) {
+        long total = unauthenticated.incrementAndGet();
+        count("unauthenticated");
+        LOG.warn("{}: ignored an unauthenticated plan record for group '{}' at {}: {} ({} so far); "
+            + "the group keeps the plan it has", PlanFollowingAssignor.NAME, key, where, failure, total);
+    }
+
+    /** A tombstone retires one incarnation of the group's policy, named and signed in its headers. */
+    private void tombstone(String key, byte[] signature, byte[] incarnationHeader, byte[] epochHeader,
+                           String where) {
+        String incarnation = incarnationHeader == null ? null : new String(incarnationHeader, StandardCharsets.UTF_8);
+        Long epoch = epochHeader == null ? null : parseEpoch(epochHeader);
+        if (incarnation == null || epoch == null) {
+            refused.incrementAndGet();
+            long total = count("tombstone-unnamed");
+            LOG.warn("{}: ignored a tombstone for group '{}' at {} that names no incarnation and epoch ({} and {} "
+                + "headers; {} so far); the group keeps the plan it has", PlanFollowingAssignor.NAME, key, where,
+                PlanKeys.INCARNATION_HEADER, PlanKeys.EPOCH_HEADER, total);
+            return;
+        }
+        if (keys.required()) {
+            String failure = keys.verifyTombstone(key, incarnation, epoch, signature);
+            if (failure != null) {
+                unauthenticated(key, where, failure);
+                return;
+            }
+        }
+        PlanDocument pending = unresolved.get(key);
+        if (pending != null && pending.incarnation().equals(incarnation)) {
+            unresolved.remove(key);
+        }
+        Optional<PlanStore.Refusal> kept = store.retire(key, incarnation, epoch);
+        if (kept.isPresent()) {
+            stale.incrementAndGet();
+            long total = count(kept.get().reason());
+            LOG.warn("{}: the tombstone of incarnation '{}' epoch {} for group '{}' at {} retired that incarnation; "
+                + "the plan held stays: {} ({} so far)", PlanFollowingAssignor.NAME, incarnation, epoch, key, where,
+                kept.get().text(), total);
+            return;
+        }
+        LOG.info("{}: plan for group '{}' (incarnation '{}') deleted; the group gets the fallback from its next "
+            + "rebalance", PlanFollowingAssignor.NAME, key, incarnation);
+    }
+
+    private static Long parseEpoch(byte[] header) {
+        try {
+            long epoch = Long.parseLong(new String(header, StandardCharsets.US_ASCII));
+            return epoch < 0 ? null : epoch;
+        } catch (NumberFormatException e) {
+            return null;
+        }
     }
 
     /** Tries again the documents whose topics the cluster did not know. */
@@ -191,11 +269,12 @@ final class PlanRecords {
     /** Stores `plan`; `pending` is its document while some of its topics are unknown (else null). */
     private void store(Plan plan, PlanDocument pending) {
         Set<String> missing = plan.unresolved();
-        Optional<String> refusal = store.put(plan);
+        Optional<PlanStore.Refusal> refusal = store.put(plan);
         if (refusal.isPresent()) {
-            long count = stale.incrementAndGet();
-            LOG.warn("{}: ignored {}: {} ({} so far)", PlanFollowingAssignor.NAME, plan.describe(),
-                refusal.get(), count);
+            stale.incrementAndGet();
+            long total = count(refusal.get().reason());
+            LOG.warn("{}: ignored {}: {} ({} {} so far)", PlanFollowingAssignor.NAME, plan.describe(),
+                refusal.get().text(), total, refusal.get().reason());
             unresolved.remove(plan.group());
             return;
         }

@@ -2,60 +2,192 @@ package dev.kafkarebalance.broker;
 
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.kafka.common.Uuid;
 
 /**
  * The in-memory plans, keyed by group id: written only by the background reader, read by the
  * assignor on the coordinator thread. Reads never block and never do I/O.
  *
- * <p>Order: within one incarnation (the publishing policy's uid) a plan of a lower epoch never
- * replaces a higher one; a plan of another incarnation replaces the current one only if it was
- * generated no earlier. So a replayed or reordered record cannot roll a group back.
+ * <p>Binding: each group is bound to one policy incarnation (the publishing policy's uid). Within
+ * it a plan of a lower epoch never replaces a higher one. A plan of another incarnation is refused
+ * while the bound one holds the group: it replaces it only after the bound incarnation's signed
+ * tombstone ({@link #retire}), or once the bound plan is older than the max age by the newcomer's
+ * own generation time (a policy deleted while its tombstone could not be written must not hold
+ * its group for ever). A retired incarnation's records are refused from then on, so neither a
+ * replayed plan nor a replayed tombstone of it changes anything.
  *
  * <p>Selection: the coordinator does not tell an assignor which group it is assigning
  * ({@code GroupSpec} carries no group id, up to Kafka 4.4), and instance ids are unique only
  * within a group. So a plan carries the group's KIP-848 member ids as the operator last saw them
- * (client-generated UUIDs: no two groups share one), and a plan is followed for a group when it
- * names the group's instance ids and shares a member id with it. A plan without member ids
- * (version 1) is followed only if it is the only one naming those instance ids.
+ * (client-generated UUIDs: no two groups share one), and a plan is followed for a group only when
+ * it names the group's instance ids and shares a member id with it: a plan without member ids is
+ * never followed.
+ *
+ * <p>Bounds, in every mode (signed or not): at most {@code maxGroups} plans and
+ * {@code maxPartitions} planned partitions (or tasks) in all are kept; a plan that would pass
+ * either evicts the other plans generated longest ago (counted), whose groups fall back until
+ * their next plan.
  *
  * <p>Kinds: {@link #select} considers consumer-group plans only and {@link #selectStreams}
  * streams plans only ({@link PlanKind}); a plan of the other kind sharing a member id with the
  * group is named in the reason, which is then marked to be logged once, not at every assignment.
  */
 public final class PlanStore {
-    private final ConcurrentMap<String, Plan> plans = new ConcurrentHashMap<>();
+    /** Retired incarnations remembered per group (a policy recreated this often is unusual). */
+    static final int RETIRED_PER_GROUP = 16;
 
-    /** Stores `plan` unless it would roll its group back; returns why it was not stored. */
-    public Optional<String> put(Plan plan) {
-        String[] refusal = new String[1];
-        plans.compute(plan.group(), (group, current) -> {
-            refusal[0] = older(plan, current);
-            return refusal[0] == null ? plan : current;
-        });
-        return Optional.ofNullable(refusal[0]);
+    private final ConcurrentMap<String, Plan> plans = new ConcurrentHashMap<>();
+    private final Map<String, Set<String>> retired = new LinkedHashMap<>(16, 0.75f, true);
+    private final long maxAgeMs;
+    private final int maxGroups;
+    private final long maxPartitions;
+    private long partitions;
+    private final AtomicLong evictions = new AtomicLong();
+
+    /** A store without bounds or expiry (tests). */
+    public PlanStore() {
+        this(0, Integer.MAX_VALUE, Long.MAX_VALUE);
     }
 
-    private static String older(Plan plan, Plan current) {
+    /**
+     * @param maxAgeMs      a bound plan older than this (by the newcomer's generatedAt) no longer
+     *                      holds its group against another incarnation; 0: no expiry
+     * @param maxGroups     how many groups' plans are kept at most
+     * @param maxPartitions how many planned partitions (or tasks) all plans hold at most
+     */
+    public PlanStore(long maxAgeMs, int maxGroups, long maxPartitions) {
+        if (maxGroups < 1 || maxPartitions < 1) {
+            throw new IllegalArgumentException("the bounds must be at least 1, got " + maxGroups + " groups and "
+                + maxPartitions + " partitions");
+        }
+        this.maxAgeMs = maxAgeMs;
+        this.maxGroups = maxGroups;
+        this.maxPartitions = maxPartitions;
+    }
+
+    /** Planned partitions of a consumer plan, tasks of a streams plan: what its memory grows with. */
+    static long size(Plan plan) {
+        long count = 0;
+        for (Map<Uuid, Set<Integer>> topics : plan.members().values()) {
+            for (Set<Integer> owned : topics.values()) {
+                count += owned.size();
+            }
+        }
+        for (Map<String, Set<Integer>> subtopologies : plan.tasks().values()) {
+            for (Set<Integer> owned : subtopologies.values()) {
+                count += owned.size();
+            }
+        }
+        return count;
+    }
+
+    /** Why a plan or tombstone was refused: a counter's name and a line for the log. */
+    public record Refusal(String reason, String text) {
+        static final String STALE_EPOCH = "stale-epoch";
+        static final String OTHER_INCARNATION = "other-incarnation";
+        static final String RETIRED_INCARNATION = "retired-incarnation";
+    }
+
+    /** Stores `plan` unless a rule above refuses it; returns why it was not stored. */
+    public synchronized Optional<Refusal> put(Plan plan) {
+        Set<String> gone = retired.get(plan.group());
+        if (gone != null && gone.contains(plan.incarnation())) {
+            return Optional.of(new Refusal(Refusal.RETIRED_INCARNATION,
+                "its policy incarnation '" + plan.incarnation() + "' was retired (tombstone)"));
+        }
+        Plan current = plans.get(plan.group());
+        Refusal refusal = refusal(plan, current);
+        if (refusal != null) {
+            return Optional.of(refusal);
+        }
+        plans.put(plan.group(), plan);
+        partitions += size(plan) - (current == null ? 0 : size(current));
+        while (plans.size() > maxGroups || (partitions > maxPartitions && plans.size() > 1)) {
+            evictOldestBut(plan.group());
+        }
+        return Optional.empty();
+    }
+
+    private Refusal refusal(Plan plan, Plan current) {
         if (current == null) {
             return null;
         }
         if (plan.incarnation().equals(current.incarnation())) {
-            return plan.epoch() < current.epoch()
-                ? "epoch " + plan.epoch() + " is below epoch " + current.epoch() + " already held for this policy"
-                : null;
+            return plan.epoch() < current.epoch() ? new Refusal(Refusal.STALE_EPOCH, "epoch " + plan.epoch()
+                + " is below epoch " + current.epoch() + " already held for this policy") : null;
         }
-        return plan.generatedAtMs() < current.generatedAtMs()
-            ? "it is from another policy incarnation and older than the plan held (epoch " + current.epoch() + ")"
-            : null;
+        boolean expired = maxAgeMs > 0 && plan.generatedAtMs() - current.generatedAtMs() > maxAgeMs;
+        return expired ? null : new Refusal(Refusal.OTHER_INCARNATION, "the group is bound to policy incarnation '"
+            + current.incarnation() + "' (epoch " + current.epoch() + ") until that incarnation's tombstone");
     }
 
-    public void remove(String group) {
-        plans.remove(group);
+    private void evictOldestBut(String kept) {
+        plans.values().stream()
+            .filter(p -> !p.group().equals(kept))
+            .min(Comparator.comparingLong(Plan::generatedAtMs).thenComparing(Plan::group))
+            .ifPresent(oldest -> {
+                dropPlan(oldest.group());
+                evictions.incrementAndGet();
+            });
+    }
+
+    private void dropPlan(String group) {
+        Plan gone = plans.remove(group);
+        if (gone != null) {
+            partitions -= size(gone);
+        }
+    }
+
+    /** Planned partitions (and tasks) all plans hold now. */
+    public synchronized long partitions() {
+        return partitions;
+    }
+
+    /**
+     * The signed tombstone of (group, incarnation, epoch): removes the group's plan if it is that
+     * incarnation's at an epoch no higher, and retires the incarnation for the group either way.
+     * Returns why the plan held was kept, or empty when the tombstone took effect.
+     */
+    public synchronized Optional<Refusal> retire(String group, String incarnation, long epoch) {
+        Plan current = plans.get(group);
+        if (current != null && current.incarnation().equals(incarnation) && epoch < current.epoch()) {
+            return Optional.of(new Refusal(Refusal.STALE_EPOCH,
+                "its epoch " + epoch + " is below the plan's epoch " + current.epoch()));
+        }
+        Set<String> gone = retired.computeIfAbsent(group, g -> new LinkedHashSet<>());
+        gone.add(incarnation);
+        if (gone.size() > RETIRED_PER_GROUP) {
+            gone.remove(gone.iterator().next());
+        }
+        if (retired.size() > maxGroups) {
+            retired.remove(retired.keySet().iterator().next());
+        }
+        if (current != null && current.incarnation().equals(incarnation)) {
+            dropPlan(group);
+            return Optional.empty();
+        }
+        return current == null ? Optional.empty() : Optional.of(new Refusal(Refusal.OTHER_INCARNATION,
+            "the group is bound to another incarnation '" + current.incarnation() + "'"));
+    }
+
+    /** Plans evicted to stay within the bound on groups. */
+    public long evictions() {
+        return evictions.get();
+    }
+
+    public synchronized void remove(String group) {
+        dropPlan(group);
     }
 
     public Optional<Plan> get(String group) {
@@ -96,13 +228,6 @@ public final class PlanStore {
         }
         if (own.size() > 1) {
             return ambiguous(own, "share member ids with this group");
-        }
-        List<Plan> unqualified = named.stream().filter(p -> p.memberIds().isEmpty()).toList();
-        if (unqualified.size() == 1 && named.size() == 1) {
-            return new Selection(Optional.of(unqualified.get(0)), "");
-        }
-        if (named.size() > 1 && unqualified.size() == named.size()) {
-            return ambiguous(named, "name the members' instance ids and carry no member ids");
         }
         List<String> groups = named.stream().map(Plan::group).sorted().toList();
         return new Selection(Optional.empty(), "the plans naming the members' instance ids " + groups

@@ -126,8 +126,8 @@ final class PlanTopicReader implements AutoCloseable {
             while (running) {
                 records.reloadKeys();
                 for (ConsumerRecord<String, byte[]> record : poll(c)) {
-                    Header signature = record.headers().lastHeader(PlanKeys.HEADER);
-                    records.handle(record.key(), record.value(), signature == null ? null : signature.value(),
+                    records.handle(record.key(), record.value(), header(record, PlanKeys.HEADER),
+                        header(record, PlanKeys.INCARNATION_HEADER), header(record, PlanKeys.EPOCH_HEADER),
                         record.topic() + "-" + record.partition() + "@" + record.offset());
                     positions.put(new TopicPartition(record.topic(), record.partition()), record.offset() + 1);
                 }
@@ -139,6 +139,11 @@ final class PlanTopicReader implements AutoCloseable {
         } finally {
             consumer = null;
         }
+    }
+
+    private static byte[] header(ConsumerRecord<String, byte[]> record, String name) {
+        Header header = record.headers().lastHeader(name);
+        return header == null ? null : header.value();
     }
 
     /** One poll; a record the consumer cannot hand over is logged and skipped. */

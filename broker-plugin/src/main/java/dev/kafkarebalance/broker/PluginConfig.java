@@ -19,6 +19,10 @@ import java.util.Map;
  *       ({@link PlanKeys}); unset, records are not authenticated and the broker log warns;</li>
  *   <li>{@value #MAX_RECORD_BYTES}, {@value #MAX_PARTITIONS}, {@value #MAX_PARTITIONS_PER_MEMBER},
  *       {@value #MAX_PARTITION}: the bounds of one plan record ({@link PlanBounds});</li>
+ *   <li>{@value #MAX_GROUPS} and {@value #MAX_TOTAL_PARTITIONS}: the bounds of all plans held
+ *       ({@link PlanStore}; defaults {@value #DEFAULT_MAX_GROUPS} groups and
+ *       {@value #DEFAULT_MAX_TOTAL_PARTITIONS} planned partitions: about 48 bytes each on the heap,
+ *       boxed partition number, set slot and map share, so under 50 MiB of a 256 MiB heap);</li>
  *   <li>{@value #CLIENT_PREFIX}{@code *}: passed, without the prefix, to the reader's consumer and
  *       admin client (security.protocol, sasl.*, ssl.*).</li>
  * </ul>
@@ -28,6 +32,8 @@ public record PluginConfig(
     String topic,
     long maxAgeMs,
     PlanBounds bounds,
+    int maxGroups,
+    long maxTotalPartitions,
     String keysFile,
     Map<String, Object> client
 ) {
@@ -40,7 +46,11 @@ public record PluginConfig(
     public static final String MAX_PARTITIONS = PREFIX + "max.partitions";
     public static final String MAX_PARTITIONS_PER_MEMBER = PREFIX + "max.partitions.per.member";
     public static final String MAX_PARTITION = PREFIX + "max.partition";
+    public static final String MAX_GROUPS = PREFIX + "max.groups";
+    public static final String MAX_TOTAL_PARTITIONS = PREFIX + "max.total.partitions";
     public static final String CLIENT_PREFIX = PREFIX + "client.";
+    public static final int DEFAULT_MAX_GROUPS = 10_000;
+    public static final long DEFAULT_MAX_TOTAL_PARTITIONS = 1_000_000;
     public static final String DEFAULT_TOPIC = "kafka-rebalance-plans";
     public static final long DEFAULT_MAX_AGE_MS = 15 * 60 * 1000;
 
@@ -65,9 +75,20 @@ public record PluginConfig(
             topic == null || topic.toString().isBlank() ? DEFAULT_TOPIC : topic.toString().trim(),
             number(configs, MAX_AGE, DEFAULT_MAX_AGE_MS, Long.MAX_VALUE),
             bounds,
+            (int) positive(configs, MAX_GROUPS, DEFAULT_MAX_GROUPS, Integer.MAX_VALUE),
+            positive(configs, MAX_TOTAL_PARTITIONS, DEFAULT_MAX_TOTAL_PARTITIONS, Long.MAX_VALUE),
             keys == null ? "" : keys.toString().trim(),
             Map.copyOf(client)
         );
+    }
+
+    /** A whole number config from 1, or its default when unset. */
+    static long positive(Map<String, ?> configs, String name, long fallback, long max) {
+        long value = number(configs, name, fallback, max);
+        if (value < 1) {
+            throw new IllegalArgumentException(name + ": '" + value + "' is not a whole number from 1 to " + max);
+        }
+        return value;
     }
 
     /** A non-negative whole number config, or its default when unset. */

@@ -19,11 +19,12 @@ final class SharedPlans {
     private static final Map<PluginConfig, Shared> SHARED = new HashMap<>();
 
     private static final class Shared {
-        final PlanStore store = new PlanStore();
+        final PlanStore store;
         final PlanTopicReader reader;
         int users;
 
         Shared(PluginConfig config) {
+            store = new PlanStore(config.maxAgeMs(), config.maxGroups(), config.maxTotalPartitions());
             PlanKeys keys = config.keysFile().isEmpty() ? PlanKeys.none() : PlanKeys.fromFile(Path.of(config.keysFile()));
             reader = new PlanTopicReader(config, store, keys);
             if (keys.required()) {

@@ -112,8 +112,10 @@ class PlanFollowingAssignorTest {
         };
     }
 
+    /** A plan naming the member ids these tests' groups use (a plan names its members, always). */
     static Plan plan(String group, Map<String, Map<Uuid, Set<Integer>>> members) {
-        return new Plan(group, 7, "h", Instant.parse("2026-01-01T00:00:00Z").toEpochMilli(), members, Set.of());
+        return new Plan(group, "uid-" + group, 7, "h", Instant.parse("2026-01-01T00:00:00Z").toEpochMilli(),
+            Set.of("m-a", "m-b", "m-c", "m-new", "m-dyn"), members, Set.of());
     }
 
     static PlanFollowingAssignor assignor(PlanStore store, long maxAgeMs) {
@@ -210,6 +212,17 @@ class PlanFollowingAssignorTest {
         GroupAssignment result = assignor(store, 0).assign(spec, topics(Map.of(ORDERS, 4)));
         assertEquals(2, owned(result, "m-a", ORDERS).size());
         assertEquals(2, owned(result, "m-b", ORDERS).size());
+    }
+
+    @Test
+    void aPlanThatNamesNoMemberIdsIsNeverFollowed() {
+        PlanStore store = new PlanStore();
+        store.put(new Plan("orders", 7, "h", Instant.parse("2026-01-01T00:00:00Z").toEpochMilli(),
+            Map.of("orders-0", Map.of(ORDERS, Set.of(0, 1, 2, 3))), Set.of()));
+        Spec spec = new Spec().add("m-a", "orders-0").add("m-b", "orders-1");
+        GroupAssignment result = assignor(store, 0).assign(spec, topics(Map.of(ORDERS, 4)));
+        assertEquals(2, owned(result, "m-a", ORDERS).size(), "the fallback, not the plan");
+        assertTrue(store.select(List.of("orders-0"), List.of("m-a")).plan().isEmpty());
     }
 
     @Test

@@ -32,7 +32,7 @@ class PlanRecordsTest {
 
     private static String record(String members) {
         return "{\"version\":2,\"group\":\"orders\",\"epoch\":1,\"generatedAt\":\"2026-01-01T00:09:00Z\","
-            + "\"members\":" + members + "}";
+            + "\"memberIds\":[\"m-a\",\"m-b\"],\"members\":" + members + "}";
     }
 
     private static PlanRecords records(PlanStore store) {
