@@ -2,6 +2,7 @@ package dev.kafkarebalance.broker;
 
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -47,7 +48,19 @@ final class PlanTopicReader implements AutoCloseable {
     private final PlanStore store;
     private final PlanKeys keys;
     private final Thread thread;
-    private final Map<String, Uuid> topicIds = new HashMap<>();
+    // Topic name -> (id, when resolved). Entries older than TOPIC_ID_TTL_MS are resolved again, so a
+    // topic deleted and created again (a new id under the same name) is followed by the next plan
+    // record within that time; at most MAX_TOPIC_IDS names are kept, the least recently used go.
+    private static final long TOPIC_ID_TTL_MS = 60_000;
+    private static final int MAX_TOPIC_IDS = 10_000;
+    private final Map<String, ResolvedTopic> topicIds = new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, ResolvedTopic> eldest) {
+            return size() > MAX_TOPIC_IDS;
+        }
+    };
+
+    private record ResolvedTopic(Uuid id, long atMs) { }
     private final Map<TopicPartition, Long> positions = new HashMap<>();
     private volatile boolean running = true;
     private volatile KafkaConsumer<String, byte[]> consumer;
@@ -160,15 +173,16 @@ final class PlanTopicReader implements AutoCloseable {
     }
 
     private Optional<Uuid> resolve(Admin admin, String name) {
-        Uuid known = topicIds.get(name);
-        if (known != null) {
-            return Optional.of(known);
+        ResolvedTopic known = topicIds.get(name);
+        long now = System.currentTimeMillis();
+        if (known != null && now - known.atMs() < TOPIC_ID_TTL_MS) {
+            return Optional.of(known.id());
         }
         try {
             Map<String, TopicDescription> found = admin.describeTopics(TopicCollection.ofTopicNames(Set.of(name)))
                 .allTopicNames().get(10, TimeUnit.SECONDS);
             Uuid id = found.get(name).topicId();
-            topicIds.put(name, id);
+            topicIds.put(name, new ResolvedTopic(id, now));
             return Optional.of(id);
         } catch (ExecutionException | TimeoutException e) {
             return Optional.empty();  // stays unknown: its partitions fall back until it can be resolved
