@@ -19,13 +19,13 @@ Kubernetes client, which comes with the `watch` or `operator` extra.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from kafka_rebalance import cgp_report, completion
+from kafka_rebalance import cgp_errors, cgp_report, completion
+from kafka_rebalance.cgp_errors import Request
 from kafka_rebalance.version import version
 
 GROUP, VERSION, PLURAL = "kafka-rebalance.io", "v1alpha1", "consumergrouppolicies"
@@ -124,32 +124,52 @@ class Cluster:
         except (config.ConfigException, OSError, StopIteration) as error:
             raise CommandError(f"kubeconfig: {error}") from None
         self.default_namespace = (active.get("context") or {}).get("namespace") or "default"
+        self.server = str(self.api.configuration.host)
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
 
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """`fn(...)`, every failure a one-line CommandError naming `request` (no traceback)."""
         from kubernetes.client.rest import ApiException
+        from urllib3.exceptions import HTTPError
 
         try:
             return fn(*args, **kwargs)
         except ApiException as error:
-            detail = error.reason
-            with contextlib.suppress(TypeError, ValueError):
-                detail = json.loads(error.body).get("message") or detail
-            raise CommandError(f"HTTP {error.status}: {detail}") from None
+            line = cgp_errors.api_error(error.status or 0, error.reason or "", error.body, request)
+            raise CommandError(line) from None
+        except (HTTPError, OSError) as error:
+            raise CommandError(cgp_errors.unreachable(self.server, error)) from None
 
     def policies(self, namespace: str | None) -> list[dict[str, Any]]:
         if namespace is None:
-            result = self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
+            result = self._call(
+                Request("list", None),
+                self.custom.list_cluster_custom_object,
+                GROUP,
+                VERSION,
+                PLURAL,
+            )
         else:
             result = self._call(
-                self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL
+                Request("list", namespace),
+                self.custom.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
             )
         return list(result.get("items") or [])
 
     def policy(self, namespace: str, name: str) -> dict[str, Any]:
         return self._call(
-            self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
+            Request("get", namespace, name),
+            self.custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
         )
 
     def applied_assignment(self, namespace: str, name: str) -> dict[str, dict[str, list[int]]]:
@@ -157,6 +177,7 @@ class Cluster:
         from kafka_rebalance_operator import assignment_doc, names
 
         response = self._call(
+            Request("list", namespace, resource="configmaps"),
             self.core.list_namespaced_config_map,
             namespace,
             label_selector=f"{names.LABEL_POLICY}={names.label_value(name)},"
@@ -169,6 +190,7 @@ class Cluster:
 
     def approve(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self._call(
+            Request("patch", namespace, name),
             self.custom.patch_namespaced_custom_object,
             GROUP,
             VERSION,

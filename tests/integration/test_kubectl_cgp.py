@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
 from kafka_rebalance_operator import assignment_doc, conditions, planning
 from kafka_rebalance_operator.conditions import Health
 
@@ -336,3 +338,44 @@ def test_approve_sets_the_hash_and_prints_the_git_patch_for_gitops_objects(
         k8s.kubectl("-n", namespace, "get", f"{PLURAL}.{GROUP}", "synced", "-o", "json").stdout
     )
     assert stored["spec"]["approvedPlan"] == gitops_hash
+
+
+def _one_line_failure(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    return result.stderr.strip()
+
+
+def test_an_unreachable_api_server_is_one_line(k8s: Any, namespace: str, tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on once the probe closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = write_kubeconfig(
+        tmp_path / "down.kubeconfig", f"https://127.0.0.1:{port}", k8s.ca, user="u", token="t"
+    )
+    result = kubectl_cgp(k8s, namespace, "status", "--kubeconfig", str(config))
+    assert _one_line_failure(result) == (
+        f"kubectl cgp status: cannot reach the API server at https://127.0.0.1:{port}: "
+        "connection refused (is the cluster up?)"
+    )
+
+
+def test_forbidden_and_not_found_are_one_line(k8s: Any, namespace: str, tmp_path: Path) -> None:
+    """A real ServiceAccount with no grant: the API server's 403, then the plugin's line."""
+    k8s.kubectl("-n", namespace, "create", "serviceaccount", "nobody")
+    token = k8s.kubectl("-n", namespace, "create", "token", "nobody").stdout.strip()
+    account = f"system:serviceaccount:{namespace}:nobody"
+    config = write_kubeconfig(
+        tmp_path / "nobody.kubeconfig", k8s.server, k8s.ca, user=account, token=token
+    )
+    listed = kubectl_cgp(k8s, namespace, "status", "--kubeconfig", str(config))
+    assert _one_line_failure(listed).startswith(
+        f"kubectl cgp status: forbidden: {account} may not list "
+        f"consumergrouppolicies.kafka-rebalance.io in namespace {namespace} ("
+    )
+    approve = kubectl_cgp(k8s, namespace, "approve", "orders", "--kubeconfig", str(config))
+    assert f"may not get consumergrouppolicies.kafka-rebalance.io in namespace {namespace}" in (
+        _one_line_failure(approve)
+    )
+    missing = kubectl_cgp(k8s, namespace, "plan", "nope")
+    assert _one_line_failure(missing) == f"kubectl cgp plan: policy {namespace}/nope not found"
