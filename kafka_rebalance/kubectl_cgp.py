@@ -45,6 +45,7 @@ STATUS_COLUMNS = [
     ("ready", "READY"),
     ("reason", "REASON"),
     ("proposal", "PROPOSAL"),
+    ("age", "AGE"),
 ]
 MOVE_COLUMNS = [("topic", "TOPIC"), ("partition", "PARTITION"), ("from", "FROM"), ("to", "TO")]
 ASSIGNMENT_COLUMNS = [("member", "MEMBER"), ("topic", "TOPIC"), ("partitions", "PARTITIONS")]
@@ -52,7 +53,7 @@ CONDITION_COLUMNS = [
     ("type", "TYPE"),
     ("status", "STATUS"),
     ("reason", "REASON"),
-    ("lastTransitionTime", "SINCE"),
+    ("since", "SINCE"),
     ("message", "MESSAGE"),
 ]
 RESOURCE = f"{PLURAL[:-3]}y.{GROUP}"  # consumergrouppolicy.kafka-rebalance.io, as `kubectl -o name`
@@ -84,11 +85,15 @@ def build_parser(prog: str = "kubectl cgp") -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     status = commands.add_parser(
         "status",
+        aliases=["get"],
         help="every policy (or NAME): lag, imbalance, epoch, reason",
         parents=[common],
     )
     status.add_argument("name", nargs="?", help="one policy (default: all of the namespace)")
     status.add_argument("-A", "--all-namespaces", action="store_true")
+    status.add_argument(
+        "-l", "--selector", help="only policies whose labels match (kubectl's syntax: k=v,k!=v)"
+    )
     status.add_argument(
         "-o", "--output", choices=("table", "wide", "json", "yaml", "name"), default="table"
     )
@@ -141,7 +146,10 @@ class Cluster:
         except (HTTPError, OSError) as error:
             raise CommandError(cgp_errors.unreachable(self.server, error)) from None
 
-    def policies(self, namespace: str | None) -> list[dict[str, Any]]:
+    def policies(self, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
+        """Every policy of `namespace` (None: of all) whose labels match `selector`; the API
+        server filters, so a selector it cannot parse is its one-line 400."""
+        options = {"label_selector": selector} if selector else {}
         if namespace is None:
             result = self._call(
                 Request("list", None),
@@ -149,6 +157,7 @@ class Cluster:
                 GROUP,
                 VERSION,
                 PLURAL,
+                **options,
             )
         else:
             result = self._call(
@@ -158,6 +167,7 @@ class Cluster:
                 VERSION,
                 namespace,
                 PLURAL,
+                **options,
             )
         return list(result.get("items") or [])
 
@@ -204,15 +214,17 @@ class Cluster:
 
 def cmd_status(cluster: Cluster, args: argparse.Namespace) -> int:
     if args.name is not None:
-        if args.all_namespaces:
-            raise CommandError("a policy NAME and -A exclude each other")
+        if args.all_namespaces or args.selector:
+            raise CommandError("a policy NAME excludes -A and -l")
         return _status_of_one(cluster, args)
     namespace = None if args.all_namespaces else (args.namespace or cluster.default_namespace)
-    rows = [cgp_report.status_row(p) for p in cluster.policies(namespace)]
-    rows.sort(key=lambda r: (r["namespace"], r["name"]))
+    policies = cluster.policies(namespace, args.selector)
+    policies.sort(key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
+    rows = [cgp_report.status_row(p) for p in policies]
     if args.output in ("json", "yaml", "name"):
         _print_structured(rows, args.output)
         return 0
+    rows = [_with_age(row, p) for row, p in zip(rows, policies, strict=True)]
     if not rows:
         where = "any namespace" if namespace is None else f"namespace {namespace}"
         print(f"No ConsumerGroupPolicies found in {where}.", file=sys.stderr)
@@ -234,16 +246,22 @@ def _status_of_one(cluster: Cluster, args: argparse.Namespace) -> int:
         _print_structured(row | {"conditions": found} | extra, args.output)
         return 0
     columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
-    print(cgp_report.table([row], columns))
+    print(cgp_report.table([_with_age(row, policy)], columns))
     if found:
         print()
-        print(cgp_report.table(found, CONDITION_COLUMNS))
+        since = [c | {"since": cgp_report.age(c.get("lastTransitionTime"))} for c in found]
+        print(cgp_report.table(since, CONDITION_COLUMNS))
     if tasks is not None:  # a streams group: its tasks per member
         print()
         print(f"{tasks} tasks")
         if members:
             print(cgp_report.table(members, cgp_report.STREAMS_MEMBER_COLUMNS))
     return 0
+
+
+def _with_age(row: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+    """A table row with kubectl's AGE; json/yaml keep the rows without it (no clock in them)."""
+    return row | {"age": cgp_report.age((policy.get("metadata") or {}).get("creationTimestamp"))}
 
 
 def _print_structured(data: dict[str, Any] | list[dict[str, Any]], output: str) -> None:
@@ -272,7 +290,8 @@ def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     print(
         f"Proposal {hash_} for {namespace}/{args.name}: epoch {proposal.get('epoch', '?')}, "
         f"{len(moves)} partitions move, imbalance {_ratio(proposal.get('before'))} -> "
-        f"{_ratio(proposal.get('after'))}, computed {proposal.get('generatedAt', '?')}"
+        f"{_ratio(proposal.get('after'))}, computed {cgp_report.age(proposal.get('generatedAt'))} "
+        "ago"
     )
     if moves:
         print(cgp_report.table(moves, MOVE_COLUMNS))
@@ -323,7 +342,7 @@ def _ratio(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, int | float) else "?"
 
 
-COMMANDS = {"status": cmd_status, "plan": cmd_plan, "approve": cmd_approve}
+COMMANDS = {"status": cmd_status, "get": cmd_status, "plan": cmd_plan, "approve": cmd_approve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

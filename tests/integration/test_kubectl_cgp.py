@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -197,7 +198,7 @@ def test_status_lists_every_policy_with_the_reason_it_is_not_ready(
     lines = table.stdout.splitlines()
     assert lines[0].split() == [
         "NAMESPACE", "NAME", "GROUP", "MEMBERS", "LAG", "IMBALANCE", "EPOCH", "READY",
-        "REASON", "PROPOSAL",
+        "REASON", "PROPOSAL", "AGE",
     ]  # fmt: skip
     broken = next(line for line in lines if " broken " in line).split()
     assert broken[1:] == [
@@ -209,7 +210,9 @@ def test_status_lists_every_policy_with_the_reason_it_is_not_ready(
         "7",
         "False",
         "KafkaUnreachable",
+        broken[-1],
     ]
+    assert re.fullmatch(r"\d+s", broken[-1]), broken  # created seconds ago, as kubectl shows it
 
 
 def test_status_of_one_policy_and_the_yaml_and_name_outputs(k8s: Any, namespace: str) -> None:
@@ -379,3 +382,23 @@ def test_forbidden_and_not_found_are_one_line(k8s: Any, namespace: str, tmp_path
     )
     missing = kubectl_cgp(k8s, namespace, "plan", "nope")
     assert _one_line_failure(missing) == f"kubectl cgp plan: policy {namespace}/nope not found"
+
+
+def test_get_with_a_selector_and_all_namespaces(k8s: Any, namespace: str) -> None:
+    """`get` is `status`; `-l` is filtered by the API server, `-A` spans namespaces."""
+    other = f"cgp-{uuid.uuid4().hex[:6]}"
+    k8s.kubectl("create", "namespace", other)
+    create_policy(k8s, namespace, "blue", labels={"team": "blue"})
+    create_policy(k8s, namespace, "red", labels={"team": "red"})
+    create_policy(k8s, other, "blue2", labels={"team": "blue"})
+
+    here = kubectl_cgp(k8s, namespace, "get", "-l", "team=blue", "-o", "name")
+    assert here.returncode == 0, here.stderr
+    assert here.stdout.splitlines() == ["consumergrouppolicy.kafka-rebalance.io/blue"]
+    everywhere = kubectl_cgp(k8s, namespace, "get", "-A", "-l", "team=blue", "-o", "json")
+    assert everywhere.returncode == 0, everywhere.stderr
+    found = {(row["namespace"], row["name"]) for row in json.loads(everywhere.stdout)}
+    assert {(namespace, "blue"), (other, "blue2")} <= found
+    assert all(name != "red" for _, name in found)
+    bad = kubectl_cgp(k8s, namespace, "get", "-l", "team in (", "-o", "name")
+    assert _one_line_failure(bad).startswith("kubectl cgp get: HTTP 400: ")
