@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -108,6 +109,17 @@ def build_parser(prog: str = "kubectl cgp") -> argparse.ArgumentParser:
     approve.add_argument("name")
     approve.add_argument(
         "--expect", metavar="HASH", help="approve only if the waiting proposal still has HASH"
+    )
+    approve.add_argument(
+        "--wait",
+        action="store_true",
+        help="then wait until the operator has applied the plan (status.appliedPlan)",
+    )
+    approve.add_argument(
+        "--timeout",
+        default="2m",
+        metavar="DURATION",
+        help="how long --wait waits (e.g. 30s, 2m, 1m30s; default 2m); exit 1 when it passes",
     )
     commands.add_parser("version", help="print the plugin's version")
     completion.add_subcommand(commands, "kubectl cgp")
@@ -312,6 +324,8 @@ def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
 
 def cmd_approve(cluster: Cluster, args: argparse.Namespace) -> int:
     namespace = args.namespace or cluster.default_namespace
+    if args.wait:
+        _timeout(args.timeout)  # refused before anything is approved
     policy = cluster.policy(namespace, args.name)
     hash_ = str(((policy.get("status") or {}).get("proposal") or {}).get("hash") or "")
     if not hash_:
@@ -335,7 +349,47 @@ def cmd_approve(cluster: Cluster, args: argparse.Namespace) -> int:
             "manifest:"
         )
         print(f"spec:\n  approvedPlan: {json.dumps(hash_)}")
+    if args.wait:  # after the Git patch, which matters even when the wait runs out
+        _wait_until_applied(cluster, namespace, args.name, hash_, args.timeout)
     return 0
+
+
+WAIT_POLL_SECONDS = 1.0
+
+
+def _timeout(text: str) -> float:
+    from kafka_rebalance_operator.durations import DurationError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except DurationError as error:
+        raise CommandError(f"--timeout: {error}") from None
+
+
+def _wait_until_applied(
+    cluster: Cluster, namespace: str, name: str, hash_: str, timeout_text: str
+) -> None:
+    """Poll the policy until status.appliedPlan is `hash_` (the operator writes it after the
+    ConfigMaps, or the brokers' plan, carry the plan), or fail in one line when `timeout_text`
+    has passed. A GET per second costs the API server less than a watch's connection for the
+    minute or two this lasts, and survives the API server closing watches."""
+    deadline = time.monotonic() + _timeout(timeout_text)
+    while True:
+        status = cluster.policy(namespace, name).get("status") or {}
+        if status.get("appliedPlan") == hash_:
+            print(f"{namespace}/{name}: plan {hash_} applied (epoch {status.get('epoch', '?')})")
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            ready = cgp_report.ready_condition({"status": status})
+            why = (
+                f"; Ready={ready.get('status')} {ready.get('reason', '')}".rstrip() if ready else ""
+            )
+            raise CommandError(
+                f"policy {namespace}/{name}: plan {hash_} not applied within {timeout_text} "
+                f"(status.appliedPlan is {status.get('appliedPlan') or 'empty'}{why})"
+            )
+        time.sleep(min(WAIT_POLL_SECONDS, remaining))
 
 
 def _ratio(value: Any) -> str:

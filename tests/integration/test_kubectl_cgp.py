@@ -13,6 +13,8 @@ import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -402,3 +404,51 @@ def test_get_with_a_selector_and_all_namespaces(k8s: Any, namespace: str) -> Non
     assert all(name != "red" for _, name in found)
     bad = kubectl_cgp(k8s, namespace, "get", "-l", "team in (", "-o", "name")
     assert _one_line_failure(bad).startswith("kubectl cgp get: HTTP 400: ")
+
+
+def _read_policy(k8s: Any, namespace: str, name: str) -> dict[str, Any]:
+    return json.loads(k8s.kubectl("-n", namespace, "get", "cgp", name, "-o", "json").stdout)
+
+
+def test_approve_wait_returns_when_the_operator_applies_the_plan(k8s: Any, namespace: str) -> None:
+    """A stand-in for the operator: once spec.approvedPlan names the proposal, it writes
+    status.appliedPlan (and the next epoch) as the operator does after applying."""
+    proposal_hash = waiting_policy(k8s, namespace, "orders")
+    stop = threading.Event()
+
+    def operator() -> None:
+        while not stop.wait(0.3):
+            policy = _read_policy(k8s, namespace, "orders")
+            if policy["spec"].get("approvedPlan") == proposal_hash:
+                time.sleep(1.5)  # applied a moment later, so --wait really waits
+                write_status(k8s, namespace, "orders", {"appliedPlan": proposal_hash, "epoch": 4})
+                return
+
+    thread = threading.Thread(target=operator, daemon=True)
+    thread.start()
+    try:
+        result = kubectl_cgp(k8s, namespace, "approve", "orders", "--wait", "--timeout", "60s")
+    finally:
+        stop.set()
+        thread.join(10)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"{namespace}/orders: plan {proposal_hash} applied (epoch 4)"
+    )
+
+
+def test_approve_wait_times_out_in_one_line(k8s: Any, namespace: str) -> None:
+    proposal_hash = waiting_policy(k8s, namespace, "orders")
+    bad = kubectl_cgp(k8s, namespace, "approve", "orders", "--wait", "--timeout", "soon")
+    assert _one_line_failure(bad).startswith("kubectl cgp approve: --timeout: not a duration")
+    assert "approvedPlan" not in _read_policy(k8s, namespace, "orders")["spec"]
+
+    started = time.monotonic()
+    result = kubectl_cgp(k8s, namespace, "approve", "orders", "--wait", "--timeout", "2s")
+    assert time.monotonic() - started >= 2
+    assert _one_line_failure(result) == (
+        f"kubectl cgp approve: policy {namespace}/orders: plan {proposal_hash} not applied "
+        f"within 2s (status.appliedPlan is {planning.plan_hash(APPLIED)}; "
+        "Ready=True AwaitingApproval)"
+    )
+    assert _read_policy(k8s, namespace, "orders")["spec"]["approvedPlan"] == proposal_hash
