@@ -175,24 +175,37 @@ def streams_members(policy: Mapping[str, Any]) -> tuple[list[dict[str, Any]], in
     return members, tasks if isinstance(tasks, int) else None
 
 
-def table(rows: Iterable[Mapping[str, Any]], columns: list[tuple[str, str]]) -> str:
-    """Plain aligned columns in kubectl's style (upper-case headers, two spaces apart)."""
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
 
-    def cell(value: Any) -> str:
-        if value is None:
-            return "-"
-        if isinstance(value, float):
-            return f"{value:.3f}"
-        return str(value)
 
-    body = [[cell(row.get(key)) for key, _ in columns] for row in rows]
+def table_lines(
+    rows: Iterable[Mapping[str, Any]],
+    columns: list[tuple[str, str]],
+    widths: list[int] | None = None,
+) -> tuple[list[str], list[int]]:
+    """The header and rows as kubectl aligns them (upper-case headers, two spaces apart), and the
+    widths used. Given `widths` (a watch's later rows), a column is never narrower than before,
+    so rows printed one at a time stay under the header they were first printed with."""
+    body = [[_cell(row.get(key)) for key, _ in columns] for row in rows]
     header = [title for _, title in columns]
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(columns))]
+    used = [max(len(r[i]) for r in [header, *body]) for i in range(len(columns))]
+    if widths is not None:
+        used = [max(a, b) for a, b in zip(used, widths, strict=True)]
     lines = [
-        "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+        "  ".join(v.ljust(w) for v, w in zip(r, used, strict=True)).rstrip()
         for r in [header, *body]
     ]
-    return "\n".join(lines)
+    return lines, used
+
+
+def table(rows: Iterable[Mapping[str, Any]], columns: list[tuple[str, str]]) -> str:
+    """Plain aligned columns in kubectl's style (upper-case headers, two spaces apart)."""
+    return "\n".join(table_lines(rows, columns)[0])
 
 
 def human_age(seconds: float) -> str:

@@ -22,7 +22,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kafka_rebalance import cgp_errors, cgp_report, completion
@@ -92,6 +92,12 @@ def build_parser(prog: str = "kubectl cgp") -> argparse.ArgumentParser:
     )
     status.add_argument("name", nargs="?", help="one policy (default: all of the namespace)")
     status.add_argument("-A", "--all-namespaces", action="store_true")
+    status.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the list, print a row per change until interrupted (Ctrl-C)",
+    )
     status.add_argument(
         "-l", "--selector", help="only policies whose labels match (kubectl's syntax: k=v,k!=v)"
     )
@@ -194,6 +200,55 @@ class Cluster:
             name,
         )
 
+    def watch_policies(
+        self, namespace: str | None, selector: str | None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """("ADDED", policy) for the current list, then (type, policy) for every change,
+        for ever. The watch resumes from the last resourceVersion it saw when the API server ends
+        it (it does, every few minutes) and lists again when that version has expired (410)."""
+        from kubernetes import watch
+        from kubernetes.client.rest import ApiException
+        from urllib3.exceptions import HTTPError
+
+        request = Request("watch", namespace)
+        options: dict[str, Any] = {"label_selector": selector} if selector else {}
+        if namespace is None:
+            fn, args = self.custom.list_cluster_custom_object, (GROUP, VERSION, PLURAL)
+        else:
+            fn, args = (
+                self.custom.list_namespaced_custom_object,
+                (GROUP, VERSION, namespace, PLURAL),
+            )
+        while True:
+            listed = self._call(Request("list", namespace), fn, *args, **options)
+            items = sorted(
+                listed.get("items") or [],
+                key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]),
+            )
+            for policy in items:
+                yield "ADDED", policy
+            version = (listed.get("metadata") or {}).get("resourceVersion")
+            try:
+                while True:
+                    stream = watch.Watch().stream(fn, *args, resource_version=version, **options)
+                    for event in stream:
+                        policy = event["object"]
+                        if event["type"] == "ERROR":
+                            raise ApiException(status=policy.get("code"), reason="watch")
+                        if event["type"] == "BOOKMARK":
+                            continue
+                        version = policy["metadata"].get("resourceVersion", version)
+                        yield event["type"], policy
+            except ApiException as error:
+                if error.status != 410:  # 410 Gone: too old a version; list again
+                    raise CommandError(
+                        cgp_errors.api_error(
+                            error.status or 0, error.reason or "", error.body, request
+                        )
+                    ) from None
+            except (HTTPError, OSError) as error:
+                raise CommandError(cgp_errors.unreachable(self.server, error)) from None
+
     def applied_assignment(self, namespace: str, name: str) -> dict[str, dict[str, list[int]]]:
         """What the policy's ConfigMaps say each member owns (the operator's own reader)."""
         from kafka_rebalance_operator import assignment_doc, names
@@ -230,6 +285,8 @@ def cmd_status(cluster: Cluster, args: argparse.Namespace) -> int:
             raise CommandError("a policy NAME excludes -A and -l")
         return _status_of_one(cluster, args)
     namespace = None if args.all_namespaces else (args.namespace or cluster.default_namespace)
+    if args.watch:
+        return _watch(cluster, namespace, args)
     policies = cluster.policies(namespace, args.selector)
     policies.sort(key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
     rows = [cgp_report.status_row(p) for p in policies]
@@ -243,6 +300,31 @@ def cmd_status(cluster: Cluster, args: argparse.Namespace) -> int:
         return 0
     columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
     print(cgp_report.table(rows, columns))
+    return 0
+
+
+def _watch(cluster: Cluster, namespace: str | None, args: argparse.Namespace) -> int:
+    """`-w`: the current rows, then one per change the API's watch reports, until Ctrl-C (exit
+    0, like kubectl). Rows keep the first rows' column widths, widening only when they must."""
+    columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
+    widths: list[int] | None = None
+    try:
+        for _, policy in cluster.watch_policies(namespace, args.selector):
+            row = cgp_report.status_row(policy)
+            if args.output == "name":
+                print(f"{RESOURCE}/{row['name']}", flush=True)
+            elif args.output == "json":
+                print(json.dumps(row), flush=True)
+            elif args.output == "yaml":
+                import yaml
+
+                print("---\n" + yaml.safe_dump(row, sort_keys=False), end="", flush=True)
+            else:
+                lines, later = cgp_report.table_lines([_with_age(row, policy)], columns, widths)
+                print("\n".join(lines if widths is None else lines[1:]), flush=True)
+                widths = later
+    except KeyboardInterrupt:
+        return 0
     return 0
 
 

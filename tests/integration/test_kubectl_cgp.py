@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -452,3 +453,42 @@ def test_approve_wait_times_out_in_one_line(k8s: Any, namespace: str) -> None:
         "Ready=True AwaitingApproval)"
     )
     assert _read_policy(k8s, namespace, "orders")["spec"]["approvedPlan"] == proposal_hash
+
+
+def test_get_watch_prints_a_row_per_change_until_interrupted(k8s: Any, namespace: str) -> None:
+    create_policy(k8s, namespace, "first")
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(k8s.kubeconfig),
+    }
+    # kubectl execs the plugin, so this process is kubectl-cgp itself and gets the SIGINT.
+    watcher = subprocess.Popen(
+        [str(k8s.tools.kubectl), "cgp", "get", "-w", "-n", namespace],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # A row that never comes must fail the test, not hang it: interrupt the watcher then.
+    guard = threading.Timer(120, watcher.send_signal, args=(signal.SIGINT,))
+    guard.start()
+    try:
+        assert watcher.stdout is not None
+        header, first = watcher.stdout.readline(), watcher.stdout.readline()
+        assert header.split()[:2] == ["NAMESPACE", "NAME"] and first.split()[1] == "first"
+        create_policy(k8s, namespace, "later")
+        added = watcher.stdout.readline()
+        assert added.split()[1] == "later" and "Unknown" in added.split()
+        write_status(k8s, namespace, "later", {"epoch": 9, "totalLag": 77})
+        changed = watcher.stdout.readline()
+        assert changed.split()[1] == "later" and {"77", "9"} <= set(changed.split())
+        # Kept under the header the first rows set (the same widths; wider only when it must).
+        assert changed.index(" later ") == header.index(" NAME ")
+        assert changed.rstrip().rindex(" ") + 1 == header.index("AGE")
+    finally:
+        guard.cancel()
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0, err
+    assert "Traceback" not in err
