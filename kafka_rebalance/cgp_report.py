@@ -17,6 +17,8 @@ from kafka_rebalance_assignors import parse_request
 from kafka_rebalance_assignors.context import prepare
 from kafka_rebalance_assignors.planner import compute_moves
 
+from kafka_rebalance.tables import grid
+
 Assignment = dict[str, dict[str, list[int]]]
 
 # Labels and annotations a GitOps controller puts on what it applies (Argo CD's annotation
@@ -192,15 +194,7 @@ def table_lines(
     widths used. Given `widths` (a watch's later rows), a column is never narrower than before,
     so rows printed one at a time stay under the header they were first printed with."""
     body = [[_cell(row.get(key)) for key, _ in columns] for row in rows]
-    header = [title for _, title in columns]
-    used = [max(len(r[i]) for r in [header, *body]) for i in range(len(columns))]
-    if widths is not None:
-        used = [max(a, b) for a, b in zip(used, widths, strict=True)]
-    lines = [
-        "  ".join(v.ljust(w) for v, w in zip(r, used, strict=True)).rstrip()
-        for r in [header, *body]
-    ]
-    return lines, used
+    return grid([title for _, title in columns], body, widths=widths)
 
 
 def table(rows: Iterable[Mapping[str, Any]], columns: list[tuple[str, str]]) -> str:
