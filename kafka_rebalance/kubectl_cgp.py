@@ -5,13 +5,16 @@ Installed as the console script `kubectl-cgp`, which kubectl finds on $PATH as a
 the same $KUBECONFIG / ~/.kube/config (or `--kubeconfig`, `--context`) through the official
 Kubernetes client, which comes with the `watch` or `operator` extra.
 
-- `status [NAME]`: every policy (or one) with lag, imbalance, epoch and, when not Ready, the
-  reason; `-o table|wide|json|yaml|name`. One policy in table form also lists its conditions.
+- `status [NAME]` (or `get`): every policy (or one) with lag, imbalance, epoch, age and, when
+  not Ready, the reason; `-o table|wide|json|yaml|name`, `-l` selector, `-A`, `-w` watch. One
+  policy in table form also lists its conditions.
 - `plan NAME`: the waiting proposal as moves from the applied ConfigMaps, computed by the
   planner's own move function.
 - `approve NAME`: sets spec.approvedPlan to the waiting proposal's hash (a merge patch with field
   manager `kubectl-cgp`); for an object a GitOps tool manages it also prints the change to commit,
   since the next sync would otherwise put Git's value back.
+  `--wait` then polls until status.appliedPlan is the hash (or `--timeout` passes: exit 1).
+- Every failure is one line (`cgp_errors`) and exit 1; never a traceback.
 - `version`: the plugin's version; `completion SHELL`: a completion script (shtab);
   `kubectl_complete-cgp` (complete_main): the candidates kubectl's own completion asks for.
 """
@@ -212,6 +215,8 @@ class Cluster:
 
         request = Request("watch", namespace)
         options: dict[str, Any] = {"label_selector": selector} if selector else {}
+        fn: Any
+        args: tuple[str, ...]
         if namespace is None:
             fn, args = self.custom.list_cluster_custom_object, (GROUP, VERSION, PLURAL)
         else:
