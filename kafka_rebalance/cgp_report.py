@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from kafka_rebalance_assignors import parse_request
 from kafka_rebalance_assignors.context import prepare
 from kafka_rebalance_assignors.planner import compute_moves
+
+from kafka_rebalance.tables import grid
 
 Assignment = dict[str, dict[str, list[int]]]
 
@@ -174,21 +177,69 @@ def streams_members(policy: Mapping[str, Any]) -> tuple[list[dict[str, Any]], in
     return members, tasks if isinstance(tasks, int) else None
 
 
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def table_lines(
+    rows: Iterable[Mapping[str, Any]],
+    columns: list[tuple[str, str]],
+    widths: list[int] | None = None,
+) -> tuple[list[str], list[int]]:
+    """The header and rows as kubectl aligns them (upper-case headers, two spaces apart), and the
+    widths used. Given `widths` (a watch's later rows), a column is never narrower than before,
+    so rows printed one at a time stay under the header they were first printed with."""
+    body = [[_cell(row.get(key)) for key, _ in columns] for row in rows]
+    return grid([title for _, title in columns], body, widths=widths)
+
+
 def table(rows: Iterable[Mapping[str, Any]], columns: list[tuple[str, str]]) -> str:
     """Plain aligned columns in kubectl's style (upper-case headers, two spaces apart)."""
+    return "\n".join(table_lines(rows, columns)[0])
 
-    def cell(value: Any) -> str:
-        if value is None:
-            return "-"
-        if isinstance(value, float):
-            return f"{value:.3f}"
-        return str(value)
 
-    body = [[cell(row.get(key)) for key, _ in columns] for row in rows]
-    header = [title for _, title in columns]
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(columns))]
-    lines = [
-        "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *body]
-    ]
-    return "\n".join(lines)
+def human_age(seconds: float) -> str:
+    """A duration as kubectl prints ages: two units while the smaller one still matters (`5m30s`
+    under 10 minutes, `3h15m` under 8 hours, `2d4h` under 8 days, `1y20d` under 8 years), one
+    unit after that. A time slightly in the future (clock skew) is `0s`; far in the future,
+    `<invalid>`, as kubectl says."""
+    if int(seconds) < -1:  # truncated toward zero first, as kubectl does
+        return "<invalid>"
+    s = max(0, int(seconds))
+    m, h, d = s // 60, s // 3600, s // 86400
+    if s < 120:
+        return f"{s}s"
+    if m < 10:
+        return f"{m}m" if s % 60 == 0 else f"{m}m{s % 60}s"
+    if m < 180:
+        return f"{m}m"
+    if h < 8:
+        return f"{h}h" if m % 60 == 0 else f"{h}h{m % 60}m"
+    if h < 48:
+        return f"{h}h"
+    if h < 192:
+        return f"{d}d" if h % 24 == 0 else f"{d}d{h % 24}h"
+    if d < 730:
+        return f"{d}d"
+    y = d // 365
+    if y < 8:
+        return f"{y}y" if d % 365 == 0 else f"{y}y{d % 365}d"
+    return f"{y}y"
+
+
+def age(timestamp: Any, now: datetime | None = None) -> str:
+    """The age of an RFC 3339 timestamp as the API server writes them; `-` when absent or
+    unreadable (a table cell must never fail the whole listing)."""
+    if not isinstance(timestamp, str) or not timestamp:
+        return "-"
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "-"
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    return human_age(((now or datetime.now(UTC)) - then).total_seconds())

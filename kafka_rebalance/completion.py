@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-SHELLS = ("bash", "zsh", "tcsh")
+SHELLS = ("bash", "zsh", "fish", "tcsh")
 
 
 def script(parser: argparse.ArgumentParser, shell: str) -> str:
@@ -23,12 +23,13 @@ def add_subcommand(subparsers: argparse._SubParsersAction, command: str) -> argp
     """A `completion SHELL` subcommand of `command`; the caller sets its handler."""
     parser = subparsers.add_parser(
         "completion",
-        help="print a shell completion script (bash, zsh, tcsh)",
+        help="print a shell completion script (bash, zsh, fish, tcsh)",
         description=(
             f"Print the completion script of {command} for SHELL. bash: "
             f"`source <({command} completion bash)`, or save it in "
             "~/.local/share/bash-completion/completions/; zsh: save it as "
-            f"`_{command.replace(' ', '-')}` in a directory on $fpath."
+            f"`_{command.replace(' ', '-')}` in a directory on $fpath; fish: save it as "
+            f"~/.config/fish/completions/{command.replace(' ', '-')}.fish."
         ),
     )
     parser.add_argument("shell", choices=SHELLS)

@@ -5,13 +5,16 @@ Installed as the console script `kubectl-cgp`, which kubectl finds on $PATH as a
 the same $KUBECONFIG / ~/.kube/config (or `--kubeconfig`, `--context`) through the official
 Kubernetes client, which comes with the `watch` or `operator` extra.
 
-- `status [NAME]`: every policy (or one) with lag, imbalance, epoch and, when not Ready, the
-  reason; `-o table|wide|json|yaml|name`. One policy in table form also lists its conditions.
+- `status [NAME]` (or `get`): every policy (or one) with lag, imbalance, epoch, age and, when
+  not Ready, the reason; `-o table|wide|json|yaml|name`, `-l` selector, `-A`, `-w` watch. One
+  policy in table form also lists its conditions.
 - `plan NAME`: the waiting proposal as moves from the applied ConfigMaps, computed by the
   planner's own move function.
 - `approve NAME`: sets spec.approvedPlan to the waiting proposal's hash (a merge patch with field
   manager `kubectl-cgp`); for an object a GitOps tool manages it also prints the change to commit,
   since the next sync would otherwise put Git's value back.
+  `--wait` then polls until status.appliedPlan is the hash (or `--timeout` passes: exit 1).
+- Every failure is one line (`cgp_errors`) and exit 1; never a traceback.
 - `version`: the plugin's version; `completion SHELL`: a completion script (shtab);
   `kubectl_complete-cgp` (complete_main): the candidates kubectl's own completion asks for.
 """
@@ -19,13 +22,14 @@ Kubernetes client, which comes with the `watch` or `operator` extra.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from kafka_rebalance import cgp_report, completion
+from kafka_rebalance import cgp_errors, cgp_report, completion
+from kafka_rebalance.cgp_errors import Request
 from kafka_rebalance.version import version
 
 GROUP, VERSION, PLURAL = "kafka-rebalance.io", "v1alpha1", "consumergrouppolicies"
@@ -45,6 +49,7 @@ STATUS_COLUMNS = [
     ("ready", "READY"),
     ("reason", "REASON"),
     ("proposal", "PROPOSAL"),
+    ("age", "AGE"),
 ]
 MOVE_COLUMNS = [("topic", "TOPIC"), ("partition", "PARTITION"), ("from", "FROM"), ("to", "TO")]
 ASSIGNMENT_COLUMNS = [("member", "MEMBER"), ("topic", "TOPIC"), ("partitions", "PARTITIONS")]
@@ -52,7 +57,7 @@ CONDITION_COLUMNS = [
     ("type", "TYPE"),
     ("status", "STATUS"),
     ("reason", "REASON"),
-    ("lastTransitionTime", "SINCE"),
+    ("since", "SINCE"),
     ("message", "MESSAGE"),
 ]
 RESOURCE = f"{PLURAL[:-3]}y.{GROUP}"  # consumergrouppolicy.kafka-rebalance.io, as `kubectl -o name`
@@ -84,11 +89,21 @@ def build_parser(prog: str = "kubectl cgp") -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     status = commands.add_parser(
         "status",
+        aliases=["get"],
         help="every policy (or NAME): lag, imbalance, epoch, reason",
         parents=[common],
     )
     status.add_argument("name", nargs="?", help="one policy (default: all of the namespace)")
     status.add_argument("-A", "--all-namespaces", action="store_true")
+    status.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the list, print a row per change until interrupted (Ctrl-C)",
+    )
+    status.add_argument(
+        "-l", "--selector", help="only policies whose labels match (kubectl's syntax: k=v,k!=v)"
+    )
     status.add_argument(
         "-o", "--output", choices=("table", "wide", "json", "yaml", "name"), default="table"
     )
@@ -103,6 +118,17 @@ def build_parser(prog: str = "kubectl cgp") -> argparse.ArgumentParser:
     approve.add_argument("name")
     approve.add_argument(
         "--expect", metavar="HASH", help="approve only if the waiting proposal still has HASH"
+    )
+    approve.add_argument(
+        "--wait",
+        action="store_true",
+        help="then wait until the operator has applied the plan (status.appliedPlan)",
+    )
+    approve.add_argument(
+        "--timeout",
+        default="2m",
+        metavar="DURATION",
+        help="how long --wait waits (e.g. 30s, 2m, 1m30s; default 2m); exit 1 when it passes",
     )
     commands.add_parser("version", help="print the plugin's version")
     completion.add_subcommand(commands, "kubectl cgp")
@@ -124,39 +150,116 @@ class Cluster:
         except (config.ConfigException, OSError, StopIteration) as error:
             raise CommandError(f"kubeconfig: {error}") from None
         self.default_namespace = (active.get("context") or {}).get("namespace") or "default"
+        self.server = str(self.api.configuration.host)
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
 
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """`fn(...)`, every failure a one-line CommandError naming `request` (no traceback)."""
         from kubernetes.client.rest import ApiException
+        from urllib3.exceptions import HTTPError
 
         try:
             return fn(*args, **kwargs)
         except ApiException as error:
-            detail = error.reason
-            with contextlib.suppress(TypeError, ValueError):
-                detail = json.loads(error.body).get("message") or detail
-            raise CommandError(f"HTTP {error.status}: {detail}") from None
+            line = cgp_errors.api_error(error.status or 0, error.reason or "", error.body, request)
+            raise CommandError(line) from None
+        except (HTTPError, OSError) as error:
+            raise CommandError(cgp_errors.unreachable(self.server, error)) from None
 
-    def policies(self, namespace: str | None) -> list[dict[str, Any]]:
+    def policies(self, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
+        """Every policy of `namespace` (None: of all) whose labels match `selector`; the API
+        server filters, so a selector it cannot parse is its one-line 400."""
+        options = {"label_selector": selector} if selector else {}
         if namespace is None:
-            result = self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
+            result = self._call(
+                Request("list", None),
+                self.custom.list_cluster_custom_object,
+                GROUP,
+                VERSION,
+                PLURAL,
+                **options,
+            )
         else:
             result = self._call(
-                self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL
+                Request("list", namespace),
+                self.custom.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                **options,
             )
         return list(result.get("items") or [])
 
     def policy(self, namespace: str, name: str) -> dict[str, Any]:
         return self._call(
-            self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
+            Request("get", namespace, name),
+            self.custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
         )
+
+    def watch_policies(
+        self, namespace: str | None, selector: str | None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """("ADDED", policy) for the current list, then (type, policy) for every change,
+        for ever. The watch resumes from the last resourceVersion it saw when the API server ends
+        it (it does, every few minutes) and lists again when that version has expired (410)."""
+        from kubernetes import watch
+        from kubernetes.client.rest import ApiException
+        from urllib3.exceptions import HTTPError
+
+        request = Request("watch", namespace)
+        options: dict[str, Any] = {"label_selector": selector} if selector else {}
+        fn: Any
+        args: tuple[str, ...]
+        if namespace is None:
+            fn, args = self.custom.list_cluster_custom_object, (GROUP, VERSION, PLURAL)
+        else:
+            fn, args = (
+                self.custom.list_namespaced_custom_object,
+                (GROUP, VERSION, namespace, PLURAL),
+            )
+        while True:
+            listed = self._call(Request("list", namespace), fn, *args, **options)
+            items = sorted(
+                listed.get("items") or [],
+                key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]),
+            )
+            for policy in items:
+                yield "ADDED", policy
+            version = (listed.get("metadata") or {}).get("resourceVersion")
+            try:
+                while True:
+                    stream = watch.Watch().stream(fn, *args, resource_version=version, **options)
+                    for event in stream:
+                        policy = event["object"]
+                        if event["type"] == "ERROR":
+                            raise ApiException(status=policy.get("code"), reason="watch")
+                        if event["type"] == "BOOKMARK":
+                            continue
+                        version = policy["metadata"].get("resourceVersion", version)
+                        yield event["type"], policy
+            except ApiException as error:
+                if error.status != 410:  # 410 Gone: too old a version; list again
+                    raise CommandError(
+                        cgp_errors.api_error(
+                            error.status or 0, error.reason or "", error.body, request
+                        )
+                    ) from None
+            except (HTTPError, OSError) as error:
+                raise CommandError(cgp_errors.unreachable(self.server, error)) from None
 
     def applied_assignment(self, namespace: str, name: str) -> dict[str, dict[str, list[int]]]:
         """What the policy's ConfigMaps say each member owns (the operator's own reader)."""
         from kafka_rebalance_operator import assignment_doc, names
 
         response = self._call(
+            Request("list", namespace, resource="configmaps"),
             self.core.list_namespaced_config_map,
             namespace,
             label_selector=f"{names.LABEL_POLICY}={names.label_value(name)},"
@@ -169,6 +272,7 @@ class Cluster:
 
     def approve(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self._call(
+            Request("patch", namespace, name),
             self.custom.patch_namespaced_custom_object,
             GROUP,
             VERSION,
@@ -182,21 +286,50 @@ class Cluster:
 
 def cmd_status(cluster: Cluster, args: argparse.Namespace) -> int:
     if args.name is not None:
-        if args.all_namespaces:
-            raise CommandError("a policy NAME and -A exclude each other")
+        if args.all_namespaces or args.selector:
+            raise CommandError("a policy NAME excludes -A and -l")
         return _status_of_one(cluster, args)
     namespace = None if args.all_namespaces else (args.namespace or cluster.default_namespace)
-    rows = [cgp_report.status_row(p) for p in cluster.policies(namespace)]
-    rows.sort(key=lambda r: (r["namespace"], r["name"]))
+    if args.watch:
+        return _watch(cluster, namespace, args)
+    policies = cluster.policies(namespace, args.selector)
+    policies.sort(key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
+    rows = [cgp_report.status_row(p) for p in policies]
     if args.output in ("json", "yaml", "name"):
         _print_structured(rows, args.output)
         return 0
+    rows = [_with_age(row, p) for row, p in zip(rows, policies, strict=True)]
     if not rows:
         where = "any namespace" if namespace is None else f"namespace {namespace}"
         print(f"No ConsumerGroupPolicies found in {where}.", file=sys.stderr)
         return 0
     columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
     print(cgp_report.table(rows, columns))
+    return 0
+
+
+def _watch(cluster: Cluster, namespace: str | None, args: argparse.Namespace) -> int:
+    """`-w`: the current rows, then one per change the API's watch reports, until Ctrl-C (exit
+    0, like kubectl). Rows keep the first rows' column widths, widening only when they must."""
+    columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
+    widths: list[int] | None = None
+    try:
+        for _, policy in cluster.watch_policies(namespace, args.selector):
+            row = cgp_report.status_row(policy)
+            if args.output == "name":
+                print(f"{RESOURCE}/{row['name']}", flush=True)
+            elif args.output == "json":
+                print(json.dumps(row), flush=True)
+            elif args.output == "yaml":
+                import yaml
+
+                print("---\n" + yaml.safe_dump(row, sort_keys=False), end="", flush=True)
+            else:
+                lines, later = cgp_report.table_lines([_with_age(row, policy)], columns, widths)
+                print("\n".join(lines if widths is None else lines[1:]), flush=True)
+                widths = later
+    except KeyboardInterrupt:
+        return 0
     return 0
 
 
@@ -212,16 +345,22 @@ def _status_of_one(cluster: Cluster, args: argparse.Namespace) -> int:
         _print_structured(row | {"conditions": found} | extra, args.output)
         return 0
     columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
-    print(cgp_report.table([row], columns))
+    print(cgp_report.table([_with_age(row, policy)], columns))
     if found:
         print()
-        print(cgp_report.table(found, CONDITION_COLUMNS))
+        since = [c | {"since": cgp_report.age(c.get("lastTransitionTime"))} for c in found]
+        print(cgp_report.table(since, CONDITION_COLUMNS))
     if tasks is not None:  # a streams group: its tasks per member
         print()
         print(f"{tasks} tasks")
         if members:
             print(cgp_report.table(members, cgp_report.STREAMS_MEMBER_COLUMNS))
     return 0
+
+
+def _with_age(row: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+    """A table row with kubectl's AGE; json/yaml keep the rows without it (no clock in them)."""
+    return row | {"age": cgp_report.age((policy.get("metadata") or {}).get("creationTimestamp"))}
 
 
 def _print_structured(data: dict[str, Any] | list[dict[str, Any]], output: str) -> None:
@@ -250,7 +389,8 @@ def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     print(
         f"Proposal {hash_} for {namespace}/{args.name}: epoch {proposal.get('epoch', '?')}, "
         f"{len(moves)} partitions move, imbalance {_ratio(proposal.get('before'))} -> "
-        f"{_ratio(proposal.get('after'))}, computed {proposal.get('generatedAt', '?')}"
+        f"{_ratio(proposal.get('after'))}, computed {cgp_report.age(proposal.get('generatedAt'))} "
+        "ago"
     )
     if moves:
         print(cgp_report.table(moves, MOVE_COLUMNS))
@@ -271,6 +411,8 @@ def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
 
 def cmd_approve(cluster: Cluster, args: argparse.Namespace) -> int:
     namespace = args.namespace or cluster.default_namespace
+    if args.wait:
+        _timeout(args.timeout)  # refused before anything is approved
     policy = cluster.policy(namespace, args.name)
     hash_ = str(((policy.get("status") or {}).get("proposal") or {}).get("hash") or "")
     if not hash_:
@@ -294,14 +436,54 @@ def cmd_approve(cluster: Cluster, args: argparse.Namespace) -> int:
             "manifest:"
         )
         print(f"spec:\n  approvedPlan: {json.dumps(hash_)}")
+    if args.wait:  # after the Git patch, which matters even when the wait runs out
+        _wait_until_applied(cluster, namespace, args.name, hash_, args.timeout)
     return 0
+
+
+WAIT_POLL_SECONDS = 1.0
+
+
+def _timeout(text: str) -> float:
+    from kafka_rebalance_operator.durations import DurationError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except DurationError as error:
+        raise CommandError(f"--timeout: {error}") from None
+
+
+def _wait_until_applied(
+    cluster: Cluster, namespace: str, name: str, hash_: str, timeout_text: str
+) -> None:
+    """Poll the policy until status.appliedPlan is `hash_` (the operator writes it after the
+    ConfigMaps, or the brokers' plan, carry the plan), or fail in one line when `timeout_text`
+    has passed. A GET per second costs the API server less than a watch's connection for the
+    minute or two this lasts, and survives the API server closing watches."""
+    deadline = time.monotonic() + _timeout(timeout_text)
+    while True:
+        status = cluster.policy(namespace, name).get("status") or {}
+        if status.get("appliedPlan") == hash_:
+            print(f"{namespace}/{name}: plan {hash_} applied (epoch {status.get('epoch', '?')})")
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            ready = cgp_report.ready_condition({"status": status})
+            why = (
+                f"; Ready={ready.get('status')} {ready.get('reason', '')}".rstrip() if ready else ""
+            )
+            raise CommandError(
+                f"policy {namespace}/{name}: plan {hash_} not applied within {timeout_text} "
+                f"(status.appliedPlan is {status.get('appliedPlan') or 'empty'}{why})"
+            )
+        time.sleep(min(WAIT_POLL_SECONDS, remaining))
 
 
 def _ratio(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, int | float) else "?"
 
 
-COMMANDS = {"status": cmd_status, "plan": cmd_plan, "approve": cmd_approve}
+COMMANDS = {"status": cmd_status, "get": cmd_status, "plan": cmd_plan, "approve": cmd_approve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

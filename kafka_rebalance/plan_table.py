@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kafka_rebalance.tables import grid
+
 MAX_MOVES_SHOWN = 50
 _KEY_STATS = (
     "strategy",
@@ -39,15 +41,7 @@ def _number(value: Any) -> str:
 
 
 def _grid(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    widths = [max(len(header[c]), *(len(row[c]) for row in rows)) for c in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            cell.rjust(widths[c]) if c in right else cell.ljust(widths[c])
-            for c, cell in enumerate(cells)
-        ).rstrip()
-
-    return [line(header), line(["-" * w for w in widths]), *(line(row) for row in rows)]
+    return grid(header, rows, right=right, rule=True)[0]
 
 
 def render_table(plan_result: dict[str, Any]) -> str:

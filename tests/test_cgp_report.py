@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -90,3 +91,39 @@ def test_a_streams_policy_shows_its_tasks_per_member_and_others_show_none() -> N
     assert shown[0].split() == ["MEMBER", "CLIENT", "TASKS", "LAG", "ACTIVE", "STANDBY"]
     assert shown[1].split() == ["m-0", "app-0", "3", "12", "0:0-2", "-"]
     assert cgp_report.streams_members({"status": {"epoch": 1}}) == ([], None)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (-5, "<invalid>"),
+        (-1.5, "0s"),
+        (0, "0s"),
+        (119, "119s"),
+        (120, "2m"),
+        (330, "5m30s"),
+        (600, "10m"),
+        (179 * 60 + 59, "179m"),
+        (3 * 3600, "3h"),
+        (3 * 3600 + 15 * 60, "3h15m"),
+        (8 * 3600, "8h"),
+        (47 * 3600, "47h"),
+        (2 * 86400, "2d"),
+        (2 * 86400 + 4 * 3600, "2d4h"),
+        (8 * 86400, "8d"),
+        (729 * 86400, "729d"),
+        (730 * 86400, "2y"),
+        (365 * 86400 * 3 + 20 * 86400, "3y20d"),
+        (365 * 86400 * 9, "9y"),
+    ],
+)
+def test_human_age_reads_like_kubectl(seconds: float, shown: str) -> None:
+    assert cgp_report.human_age(seconds) == shown
+
+
+def test_age_of_api_timestamps() -> None:
+    now = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
+    assert cgp_report.age("2026-01-01T00:55:00Z", now) == "5m"
+    assert cgp_report.age("2025-12-30T01:00:00+00:00", now) == "2d"
+    assert cgp_report.age(None, now) == "-"
+    assert cgp_report.age("yesterday", now) == "-"

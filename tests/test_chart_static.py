@@ -265,6 +265,18 @@ def _of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [d for d in docs if d["kind"] == kind]
 
 
+AGGREGATE_LABEL = "rbac.authorization.k8s.io/aggregate-to-"
+
+
+def _aggregated(role: dict[str, Any]) -> bool:
+    """A ClusterRole made to fold into the built-in view/edit/admin roles, not the operator's."""
+    return any(k.startswith(AGGREGATE_LABEL) for k in role["metadata"].get("labels", {}))
+
+
+def _operator_cluster_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in _of_kind(docs, "ClusterRole") if not _aggregated(r)]
+
+
 def _rules(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
     granted: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
@@ -282,7 +294,7 @@ def test_helm_lint_strict_is_clean(helm: Path) -> None:
 
 def test_default_render_watches_the_release_namespace_only(helm: Path) -> None:
     docs = _render(helm)
-    kinds = sorted(d["kind"] for d in docs)
+    kinds = sorted(d["kind"] for d in docs if not (d["kind"] == "ClusterRole" and _aggregated(d)))
     assert kinds == ["Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
     (role,) = _of_kind(docs, "Role")
     assert role["metadata"]["namespace"] == "ops"
@@ -350,7 +362,7 @@ def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> N
         "team-a",
         "team-b",
     ]
-    assert not _of_kind(docs, "ClusterRole") and not _of_kind(docs, "ClusterRoleBinding")
+    assert not _operator_cluster_roles(docs) and not _of_kind(docs, "ClusterRoleBinding")
     (deployment,) = _of_kind(docs, "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == [
@@ -377,7 +389,7 @@ def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> N
 def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
     docs = _render(helm, "watchAllNamespaces=true")
     assert not _of_kind(docs, "Role") and not _of_kind(docs, "RoleBinding")
-    (role,) = _of_kind(docs, "ClusterRole")
+    (role,) = _operator_cluster_roles(docs)
     assert _rules(role) == OPERATOR_RULES
     (binding,) = _of_kind(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {
@@ -441,7 +453,7 @@ def test_peering_adds_its_objects_rbac_and_flag(helm: Path) -> None:
     assert [d["metadata"]["name"] for d in _of_kind(cluster, "ClusterKopfPeering")] == [
         "kafka-rebalance-operator"
     ]
-    (cluster_role,) = _of_kind(cluster, "ClusterRole")
+    (cluster_role,) = _operator_cluster_roles(cluster)
     assert ("kopf.dev", "clusterkopfpeerings") in _rules(cluster_role)
 
 
@@ -832,3 +844,35 @@ def test_rendered_chart_is_kubeconform_strict_clean(helm: Path, sets: list[str])
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Valid: {count}, Invalid: 0, Errors: 0, Skipped: 0" in result.stdout, result.stdout
+
+
+POLICIES = ("kafka-rebalance.io", "consumergrouppolicies")
+POLICY_STATUS = ("kafka-rebalance.io", "consumergrouppolicies/status")
+
+
+def test_aggregated_roles_extend_view_edit_and_admin_with_policies(helm: Path) -> None:
+    """view reads, edit also writes (approve is a patch of spec), admin also deletes in bulk;
+    nobody but the operator gets to write status, and the roles are bound to no one."""
+    docs = _render(helm)
+    roles = {
+        key[len(AGGREGATE_LABEL) :]: r
+        for r in _of_kind(docs, "ClusterRole")
+        for key, value in r["metadata"]["labels"].items()
+        if key.startswith(AGGREGATE_LABEL) and value == "true"
+    }
+    read = {"get", "list", "watch"}
+    write = read | {"create", "update", "patch", "delete"}
+    assert {name: _rules(role) for name, role in roles.items()} == {
+        "view": {POLICIES: read, POLICY_STATUS: read},
+        "edit": {POLICIES: write, POLICY_STATUS: read},
+        "admin": {POLICIES: write | {"deletecollection"}, POLICY_STATUS: read},
+    }
+    bound = {b["roleRef"]["name"] for b in _of_kind(docs, "ClusterRoleBinding")}
+    bound |= {b["roleRef"]["name"] for b in _of_kind(docs, "RoleBinding")}
+    assert not bound & {r["metadata"]["name"] for r in roles.values()}
+
+
+def test_aggregated_roles_can_be_turned_off(helm: Path) -> None:
+    docs = _render(helm, "rbac.aggregateToDefaultRoles=false")
+    assert not [r for r in _of_kind(docs, "ClusterRole") if _aggregated(r)]
+    assert _of_kind(docs, "Role"), "the operator's own Role does not depend on the value"

@@ -1,8 +1,12 @@
 """The `kafka-rebalance` command as a user first meets it: `--help` lists every subcommand."""
 
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from kafka_rebalance.cli import SUBCOMMANDS
 
@@ -68,10 +72,34 @@ def test_bash_completion_completes_subcommands_and_choices() -> None:
     assert zsh.returncode == 0 and zsh.stdout.startswith("#compdef kafka-rebalance")
 
 
+def test_fish_completion_completes_subcommands_and_choices(tmp_path: Path) -> None:
+    """The generated fish script, loaded into the real fish, answers `complete -C`."""
+    fish = shutil.which("fish")
+    if fish is None:
+        pytest.skip("fish is not installed (apt-get install fish)")
+    cgp = _run("kafka_rebalance.kubectl_cgp", "completion", "fish")
+    assert cgp.returncode == 0, cgp.stderr
+    script = tmp_path / "kubectl-cgp.fish"
+    script.write_text(cgp.stdout)
+
+    def complete(line: str) -> list[str]:
+        result = subprocess.run(
+            [fish, "--no-config", "-c", f"source {script}; complete -C {line!r}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        return [row.split("\t")[0] for row in result.stdout.splitlines()]
+
+    assert complete("kubectl-cgp st") == ["status"]
+    assert complete("kubectl-cgp status -o ") == ["table", "wide", "json", "yaml", "name"]
+
+
 def test_an_unknown_shell_is_refused_in_one_line() -> None:
-    result = _run("kafka_rebalance.kubectl_cgp", "completion", "fish")
+    result = _run("kafka_rebalance.kubectl_cgp", "completion", "powershell")
     assert result.returncode == 2
-    assert "invalid choice: 'fish'" in result.stderr
+    assert "invalid choice: 'powershell'" in result.stderr
 
 
 def test_kubectl_completes_the_plugin_through_kubectl_complete_cgp() -> None:

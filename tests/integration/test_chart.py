@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -335,3 +336,74 @@ def test_rendered_manifests_pass_server_side_validation(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("(server dry run)") == len(kinds)
+
+
+def _token_config(k8s: Any, tmp_path: Path, namespace: str, account: str) -> Path:
+    """A kubeconfig with a real TokenRequest token of `account`: requests, not reviews."""
+    k8s.kubectl("-n", namespace, "create", "serviceaccount", account)
+    k8s.kubectl(
+        "-n", namespace, "create", "rolebinding", account, f"--clusterrole={account}",
+        f"--serviceaccount={namespace}:{account}",
+    )  # fmt: skip
+    token = k8s.kubectl("-n", namespace, "create", "token", account).stdout.strip()
+    return write_kubeconfig(
+        tmp_path / f"{account}.kubeconfig",
+        k8s.server,
+        k8s.ca,
+        user=_account(namespace, account),
+        token=token,
+    )
+
+
+def test_namespace_edit_and_view_users_get_policies_through_aggregation(
+    helm: Helm, k8s: Any, release: list, tmp_path: Path
+) -> None:
+    """Bound in one namespace to the built-in roles, `edit` (named for the service accounts
+    below) creates and approves a policy, `view` lists it and may not write it."""
+    home = _namespace(k8s, "kro")
+    app = _namespace(k8s, "app")
+    _install(helm, release, home, "replicaCount=0")
+    editor = _token_config(k8s, tmp_path, app, "edit")
+    viewer = _token_config(k8s, tmp_path, app, "view")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text((ROOT / "examples" / "policies" / "lag-aware.yaml").read_text())
+
+    # The controller-manager folds the chart's ClusterRoles into edit/view asynchronously.
+    deadline = time.monotonic() + 60
+    while True:
+        created = k8s.kubectl(
+            "-n", app, "create", "-f", str(policy), kubeconfig=editor, check=False
+        )
+        if created.returncode == 0 or time.monotonic() > deadline:
+            break
+        assert "forbidden" in created.stderr.lower(), created.stderr
+        time.sleep(0.5)
+    assert created.returncode == 0, created.stderr
+    approve = k8s.kubectl(
+        "-n", app, "patch", "cgp", "orders", "--type=merge",
+        "-p", '{"spec": {"approvedPlan": "0123456789abcdef0123"}}', kubeconfig=editor, check=False,
+    )  # fmt: skip
+    assert approve.returncode == 0, approve.stderr
+    assert k8s.kubectl("-n", app, "get", "cgp", "-o", "name", kubeconfig=viewer).stdout.split() == [
+        "consumergrouppolicy.kafka-rebalance.io/orders"
+    ]
+    refused = k8s.kubectl("-n", app, "delete", "cgp", "orders", kubeconfig=viewer, check=False)
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+    # Only where they are bound, and never the operator's status.
+    policies = "consumergrouppolicies.kafka-rebalance.io"
+    assert not _can_i(k8s, _account(app, "edit"), "list", policies, home)
+    # (`can-i VERB RESOURCE/NAME` names an object; the subresource needs its own flag.)
+    status = k8s.kubectl(
+        "auth", "can-i", "patch", policies, "--subresource=status",
+        f"--as={_account(app, 'edit')}", "-n", app, check=False,
+    )  # fmt: skip
+    assert status.stdout.strip() == "no", status.stdout + status.stderr
+
+    helm("uninstall", "kro", "--namespace", home, "--wait")
+    release.clear()
+    forgotten = k8s.kubectl("-n", app, "get", "cgp", kubeconfig=viewer, check=False)
+    deadline = time.monotonic() + 60
+    while forgotten.returncode == 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        forgotten = k8s.kubectl("-n", app, "get", "cgp", kubeconfig=viewer, check=False)
+    assert "forbidden" in forgotten.stderr.lower(), "uninstall takes the grants with it"

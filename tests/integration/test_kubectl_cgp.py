@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
 from kafka_rebalance_operator import assignment_doc, conditions, planning
 from kafka_rebalance_operator.conditions import Health
 
@@ -195,7 +201,7 @@ def test_status_lists_every_policy_with_the_reason_it_is_not_ready(
     lines = table.stdout.splitlines()
     assert lines[0].split() == [
         "NAMESPACE", "NAME", "GROUP", "MEMBERS", "LAG", "IMBALANCE", "EPOCH", "READY",
-        "REASON", "PROPOSAL",
+        "REASON", "PROPOSAL", "AGE",
     ]  # fmt: skip
     broken = next(line for line in lines if " broken " in line).split()
     assert broken[1:] == [
@@ -207,7 +213,9 @@ def test_status_lists_every_policy_with_the_reason_it_is_not_ready(
         "7",
         "False",
         "KafkaUnreachable",
+        broken[-1],
     ]
+    assert re.fullmatch(r"\d+s", broken[-1]), broken  # created seconds ago, as kubectl shows it
 
 
 def test_status_of_one_policy_and_the_yaml_and_name_outputs(k8s: Any, namespace: str) -> None:
@@ -336,3 +344,151 @@ def test_approve_sets_the_hash_and_prints_the_git_patch_for_gitops_objects(
         k8s.kubectl("-n", namespace, "get", f"{PLURAL}.{GROUP}", "synced", "-o", "json").stdout
     )
     assert stored["spec"]["approvedPlan"] == gitops_hash
+
+
+def _one_line_failure(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    return result.stderr.strip()
+
+
+def test_an_unreachable_api_server_is_one_line(k8s: Any, namespace: str, tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on once the probe closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = write_kubeconfig(
+        tmp_path / "down.kubeconfig", f"https://127.0.0.1:{port}", k8s.ca, user="u", token="t"
+    )
+    result = kubectl_cgp(k8s, namespace, "status", "--kubeconfig", str(config))
+    assert _one_line_failure(result) == (
+        f"kubectl cgp status: cannot reach the API server at https://127.0.0.1:{port}: "
+        "connection refused (is the cluster up?)"
+    )
+
+
+def test_forbidden_and_not_found_are_one_line(k8s: Any, namespace: str, tmp_path: Path) -> None:
+    """A real ServiceAccount with no grant: the API server's 403, then the plugin's line."""
+    k8s.kubectl("-n", namespace, "create", "serviceaccount", "nobody")
+    token = k8s.kubectl("-n", namespace, "create", "token", "nobody").stdout.strip()
+    account = f"system:serviceaccount:{namespace}:nobody"
+    config = write_kubeconfig(
+        tmp_path / "nobody.kubeconfig", k8s.server, k8s.ca, user=account, token=token
+    )
+    listed = kubectl_cgp(k8s, namespace, "status", "--kubeconfig", str(config))
+    assert _one_line_failure(listed).startswith(
+        f"kubectl cgp status: forbidden: {account} may not list "
+        f"consumergrouppolicies.kafka-rebalance.io in namespace {namespace} ("
+    )
+    approve = kubectl_cgp(k8s, namespace, "approve", "orders", "--kubeconfig", str(config))
+    assert f"may not get consumergrouppolicies.kafka-rebalance.io in namespace {namespace}" in (
+        _one_line_failure(approve)
+    )
+    missing = kubectl_cgp(k8s, namespace, "plan", "nope")
+    assert _one_line_failure(missing) == f"kubectl cgp plan: policy {namespace}/nope not found"
+
+
+def test_get_with_a_selector_and_all_namespaces(k8s: Any, namespace: str) -> None:
+    """`get` is `status`; `-l` is filtered by the API server, `-A` spans namespaces."""
+    other = f"cgp-{uuid.uuid4().hex[:6]}"
+    k8s.kubectl("create", "namespace", other)
+    create_policy(k8s, namespace, "blue", labels={"team": "blue"})
+    create_policy(k8s, namespace, "red", labels={"team": "red"})
+    create_policy(k8s, other, "blue2", labels={"team": "blue"})
+
+    here = kubectl_cgp(k8s, namespace, "get", "-l", "team=blue", "-o", "name")
+    assert here.returncode == 0, here.stderr
+    assert here.stdout.splitlines() == ["consumergrouppolicy.kafka-rebalance.io/blue"]
+    everywhere = kubectl_cgp(k8s, namespace, "get", "-A", "-l", "team=blue", "-o", "json")
+    assert everywhere.returncode == 0, everywhere.stderr
+    found = {(row["namespace"], row["name"]) for row in json.loads(everywhere.stdout)}
+    assert {(namespace, "blue"), (other, "blue2")} <= found
+    assert all(name != "red" for _, name in found)
+    bad = kubectl_cgp(k8s, namespace, "get", "-l", "team in (", "-o", "name")
+    assert _one_line_failure(bad).startswith("kubectl cgp get: HTTP 400: ")
+
+
+def _read_policy(k8s: Any, namespace: str, name: str) -> dict[str, Any]:
+    return json.loads(k8s.kubectl("-n", namespace, "get", "cgp", name, "-o", "json").stdout)
+
+
+def test_approve_wait_returns_when_the_operator_applies_the_plan(k8s: Any, namespace: str) -> None:
+    """A stand-in for the operator: once spec.approvedPlan names the proposal, it writes
+    status.appliedPlan (and the next epoch) as the operator does after applying."""
+    proposal_hash = waiting_policy(k8s, namespace, "orders")
+    stop = threading.Event()
+
+    def operator() -> None:
+        while not stop.wait(0.3):
+            policy = _read_policy(k8s, namespace, "orders")
+            if policy["spec"].get("approvedPlan") == proposal_hash:
+                time.sleep(1.5)  # applied a moment later, so --wait really waits
+                write_status(k8s, namespace, "orders", {"appliedPlan": proposal_hash, "epoch": 4})
+                return
+
+    thread = threading.Thread(target=operator, daemon=True)
+    thread.start()
+    try:
+        result = kubectl_cgp(k8s, namespace, "approve", "orders", "--wait", "--timeout", "60s")
+    finally:
+        stop.set()
+        thread.join(10)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"{namespace}/orders: plan {proposal_hash} applied (epoch 4)"
+    )
+
+
+def test_approve_wait_times_out_in_one_line(k8s: Any, namespace: str) -> None:
+    proposal_hash = waiting_policy(k8s, namespace, "orders")
+    bad = kubectl_cgp(k8s, namespace, "approve", "orders", "--wait", "--timeout", "soon")
+    assert _one_line_failure(bad).startswith("kubectl cgp approve: --timeout: not a duration")
+    assert "approvedPlan" not in _read_policy(k8s, namespace, "orders")["spec"]
+
+    started = time.monotonic()
+    result = kubectl_cgp(k8s, namespace, "approve", "orders", "--wait", "--timeout", "2s")
+    assert time.monotonic() - started >= 2
+    assert _one_line_failure(result) == (
+        f"kubectl cgp approve: policy {namespace}/orders: plan {proposal_hash} not applied "
+        f"within 2s (status.appliedPlan is {planning.plan_hash(APPLIED)}; "
+        "Ready=True AwaitingApproval)"
+    )
+    assert _read_policy(k8s, namespace, "orders")["spec"]["approvedPlan"] == proposal_hash
+
+
+def test_get_watch_prints_a_row_per_change_until_interrupted(k8s: Any, namespace: str) -> None:
+    create_policy(k8s, namespace, "first")
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(k8s.kubeconfig),
+    }
+    # kubectl execs the plugin, so this process is kubectl-cgp itself and gets the SIGINT.
+    watcher = subprocess.Popen(
+        [str(k8s.tools.kubectl), "cgp", "get", "-w", "-n", namespace],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # A row that never comes must fail the test, not hang it: interrupt the watcher then.
+    guard = threading.Timer(120, watcher.send_signal, args=(signal.SIGINT,))
+    guard.start()
+    try:
+        assert watcher.stdout is not None
+        header, first = watcher.stdout.readline(), watcher.stdout.readline()
+        assert header.split()[:2] == ["NAMESPACE", "NAME"] and first.split()[1] == "first"
+        create_policy(k8s, namespace, "later")
+        added = watcher.stdout.readline()
+        assert added.split()[1] == "later" and "Unknown" in added.split()
+        write_status(k8s, namespace, "later", {"epoch": 9, "totalLag": 77})
+        changed = watcher.stdout.readline()
+        assert changed.split()[1] == "later" and {"77", "9"} <= set(changed.split())
+        # Kept under the header the first rows set (the same widths; wider only when it must).
+        assert changed.index(" later ") == header.index(" NAME ")
+        assert changed.rstrip().rindex(" ") + 1 == header.index("AGE")
+    finally:
+        guard.cancel()
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0, err
+    assert "Traceback" not in err
