@@ -203,6 +203,14 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
 
     // -- the leader's side -----------------------------------------------------------------
 
+    /**
+     * The leader trusts the plan, not the claims: a claim above the epoch of the document this
+     * leader read itself (or any claim, when it has none) is treated as no claim, so a member
+     * that sends a huge epoch wins nothing, and after a policy is recreated (a new incarnation
+     * starting at epoch 1) the old incarnation's higher claims no longer override the new plan.
+     * Owned partitions count (for stickiness and the KIP-429 hold-back) only from members of the
+     * group's current generation, as Kafka's cooperative-sticky assignor does.
+     */
     @Override
     public GroupAssignment assign(Cluster metadata, GroupSubscription groupSubscription) {
         Map<String, Subscription> subscriptions = groupSubscription.groupSubscription();
@@ -210,15 +218,28 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
         Set<String> topics = new TreeSet<>();
         Map<String, Long> claimEpochs = new HashMap<>();
         int withoutClaim = 0;
+        int untrusted = 0;
         Set<Long> epochs = new TreeSet<>();
+        AssignmentDocument own = tracker.current();
+        long bound = own != null ? own.epoch() : UserData.NO_EPOCH;
+        int generation = subscriptions.values().stream()
+            .mapToInt(s -> s.generationId().orElse(-1)).max().orElse(-1);
         for (Map.Entry<String, Subscription> e : new TreeMap<>(subscriptions).entrySet()) {
             Subscription s = e.getValue();
             topics.addAll(s.topics());
             Map<String, List<Integer>> owned = new HashMap<>();
-            for (TopicPartition tp : s.ownedPartitions()) {
-                owned.computeIfAbsent(tp.topic(), t -> new ArrayList<>()).add(tp.partition());
+            if (s.generationId().orElse(-1) == generation) {
+                for (TopicPartition tp : s.ownedPartitions()) {
+                    owned.computeIfAbsent(tp.topic(), t -> new ArrayList<>()).add(tp.partition());
+                }
             }
             UserData.Claim claim = UserData.decodeClaim(UserData.bytes(s.userData()));
+            if (claim != null && claim.epoch() > bound) {
+                untrusted++;
+                LOG.warn("ignored the claim of epoch {} from member {}: above epoch {} of the plan this leader read",
+                    claim.epoch(), e.getKey(), bound);
+                claim = null;
+            }
             claimEpochs.put(e.getKey(), claim != null ? claim.epoch() : UserData.NO_EPOCH);
             if (claim == null) {
                 withoutClaim++;
@@ -239,9 +260,9 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
         }
         Composition composition = Composer.compose(views, counts);
         lastComposition = composition;
-        LOG.info("composed assignment for {} members from epoch {} (claim epochs {}, members without a claim {}):"
-            + " {} claimed, {} by fallback, {} withheld, {} claims ignored", views.size(), composition.epoch(),
-            epochs, withoutClaim, composition.claimedPartitions(), composition.fallbackPartitions(),
+        LOG.info("composed assignment for {} members from epoch {} (claim epochs {}, members without a claim {},"
+            + " claims above the leader's plan {}): {} claimed, {} by fallback, {} withheld, {} claims ignored",
+            views.size(), composition.epoch(), epochs, withoutClaim, untrusted, composition.claimedPartitions(), composition.fallbackPartitions(),
             composition.withheld().size(), composition.ignoredClaims());
         Map<String, Assignment> result = new HashMap<>();
         composition.assignment().forEach((memberId, byTopic) -> {

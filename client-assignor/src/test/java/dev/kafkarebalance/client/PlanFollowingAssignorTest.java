@@ -59,8 +59,20 @@ class PlanFollowingAssignorTest {
         return s;
     }
 
+    /** A leader that read its own document at `epoch`: the bound on the claims it trusts. */
+    static PlanFollowingAssignor leaderAt(long epoch) {
+        DocumentTracker tracker = new DocumentTracker(null, null);
+        tracker.offer(DocumentTrackerTest.doc("pod-leader", epoch, "", ""), "test");
+        return PlanFollowingAssignor.following(tracker);
+    }
+
     private static Map<String, List<Integer>> run(Cluster cluster, Map<String, Subscription> members) {
-        Map<String, Assignment> result = PlanFollowingAssignor.following(new DocumentTracker(null, null))
+        return run(leaderAt(100), cluster, members);
+    }
+
+    private static Map<String, List<Integer>> run(PlanFollowingAssignor leader, Cluster cluster,
+                                                  Map<String, Subscription> members) {
+        Map<String, Assignment> result = leader
             .assign(cluster, new GroupSubscription(members)).groupAssignment();
         Map<String, List<Integer>> out = new TreeMap<>();
         result.forEach((m, a) -> {
@@ -78,12 +90,57 @@ class PlanFollowingAssignorTest {
         members.put("a", member("pod-a", claim(3, 0, 1, 2)));
         members.put("b", member("pod-b", claim(4, 2, 3)));
         members.put("c", member("pod-c", claim(4, 4, 5)));
-        Map<String, Assignment> result = PlanFollowingAssignor.following(new DocumentTracker(null, null))
+        Map<String, Assignment> result = leaderAt(4)
             .assign(cluster(6), new GroupSubscription(members)).groupAssignment();
         assertEquals(List.of(new TopicPartition(T, 0), new TopicPartition(T, 1)), result.get("a").partitions());
         assertEquals(List.of(new TopicPartition(T, 2), new TopicPartition(T, 3)), result.get("b").partitions());
         assertEquals("{\"claimEpoch\":3,\"composedEpoch\":4}",
             StandardCharsets.US_ASCII.decode(result.get("a").userData()).toString());
+    }
+
+    @Test
+    void aClaimAboveTheLeadersPlanEpochGetsNoExtraPartition() {
+        Map<String, Subscription> members = new TreeMap<>();
+        members.put("a", member("pod-a", claim(7, 0, 1, 2)));
+        members.put("b", member("pod-b", claim(7, 3, 4, 5)));
+        members.put("x", member("pod-x", claim(Long.MAX_VALUE, 0, 1, 2, 3, 4, 5)));
+        Map<String, List<Integer>> got = run(leaderAt(7), cluster(6), members);
+        assertEquals(List.of(0, 1, 2), got.get("a"));
+        assertEquals(List.of(3, 4, 5), got.get("b"));
+        assertEquals(List.of(), got.get("x"), "the huge claim is treated as no claim");
+        // a leader with no document of its own trusts no claim: everything falls back, evenly
+        Map<String, List<Integer>> blind = run(PlanFollowingAssignor.following(new DocumentTracker(null, null)),
+            cluster(6), members);
+        assertEquals(2, blind.get("x").size());
+    }
+
+    @Test
+    void aRecreatedPolicysPlanWinsOverTheOldIncarnationsHigherClaims() {
+        // the policy was deleted at epoch 40 and created again: the leader's document is epoch 1
+        Map<String, Subscription> members = new TreeMap<>();
+        members.put("a", member("pod-a", claim(40, 0, 1, 2, 3)));
+        members.put("b", member("pod-b", claim(1, 0, 1)));
+        members.put("c", member("pod-c", claim(1, 2, 3)));
+        Map<String, List<Integer>> got = run(leaderAt(1), cluster(4), members);
+        assertEquals(List.of(0, 1), got.get("b"));
+        assertEquals(List.of(2, 3), got.get("c"));
+        assertEquals(List.of(), got.get("a"));
+    }
+
+    @Test
+    void ownedPartitionsCountOnlyFromTheCurrentGeneration() {
+        Map<String, Subscription> members = new TreeMap<>();
+        members.put("a", member("pod-a", claim(3, 0, 1)));
+        Subscription stale = new Subscription(List.of(T), claim(3, 2, 3), List.of(new TopicPartition(T, 0)), 4, null);
+        stale.setGroupInstanceId(Optional.of("pod-b"));
+        Subscription current = new Subscription(List.of(T), claim(3, 0, 1), List.of(), 5, null);
+        current.setGroupInstanceId(Optional.of("pod-a"));
+        members.put("a", current);
+        members.put("b", stale);
+        Map<String, List<Integer>> got = run(leaderAt(3), cluster(4), members);
+        // b's claim of 0 from generation 4 does not withhold 0 from a in generation 5
+        assertEquals(List.of(0, 1), got.get("a"));
+        assertEquals(List.of(2, 3), got.get("b"));
     }
 
     @Test
