@@ -209,7 +209,8 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
      * that sends a huge epoch wins nothing, and after a policy is recreated (a new incarnation
      * starting at epoch 1) the old incarnation's higher claims no longer override the new plan.
      * Owned partitions count (for stickiness and the KIP-429 hold-back) only from members of the
-     * group's current generation, as Kafka's cooperative-sticky assignor does.
+     * group's current generation, as Kafka's cooperative-sticky assignor does, or from members
+     * that report no generation at all.
      */
     @Override
     public GroupAssignment assign(Cluster metadata, GroupSubscription groupSubscription) {
@@ -228,7 +229,10 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
             Subscription s = e.getValue();
             topics.addAll(s.topics());
             Map<String, List<Integer>> owned = new HashMap<>();
-            if (s.generationId().orElse(-1) == generation) {
+            // a member that reports no generation (an older protocol version, kafka-python) keeps
+            // its owned partitions: withholding them is the safe side of the KIP-429 hold-back
+            int memberGeneration = s.generationId().orElse(-1);
+            if (memberGeneration < 0 || memberGeneration == generation) {
                 for (TopicPartition tp : s.ownedPartitions()) {
                     owned.computeIfAbsent(tp.topic(), t -> new ArrayList<>()).add(tp.partition());
                 }
@@ -262,7 +266,8 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
         lastComposition = composition;
         LOG.info("composed assignment for {} members from epoch {} (claim epochs {}, members without a claim {},"
             + " claims above the leader's plan {}): {} claimed, {} by fallback, {} withheld, {} claims ignored",
-            views.size(), composition.epoch(), epochs, withoutClaim, untrusted, composition.claimedPartitions(), composition.fallbackPartitions(),
+            views.size(), composition.epoch(), epochs, withoutClaim, untrusted, composition.claimedPartitions(),
+            composition.fallbackPartitions(),
             composition.withheld().size(), composition.ignoredClaims());
         Map<String, Assignment> result = new HashMap<>();
         composition.assignment().forEach((memberId, byTopic) -> {
