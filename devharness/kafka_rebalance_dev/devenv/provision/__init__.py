@@ -23,10 +23,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kafka_rebalance_dev.devenv import system_packages
@@ -45,7 +43,6 @@ from kafka_rebalance_dev.devenv.provision.frame import (
     install,
     run,
     say,
-    stop_running_builds,
 )
 from kafka_rebalance_dev.devenv.provision.go_tools import (
     build_etcd,
@@ -87,7 +84,6 @@ __all__ = [
     "failure_tail",
     "inline_schema_refs",
     "install",
-    "install_in_lanes",
     "jar_artifact",
     "jar_version",
     "kubernetes_wrapper_gomod",
@@ -107,18 +103,8 @@ def debian_base_unavailable() -> str | None:
     return None
 
 
-# Lanes build side by side (Component.lane): Kubernetes and the kubelet, the longest, start at
-# once in a lane of their own; the smaller Go tools in another; the Maven builds (the default
-# lane) and debootstrap each in one more. Measured cold on two cores, loaded by other work:
-# one after another 429 s (load ~3); in two lanes with Kubernetes after the Maven builds 418 s
-# (load 4-8), that lane the critical path (Maven 68 s, then Kubernetes 336 s, the kubelet 13 s).
-KUBERNETES_LANE = "kubernetes"
-TOOLS_LANE = "go-tools"
-DEBIAN_LANE = "debian"
-
-
 def components(tc: Toolchain) -> list[Component]:
-    """Cheap downloads first, long Go builds last in each lane, so a failure shows up early."""
+    """Cheap downloads first, long Go builds last, so a failure in one shows up early."""
     return [*_java_components(tc), *_go_components(tc), *_image_components(tc)]
 
 
@@ -178,7 +164,6 @@ def _go_components(tc: Toolchain) -> list[Component]:
                 ldflags(("main.version", f"v{tc.kubeconform_version}")),
             ),
             check_binary_version(_kube_bin("kubeconform"), ["-v"], tc.kubeconform_version),
-            lane=TOOLS_LANE,
         ),
         Component(
             "kube-schemas",
@@ -186,7 +171,6 @@ def _go_components(tc: Toolchain) -> list[Component]:
             tc.kube_schemas_dir,
             build_kube_schemas(tc),
             check_kube_schemas(tc),
-            lane=TOOLS_LANE,
         ),
         Component(
             "helm",
@@ -194,7 +178,6 @@ def _go_components(tc: Toolchain) -> list[Component]:
             tc.helm_dir,
             helm_build(tc),
             check_binary_version(_kube_bin("helm"), ["version"], f"v{tc.helm_version}"),
-            lane=TOOLS_LANE,
         ),
         Component(
             "kwok",
@@ -208,7 +191,6 @@ def _go_components(tc: Toolchain) -> list[Component]:
                 after=kwok_stages(tc),
             ),
             check_binary_version(_kube_bin("kwok"), ["--version"], tc.kwok_version),
-            lane=TOOLS_LANE,
         ),
         Component(
             "etcd",
@@ -216,7 +198,6 @@ def _go_components(tc: Toolchain) -> list[Component]:
             tc.etcd_dir,
             build_etcd(tc),
             check_binary_version(_kube_bin("etcd"), ["--version"], tc.etcd_version),
-            lane=TOOLS_LANE,
         ),
         Component(
             "kubernetes",
@@ -226,7 +207,6 @@ def _go_components(tc: Toolchain) -> list[Component]:
             check_binary_version(
                 _kube_bin("kube-apiserver"), ["--version"], f"v{tc.kubernetes_version}"
             ),
-            lane=KUBERNETES_LANE,
         ),
         Component(
             "kubelet",
@@ -234,7 +214,6 @@ def _go_components(tc: Toolchain) -> list[Component]:
             tc.kubelet_dir,
             build_kubernetes(tc, NODE_BINARIES, "kubelet"),
             check_binary_version(_kube_bin("kubelet"), ["--version"], f"v{tc.kubernetes_version}"),
-            lane=KUBERNETES_LANE,
         ),
     ]
 
@@ -249,7 +228,6 @@ def _image_components(tc: Toolchain) -> list[Component]:
             tc.debian_base_dir,
             build_debian_base(tc),
             unavailable=debian_base_unavailable,
-            lane=DEBIAN_LANE,
         ),
     ]
 
@@ -276,8 +254,24 @@ def provision(
     plan = [c for c in plan if (not only or c.name in only) and c.name not in (skip or ())]
     say(f"cache: {tc.root}")
     total = time.monotonic()
+    failures: dict[str, str] = {}
     with cache_lock(tc.root):
-        failures = install_in_lanes(plan)
+        for component in plan:
+            reason = component.unavailable() if component.unavailable else None
+            if reason and not is_provisioned(component.target):
+                if system_packages.strict():
+                    failures[component.label] = f"{component.label}: {reason}"
+                    say(f"{component.label}: FAILED: {reason}")
+                else:  # only the real node needs it; the KWOK-only path does not
+                    say(f"{component.label}: skipped ({reason}; needed only for real pods)")
+                continue
+            try:
+                outcome, seconds = install(component)
+            except ProvisionError as exc:
+                say(f"{component.label}: FAILED: {exc}")
+                failures[component.label] = str(exc)
+                continue
+            say(f"{component.label}: {outcome} in {seconds:.1f}s ({component.target})")
     say(
         f"done in {time.monotonic() - total:.1f}s"
         + (f", {len(failures)} failed" if failures else "")
@@ -285,51 +279,6 @@ def provision(
     if failures:
         raise ProvisionError("\n\n".join(failures.values()), failed=list(failures))
     return tc
-
-
-def install_in_lanes(plan: Sequence[Component]) -> dict[str, str]:
-    """Install `plan`, each lane (Component.lane) in its own thread and in its order; return
-    the failures by label. An interruption (Ctrl-C, SIGTERM) stops every lane's build."""
-    failures: dict[str, str] = {}
-    stopping = threading.Event()
-    lanes: dict[str, list[Component]] = {}
-    for component in plan:
-        lanes.setdefault(component.lane, []).append(component)
-    with ThreadPoolExecutor(max(1, len(lanes)), "provision") as pool:
-        running = [pool.submit(_install_each, lane, failures, stopping) for lane in lanes.values()]
-        try:
-            for lane in running:
-                lane.result()
-        except BaseException:
-            stopping.set()
-            stop_running_builds()
-            raise
-    return failures
-
-
-def _install_each(
-    plan: Sequence[Component], failures: dict[str, str], stopping: threading.Event
-) -> None:
-    """Install `plan` in order, recording failures (a failing tool does not stop the others),
-    until `stopping` is set."""
-    for component in plan:
-        if stopping.is_set():
-            return
-        reason = component.unavailable() if component.unavailable else None
-        if reason and not is_provisioned(component.target):
-            if system_packages.strict():
-                failures[component.label] = f"{component.label}: {reason}"
-                say(f"{component.label}: FAILED: {reason}")
-            else:  # only the real node needs it; the KWOK-only path does not
-                say(f"{component.label}: skipped ({reason}; needed only for real pods)")
-            continue
-        try:
-            outcome, seconds = install(component)
-        except ProvisionError as exc:
-            say(f"{component.label}: FAILED: {exc}")
-            failures[component.label] = str(exc)
-            continue
-        say(f"{component.label}: {outcome} in {seconds:.1f}s ({component.target})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

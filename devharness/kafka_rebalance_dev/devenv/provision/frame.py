@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -91,16 +90,11 @@ def run(
             raise ProvisionError(
                 f"{tool}: `{cmd[0]}` is not installed (needed for {tool})"
             ) from exc
-        with _RUNNING_LOCK:
-            _RUNNING.add(proc)
         try:
             output, _ = proc.communicate()
         except BaseException:
             stop_group(proc)
             raise
-        finally:
-            with _RUNNING_LOCK:
-                _RUNNING.discard(proc)
         fh.write(output)
     if proc.returncode != 0:
         tail = failure_tail(output)
@@ -109,20 +103,6 @@ def run(
             f"(in {cwd}; full output in {log})\n{tail}"
         )
     return output
-
-
-# Build commands running now, in any thread: an interrupted provision stops the ones of its other
-# lane too (a signal reaches only the main thread).
-_RUNNING: set[subprocess.Popen] = set()
-_RUNNING_LOCK = threading.Lock()
-
-
-def stop_running_builds() -> None:
-    """Stop every build command still running (each by its own process group)."""
-    with _RUNNING_LOCK:
-        running = list(_RUNNING)
-    for proc in running:
-        stop_group(proc)
 
 
 def stop_group(proc: subprocess.Popen) -> None:
@@ -154,10 +134,6 @@ class Component:
     check: Callable[[Path], None] | None = None  # smoke check of the built dir, before rename
     # Why it cannot be built on this machine (a missing system package, no root), or None.
     unavailable: Callable[[], str | None] | None = None
-    # Components of different lanes are built at the same time, each lane in its order. A Go
-    # build leaves about a fifth of two cores idle (downloads, single-threaded links) and
-    # debootstrap mostly waits on downloads and disk: side by side they fill each other's gaps.
-    lane: str = "main"
 
     @property
     def label(self) -> str:
