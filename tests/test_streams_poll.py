@@ -347,3 +347,33 @@ def test_a_failed_describe_publishes_nothing_and_is_counted() -> None:
     assert policy.condition("Ready")["reason"] == "KafkaUnreachable"
     assert len(kafka.published) == 1
     assert policy.ports.metrics.skipped == ["membership_unknown"]
+
+
+def test_a_replaced_member_running_the_plan_already_is_recorded_without_a_trigger() -> None:
+    kafka = _cluster(_group())
+    policy = _policy(kafka)
+    policy.poll()
+    record = kafka.published[-1][2]
+    assert record is not None
+    tasks = {m: {s: _parts(t) for s, t in ts.items()} for m, ts in record["members"].items()}
+    kafka.streams_groups["app"] = dataclasses.replace(
+        _group(assignor="kafka-rebalance-plan-alt", epoch=6),
+        members=tuple(_member(m, t, {}) for m, t in sorted(tasks.items())),
+    )
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    assert policy.condition("Ready")["reason"] == "Following"
+    # m-b leaves and m-c joins; the plug-in's fallback gives m-c exactly m-b's tasks
+    kafka.streams_groups["app"] = dataclasses.replace(
+        _group(assignor="kafka-rebalance-plan", epoch=7),
+        members=(_member("m-a", tasks["m-a"], {}), _member("m-c", tasks["m-b"], {})),
+    )
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    latest = kafka.published[-1][2]
+    assert latest is not None and latest["memberIds"] == ["m-a", "m-c"], kafka.published
+    assert len(kafka.published) == 2 and len(kafka.streams_triggers) == 1  # no trigger needed
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    assert policy.condition("Ready")["reason"] == "Following"
+    assert len(kafka.published) == 2

@@ -332,7 +332,9 @@ def _decide(
     - The published plan is republished (no trigger) every settings.plan_refresh_s.
     - A new plan is published and triggered when it differs from what the group runs and
       either places unowned tasks, or lowers the peak task load by spec.minImprovement past
-      the cooldown, and (weightFrom adaptive) some member's capacity is measured."""
+      the cooldown, and (weightFrom adaptive) some member's capacity is measured.
+    - A new plan the group runs already is published without a trigger, so the published
+      plan is always the one the group runs and its record names the current members."""
     spec, group = observed.spec, observed.group
     mine = memory.published_group == spec.group_id
     published = memory.streams_plan if mine else None
@@ -348,7 +350,10 @@ def _decide(
             return True, False, "refresh"
         return False, False, f"the group runs the published plan {plan_hash}"
     if not group.converged_to(plan.assignment):
-        return False, False, "the group runs the plan already"
+        # the group runs this plan already (the plug-in's fallback placed a changed membership
+        # as the plan would): record it, untriggered, so the record names the members that run
+        # it and the published plan is the one the group runs
+        return True, False, "the group runs the plan already; recorded"
     owned = {
         (s, p) for tasks in group.active().values() for s, parts in tasks.items() for p in parts
     }
