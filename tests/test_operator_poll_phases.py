@@ -13,9 +13,10 @@ from kafka_rebalance_common.replanning import Action
 from kafka_rebalance_common.wire import partitions, plan_record
 from kafka_rebalance_operator import admission
 from kafka_rebalance_operator.cluster_identity import Rival, servers_of
+from kafka_rebalance_operator.groups.consumer import facts, wait
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext
-from kafka_rebalance_operator.phases.decide import Stop, decide, wait
+from kafka_rebalance_operator.phases.decide import Stop, decide
 from kafka_rebalance_operator.phases.observe import observe
 from kafka_rebalance_operator.phases.plan import plan
 from kafka_rebalance_operator.ports import StoreError
@@ -302,11 +303,11 @@ class TestDecide:
         observed = observe(ctx, subject.pods, subject.memory, ports, settings, now)
         planned = plan(ctx, observed, subject.memory, settings, now)
         small = replace(planned, hash="other", ratio_before=2.0, ratio_after=1.8, moves=2)
-        held_back = decide(ctx, observed, small, settings, now)
+        held_back = decide(observed.spec, facts(ctx, observed, small), now)
         assert held_back.action is Action.HOLD and held_back.epoch == 1
         assert "1.800 is below minImprovement 0.2" in held_back.message
         enough = replace(small, ratio_after=1.5)
-        assert decide(ctx, observed, enough, settings, now).action is Action.APPLY
+        assert decide(observed.spec, facts(ctx, observed, enough), now).action is Action.APPLY
 
     def test_a_load_following_plan_waits_for_the_first_capacity_measurement(self) -> None:
         """weightFrom adaptive: every member has a backlog, and c-2 falls behind (3 of the 5
@@ -352,7 +353,7 @@ class TestDecide:
         now = ports.clock.now() + 60
         observed = observe(ctx, subject.pods, subject.memory, ports, settings, now)
         planned = replace(plan(ctx, observed, subject.memory, settings, now), measuring=True)
-        assert decide(ctx, observed, planned, settings, now).action is Action.APPLY
+        assert decide(observed.spec, facts(ctx, observed, planned), now).action is Action.APPLY
         # the same plan for an unchanged group is held
         subject.pods = pods(3)
         observed = observe(ctx, subject.pods, subject.memory, ports, settings, now)
@@ -363,7 +364,7 @@ class TestDecide:
             ratio_after=1.0,
             measuring=True,
         )
-        held_back = decide(ctx, observed, planned, settings, now)
+        held_back = decide(observed.spec, facts(ctx, observed, planned), now)
         assert held_back.action is Action.HOLD and held_back.reason == "MeasuringCapacity"
         assert "first capacity measurement" in held_back.message and held_back.epoch == 1
 
@@ -412,8 +413,8 @@ class TestDecide:
         observed = observe(ctx, pods(3), memory, ports, OperatorSettings(), now)
         assert wait(observed) is None
         planned = plan(ctx, observed, memory, OperatorSettings(), now)
-        first = decide(ctx, observed, planned, OperatorSettings(), now)
-        assert first == decide(ctx, observed, planned, OperatorSettings(), now)
+        first = decide(observed.spec, facts(ctx, observed, planned), now)
+        assert first == decide(observed.spec, facts(ctx, observed, planned), now)
         assert first.action is Action.APPLY and first.epoch == 1
         assert ports.configmaps.writes == []
 

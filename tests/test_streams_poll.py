@@ -1,6 +1,7 @@
-"""Whole polls of a streams-group policy (phases/streams.py) with in-memory ports: the plan
+"""Whole polls of a streams-group policy (groups/streams.py) with in-memory ports: the plan
 record published, the assignor switch as the trigger, the epoch bumps counted, tasks per
-member in status, and Stalled naming the assignor in use when the group cannot follow."""
+member in status, Stalled naming the assignor in use when the group cannot follow, and the
+common conditions, proposal and approval of every group kind."""
 
 from __future__ import annotations
 
@@ -78,8 +79,12 @@ def test_a_lag_aware_task_plan_is_published_as_a_streams_record_and_triggered() 
     kafka = _cluster(_group())
     policy = _policy(kafka)
     policy.poll()
-    assert policy.condition("Ready")["status"] == "True", policy.status["conditions"]
-    assert policy.condition("Ready")["reason"] == "PlanPublished"
+    # published and triggered: Reconciling until the group runs the plan
+    assert policy.condition("Reconciling")["status"] == "True", policy.status["conditions"]
+    assert policy.condition("Ready")["reason"] == "Applying"
+    assert "do not run the published plan" in policy.condition("Ready")["message"]
+    assert [e[1] for e in policy.events] == ["PlanApplied"]
+    assert policy.status["epoch"] == 1 and policy.status["appliedPlan"]
     ((topic, key, record),) = kafka.published
     assert (topic, key, record["kind"], record["group"]) == (
         "kafka-rebalance-plans",
@@ -118,6 +123,12 @@ def _parts(text: str) -> list[int]:
     return out
 
 
+def _following(policy: Policy) -> bool:
+    """Ready, the group running the published plan."""
+    ready = policy.condition("Ready")
+    return ready["status"] == "True" and ready["reason"] == "Balanced"
+
+
 def test_the_epoch_bumps_of_a_plan_are_counted_once_the_group_follows_it() -> None:
     kafka = _cluster(_group())
     policy = _policy(kafka)
@@ -136,7 +147,7 @@ def test_the_epoch_bumps_of_a_plan_are_counted_once_the_group_follows_it() -> No
     policy.poll()
     assert policy.status["streams"]["lastPlanEpochBumps"] == 1
     assert policy.ports.metrics.streams_bumps == [1]  # type: ignore[attr-defined]
-    assert policy.condition("Ready")["reason"] == "Following"
+    assert _following(policy)
     assert len(kafka.published) == 1 and len(kafka.streams_triggers) == 1
 
 
@@ -185,9 +196,7 @@ def test_streams_needs_broker_mode_and_no_topics() -> None:
         parse_spec({**SPEC, "apply": {"mode": "group"}})
     with pytest.raises(PolicyError, match=r"spec.groupType: consumer or streams"):
         parse_spec({**SPEC, "groupType": "share"})
-    for rebalance in ({"mode": "propose"}, {"approval": "Manual"}):
-        with pytest.raises(PolicyError, match=r"streams groups take mode enforce or observe"):
-            parse_spec({**SPEC, "rebalance": rebalance})
+    assert parse_spec({**SPEC, "rebalance": {"mode": "propose"}}).needs_approval
     assert parse_spec({**SPEC, "rebalance": {"mode": "observe"}}).mode == "observe"
     assert (
         parse_spec(
@@ -315,7 +324,7 @@ def test_a_slow_member_running_the_hot_task_gets_a_plan_that_unloads_it(
     kafka = _three_and_three(1_600)
     policy = Policy(dict(SLOW_WEIGHT_SPEC), pods, memory_ports(kafka))
     policy.poll()
-    assert policy.condition("Ready")["reason"] == "PlanPublished", policy.condition("Ready")
+    assert policy.memory.published_hash == policy.status["appliedPlan"], policy.condition("Ready")
     assert 0 in _hot_tasks_of(kafka, "fast")
 
 
@@ -327,12 +336,12 @@ def test_adaptive_weights_hold_a_load_plan_until_a_capacity_is_measured() -> Non
     policy = Policy(spec, [], memory_ports(kafka))
     policy.poll()
     ready = policy.condition("Ready")
-    assert ready["reason"] != "PlanPublished", ready
+    assert ready["reason"] == "MeasuringCapacity", ready
     assert "waits for the first capacity measurement" in ready["message"], ready
     assert kafka.published == [] and kafka.streams_triggers == []
     policy.memory.capacity.capacity["m-a"] = 10.0  # measured (how: tests/test_operator_capacity)
     policy.poll()
-    assert policy.condition("Ready")["reason"] == "PlanPublished", policy.condition("Ready")
+    assert len(kafka.published) == 1, policy.condition("Ready")
     assert kafka.streams_triggers == ["app"]
 
 
@@ -362,7 +371,7 @@ def test_a_replaced_member_running_the_plan_already_is_recorded_without_a_trigge
     )
     policy.ports.clock.advance(30)  # type: ignore[attr-defined]
     policy.poll()
-    assert policy.condition("Ready")["reason"] == "Following"
+    assert _following(policy)
     # m-b leaves and m-c joins; the plug-in's fallback gives m-c exactly m-b's tasks
     kafka.streams_groups["app"] = dataclasses.replace(
         _group(assignor="kafka-rebalance-plan", epoch=7),
@@ -375,5 +384,5 @@ def test_a_replaced_member_running_the_plan_already_is_recorded_without_a_trigge
     assert len(kafka.published) == 2 and len(kafka.streams_triggers) == 1  # no trigger needed
     policy.ports.clock.advance(30)  # type: ignore[attr-defined]
     policy.poll()
-    assert policy.condition("Ready")["reason"] == "Following"
+    assert _following(policy)
     assert len(kafka.published) == 2

@@ -4,8 +4,7 @@ move budget, and standbys are preferred destinations."""
 
 from __future__ import annotations
 
-from kafka_rebalance_common.wire import plan_record
-from kafka_rebalance_operator.streams_tasks import (
+from kafka_rebalance_assignors.streams_tasks import (
     SubtopologyTopics,
     TaskPlanInput,
     changelog_sizes,
@@ -13,6 +12,7 @@ from kafka_rebalance_operator.streams_tasks import (
     task_counts,
     task_loads,
 )
+from kafka_rebalance_common.wire import plan_record
 
 SUBS = (
     SubtopologyTopics("0", ("clicks", "views")),

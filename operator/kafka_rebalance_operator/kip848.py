@@ -100,7 +100,7 @@ class ConsumerGroup:
             ],
         }
 
-    def converged_to(self, plan: dict[str, dict[str, list[int]]]) -> list[str]:
+    def members_off_plan(self, plan: dict[str, dict[str, list[int]]]) -> list[str]:
         """Instance ids whose current assignment differs from `plan` (instance id -> topic ->
         partitions): empty when every planned member holds exactly its planned partitions."""
         held = {m.instance_id: m.assignment for m in self.members if m.instance_id}

@@ -125,6 +125,22 @@ class Proposal:
     generated_at: str
 
 
+def offer(
+    kept: Proposal | None,
+    plan_hash: str,
+    assignment: dict[str, dict[str, list[int]]],
+    moves: int,
+    before: float | None,
+    after: float | None,
+    generated_at: str,
+) -> Proposal:
+    """The proposal on offer: the one already offered while it is still the plan (so its
+    generation time, and the hash a user approves, stay put), else a new one."""
+    if kept is not None and kept.hash == plan_hash:
+        return kept
+    return Proposal(plan_hash, assignment, moves, before, after, generated_at)
+
+
 # The canonical text of an assignment (what `status.proposal.assignment` stores) is a wire
 # format: one copy, in kafka_rebalance_common.wire.
 encode_assignment = wire.encode_assignment

@@ -150,14 +150,6 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         raise PolicyError(
             f"spec.groupType: streams requires spec.apply.mode broker, got {apply_mode!r}"
         )
-    if streams and (mode == "propose" or approval == "Manual"):
-        # a task plan follows lag poll by poll; approval by hash needs a proposal kept stable
-        # while it fits, which only consumer-group plans have so far
-        raise PolicyError(
-            "spec.rebalance: streams groups take mode enforce or observe with approval Auto "
-            f"(approval of task plans is not supported yet), got mode {mode!r}, approval "
-            f"{approval!r}"
-        )
     min_improvement = float(rebalance.get("minImprovement", 0.1))
     if not 0 <= min_improvement < 1:
         raise PolicyError("spec.rebalance.minImprovement: must be in [0, 1)")

@@ -1,6 +1,6 @@
-"""One poll of one policy, phase by phase (phases/): observe, plan, decide, apply, (broker
-mode) publish, report. A streams-group policy (`spec.groupType: streams`) takes its own path
-(`phases.streams`).
+"""One poll of one policy, whatever its group kind (`groups/`): observe, plan, decide, carry
+out (write ConfigMaps, publish to the brokers, trigger), report. Decide is the same code for
+every kind (`phases.decide`); the kind supplies the rest.
 
 Runs in a worker thread (it blocks on Kafka, the Kubernetes client and the planner). It returns
 the status fields to patch and the Events to post; kopf writes them from the event loop. Every
@@ -13,15 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kafka_rebalance_operator.cluster_identity import servers_of
+from kafka_rebalance_operator.groups import kind_for
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
-from kafka_rebalance_operator.phases import report, streams
-from kafka_rebalance_operator.phases.apply import apply
+from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure
-from kafka_rebalance_operator.phases.decide import decide, wait
-from kafka_rebalance_operator.phases.observe import observe
-from kafka_rebalance_operator.phases.plan import plan
-from kafka_rebalance_operator.phases.publish import publish, retire
+from kafka_rebalance_operator.phases.decide import decide
 from kafka_rebalance_operator.phases.report import PollOutcome
 from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.settings import OperatorSettings
@@ -57,17 +54,12 @@ def _phases(
     settings: OperatorSettings,
     now: float,
 ) -> PollOutcome:
-    if ctx.spec.get("groupType") == "streams":  # a KIP-1071 streams group: its own path
-        return streams.poll(ctx, pods, memory, ports, settings, now)
-    observed = observe(ctx, pods, memory, ports, settings, now)
-    stop = wait(observed)
+    kind = kind_for(ctx.spec)
+    observed = kind.observe(ctx, pods, memory, ports, settings, now)
+    stop = kind.wait(observed)
     if stop is not None:
-        return report.waited(ctx, observed, stop, memory, ports, settings, now)
-    planned = plan(ctx, observed, memory, settings, now)
-    decision = decide(ctx, observed, planned, settings, now)
-    applied = apply(ctx, observed, planned, decision, memory, ports, settings, now)
-    if observed.spec.apply_mode == "broker":
-        publish(ctx, observed, applied, memory, settings, now, ports.metrics)
-    elif memory.published_group is not None:  # left broker mode: the brokers drop its plan
-        retire(memory, settings, f"{ctx.namespace}/{ctx.name}")
-    return report.polled(ctx, observed, planned, decision, applied, memory, ports, settings, now)
+        return kind.waited(ctx, observed, stop, memory, ports, settings, now)
+    planned = kind.plan(ctx, observed, pods, memory, settings, now)
+    decision = decide(observed.spec, kind.facts(ctx, observed, planned, memory), now)
+    applied = kind.carry_out(ctx, observed, planned, decision, memory, ports, settings, now)
+    return kind.report(ctx, observed, planned, decision, applied, memory, ports, settings, now)

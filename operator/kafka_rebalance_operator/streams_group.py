@@ -105,7 +105,7 @@ class StreamsGroup:
     def standbys(self) -> dict[str, TaskSets]:
         return {m.member_id: m.standby for m in self.members}
 
-    def converged_to(self, plan: dict[str, dict[str, list[int]]]) -> list[str]:
+    def members_off_plan(self, plan: dict[str, dict[str, list[int]]]) -> list[str]:
         """Member ids whose current active tasks differ from `plan` (member id -> subtopology
         -> partitions): empty when every planned member runs exactly its planned tasks."""
         held = self.active()

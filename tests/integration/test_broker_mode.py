@@ -162,7 +162,7 @@ def _converged(
         if epoch < min_epoch or not plan:
             return None
         group = kip848.describe(admin, harness.group)
-        if group is None or group.converged_to(plan) or group.state != "Stable":
+        if group is None or group.members_off_plan(plan) or group.state != "Stable":
             return None
         return epoch, plan, group
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
+from kafka_rebalance_assignors import streams_tasks
 from kafka_rebalance_common.kafka_retry import call_with_retry, ensure_topic
 from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
-from kafka_rebalance_operator import streams_group, streams_tasks
+from kafka_rebalance_operator import streams_group
 from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import PolicyOffsets, classify

@@ -315,9 +315,12 @@ def _condition(harness: GroupHarness, kind: str) -> dict[str, Any] | None:
 
 
 def _following(harness: GroupHarness) -> Any:
-    """The Ready condition when its reason is Following (the group runs the published plan)."""
+    """The Ready condition once a plan is published and the group runs it (Ready is False,
+    reason Applying, while members do not run the published plan yet)."""
     ready = _condition(harness, "Ready")
-    return ready if ready and ready.get("reason") == "Following" else None
+    status = harness.cluster.policy_status(harness.policy)
+    published = status.get("appliedPlan")
+    return ready if published and ready and ready.get("status") == "True" else None
 
 
 def _trigger_cost(harness: GroupHarness) -> str:

@@ -146,19 +146,16 @@ def _may_write(ports: Ports) -> None:
 
 
 def _offer(planned: Planned, memory: PolicyMemory, now: float) -> Proposal:
-    """The proposal on offer: the one already offered while it is still the plan, else new."""
-    proposal = planned.proposal
-    if proposal is None or proposal.hash != planned.hash:
-        proposal = Proposal(
-            planned.hash,
-            planned.assignment,
-            planned.moves,
-            planned.ratio_before,
-            planned.ratio_after,
-            iso(now),
-        )
-    memory.proposal = proposal
-    return proposal
+    memory.proposal = planning.offer(
+        planned.proposal,
+        planned.hash,
+        planned.assignment,
+        planned.moves,
+        planned.ratio_before,
+        planned.ratio_after,
+        iso(now),
+    )
+    return memory.proposal
 
 
 def _applied(

@@ -1,10 +1,17 @@
-"""Decide: what this poll does with its plan. Pure: no I/O, no memory, time given.
+"""Decide: what this poll does with its plan, for every group kind. Pure: no I/O, no memory,
+time given.
 
-The replanning rules (unchanged plan, observe mode, cooldown, minImprovement, approval) are
-`kafka_rebalance_common.replanning`, the same code the pipeline's replay runs. This module adds
-what only the operator knows: a poll that stops before planning (no members, a hand-over in
-flight), a protocol mismatch that holds a new assign-mode epoch, a timed-out hand-over, and
-adaptive weights with no capacity measured yet (a load-following plan waits for the first).
+Each group kind (`groups/`) states what it knows as `PlanFacts`: the plan's hash and the one in
+place, the epoch, the peak load before and after, the moves, and its own reasons to go ahead
+(`structural`) or to hold (`held`). One function then applies the replanning rules of
+`kafka_rebalance_common.replanning` (unchanged plan, observe mode, cooldown, minImprovement,
+approval; the pipeline's replay runs the same code) and the operator's own, in this order:
+
+- an incarnation that inherits the plan in place takes it over in a new epoch;
+- a hand-over that timed out is settled in a new epoch, and says who did not acknowledge;
+- a load-following plan waits for the first capacity measurement (weightFrom adaptive: a plan
+  made on default weights is undone by the first plan made on measured ones, KIP-794);
+- a kind's own hold (a protocol mismatch) keeps the epoch.
 """
 
 from __future__ import annotations
@@ -15,15 +22,11 @@ from dataclasses import dataclass
 from kafka_rebalance_common import replanning
 from kafka_rebalance_common.replanning import Action, Decision, Rules
 
-from kafka_rebalance_operator import assignment_doc, capacity, handoff, planning
+from kafka_rebalance_operator import capacity
 from kafka_rebalance_operator.conditions import Health
-from kafka_rebalance_operator.phases.context import PolicyContext
-from kafka_rebalance_operator.phases.observe import Observed
-from kafka_rebalance_operator.phases.plan import Planned
 from kafka_rebalance_operator.policy import PolicySpec
-from kafka_rebalance_operator.settings import OperatorSettings
 
-__all__ = ["Action", "Decision", "Stop", "Wait", "decide", "rules", "wait"]
+__all__ = ["Action", "Decision", "PlanFacts", "Stop", "Wait", "decide", "rules"]
 
 
 class Stop(enum.StrEnum):
@@ -42,32 +45,31 @@ class Wait:
     health: Health
 
 
-def wait(observed: Observed) -> Wait | None:
-    """No members, or (assign mode) a revoke still waiting for acknowledgements: no plan now."""
-    if not observed.members:
-        return Wait(
-            Stop.NO_MEMBERS,
-            Health(
-                False,
-                "NoMembers",
-                "no Running and Ready pod matches spec.members.selector; the applied "
-                f"plan (epoch {observed.epoch}) is kept",
-                stalled=True,
-            ),
-        )
-    pending = observed.handoff
-    if pending is not None and not pending.done:
-        return Wait(
-            Stop.HANDING_OFF,
-            Health(
-                False,
-                "HandingOff",
-                f"epoch {observed.epoch}: waiting for old owners to commit revoked partitions "
-                f"({handoff.describe_waiting(pending.waiting)})",
-                reconciling=True,
-            ),
-        )
-    return None
+@dataclass(frozen=True)
+class PlanFacts:
+    """What a group kind knows about this poll's plan against the plan in place.
+
+    `ratio_before`/`ratio_after` are the peak load per unit of capacity of the plan in place
+    and of the new plan, for this poll's loads (None: unknown, never a reason to hold).
+    `structural`: the group needs a plan regardless of gain (unowned partitions or tasks, a
+    spec change, a document to write again): cooldown and minImprovement do not hold it.
+    `writes_needed`: the plan in place is current but what members are shown differs from it.
+    """
+
+    new_hash: str
+    applied_hash: str | None
+    epoch: int
+    last_applied_at: float | None
+    ratio_before: float | None
+    ratio_after: float | None
+    moves: int
+    structural: bool = False
+    writes_needed: bool = False
+    handoff_done: bool = False  # assign mode: the revoke of the applied epoch is over
+    inherited: bool = False  # a recreated policy found its earlier incarnation's plan
+    timed_out: str | None = None  # a hand-over nobody acknowledged in time: who, as text
+    measuring: bool = False  # weightFrom adaptive, no capacity measured yet
+    held: tuple[str, str] | None = None  # a kind's own (reason, message) to hold a new epoch
 
 
 def rules(spec: PolicySpec) -> Rules:
@@ -80,80 +82,53 @@ def rules(spec: PolicySpec) -> Rules:
     )
 
 
-def decide(
-    ctx: PolicyContext,
-    observed: Observed,
-    planned: Planned,
-    settings: OperatorSettings,
-    now: float,
-) -> Decision:
-    spec = observed.spec
-    applied_hash = observed.current.applied_hash()
-    # A plan the group needs for coverage, the first plan after the user changed the spec, or
-    # one that writes again what a member's ConfigMap no longer shows, is not held back by
-    # cooldown or minImprovement (approval still applies).
-    structural = (
-        observed.spec_changed
-        or bool(observed.unwritten)
-        or planning.placement_needed(
-            observed.observation.topics, observed.member_names, observed.current.by_member
-        )
-    )
-    rendered = assignment_doc.render_documents(
-        spec.group_id, planned.assignment, observed.epoch, planned.hash, ""
-    )
-    writes_needed = applied_hash == planned.hash and bool(
-        assignment_doc.diff(ctx.name, observed.current, rendered)
-    )
+def decide(spec: PolicySpec, facts: PlanFacts, now: float) -> Decision:
     decision = replanning.decide(
         rules(spec),
         now=now,
-        new_hash=planned.hash,
-        applied_hash=applied_hash,
-        current_epoch=observed.epoch,
-        writes_needed=writes_needed,
-        structural=structural,
-        last_applied_at=observed.last_applied_at,
-        ratio_before=planned.ratio_before,
-        ratio_after=planned.ratio_after,
-        moves=planned.moves,
-        force=planned.handoff_done and spec.mode != "observe",
+        new_hash=facts.new_hash,
+        applied_hash=facts.applied_hash,
+        current_epoch=facts.epoch,
+        writes_needed=facts.writes_needed,
+        structural=facts.structural,
+        last_applied_at=facts.last_applied_at,
+        ratio_before=facts.ratio_before,
+        ratio_after=facts.ratio_after,
+        moves=facts.moves,
+        force=facts.handoff_done and spec.mode != "observe",
     )
-    if observed.inherited and decision.action in (Action.NOOP, Action.REPAIR):
+    if facts.inherited and decision.action in (Action.NOOP, Action.REPAIR):
         # a policy deleted and created again: its epochs restart above everything seen, and the
         # plan in place is taken over in a new epoch stamped with this incarnation
         return Decision(
             Action.APPLY,
             "Balanced",
-            f"took over the plan an earlier incarnation of this policy applied ({planned.hash})",
-            observed.epoch + 1,
+            f"took over the plan an earlier incarnation of this policy applied ({facts.new_hash})",
+            facts.epoch + 1,
         )
     if decision.action is not Action.APPLY:
         return decision
-    if planned.timed_out:
+    if facts.timed_out is not None:
         return Decision(
             Action.APPLY,
             "HandoffTimedOut",
-            f"epoch {observed.epoch}: no acknowledgement within apply.handoffTimeout "
-            f"({spec.handoff_timeout:g}s) from {handoff.describe_waiting(planned.timed_out)}; "
-            f"those partitions stay with their owner (epoch {decision.epoch}) and the move is "
-            "retried after rebalance.cooldown. Check that those members' sidecars commit with "
+            f"epoch {facts.epoch}: no acknowledgement within apply.handoffTimeout "
+            f"({spec.handoff_timeout:g}s) from {facts.timed_out}; those partitions stay with "
+            f"their owner (epoch {decision.epoch}) and the move is retried after "
+            "rebalance.cooldown. Check that those members' sidecars commit with "
             '{"member", "epoch"} metadata',
             decision.epoch,
         )
-    if planned.measuring and not structural and not planned.handoff_done:
-        # weightFrom adaptive: the weights are 1 for want of a measurement, and a plan made on
-        # them is undone by the first plan made on measured capacity (KIP-794's flapping)
+    if facts.measuring and not facts.structural and not facts.handoff_done:
         return Decision(
             Action.HOLD,
             "MeasuringCapacity",
             "a load-following plan waits for the first capacity measurement (weightFrom "
             f"adaptive: a member with a backlog over at least {capacity.MIN_SAMPLES} polls and "
             f"{capacity.MIN_SECONDS:g}s)",
-            decision.epoch - 1,
+            facts.epoch,
         )
-    if observed.mismatch and spec.apply_mode == "assign":
-        # manual commits are refused while members have joined: a revoke could never be
-        # acknowledged, so no new epoch until the group is left to the sidecars
-        return Decision(Action.HOLD, "ProtocolMismatch", "a new plan is held", decision.epoch - 1)
+    if facts.held is not None:
+        reason, message = facts.held
+        return Decision(Action.HOLD, reason, message, facts.epoch)
     return decision

@@ -66,6 +66,8 @@ def status(
         new["epoch"] = observed.epoch if epoch is None else epoch
         new["members"] = len(observed.members)
         new["totalLag"] = observed.total_lag
+    elif epoch is not None:
+        new["epoch"] = epoch
     new.update(plan_fields)
     return {k: v for k, v in new.items() if ctx.status.get(k) != v}
 
@@ -132,15 +134,11 @@ def polled(
         fields["appliedPlan"] = applied.written_hash
     elif action is Action.NOOP:
         fields["appliedPlan"] = observed.current.applied_hash()
-    note = ""
-    if applied.proposal is not None:
-        fields["proposal"], note = _proposal(
-            applied.proposal, applied.epoch, settings.proposal_budget_bytes
-        )
-        if (ctx.status.get("proposal") or {}).get("hash") != applied.proposal.hash:
-            events.append(("Normal", "AwaitingApproval", decision.message))
-    elif ctx.status.get("proposal") is not None and action is not Action.HOLD:
-        fields["proposal"] = None
+    offered, offer_events, note = proposal_fields(
+        ctx, applied.proposal, applied.epoch, decision, settings
+    )
+    fields.update(offered)
+    events += offer_events
 
     health = _health(ctx, observed, decision, applied, memory, now, note)
     if observed.mismatch and ctx.previous_ready().get("reason") != "ProtocolMismatch":
@@ -236,16 +234,11 @@ def _health(
     ):
         verification = verify(group, applied.assignment)
         message = f"{message}; {verification.message}"
-        if verification.state == "converging":
-            if memory.converging_since is None or decision.action is Action.APPLY:
-                memory.converging_since = now
-            limit = CONVERGENCE_POLLS * spec.poll_interval
-            if now - memory.converging_since > limit:
-                stalled_reason = "NotConverged"
-            else:
-                reconciling = True
-        else:
-            memory.converging_since = None
+        state = convergence(
+            memory, now, verification.state == "converging", decision, spec.poll_interval
+        )
+        stalled_reason = "NotConverged" if state == "stalled" else None
+        reconciling = state == "converging"
     if observed.unknown:
         message = f"{message}; lag unknown for {observed.unknown} partitions"
     if observed.observation.missing_topics:
@@ -266,6 +259,41 @@ def _health(
 
 
 _VERIFIED = (Action.NOOP, Action.APPLY, Action.REPAIR, Action.HOLD)
+
+
+def convergence(
+    memory: PolicyMemory, now: float, converging: bool, decision: Decision, poll_interval: float
+) -> str:
+    """ "converged", "converging", or "stalled" once the group has not run the plan in place
+    for CONVERGENCE_POLLS poll intervals (the clock restarts with every new epoch)."""
+    if not converging:
+        memory.converging_since = None
+        return "converged"
+    if memory.converging_since is None or decision.action is Action.APPLY:
+        memory.converging_since = now
+    if now - memory.converging_since > CONVERGENCE_POLLS * poll_interval:
+        return "stalled"
+    return "converging"
+
+
+def proposal_fields(
+    ctx: PolicyContext,
+    proposal: planning.Proposal | None,
+    epoch: int,
+    decision: Decision,
+    settings: OperatorSettings,
+) -> tuple[dict[str, Any], list[Event], str]:
+    """status.proposal (set, kept, or removed once nothing is on offer), the AwaitingApproval
+    Event when a new plan goes on offer, and the note a proposal too large for status adds."""
+    if proposal is not None:
+        fields, note = _proposal(proposal, epoch, settings.proposal_budget_bytes)
+        events: list[Event] = []
+        if (ctx.status.get("proposal") or {}).get("hash") != proposal.hash:
+            events.append(("Normal", "AwaitingApproval", decision.message))
+        return {"proposal": fields}, events, note
+    if ctx.status.get("proposal") is not None and decision.action is not Action.HOLD:
+        return {"proposal": None}, [], ""
+    return {}, [], ""
 
 
 def _proposal(proposal: planning.Proposal, epoch: int, budget: int) -> tuple[dict[str, Any], str]:

@@ -1,0 +1,781 @@
+"""Streams groups (KIP-1071) as a group kind (`spec.groupType: streams`; docs/streams.md).
+
+Observe describes the group and reads its input offsets and changelog ends; plan places the
+active tasks (`kafka_rebalance_assignors.streams_tasks`, pure); decide is the common one; a
+plan is carried out by publishing its record (`kind: "streams"`) to the plan topic, where the
+brokers' plan-following task assignor reads it, and by triggering the coordinator's recompute
+(toggling a reserved tag in the group's assignment configs: `streams_group`).
+
+Streams members are Kafka Streams clients, not pods, and the brokers apply the plan, so this
+kind writes no ConfigMaps and has no hand-over: a plan is published whole, and the group
+follows it at its next assignment.
+
+Invariants:
+- nothing is published and nothing triggered while the group's task assignor is not the
+  plug-in's (the policy is Stalled naming the assignor in use);
+- a trigger is sent once per published plan, and again only while the group still does not
+  run it a poll interval after the last one;
+- the published plan is the one the group runs or is moving to: a new plan the group already
+  runs (the plug-in's fallback placed a changed membership as the plan would) is recorded,
+  untriggered, so its record names the members that run it;
+- observe mode publishes nothing; propose mode and approval Manual publish only the approved
+  plan (`status.proposal`, `kubectl cgp approve`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import kafka_rebalance_assignors as assignors
+from kafka_rebalance_assignors import streams_tasks
+from kafka_rebalance_common.wire import plan_record
+
+from kafka_rebalance_operator import planning, streams_group
+from kafka_rebalance_operator.capacity import confirmed_owners
+from kafka_rebalance_operator.conditions import Health
+from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
+from kafka_rebalance_operator.lag import OK, PolicyLags, PolicyOffsets
+from kafka_rebalance_operator.members import PodSummary, resolve_weights
+from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.phases import report
+from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
+from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso, parse_iso
+from kafka_rebalance_operator.phases.decide import Action, Decision, PlanFacts, Stop, Wait
+from kafka_rebalance_operator.phases.publish import value_headers
+from kafka_rebalance_operator.planning import Proposal
+from kafka_rebalance_operator.policy import PolicySpec
+from kafka_rebalance_operator.ports import Ports
+from kafka_rebalance_operator.selectors import matches
+from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.streams_group import StreamsGroup
+
+log = logging.getLogger(__name__)
+
+MAX_STATUS_MEMBERS = 50  # status.streams.members lists at most this many (CRD maxItems)
+NOT_PLAN_FOLLOWING = "AssignorNotPlanFollowing"
+TRIGGER_REFUSED = "TriggerRefused"
+
+
+@dataclass(frozen=True)
+class StreamsObserved:
+    spec: PolicySpec
+    group: StreamsGroup
+    subtopologies: tuple[streams_tasks.SubtopologyTopics, ...]
+    partitions: dict[str, int]  # topic -> partitions (sources and changelogs)
+    lag: dict[streams_tasks.Task, float | None]
+    rate: dict[streams_tasks.Task, float | None]
+    changelog: dict[streams_tasks.Task, int]
+    offsets: PolicyOffsets
+    lags: PolicyLags
+    epoch: int  # the highest epoch in status or memory
+    last_applied_at: float | None  # when the last plan was published (status or memory)
+    spec_changed: bool  # the spec changed since the last poll reported on it
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return streams_tasks.task_counts(self.subtopologies, self.partitions)
+
+    @property
+    def member_ids(self) -> list[str]:
+        return [m.member_id for m in self.group.members]
+
+    @property
+    def total_lag(self) -> int:
+        return int(sum(v for v in self.lag.values() if v is not None))
+
+
+@dataclass(frozen=True)
+class StreamsPlanned:
+    assignment: dict[str, dict[str, list[int]]]  # member id -> subtopology -> partitions
+    hash: str
+    moves: int
+    peak_before: float  # the most loaded member's task load over its capacity weight
+    peak_after: float
+    unowned: bool  # some task has no active owner now: the group needs a plan
+    runs_already: bool  # the group runs exactly this plan now
+    measuring: bool  # weightFrom adaptive, no capacity measured yet
+    proposal: Proposal | None = None  # the proposal on offer, when `assignment` is it
+
+
+@dataclass(frozen=True)
+class StreamsApplied:
+    epoch: int  # the epoch status shows after this poll
+    published: bool = False
+    triggered: bool = False
+    proposal: Proposal | None = None
+
+
+def _status_epoch(ctx: PolicyContext) -> int:
+    shown = ctx.status.get("epoch")
+    return shown if isinstance(shown, int) else 0
+
+
+def observe(
+    ctx: PolicyContext, memory: PolicyMemory, ports: Ports, settings: OperatorSettings, now: float
+) -> StreamsObserved:
+    spec = admit(ctx, settings)
+    observer = kafka_client(spec, ctx, memory, ports, settings)
+    identify(ctx, spec, observer, memory, ports)
+    try:
+        group = observer.describe_streams_group(spec.group_id)
+    except KafkaUnavailable as error:
+        memory.close()
+        # no plan without its members: nothing is published this poll, and that is counted
+        ports.metrics.plan_publish_skipped(ctx.namespace, ctx.name, "membership_unknown")
+        raise PollFailure("KafkaUnreachable", str(error)) from None
+    if group is None:
+        raise PollFailure(
+            "StreamsGroupNotFound",
+            f"no streams group {spec.group_id} (not started, or a consumer or classic group)",
+            stalled=False,
+        )
+    refusal = assignor_refusal(group)
+    if refusal is not None:
+        raise PollFailure(NOT_PLAN_FOLLOWING, refusal)
+    if not group.subtopologies:
+        raise PollFailure(
+            "TopologyNotReady",
+            f"streams group {spec.group_id} ({group.state}) has no initialised topology yet",
+            stalled=False,
+        )
+    subtopologies = tuple(
+        streams_tasks.SubtopologyTopics(s.subtopology_id, s.source_topics, s.changelog_topics)
+        for s in group.subtopologies
+    )
+    topics = sorted({t for s in subtopologies for t in s.source_topics + s.changelog_topics})
+    try:
+        observation = observer.observe(
+            spec.group_id, topics, None, max_partitions=settings.max_partitions_per_policy
+        )
+    except TooManyPartitions as error:
+        memory.history = None
+        raise PollFailure("TooManyPartitions", str(error)) from None
+    except KafkaUnavailable as error:
+        memory.close()
+        raise PollFailure("KafkaUnreachable", str(error)) from None
+    offsets = observation.offsets
+    if not isinstance(offsets, PolicyOffsets):
+        offsets = PolicyOffsets.from_mapping(observation.topics, offsets)
+    lags = track_lags(spec, offsets, memory, now)
+    rates = memory.history.produce_rates() if memory.history is not None else {}
+    lag, rate = streams_tasks.task_loads(
+        subtopologies, observation.topics, lags.lag_values(), rates
+    )
+    ends = {key: offsets[key].log_end for key in offsets}
+    changelog = streams_tasks.changelog_sizes(subtopologies, observation.topics, ends)
+    reported = memory.reported_generation
+    if reported is None:
+        reported = ctx.status.get("observedGeneration")
+    applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
+    observed = StreamsObserved(
+        spec,
+        group,
+        subtopologies,
+        dict(observation.topics),
+        lag,
+        rate,
+        changelog,
+        offsets,
+        lags,
+        epoch=max(memory.applied_epoch, _status_epoch(ctx)),
+        last_applied_at=max((t for t in applied_at if t is not None), default=None),
+        spec_changed=reported is not None and reported != ctx.generation,
+    )
+    _count_bumps(ctx, observed, memory, ports)
+    return observed
+
+
+def wait(observed: StreamsObserved) -> Wait | None:
+    if observed.group.members:
+        return None
+    return Wait(
+        Stop.NO_MEMBERS,
+        Health(
+            False,
+            "NoMembers",
+            f"streams group {observed.spec.group_id} has no member; the published plan "
+            f"(epoch {observed.epoch}) is kept",
+            reconciling=True,
+        ),
+    )
+
+
+def adaptive_weights(
+    observed: StreamsObserved, memory: PolicyMemory, now: float
+) -> dict[str, float] | None:
+    """weightFrom adaptive: each member's measured capacity (`capacity.CapacityEstimator`),
+    from the committed-offset advance of its active tasks' input partitions while
+    backlogged; ownership counts only while the group is Stable. None otherwise."""
+    spec, group = observed.spec, observed.group
+    if spec.weight_from != "adaptive":
+        return None
+    inputs = {s.subtopology_id: s.source_topics for s in observed.subtopologies}
+    owners = {
+        (topic, p): m.member_id
+        for m in group.members
+        for s, parts in m.active.items()
+        for p in parts
+        for topic in inputs.get(s, ())
+        if p < observed.partitions.get(topic, 0)
+    }
+    offsets, lags = observed.offsets, observed.lags
+    committed: dict[tuple[str, int], int] = {}
+    lag: dict[tuple[str, int], int] = {}
+    for i, key in enumerate(lags.layout.keys()):
+        if key in owners and lags.states[i] == OK and offsets.committed[i] >= 0:
+            committed[key], lag[key] = int(offsets.committed[i]), int(lags.lags[i])
+    estimator = memory.capacity
+    estimator.settle_s = spec.poll_interval
+    members = observed.member_ids
+    estimator.observe(
+        now, confirmed_owners(owners, owners, group.state == "Stable"), committed, lag, members
+    )
+    demand = memory.history.total_produce() if memory.history is not None else 0.0
+    return estimator.weights(members, demand)
+
+
+def _task_plan(observed: StreamsObserved, weights: Mapping[str, float]) -> streams_tasks.TaskPlan:
+    spec, group = observed.spec, observed.group
+    counts = observed.counts
+    options = assignors.PlanOptions(
+        count_balance=spec.count_balance,
+        min_improvement=spec.min_improvement,
+        load_model=spec.load_model or None,
+        target_drain_seconds=spec.target_drain_seconds,
+    )
+    try:
+        return streams_tasks.plan_tasks(
+            streams_tasks.TaskPlanInput(
+                counts=counts,
+                members=observed.member_ids,
+                active=group.active(),
+                standby=group.standbys(),
+                lag=observed.lag,
+                rate=observed.rate,
+                changelog=observed.changelog,
+                strategy=spec.strategy,
+                options=options,
+                budget=spec.move_budget(sum(counts.values())),
+                drain_seconds=spec.target_drain_seconds,
+                weights=weights,
+            )
+        )
+    except assignors.PlanInputError as error:
+        raise PollFailure(
+            "PlanFailed", f"planning the tasks of {group.group_id}: {error}"
+        ) from None
+
+
+def plan(
+    ctx: PolicyContext,
+    observed: StreamsObserved,
+    pods: Sequence[PodSummary],
+    memory: PolicyMemory,
+    now: float,
+) -> StreamsPlanned:
+    adaptive = adaptive_weights(observed, memory, now)
+    weights = member_weights(observed.spec, observed.group, pods, adaptive)
+    tasks = _task_plan(observed, weights)
+    owned = {
+        (s, p)
+        for held in observed.group.active().values()
+        for s, parts in held.items()
+        for p in parts
+    }
+    planned = StreamsPlanned(
+        assignment=tasks.assignment,
+        hash=planning.plan_hash(tasks.assignment),
+        moves=len(tasks.moves),
+        peak_before=tasks.peak_before,
+        peak_after=tasks.peak_after,
+        unowned=any((s, p) not in owned for s, n in observed.counts.items() for p in range(n)),
+        runs_already=not observed.group.members_off_plan(tasks.assignment),
+        measuring=adaptive is not None and not memory.capacity.measured,
+    )
+    if observed.spec.needs_approval:
+        planned = _on_offer(ctx, observed, planned, memory)
+    return planned
+
+
+def _on_offer(
+    ctx: PolicyContext, observed: StreamsObserved, planned: StreamsPlanned, memory: PolicyMemory
+) -> StreamsPlanned:
+    """Approval: the proposal on offer stays the plan while it still fits the group (the same
+    members and task counts) and is not published, so the hash a user approves is the plan
+    that gets published even as lag moves. Kept in status too, for an operator restart."""
+    kept = memory.proposal or planning.restore_proposal(ctx.status.get("proposal"))
+    if (
+        kept is None
+        or kept.hash == _published_hash(observed, memory)
+        or not planning.proposal_fits(kept.assignment, observed.counts, observed.member_ids)
+    ):
+        memory.proposal = None
+        return planned
+    return StreamsPlanned(
+        assignment=kept.assignment,
+        hash=kept.hash,
+        moves=kept.moves,
+        peak_before=kept.before if kept.before is not None else planned.peak_before,
+        peak_after=kept.after if kept.after is not None else planned.peak_after,
+        unowned=planned.unowned,
+        runs_already=not observed.group.members_off_plan(kept.assignment),
+        measuring=planned.measuring,
+        proposal=kept,
+    )
+
+
+def _published_hash(observed: StreamsObserved, memory: PolicyMemory) -> str | None:
+    """The plan this policy last published for its group (None: none since the operator
+    started, or it was for another group)."""
+    return memory.published_hash if memory.published_group == observed.spec.group_id else None
+
+
+def facts(
+    ctx: PolicyContext, observed: StreamsObserved, planned: StreamsPlanned, memory: PolicyMemory
+) -> PlanFacts:
+    """The plan in place is the published one, or the new plan itself when the group runs it
+    already (then there is nothing to decide: it is recorded). Tasks without an owner, or a
+    spec change, make the plan structural."""
+    applied = planned.hash if planned.runs_already else _published_hash(observed, memory)
+    return PlanFacts(
+        new_hash=planned.hash,
+        applied_hash=applied,
+        epoch=observed.epoch,
+        last_applied_at=observed.last_applied_at,
+        ratio_before=planned.peak_before,
+        ratio_after=planned.peak_after,
+        moves=planned.moves,
+        structural=planned.unowned or observed.spec_changed,
+        measuring=planned.measuring,
+    )
+
+
+def carry_out(
+    ctx: PolicyContext,
+    observed: StreamsObserved,
+    planned: StreamsPlanned,
+    decision: Decision,
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> StreamsApplied:
+    """APPLY publishes the plan in a new epoch and triggers the recompute (unless the group
+    runs it already); PROPOSE offers it. Otherwise, outside observe mode: a plan the group
+    runs already is recorded, a published plan the group does not run yet is triggered again
+    a poll interval after the last trigger, and the published plan is republished every
+    settings.plan_refresh_s."""
+    spec = observed.spec
+    if decision.action is Action.PROPOSE:
+        memory.proposal = planning.offer(
+            planned.proposal,
+            planned.hash,
+            planned.assignment,
+            planned.moves,
+            planned.peak_before,
+            planned.peak_after,
+            iso(now),
+        )
+        return StreamsApplied(observed.epoch, proposal=memory.proposal)
+    if decision.action is Action.APPLY:
+        memory.proposal = None
+        trigger = not planned.runs_already
+        _publish(ctx, observed, planned, decision.epoch, memory, ports, settings, now, trigger)
+        memory.applied_epoch, memory.applied_at = decision.epoch, now
+        ports.metrics.plan_applied(ctx.namespace, ctx.name, spec.group_id, planned.moves)
+        return StreamsApplied(decision.epoch, published=True, triggered=trigger)
+    if spec.mode == "observe":
+        return StreamsApplied(observed.epoch)
+    published = _published_hash(observed, memory)
+    if planned.runs_already and published != planned.hash:
+        epoch = observed.epoch + 1
+        _publish(ctx, observed, planned, epoch, memory, ports, settings, now, trigger=False)
+        memory.applied_epoch, memory.applied_at = epoch, now
+        return StreamsApplied(epoch, published=True)
+    if published is None or memory.streams_plan is None:
+        return StreamsApplied(observed.epoch)
+    if observed.group.members_off_plan(memory.streams_plan):
+        last = memory.streams_triggered_at or memory.published_at or now
+        if now - last >= spec.poll_interval:
+            _trigger(ctx, observed.group, memory, ports, now)
+            return StreamsApplied(observed.epoch, triggered=True)
+    elif now - (memory.published_at or now) >= settings.plan_refresh_s:
+        refreshed = StreamsPlanned(memory.streams_plan, published, 0, 0.0, 0.0, False, True, False)
+        _publish(ctx, observed, refreshed, observed.epoch, memory, ports, settings, now, False)
+        return StreamsApplied(observed.epoch, published=True)
+    return StreamsApplied(observed.epoch)
+
+
+def _publish(
+    ctx: PolicyContext,
+    observed: StreamsObserved,
+    planned: StreamsPlanned,
+    epoch: int,
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+    trigger: bool,
+) -> None:
+    group = observed.group
+    group_id = observed.spec.group_id
+    member_ids = observed.member_ids
+    if memory.published_hash != planned.hash:
+        memory.streams_trigger_epoch = None  # bumps count per plan: a new plan starts afresh
+    record = plan_record.encode_plan(
+        group_id,
+        epoch,
+        planned.hash,
+        iso(now),
+        planned.assignment,
+        incarnation=ctx.uid,
+        member_ids=member_ids,
+        kind="streams",
+    )
+    headers = value_headers(settings, group_id, record)
+    observer = memory.observer
+    if observer is None:
+        raise PollFailure("PublishFailed", "no Kafka client to publish the plan with")
+    try:
+        observer.publish_plan(settings.plan_topic, group_id, record, headers, settings.plan_client)
+    except KafkaUnavailable as error:
+        raise PollFailure("PublishFailed", str(error)) from None
+    memory.published_hash, memory.published_at = planned.hash, now
+    memory.published_group, memory.published_member_ids = group_id, tuple(sorted(member_ids))
+    memory.published_incarnation, memory.published_epoch = ctx.uid, epoch
+    memory.streams_plan = planned.assignment
+    if trigger:
+        _trigger(ctx, group, memory, ports, now)
+    log.info(
+        "%s/%s epoch %d: streams plan %s published to %s (%d bytes, %d task moves)%s",
+        ctx.namespace,
+        ctx.name,
+        epoch,
+        planned.hash,
+        settings.plan_topic,
+        len(record),
+        planned.moves,
+        "; recompute triggered" if trigger else "",
+    )
+
+
+def _report_fields(observed: StreamsObserved, memory: PolicyMemory, epoch: int) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "epoch": epoch,
+        "members": len(observed.group.members),
+        "totalLag": observed.total_lag,
+        "streams": streams_status(observed, memory),
+    }
+    if memory.published_hash is not None and memory.published_group == observed.spec.group_id:
+        fields["appliedPlan"] = memory.published_hash
+        fields["strategy"] = observed.spec.strategy
+        if memory.applied_at is not None:
+            fields["lastAppliedTime"] = iso(memory.applied_at)
+    return fields
+
+
+def waited(
+    ctx: PolicyContext,
+    observed: StreamsObserved,
+    wait: Wait,
+    memory: PolicyMemory,
+    ports: Ports,
+    now: float,
+) -> report.PollOutcome:
+    memory.reported_generation = ctx.generation
+    fields = _report_fields(observed, memory, observed.epoch)
+    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
+    return report.PollOutcome(
+        report.status(ctx, now, wait.health, **fields), [], wait.stop, succeeded=True
+    )
+
+
+def polled(
+    ctx: PolicyContext,
+    observed: StreamsObserved,
+    planned: StreamsPlanned,
+    decision: Decision,
+    applied: StreamsApplied,
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> report.PollOutcome:
+    """The common conditions: Ready with the decision's reason once the group runs the
+    published plan; Reconciling (Applying) while it moves to it; Stalled (NotConverged) when
+    it has not after report.CONVERGENCE_POLLS poll intervals."""
+    memory.reported_generation = ctx.generation
+    fields = _report_fields(observed, memory, applied.epoch)
+    offered, events, note = report.proposal_fields(
+        ctx, applied.proposal, applied.epoch, decision, settings
+    )
+    fields.update(offered)
+    if applied.published and decision.action is Action.APPLY:
+        events.append(
+            (
+                "Normal",
+                "PlanApplied",
+                f"epoch {applied.epoch}: streams plan {planned.hash} published, "
+                f"{planned.moves} task moves"
+                + ("; recompute triggered" if applied.triggered else ""),
+            )
+        )
+    message = f"{decision.message}; {note}" if note else decision.message
+    health = Health(True, decision.reason, message)
+    published = memory.streams_plan if _published_hash(observed, memory) else None
+    if published is not None and decision.action is not Action.OBSERVE:
+        off_plan = observed.group.members_off_plan(published)
+        state = report.convergence(
+            memory, now, bool(off_plan), decision, observed.spec.poll_interval
+        )
+        if state != "converged":
+            waiting = (
+                f"{message}; {len(off_plan)} of {len(observed.group.members)} members do not "
+                f"run the published plan {memory.published_hash} yet"
+            )
+            health = (
+                Health(False, "NotConverged", waiting, stalled=True)
+                if state == "stalled"
+                else Health(False, "Applying", waiting, reconciling=True)
+            )
+    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
+    return report.PollOutcome(
+        report.status(ctx, now, health, **fields), events, decision.action, succeeded=True
+    )
+
+
+class StreamsKind:
+    name = "streams"
+
+    def observe(
+        self,
+        ctx: PolicyContext,
+        pods: Sequence[PodSummary],
+        memory: PolicyMemory,
+        ports: Ports,
+        settings: OperatorSettings,
+        now: float,
+    ) -> StreamsObserved:
+        return observe(ctx, memory, ports, settings, now)
+
+    def wait(self, observed: StreamsObserved) -> Wait | None:
+        return wait(observed)
+
+    def plan(
+        self,
+        ctx: PolicyContext,
+        observed: StreamsObserved,
+        pods: Sequence[PodSummary],
+        memory: PolicyMemory,
+        settings: OperatorSettings,
+        now: float,
+    ) -> StreamsPlanned:
+        return plan(ctx, observed, pods, memory, now)
+
+    def facts(
+        self,
+        ctx: PolicyContext,
+        observed: StreamsObserved,
+        planned: StreamsPlanned,
+        memory: PolicyMemory,
+    ) -> PlanFacts:
+        return facts(ctx, observed, planned, memory)
+
+    def carry_out(
+        self,
+        ctx: PolicyContext,
+        observed: StreamsObserved,
+        planned: StreamsPlanned,
+        decision: Decision,
+        memory: PolicyMemory,
+        ports: Ports,
+        settings: OperatorSettings,
+        now: float,
+    ) -> StreamsApplied:
+        return carry_out(ctx, observed, planned, decision, memory, ports, settings, now)
+
+    def waited(
+        self,
+        ctx: PolicyContext,
+        observed: StreamsObserved,
+        wait: Wait,
+        memory: PolicyMemory,
+        ports: Ports,
+        settings: OperatorSettings,
+        now: float,
+    ) -> report.PollOutcome:
+        return waited(ctx, observed, wait, memory, ports, now)
+
+    def report(
+        self,
+        ctx: PolicyContext,
+        observed: StreamsObserved,
+        planned: StreamsPlanned,
+        decision: Decision,
+        applied: StreamsApplied,
+        memory: PolicyMemory,
+        ports: Ports,
+        settings: OperatorSettings,
+        now: float,
+    ) -> report.PollOutcome:
+        return polled(ctx, observed, planned, decision, applied, memory, ports, settings, now)
+
+
+KIND = StreamsKind()
+
+
+def assignor_refusal(group: StreamsGroup) -> str | None:
+    """Why the group cannot follow a plan (the message of a Stalled policy), or None. A broker
+    that does not say (StreamsGroupDescribe version 0) is not refused here: the trigger's
+    config change is then the test."""
+    if group.assignor is None or group.assignor in streams_group.PLAN_ASSIGNORS:
+        return None
+    return (
+        f"group {group.group_id} uses the task assignor {group.assignor!r}, not "
+        f"{streams_group.PLAN_ASSIGNOR!r}: load the broker plug-in and set the group config "
+        f"{streams_group.ASSIGNOR_CONFIG}={streams_group.PLAN_ASSIGNOR} (docs/streams.md)"
+    )
+
+
+def member_pods(group: StreamsGroup, pods: Sequence[PodSummary]) -> dict[str, PodSummary]:
+    """Streams member id -> its pod, for weights: the pod named by the member's instance id,
+    or by its client id (Kafka Streams' `client.id`, which its consumers extend with
+    "-StreamThread-N-consumer"). Members without a pod are absent."""
+    by_name = {pod.name: pod for pod in pods}
+    found: dict[str, PodSummary] = {}
+    for m in group.members:
+        configured = m.client_id.split("-StreamThread-", 1)[0]
+        candidates = [m.instance_id or "", m.client_id, configured]
+        pod = next((by_name[c] for c in candidates if c in by_name), None)
+        if pod is not None:
+            found[m.member_id] = pod
+    return found
+
+
+def member_weights(
+    spec: PolicySpec,
+    group: StreamsGroup,
+    pods: Sequence[PodSummary],
+    adaptive: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Capacity weight per streams member: weightFrom adaptive (`adaptive`, by member id) or
+    resources, and spec.members.weights rules over them, applied to the member's pod
+    (`member_pods`) among the pods the selector matches; a member without one weighs its
+    adaptive weight, else 1.0.
+
+    Kafka decides membership here, not the pod's phase or readiness: a streams member is
+    planned from the poll it appears in, so its pod's weight applies from that poll too (a
+    pod not yet Ready, or restoring state behind a failing probe, is still that member).
+    Only a pod being deleted is left out."""
+    matched = {
+        pod.name
+        for pod in pods
+        if pod.name and not pod.deleting and matches(spec.selector, pod.labels)
+    }
+    by_member = {m: pod for m, pod in member_pods(group, pods).items() if pod.name in matched}
+    measured = adaptive or {}
+    by_pod = {pod.name: measured[m] for m, pod in by_member.items() if m in measured}
+    weights = resolve_weights(spec, by_member.values(), by_pod)
+    result = {m: weights.get(pod.name, 1.0) for m, pod in by_member.items()}
+    for m in group.members:
+        if m.member_id not in result and spec.weight_from == "adaptive":
+            result[m.member_id] = measured.get(m.member_id, 1.0)
+    return result
+
+
+def _trigger(
+    ctx: PolicyContext, group: StreamsGroup, memory: PolicyMemory, ports: Ports, now: float
+) -> None:
+    """Toggle the group's reserved assignment-config tag (`streams_group.trigger`): the
+    coordinator bumps the group epoch and recomputes (KAFKA-19765). A refusal is Stalled,
+    naming the assignor in use."""
+    assert memory.observer is not None
+    try:
+        memory.observer.trigger_streams_group(group.group_id)
+    except streams_group.StreamsGroupError as error:
+        in_use = group.assignor or "unknown (the broker does not report it)"
+        raise PollFailure(
+            TRIGGER_REFUSED,
+            f"group {group.group_id} (task assignor {in_use!r}): the brokers refused the "
+            f"recompute trigger: {error}",
+        ) from None
+    except KafkaUnavailable as error:
+        raise PollFailure("TriggerFailed", str(error)) from None
+    if memory.streams_trigger_epoch is None:
+        memory.streams_trigger_epoch = group.group_epoch
+    memory.streams_triggers += 1
+    memory.streams_triggered_at = now
+    ports.metrics.streams_trigger(ctx.namespace, ctx.name, group.group_id)
+
+
+def _count_bumps(
+    ctx: PolicyContext, observed: StreamsObserved, memory: PolicyMemory, ports: Ports
+) -> None:
+    """When the group is Stable at or past a triggered plan: the epoch bumps it cost (group
+    epoch now minus the epoch before the first trigger of the plan)."""
+    start = memory.streams_trigger_epoch
+    group = observed.group
+    if start is None or group.state != "Stable" or group.group_epoch <= start:
+        return
+    if group.assignment_epoch != group.group_epoch:
+        return
+    bumps = group.group_epoch - start
+    memory.streams_last_bumps, memory.streams_trigger_epoch = bumps, None
+    ports.metrics.streams_epoch_bumps(ctx.namespace, ctx.name, group.group_id, bumps)
+
+
+def _ranges(parts: list[int]) -> str:
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive partitions
+    for p in sorted(set(parts)):
+        if runs and runs[-1][1] == p - 1:
+            runs[-1][1] = p
+        else:
+            runs.append([p, p])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def encode_tasks(tasks: Mapping[str, list[int]]) -> str:
+    """Task sets as short text: `subtopology:partitions` separated by spaces, partitions as
+    ranges ("0:0-2,7 1:3")."""
+    return " ".join(f"{s}:{_ranges(parts)}" for s, parts in sorted(tasks.items()) if parts)
+
+
+def streams_status(observed: StreamsObserved, memory: PolicyMemory) -> dict[str, Any]:
+    """status.streams: the group, and tasks per member (the first MAX_STATUS_MEMBERS)."""
+    group = observed.group
+    counts = observed.counts
+    members = []
+    for m in group.members[:MAX_STATUS_MEMBERS]:
+        lag = sum(observed.lag.get((s, p)) or 0.0 for s, parts in m.active.items() for p in parts)
+        entry: dict[str, Any] = {
+            "memberId": m.member_id,
+            "processId": m.process_id,
+            "clientId": m.client_id,
+            "host": m.client_host,
+            "active": encode_tasks(m.active),
+            "standby": encode_tasks(m.standby),
+            "warmup": encode_tasks(m.warmup),
+            "tasks": sum(len(p) for p in m.active.values()),
+            "lag": int(lag),
+        }
+        if m.instance_id:
+            entry["instanceId"] = m.instance_id
+        members.append(entry)
+    result: dict[str, Any] = {
+        "groupEpoch": group.group_epoch,
+        "assignmentEpoch": group.assignment_epoch,
+        "subtopologies": len(observed.subtopologies),
+        "tasks": sum(counts.values()),
+        "statefulTasks": len(observed.changelog),
+        "triggers": memory.streams_triggers,
+        "membersListed": len(members),
+        "members": members,
+    }
+    if group.assignor is not None:
+        result["assignor"] = group.assignor
+    if memory.streams_last_bumps is not None:
+        result["lastPlanEpochBumps"] = memory.streams_last_bumps
+    return result
