@@ -14,6 +14,12 @@ from typing import Any
 from kafka_rebalance_assignors import PlanInputError, plan
 from kafka_rebalance_assignors.collector import collector_paused
 from kafka_rebalance_assignors.registry import STRATEGY_NAMES
+from kafka_rebalance_assignors.streams_request import (
+    is_task_document,
+    parse_task_request,
+    task_plan_document,
+)
+from kafka_rebalance_assignors.streams_tasks import plan_tasks
 
 EXIT_BAD_INPUT = 2
 
@@ -21,8 +27,9 @@ EXIT_BAD_INPUT = 2
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "plan",
-        help="compute a partition plan from a JSON group description",
-        description="Read one plan-contract JSON object and print the plan.",
+        help="compute a partition (or streams task) plan from a JSON group description",
+        description="Read one plan-contract JSON object and print the plan; a document with "
+        '"groupType": "streams" is planned as a streams group\'s tasks.',
     )
     parser.add_argument("--input", "-i", default="-", help="JSON file to read, or - for stdin")
     # No argparse `choices`: an unknown name must fail like any other bad input (exit 2, one
@@ -68,7 +75,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        result = plan(_read_document(args.input), args.strategy)
+        document = _read_document(args.input)
+        if is_task_document(document):  # a streams group: tasks, not partitions
+            if args.format == "table":
+                raise PlanInputError("--format", "table is for partition plans; use json")
+            result = task_plan_document(plan_tasks(parse_task_request(document, args.strategy)))
+        else:
+            result = plan(document, args.strategy)
     except PlanInputError as error:
         # One line, whatever the input: names taken from it may hold line breaks.
         message = str(error).replace("\r", "\\r").replace("\n", "\\n")

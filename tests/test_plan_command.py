@@ -185,3 +185,67 @@ def test_stale_facts_are_counted_not_refused():
     stats = json.loads(done.stdout)["stats"]
     assert stats["stale_ownership_dropped"] == 2
     assert stats["unknown_subscriptions_ignored"] == 1
+
+
+STREAMS_EXAMPLE = Path(__file__).parents[1] / "examples" / "plans" / "streams-tasks.json"
+
+
+def test_a_streams_document_previews_a_task_plan_from_the_example():
+    document = json.loads(STREAMS_EXAMPLE.read_text())
+    done = run_plan(STREAMS_EXAMPLE.read_text())
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["groupType"] == "streams"
+    planned = sorted(
+        (s, p) for tasks in result["assignment"].values() for s, ps in tasks.items() for p in ps
+    )
+    # every task once, on members of the input
+    assert planned == sorted((s, p) for s, n in document["tasks"].items() for p in range(n))
+    assert set(result["assignment"]) == {m["id"] for m in document["members"]}
+    # the hot tasks 0_0 and 0_1 no longer share a member, and the peak falls
+    owner = {
+        (s, p): m for m, ts in result["assignment"].items() for s, ps in ts.items() for p in ps
+    }
+    assert owner[("0", 0)] != owner[("0", 1)]
+    assert result["peakAfter"] < result["peakBefore"]
+    assert result["moveCost"] <= document["maxMovesPerRound"] or len(result["moves"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({"groupType": "streams", "members": [{"id": "a"}]}, "tasks"),
+        ({"groupType": "streams", "tasks": {"0": 2}, "members": []}, "members"),
+        (
+            {"groupType": "streams", "tasks": {"0": 2}, "members": [{"id": "a"}, {"id": "a"}]},
+            "members[1].id",
+        ),
+        (
+            {
+                "groupType": "streams",
+                "tasks": {"0": 2},
+                "members": [{"id": "a"}],
+                "lag": {"0": [1]},
+            },
+            "lag.0",
+        ),
+        (
+            {
+                "groupType": "streams",
+                "tasks": {"0": 2},
+                "members": [{"id": "a", "standby": {"9": [0]}}],
+            },
+            "members[0].standby.9",
+        ),
+    ],
+)
+def test_a_bad_streams_document_exits_2_naming_the_field(document, field):
+    done = run_plan(json.dumps(document))
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert f"bad input: {field}: " in line, line
+
+
+def test_a_streams_document_refuses_the_table_format():
+    done = run_plan(STREAMS_EXAMPLE.read_text(), "--format", "table")
+    assert done.returncode == 2 and "--format: " in done.stderr
