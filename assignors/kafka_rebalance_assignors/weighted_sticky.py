@@ -56,7 +56,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from itertools import chain
 
@@ -71,27 +71,6 @@ def integer_weights(weights: Sequence[float]) -> list[int]:
     exact = [Fraction(w) for w in weights]
     scale = math.lcm(*(f.denominator for f in exact)) if exact else 1
     return [int(f * scale) for f in exact]
-
-
-def weighted_quotas(
-    partitions: int,
-    subscribers: Sequence[str],
-    weights: Mapping[str, float],
-    owned_counts: Mapping[str, int] | None = None,
-) -> dict[str, int]:
-    """Largest-remainder apportionment of one topic's `partitions` among `subscribers` by weight
-    (ties: more owned first, then member id). One topic alone; `assign` apportions all topics
-    jointly so that members' totals stay within one of their share too."""
-    owned_counts = owned_counts or {}
-    units = dict(zip(subscribers, integer_weights([weights[m] for m in subscribers]), strict=True))
-    total = sum(units.values())
-    quotas = {m: partitions * units[m] // total for m in subscribers}
-    rests = {m: partitions * units[m] % total for m in subscribers}
-    left = partitions - sum(quotas.values())
-    ranked = sorted(subscribers, key=lambda m: (-rests[m], -owned_counts.get(m, 0), m))
-    for member_id in ranked[:left]:
-        quotas[member_id] += 1
-    return quotas
 
 
 class _TopicSeats:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -275,13 +274,3 @@ class _Gone(Exception):
 
 class _WatchFailed(Exception):
     """The list or watch failed with an error worth waiting before the next try."""
-
-
-def wait_for_document(tracker: AssignmentTracker, timeout_s: float) -> bool:
-    """Block up to `timeout_s` for a first accepted document."""
-    deadline = time.monotonic() + timeout_s
-    while tracker.current is None:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-    return True
