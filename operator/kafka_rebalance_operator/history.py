@@ -271,7 +271,7 @@ class PolicyHistory:
 
     def _last_ends(self, rows: np.ndarray) -> np.ndarray:
         """Each of `rows`' newest log end (its base where it has no points)."""
-        out = self.base[rows].copy()
+        out: np.ndarray = self.base[rows].copy()
         for start in range(0, len(rows), self.CHUNK):
             chunk = rows[start : start + self.CHUNK]
             out[start : start + self.CHUNK] += self.step[chunk].sum(axis=1, dtype=np.int64)

@@ -402,4 +402,5 @@ class EncodedRows(Sequence[dict[str, Any]]):
         lines = list(self.lines)  # random access (tests, sinks that want dicts): made whole
         if isinstance(index, slice):
             return [json.loads(line) for line in lines[index]]
-        return json.loads(lines[index])
+        row: dict[str, Any] = json.loads(lines[index])
+        return row

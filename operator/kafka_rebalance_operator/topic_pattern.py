@@ -75,7 +75,8 @@ def compile_topic_pattern(text: str) -> TopicPattern:
     options.log_errors = False  # the refusal is reported once, in the policy's status
     options.max_mem = _MAX_PROGRAM_BYTES
     try:
-        return re2.compile(text, options)
+        compiled: TopicPattern = re2.compile(text, options)
+        return compiled
     except re2.error as error:
         raw = error.args[0] if error.args else str(error)
         message = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)

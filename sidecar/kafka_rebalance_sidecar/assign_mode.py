@@ -102,10 +102,10 @@ class AssignRunner(Runner):
         assert self.consumer is not None
         committed = self.consumer.committed(tp)
         if committed is not None:
-            return committed
+            return int(committed)
         if self.config.auto_offset_reset == "latest":
-            return self.consumer.end_offsets([tp])[tp]
-        return self.consumer.beginning_offsets([tp])[tp]
+            return int(self.consumer.end_offsets([tp])[tp])
+        return int(self.consumer.beginning_offsets([tp])[tp])
 
     def apply(self, document: AssignmentDocument) -> None:
         assert self.consumer is not None

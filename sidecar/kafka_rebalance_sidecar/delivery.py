@@ -150,7 +150,8 @@ def load_handler(spec: str) -> Handler:
             ) from None
     if not callable(target):
         raise HandlerSpecError(f"--handler {spec!r}: {attr_path} is not callable")
-    return target
+    handler: Callable[[Batch], None] = target
+    return handler
 
 
 class InProcessDelivery:
