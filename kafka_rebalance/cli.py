@@ -11,19 +11,33 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 from kafka_rebalance.version import version
 
 # subcommand name -> module exposing `register(subparsers)`; imported lazily.
 SUBCOMMANDS: dict[str, str] = {
     "plan": "kafka_rebalance.plan_command",
-    "dev": "kafka_rebalance_dev.devenv.command",
     "pipeline": "kafka_rebalance.pipeline_command",
     "operator": "kafka_rebalance.operator_command",
     "sidecar": "kafka_rebalance.sidecar_command",
-    "demo": "kafka_rebalance_dev.demo.command",
     "completion": "kafka_rebalance.completion",
 }
+# Other installed distributions add subcommands as entry points of this group (name -> module
+# exposing `register(subparsers)`): the development harness adds `dev` and `demo` this way, so
+# this distribution never names its modules.
+PLUGIN_GROUP = "kafka_rebalance.commands"
+# The harness's commands, named only so that an installation without it says where they come
+# from instead of "invalid choice".
+HARNESS_COMMANDS = ("dev", "demo")
+
+
+def commands() -> dict[str, str]:
+    """Every subcommand this installation has: this distribution's, then the plug-ins'."""
+    found = dict(SUBCOMMANDS)
+    for entry in entry_points(group=PLUGIN_GROUP):
+        found.setdefault(entry.name, entry.value)
+    return found
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -33,7 +47,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module_name in SUBCOMMANDS.items():
+    available = {only: SUBCOMMANDS[only]} if only in SUBCOMMANDS else commands()
+    for name in HARNESS_COMMANDS:
+        if name not in available and only in (None, name):
+            register_unavailable(
+                subparsers,
+                name,
+                f"kafka-rebalance {name}: not part of this installation; {HARNESS_HINT}",
+            )
+    for name, module_name in available.items():
         if only is not None and name != only:
             continue
         try:
@@ -115,7 +137,7 @@ def missing_extra_message(command: str | None, error: ModuleNotFoundError) -> st
     root = (error.name or "").split(".", 1)[0]
     if root not in EXTRA_MODULES:
         return None
-    if SUBCOMMANDS.get(command or "", "").startswith(HARNESS_PACKAGE + "."):
+    if commands().get(command or "", "").startswith(HARNESS_PACKAGE + "."):
         return f"kafka-rebalance {command}: the Python package '{root}' is missing; {HARNESS_HINT}"
     extra = EXTRA_OF.get(command or "", "watch" if root == "kubernetes" else "operator")
     return (
@@ -128,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     # Import only the module of the requested subcommand (fast start-up for `plan`).
     first = args_list[0] if args_list else None
-    parser = build_parser(first if first in SUBCOMMANDS else None)
+    parser = build_parser(first if first in SUBCOMMANDS or first in HARNESS_COMMANDS else None)
     args = parser.parse_args(args_list)
     try:
         return int(args.handler(args) or 0)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_rebalance.cli import SUBCOMMANDS
+from kafka_rebalance.cli import HARNESS_COMMANDS, PLUGIN_GROUP, SUBCOMMANDS, commands
 
 
 def test_help_lists_every_subcommand() -> None:
@@ -20,7 +20,22 @@ def test_help_lists_every_subcommand() -> None:
     )
     assert result.returncode == 0, result.stderr
     listed = re.findall(r"^    ([a-z]+)(?: |$)", result.stdout, flags=re.MULTILINE)
-    assert listed == list(SUBCOMMANDS)
+    assert listed == list(commands())
+    # the harness (installed by scripts/bootstrap) adds its commands through entry points
+    assert set(HARNESS_COMMANDS) <= set(listed) - set(SUBCOMMANDS)
+
+
+def test_the_product_command_names_no_harness_module() -> None:
+    """`dev` and `demo` reach the command only as entry points of the harness's distribution."""
+    from importlib.metadata import entry_points
+
+    source = (Path(__file__).parents[1] / "kafka_rebalance" / "cli.py").read_text()
+    assert "kafka_rebalance_dev." not in source
+    plugins = {e.name: e.value for e in entry_points(group=PLUGIN_GROUP)}
+    assert plugins == {
+        "dev": "kafka_rebalance_dev.devenv.command",
+        "demo": "kafka_rebalance_dev.demo.command",
+    }
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
