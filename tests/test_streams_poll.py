@@ -386,3 +386,23 @@ def test_a_replaced_member_running_the_plan_already_is_recorded_without_a_trigge
     policy.poll()
     assert _following(policy)
     assert len(kafka.published) == 2
+
+
+def test_a_group_reconciling_after_the_trigger_is_not_triggered_again() -> None:
+    kafka = _cluster(_group())
+    policy = Policy({**SPEC, "rebalance": {"cooldown": "5m"}}, [], memory_ports(kafka))
+    policy.poll()
+    assert kafka.streams_triggers == ["app"]
+    # the trigger took: the group epoch moved, members still reconcile to the new assignment
+    kafka.streams_groups["app"] = dataclasses.replace(
+        _group(epoch=5), group_epoch=6, assignment_epoch=6, state="Reconciling"
+    )
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    assert kafka.streams_triggers == ["app"], "a reconciling group is left to reconcile"
+    assert policy.condition("Ready")["reason"] == "Applying"
+    # the group settles on other tasks than the plan's (the plug-in had not read it yet)
+    kafka.streams_groups["app"] = dataclasses.replace(_group(epoch=6), state="Stable")
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    assert kafka.streams_triggers == ["app", "app"]

@@ -60,8 +60,8 @@ class PolicyMemory:
     streams_triggers: int = 0
     streams_last_bumps: int | None = None
     streams_triggered_at: float | None = None  # wall time of the last trigger
+    streams_triggered_group_epoch: int | None = None  # the group epoch the last trigger saw
     streams_plan: dict[str, dict[str, list[int]]] | None = None  # the plan last published
-    streams_held: str | None = None  # why the last poll held a new plan back (logged once)
     status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def poll_due(self, now: float, generation: int, interval: float, uid: str) -> bool:

@@ -399,7 +399,7 @@ def carry_out(
         return StreamsApplied(observed.epoch)
     if observed.group.members_off_plan(memory.streams_plan):
         last = memory.streams_triggered_at or memory.published_at or now
-        if now - last >= spec.poll_interval:
+        if now - last >= spec.poll_interval and _recompute_missed(observed.group, memory):
             _trigger(ctx, observed.group, memory, ports, now)
             return StreamsApplied(observed.epoch, triggered=True)
     elif now - (memory.published_at or now) >= settings.plan_refresh_s:
@@ -407,6 +407,17 @@ def carry_out(
         _publish(ctx, observed, refreshed, observed.epoch, memory, ports, settings, now, False)
         return StreamsApplied(observed.epoch, published=True)
     return StreamsApplied(observed.epoch)
+
+
+def _recompute_missed(group: StreamsGroup, memory: PolicyMemory) -> bool:
+    """The last trigger did not bring the published plan: the group epoch has not moved since
+    it was sent, or the group settled (Stable, its assignment at the group epoch) on other
+    tasks. While members reconcile towards a recomputed assignment, another trigger would only
+    cost an epoch bump and restart the reconciliation."""
+    sent_at = memory.streams_triggered_group_epoch
+    if sent_at is None or group.group_epoch <= sent_at:
+        return True
+    return group.state == "Stable" and group.assignment_epoch >= group.group_epoch
 
 
 def _publish(
@@ -706,6 +717,7 @@ def _trigger(
         raise PollFailure("TriggerFailed", str(error)) from None
     if memory.streams_trigger_epoch is None:
         memory.streams_trigger_epoch = group.group_epoch
+    memory.streams_triggered_group_epoch = group.group_epoch
     memory.streams_triggers += 1
     memory.streams_triggered_at = now
     ports.metrics.streams_trigger(ctx.namespace, ctx.name, group.group_id)
