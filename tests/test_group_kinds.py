@@ -91,7 +91,9 @@ def _streams() -> Policy:
     assert policy.poll().action is Action.APPLY
     record = kafka.published[-1][2]
     assert record is not None
-    running = {m: {s: _parts(t) for s, t in tasks.items()} for m, tasks in record["members"].items()}
+    running = {
+        m: {s: _parts(t) for s, t in tasks.items()} for m, tasks in record["members"].items()
+    }
     kafka.streams_groups["g"] = dataclasses.replace(
         group,
         group_epoch=6,

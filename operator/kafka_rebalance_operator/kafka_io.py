@@ -2,8 +2,8 @@
 event loop.
 
 Metadata, log offsets and committed offsets are read by `kafka_offsets` (one request per leader
-broker, decoded by `wire` into arrays) on the admin client's connections. The admin API path
-below is the fallback for brokers that speak none of `wire.VERSIONS`:
+broker, decoded by `offset_codecs` into arrays) on the admin client's connections. The admin
+API path below is the fallback for brokers that speak none of `offset_codecs.VERSIONS`:
 log offsets are read for every partition of the policy in one call per offset kind (kafka-python
 sends one ListOffsets request per leader), so a poll's round trips do not grow with its topics.
 kafka-python raises for the whole call when any one partition fails, so a failed call is retried
@@ -25,7 +25,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
-from kafka_rebalance_operator import kip848, streams_group, wire
+from kafka_rebalance_operator import kip848, offset_codecs, streams_group
 from kafka_rebalance_operator.kafka_offsets import OffsetReader
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
@@ -431,7 +431,7 @@ class KafkaObserver:
             described = self._offsets.metadata(None if pattern is not None else list(topics or []))
         except Exception as error:
             raise KafkaUnavailable(f"cannot read cluster metadata: {_short(error)}") from error
-        selected: dict[str, wire.TopicMetadata] = {}
+        selected: dict[str, offset_codecs.TopicMetadata] = {}
         missing: list[str] = []
         for entry in described:
             name = entry.name

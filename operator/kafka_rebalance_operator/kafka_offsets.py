@@ -2,7 +2,7 @@
 leader broker for the log ends (and, when due, one per leader for the log starts) and one
 OffsetFetch to the group's coordinator, all in flight together, on a kafka-python admin
 client's own connections (its bootstrap, security and coordinator lookup). The messages are
-encoded and decoded by `wire`, straight into numpy arrays.
+encoded and decoded by `offset_codecs`, straight into numpy arrays.
 
 Log-start offsets move only when retention deletes a segment (or the topic is recreated), so
 they are read again only when older than `LOG_START_MAX_AGE_S`, when a topic's partition count
@@ -14,8 +14,8 @@ records too.
 
 Blocking: call it from a worker thread. The kafka-python internals used (`_manager.send`,
 `_manager.run`, `_find_coordinator_id`, the request header and response-class hooks) are those
-of kafka-python 3.0, which `pyproject.toml` pins; a broker that speaks none of `wire.VERSIONS`
-makes `supported` False and the caller uses the admin API instead.
+of kafka-python 3.0, which `pyproject.toml` pins; a broker that speaks none of
+`offset_codecs.VERSIONS` makes `supported` False and the caller uses the admin API instead.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from kafka import errors as kafka_errors
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.metadata import CoordinatorType
 
-from kafka_rebalance_operator import wire
+from kafka_rebalance_operator import offset_codecs
 from kafka_rebalance_operator.lag import NONE, Layout, PolicyOffsets
 
 LOG_START_MAX_AGE_S = 300.0
@@ -89,8 +89,8 @@ class _Header:
 
 
 class RawRequest:
-    """A request whose body `wire` encoded, sent through kafka-python's connection (which adds
-    the header and correlation id) and answered with the undecoded body (`_Body`)."""
+    """A request whose body `offset_codecs` encoded, sent through kafka-python's connection
+    (which adds the header and correlation id) and answered with the undecoded body (`_Body`)."""
 
     def __init__(self, api_key: int, version: int, body: bytes) -> None:
         self.API_KEY, self.API_VERSION, self.body = api_key, version, body
@@ -156,7 +156,7 @@ class OffsetReader:
         self.admin, self.timeout_ms = admin, timeout_ms
         self._lock = threading.Lock()
         self._starts: dict[str, _Starts] = {}
-        self._cluster: tuple[float, dict[str, wire.TopicMetadata]] | None = None
+        self._cluster: tuple[float, dict[str, offset_codecs.TopicMetadata]] | None = None
         self.start_reads = 0  # ListOffsets EARLIEST requests made (benchmarks, tests)
 
     # -- versions -----------------------------------------------------------------------------
@@ -167,14 +167,14 @@ class OffsetReader:
         if api_key not in versions:
             return None
         low, high = versions[api_key]
-        mine_low, mine_high = wire.VERSIONS[api_key]
+        mine_low, mine_high = offset_codecs.VERSIONS[api_key]
         version = min(high, mine_high)
         return version if version >= max(low, mine_low) else None
 
     @property
     def supported(self) -> bool:
         """The broker speaks a version of all three messages these codecs speak."""
-        return all(self._version(k) is not None for k in wire.VERSIONS)
+        return all(self._version(k) is not None for k in offset_codecs.VERSIONS)
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -207,13 +207,13 @@ class OffsetReader:
 
         return manager.run(gather)
 
-    def metadata(self, topics: Sequence[str] | None) -> list[wire.TopicMetadata]:
+    def metadata(self, topics: Sequence[str] | None) -> list[offset_codecs.TopicMetadata]:
         """The topics (None: every topic) with their partitions' leaders; raises on failure.
 
         The client's metadata view: a whole-cluster answer is kept for `METADATA_MAX_AGE_S`
         and answers every policy of this client in that time (a pattern's or named topics it
         has), so policies sharing a client do not each decode the whole cluster's metadata."""
-        version = self._version(wire.METADATA)
+        version = self._version(offset_codecs.METADATA)
         assert version is not None
         now = time.monotonic()
         with self._lock:
@@ -223,23 +223,25 @@ class OffsetReader:
                     return list(known.values())
                 if all(name in known for name in topics):
                     return [known[name] for name in topics]
-            request = RawRequest(wire.METADATA, version, wire.metadata_request(version, topics))
+            request = RawRequest(
+                offset_codecs.METADATA, version, offset_codecs.metadata_request(version, topics)
+            )
             node = self.admin._manager.least_loaded_node()
             if node is None:
                 raise kafka_errors.NoBrokersAvailable("no broker to ask for metadata")
             answer = self._run({"metadata": (node, request)})["metadata"]
             if isinstance(answer, Exception):
                 raise answer
-            described = wire.decode_metadata(version, answer.data)
+            described = offset_codecs.decode_metadata(version, answer.data)
             if topics is None:
                 self._cluster = (now, {t.name: t for t in described})
             return described
 
-    def read(self, group_id: str, topics: Mapping[str, wire.TopicMetadata]) -> Read:
+    def read(self, group_id: str, topics: Mapping[str, offset_codecs.TopicMetadata]) -> Read:
         """Log start, log end and committed offset of every partition of `topics`."""
         layout = Layout.of({name: meta.partitions for name, meta in topics.items()})
-        list_version = self._version(wire.LIST_OFFSETS)
-        fetch_version = self._version(wire.OFFSET_FETCH)
+        list_version = self._version(offset_codecs.LIST_OFFSETS)
+        fetch_version = self._version(offset_codecs.OFFSET_FETCH)
         assert list_version is not None and fetch_version is not None
         errors: list[str] = []
         ends = {name: np.full(meta.partitions, NONE, np.int64) for name, meta in topics.items()}
@@ -250,25 +252,25 @@ class OffsetReader:
                 ("commits", group_id): (
                     None,
                     RawRequest(
-                        wire.OFFSET_FETCH,
+                        offset_codecs.OFFSET_FETCH,
                         fetch_version,
-                        wire.offset_fetch_request(fetch_version, group_id),
+                        offset_codecs.offset_fetch_request(fetch_version, group_id),
                     ),
                 )
             }
             asked: dict[Any, dict[str, np.ndarray]] = {}
             for kind, names, spec in (
-                ("end", list(topics), wire.LATEST),
-                ("start", due, wire.EARLIEST),
+                ("end", list(topics), offset_codecs.LATEST),
+                ("start", due, offset_codecs.EARLIEST),
             ):
                 quiet: list[str] = []  # a leaderless partition is reported once
                 for leader, wanted in self._by_leader(
                     topics, names, errors if kind == "end" else quiet
                 ).items():
-                    body = wire.list_offsets_request(list_version, wanted, spec)
+                    body = offset_codecs.list_offsets_request(list_version, wanted, spec)
                     calls[(kind, leader)] = (
                         leader,
-                        RawRequest(wire.LIST_OFFSETS, list_version, body),
+                        RawRequest(offset_codecs.LIST_OFFSETS, list_version, body),
                     )
                     asked[(kind, leader)] = wanted
             answers = self._run(calls)
@@ -290,10 +292,12 @@ class OffsetReader:
                 retry: dict[Any, tuple[int | None, RawRequest]] = {}
                 wanted_again = self._by_leader(topics, stale, [])
                 for leader, wanted in wanted_again.items():
-                    body = wire.list_offsets_request(list_version, wanted, wire.EARLIEST)
+                    body = offset_codecs.list_offsets_request(
+                        list_version, wanted, offset_codecs.EARLIEST
+                    )
                     retry[("start", leader)] = (
                         leader,
-                        RawRequest(wire.LIST_OFFSETS, list_version, body),
+                        RawRequest(offset_codecs.LIST_OFFSETS, list_version, body),
                     )
                 for (_kind, leader), answer in self._run(retry).items():
                     self._decode_offsets(
@@ -309,7 +313,7 @@ class OffsetReader:
         commits = self._commits(answers[("commits", group_id)], group_id, errors)
         return Read(self._columns(layout, start_arrays, ends, commits), errors)
 
-    def _start_due(self, name: str, meta: wire.TopicMetadata, now: float) -> bool:
+    def _start_due(self, name: str, meta: offset_codecs.TopicMetadata, now: float) -> bool:
         held = self._starts.get(name)
         return (
             held is None
@@ -324,7 +328,7 @@ class OffsetReader:
 
     @staticmethod
     def _by_leader(
-        topics: Mapping[str, wire.TopicMetadata], names: Sequence[str], errors: list[str]
+        topics: Mapping[str, offset_codecs.TopicMetadata], names: Sequence[str], errors: list[str]
     ) -> dict[int, dict[str, np.ndarray]]:
         """Per leader broker, per topic, the partitions it leads; partitions without a leader
         are reported in `errors` (unknown this poll)."""
@@ -358,8 +362,8 @@ class OffsetReader:
             )
             return
         try:
-            failed = wire.decode_list_offsets(answer.data, into)
-        except wire.WireError as error:
+            failed = offset_codecs.decode_list_offsets(answer.data, into)
+        except offset_codecs.WireError as error:
             errors.extend(
                 f"{name}-{p} ({kind} offset): ListOffsets from broker {leader}: {error}"
                 for name, partitions in wanted.items()
@@ -369,18 +373,20 @@ class OffsetReader:
         for name, pairs in failed.items():
             errors.extend(f"{name}-{p} ({kind} offset): {_error_name(code)}" for p, code in pairs)
 
-    def _commits(self, answer: Any, group_id: str, errors: list[str]) -> wire.Commits | None:
+    def _commits(
+        self, answer: Any, group_id: str, errors: list[str]
+    ) -> offset_codecs.Commits | None:
         if isinstance(answer, Exception):
             errors.append(f"committed offsets of {group_id}: {_short(answer)}")
             self._forget_coordinator(group_id)
             return None
         try:
-            return wire.decode_offset_fetch(answer.data)
-        except wire.GroupError as error:
+            return offset_codecs.decode_offset_fetch(answer.data)
+        except offset_codecs.GroupError as error:
             errors.append(f"committed offsets of {group_id}: {_error_name(error.code)}")
             if error.code in COORDINATOR_MOVED:
                 self._forget_coordinator(group_id)
-        except wire.WireError as error:
+        except offset_codecs.WireError as error:
             errors.append(f"committed offsets of {group_id}: {error}")
         return None
 
@@ -395,7 +401,7 @@ class OffsetReader:
         layout: Layout,
         starts: Mapping[str, np.ndarray],
         ends: Mapping[str, np.ndarray],
-        commits: wire.Commits | None,
+        commits: offset_codecs.Commits | None,
     ) -> PolicyOffsets:
         n = layout.size
         start, end = np.empty(n, np.int64), np.empty(n, np.int64)

@@ -102,6 +102,11 @@ class StreamsGroup:
         """member id -> subtopology -> partitions it runs now (members without tasks kept)."""
         return {m.member_id: m.active for m in self.members}
 
+    def targets(self) -> dict[str, TaskSets]:
+        """member id -> the tasks the coordinator's target assignment gives it: where a group
+        that is reconciling is heading (equal to `active` once it is Stable)."""
+        return {m.member_id: m.target_active for m in self.members}
+
     def standbys(self) -> dict[str, TaskSets]:
         return {m.member_id: m.standby for m in self.members}
 

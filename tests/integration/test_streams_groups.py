@@ -47,7 +47,7 @@ from tests.integration.streams_apps import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.streams]
 
-NOT_FOLLOWING = "AssignorNotPlanFollowing"  # the Stalled reason (operator phases/streams.py)
+NOT_FOLLOWING = "AssignorNotPlanFollowing"  # the Stalled reason (operator groups/streams.py)
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"  # set on each pod by the StatefulSet
 
 
@@ -375,15 +375,18 @@ def _measure(env: StreamsEnv, groups: dict[str, str], source: str) -> dict[str, 
     return out
 
 
+@pytest.mark.parametrize("weighting", ["weights", "adaptive"])
 def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behind(
-    streams_env: StreamsEnv, k8s: Any, plan_keys: Path, tmp_path: Path
+    streams_env: StreamsEnv, k8s: Any, plan_keys: Path, tmp_path: Path, weighting: str
 ) -> None:
     """Two applications read the same input at once, each with one fast and one slow instance
     (sleeps SLOW_DELAY_MS per record): one group follows the operator's lag-aware plan, the
     other uses the broker's built-in `sticky` task assignor. Sticky balances task counts (three
     each), so the slow instance gets at least 3 x COLD = 12 records/s, more than its 5: that
     group falls behind whatever its placement. The plan gives the slow instance what its
-    weight allows."""
+    weight allows: a weight rule on its pod (`weights`), or its capacity as measured from its
+    tasks' committed offsets while backlogged (`weightFrom: adaptive`, no rule). With adaptive
+    weights the plans must also settle: no plan published within the measured window."""
     env = streams_env
     apps: list[StreamsApps] = []
 
@@ -416,9 +419,13 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
                 group_apps.start(fast)
                 group_apps.start(slow, delay_ms=SLOW_DELAY_MS)
             harness.operator.start()
-            _apply_streams_policy(harness, weights={slow: 0.1})
+            if weighting == "adaptive":
+                _apply_streams_policy(harness, weight_from="adaptive")
+            else:
+                _apply_streams_policy(harness, weights={slow: 0.1})
             applied = time.monotonic()
             all_tasks = {f"0_{p}" for p in range(STATELESS_PARTITIONS)}
+            rates = {0: HOT, **{p: COLD for p in range(1, STATELESS_PARTITIONS)}}
 
             def placed(a: StreamsApps) -> bool:
                 return a.tasks(fast).active | a.tasks(slow).active == all_tasks
@@ -431,21 +438,27 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
                 lambda: planned.crashed() or sticky.crashed(),
             )
             placed_s = time.monotonic() - began
+            if weighting == "adaptive":  # capacity is measured only while backlogged
+                producer = PacedProducer(env.bootstrap, source, rates, noise_every=NOISE_EVERY)
+                producer.start()
             wait_for("the plan followed", lambda: _following(harness), 120, 0.5, planned.crashed)
             converged_s = time.monotonic() - applied
-            rates = {0: HOT, **{p: COLD for p in range(1, STATELESS_PARTITIONS)}}
-            producer = PacedProducer(env.bootstrap, source, rates, noise_every=NOISE_EVERY)
-            producer.start()
+            if producer is None:
+                producer = PacedProducer(env.bootstrap, source, rates, noise_every=NOISE_EVERY)
+                producer.start()
             time.sleep(WARMUP_S)
+            published_before = _publishes(harness)
             figures = _measure(env, {"plan": harness.group, "sticky": sticky_id}, source)
+            published_within = _publishes(harness) - published_before
             plan, stuck = figures["plan"], figures["sticky"]
             print(
-                f"\none hot partition ({HOT:.0f}/s + 5 x {COLD:.0f}/s), slow instance "
-                f"{SLOW_DELAY_MS} ms/record, same input, one run:\n  {plan.line()}\n  "
+                f"\n[{weighting}] one hot partition ({HOT:.0f}/s + 5 x {COLD:.0f}/s), slow "
+                f"instance {SLOW_DELAY_MS} ms/record, same input, one run:\n  {plan.line()}\n  "
                 f"{stuck.line()}\n  tasks: plan fast {sorted(planned.tasks(fast).active)} slow "
                 f"{sorted(planned.tasks(slow).active)}; sticky fast "
                 f"{sorted(sticky.tasks(fast).active)} slow {sorted(sticky.tasks(slow).active)}; "
-                f"{_publishes(harness)} plans published; both groups placed {placed_s:.0f} s "
+                f"{_publishes(harness)} plans published ({published_within} within the window); "
+                f"both groups placed {placed_s:.0f} s "
                 f"after the start; the first plan followed {converged_s:.1f} s after the policy "
                 f"was applied; trigger cost: {_trigger_cost(harness)}"
             )
@@ -453,6 +466,10 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
             # that group loses >= 7 records/s; the plan's keeps up within its warm-up
             assert plan.throughput >= 1.08 * stuck.throughput, (plan, stuck)
             assert stuck.final_lag >= 2 * plan.final_lag + 100, (plan, stuck)
+            # the slow instance runs fewer tasks than sticky gives it (three)
+            assert len(planned.tasks(slow).active) < 3, planned.tasks(slow).active
+            if weighting == "adaptive":  # one plan per real change of load: none in the window
+                assert published_within == 0, published_within
         finally:
             if producer is not None:
                 producer.stop()

@@ -251,7 +251,9 @@ def _task_plan(observed: StreamsObserved, weights: Mapping[str, float]) -> strea
             streams_tasks.TaskPlanInput(
                 counts=counts,
                 members=observed.member_ids,
-                active=group.active(),
+                # plan from where the group is heading: while members reconcile, their active
+                # tasks are a moving part-way state that no plan should chase
+                active=group.targets(),
                 standby=group.standbys(),
                 lag=observed.lag,
                 rate=observed.rate,
@@ -279,9 +281,10 @@ def plan(
     adaptive = adaptive_weights(observed, memory, now)
     weights = member_weights(observed.spec, observed.group, pods, adaptive)
     tasks = _task_plan(observed, weights)
-    owned = {
+    owned = {  # a task on its way from one member to another is not unowned
         (s, p)
-        for held in observed.group.active().values()
+        for sets in (observed.group.active(), observed.group.targets())
+        for held in sets.values()
         for s, parts in held.items()
         for p in parts
     }

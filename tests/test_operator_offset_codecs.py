@@ -1,7 +1,7 @@
-"""The operator's offset codecs (`wire`) against kafka-python's own encoding and decoding of the
-same messages: responses built and encoded by kafka-python's protocol classes decode to the same
-offsets, leaders and commit metadata; requests the codecs build decode, in kafka-python, to the
-request meant."""
+"""The operator's offset codecs (`offset_codecs`) against kafka-python's own encoding and
+decoding of the same messages: responses built and encoded by kafka-python's protocol classes
+decode to the same offsets, leaders and commit metadata; requests the codecs build decode, in
+kafka-python, to the request meant."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
-from kafka_rebalance_operator import wire
+from kafka_rebalance_operator import offset_codecs
 
 LIST = ListOffsetsResponse.ListOffsetsTopicResponse
 
@@ -44,7 +44,7 @@ def test_list_offsets_decoder_matches_kafka_python(version: int) -> None:
     body = response.encode(version=version)
     theirs = ListOffsetsResponse.decode(body, version=version)
     into = {t.name: np.full(len(t.partitions), -7, np.int64) for t in theirs.topics}
-    failed = wire.decode_list_offsets(body, into)
+    failed = offset_codecs.decode_list_offsets(body, into)
     for topic in theirs.topics:
         for p in topic.partitions:
             expected = p.offset if p.error_code == 0 else -1
@@ -56,13 +56,13 @@ def test_list_offsets_decoder_matches_kafka_python(version: int) -> None:
 @pytest.mark.parametrize("version", range(6, 10))
 def test_list_offsets_request_decodes_in_kafka_python(version: int) -> None:
     wanted = {"orders": np.array([0, 5, 2], np.int32), "b": np.arange(40, dtype=np.int32)}
-    body = wire.list_offsets_request(version, wanted, wire.EARLIEST)
+    body = offset_codecs.list_offsets_request(version, wanted, offset_codecs.EARLIEST)
     request = ListOffsetsRequest.decode(body, version=version)
     assert request.replica_id == -1
     assert {t.name: [p.partition_index for p in t.partitions] for t in request.topics} == {
         k: v.tolist() for k, v in wanted.items()
     }
-    assert {p.timestamp for t in request.topics for p in t.partitions} == {wire.EARLIEST}
+    assert {p.timestamp for t in request.topics for p in t.partitions} == {offset_codecs.EARLIEST}
     assert {p.current_leader_epoch for t in request.topics for p in t.partitions} == {-1}
 
 
@@ -122,7 +122,7 @@ def test_metadata_decoder_matches_kafka_python(version: int, shape: str) -> None
     rng = random.Random(f"{version}{shape}")
     body = _metadata_response(version, rng, shape).encode(version=version)
     theirs = MetadataResponse.decode(body, version=version)
-    ours = wire.decode_metadata(version, body)
+    ours = offset_codecs.decode_metadata(version, body)
     assert [t.name for t in ours] == [t.name for t in theirs.topics]
     for mine, topic in zip(ours, theirs.topics, strict=True):
         assert (mine.error, mine.internal) == (topic.error_code, topic.is_internal)
@@ -132,10 +132,12 @@ def test_metadata_decoder_matches_kafka_python(version: int, shape: str) -> None
 
 @pytest.mark.parametrize("version", range(10, 13))
 def test_metadata_request_decodes_in_kafka_python(version: int) -> None:
-    request = MetadataRequest.decode(wire.metadata_request(version, ["a", "b"]), version=version)
+    request = MetadataRequest.decode(
+        offset_codecs.metadata_request(version, ["a", "b"]), version=version
+    )
     assert [t.name for t in request.topics] == ["a", "b"]
     assert request.allow_auto_topic_creation is False
-    every = MetadataRequest.decode(wire.metadata_request(version, None), version=version)
+    every = MetadataRequest.decode(offset_codecs.metadata_request(version, None), version=version)
     assert every.topics is None
 
 
@@ -168,7 +170,7 @@ def test_offset_fetch_decoder_matches_kafka_python() -> None:
     )
     body = response.encode(version=8)
     theirs = OffsetFetchResponse.decode(body, version=8)
-    ours = wire.decode_offset_fetch(body)
+    ours = offset_codecs.decode_offset_fetch(body)
     for topic in theirs.groups[0].topics:
         for p in topic.partitions:
             expected = p.committed_offset if p.error_code == 0 else -1
@@ -186,44 +188,50 @@ def test_offset_fetch_group_error_raises() -> None:
     response = OffsetFetchResponse(
         throttle_time_ms=0, groups=[group_class(group_id="g", topics=[], error_code=16)]
     )
-    with pytest.raises(wire.GroupError):
-        wire.decode_offset_fetch(response.encode(version=8))
+    with pytest.raises(offset_codecs.GroupError):
+        offset_codecs.decode_offset_fetch(response.encode(version=8))
 
 
 def test_offset_fetch_request_decodes_in_kafka_python() -> None:
-    request = OffsetFetchRequest.decode(wire.offset_fetch_request(8, "my-group"), version=8)
+    request = OffsetFetchRequest.decode(
+        offset_codecs.offset_fetch_request(8, "my-group"), version=8
+    )
     assert [(g.group_id, g.topics) for g in request.groups] == [("my-group", None)]
 
 
 def test_truncated_response_is_a_wire_error() -> None:
     body = _list_offsets_response(9, random.Random(1)).encode(version=9)
-    with pytest.raises(wire.WireError):
-        wire.decode_list_offsets(body[: len(body) // 2], {})
+    with pytest.raises(offset_codecs.WireError):
+        offset_codecs.decode_list_offsets(body[: len(body) // 2], {})
 
 
 def test_uniform_metadata_is_read_at_once_and_mixed_entry_by_entry(monkeypatch) -> None:
     """The vectorised path is the one taken when shapes agree (and only then)."""
     calls = []
-    real = wire._uniform_partitions
+    real = offset_codecs._uniform_partitions
 
     def spy(*args):
         result = real(*args)
         calls.append(result is not None)
         return result
 
-    monkeypatch.setattr(wire, "_uniform_partitions", spy)
+    monkeypatch.setattr(offset_codecs, "_uniform_partitions", spy)
     for shape, expected in (("same-counts", True), ("mixed-replicas", False)):
         calls.clear()
         body = _metadata_response(12, random.Random(3), shape).encode(version=12)
-        wire.decode_metadata(12, body)
+        offset_codecs.decode_metadata(12, body)
         assert any(c is expected for c in calls), (shape, calls)
 
 
 @pytest.mark.parametrize("cut", [7, 40, 200])
 def test_any_truncated_response_is_a_wire_error(cut: int) -> None:
     bodies = [
-        (wire.decode_metadata, (12,), _metadata_response(12, random.Random(2), "mixed-replicas")),
-        (wire.decode_offset_fetch, (), None),
+        (
+            offset_codecs.decode_metadata,
+            (12,),
+            _metadata_response(12, random.Random(2), "mixed-replicas"),
+        ),
+        (offset_codecs.decode_offset_fetch, (), None),
     ]
     group_class = OffsetFetchResponse.OffsetFetchResponseGroup
     topic_class = group_class.OffsetFetchResponseTopics
@@ -254,5 +262,5 @@ def test_any_truncated_response_is_a_wire_error(cut: int) -> None:
     )
     for decode, args, response in bodies:
         body = (response or fetch).encode(version=args[0] if args else 8)
-        with pytest.raises(wire.WireError):
+        with pytest.raises(offset_codecs.WireError):
             decode(*args, body[:cut])
