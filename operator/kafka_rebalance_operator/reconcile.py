@@ -59,7 +59,7 @@ def _phases(
     stop = kind.wait(observed)
     if stop is not None:
         return kind.waited(ctx, observed, stop, memory, ports, settings, now)
-    planned = kind.plan(ctx, observed, pods, memory, settings, now)
-    decision = decide(observed.spec, kind.facts(ctx, observed, planned, memory), now)
+    planned = kind.plan(ctx, observed, memory, settings, now)
+    decision = decide(observed.spec, kind.facts(ctx, observed, planned), now)
     applied = kind.carry_out(ctx, observed, planned, decision, memory, ports, settings, now)
     return kind.report(ctx, observed, planned, decision, applied, memory, ports, settings, now)

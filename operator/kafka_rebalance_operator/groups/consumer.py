@@ -8,11 +8,8 @@ report); this module states what it tells decide.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from kafka_rebalance_operator import assignment_doc, handoff, planning
 from kafka_rebalance_operator.conditions import Health
-from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.apply import Applied, apply
@@ -89,84 +86,37 @@ def facts(ctx: PolicyContext, observed: Observed, planned: Planned) -> PlanFacts
     )
 
 
+def carry_out(
+    ctx: PolicyContext,
+    observed: Observed,
+    planned: Planned,
+    decision: Decision,
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> Applied:
+    """ConfigMaps written (apply), and in broker mode the plan published; a policy that left
+    broker mode retires its record."""
+    applied = apply(ctx, observed, planned, decision, memory, ports, settings, now)
+    if observed.spec.apply_mode == "broker":
+        publish(ctx, observed, applied, memory, settings, now, ports.metrics)
+    elif memory.published_group is not None:  # left broker mode: the brokers drop its plan
+        retire(memory, settings, f"{ctx.namespace}/{ctx.name}")
+    return applied
+
+
 class ConsumerKind:
+    """The consumer kind (`GroupKind`): the phases of `phases/`."""
+
     name = "consumer"
-
-    def observe(
-        self,
-        ctx: PolicyContext,
-        pods: Sequence[PodSummary],
-        memory: PolicyMemory,
-        ports: Ports,
-        settings: OperatorSettings,
-        now: float,
-    ) -> Observed:
-        return observe(ctx, pods, memory, ports, settings, now)
-
-    def wait(self, observed: Observed) -> Wait | None:
-        return wait(observed)
-
-    def plan(
-        self,
-        ctx: PolicyContext,
-        observed: Observed,
-        pods: Sequence[PodSummary],
-        memory: PolicyMemory,
-        settings: OperatorSettings,
-        now: float,
-    ) -> Planned:
-        return plan(ctx, observed, memory, settings, now)
-
-    def facts(
-        self, ctx: PolicyContext, observed: Observed, planned: Planned, memory: PolicyMemory
-    ) -> PlanFacts:
-        return facts(ctx, observed, planned)
-
-    def carry_out(
-        self,
-        ctx: PolicyContext,
-        observed: Observed,
-        planned: Planned,
-        decision: Decision,
-        memory: PolicyMemory,
-        ports: Ports,
-        settings: OperatorSettings,
-        now: float,
-    ) -> Applied:
-        applied = apply(ctx, observed, planned, decision, memory, ports, settings, now)
-        if observed.spec.apply_mode == "broker":
-            publish(ctx, observed, applied, memory, settings, now, ports.metrics)
-        elif memory.published_group is not None:  # left broker mode: the brokers drop its plan
-            retire(memory, settings, f"{ctx.namespace}/{ctx.name}")
-        return applied
-
-    def waited(
-        self,
-        ctx: PolicyContext,
-        observed: Observed,
-        wait: Wait,
-        memory: PolicyMemory,
-        ports: Ports,
-        settings: OperatorSettings,
-        now: float,
-    ) -> report.PollOutcome:
-        return report.waited(ctx, observed, wait, memory, ports, settings, now)
-
-    def report(
-        self,
-        ctx: PolicyContext,
-        observed: Observed,
-        planned: Planned,
-        decision: Decision,
-        applied: Applied,
-        memory: PolicyMemory,
-        ports: Ports,
-        settings: OperatorSettings,
-        now: float,
-    ) -> report.PollOutcome:
-        return report.polled(
-            ctx, observed, planned, decision, applied, memory, ports, settings, now
-        )
+    observe = staticmethod(observe)
+    wait = staticmethod(wait)
+    plan = staticmethod(plan)
+    facts = staticmethod(facts)
+    carry_out = staticmethod(carry_out)
+    waited = staticmethod(report.waited)
+    report = staticmethod(report.polled)
 
 
 KIND = ConsumerKind()

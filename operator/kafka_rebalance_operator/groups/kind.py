@@ -63,15 +63,13 @@ class GroupKind(Protocol[ObservedT, PlannedT, AppliedT]):
         self,
         ctx: PolicyContext,
         observed: ObservedT,
-        pods: Sequence[PodSummary],
         memory: PolicyMemory,
         settings: OperatorSettings,
         now: float,
     ) -> PlannedT: ...
 
-    def facts(
-        self, ctx: PolicyContext, observed: ObservedT, planned: PlannedT, memory: PolicyMemory
-    ) -> PlanFacts: ...
+    def facts(self, ctx: PolicyContext, observed: ObservedT, planned: PlannedT) -> PlanFacts:
+        """Pure: what decide reads."""
 
     def carry_out(
         self,

@@ -73,6 +73,11 @@ class StreamsObserved:
     epoch: int  # the highest epoch in status or memory
     last_applied_at: float | None  # when the last plan was published (status or memory)
     spec_changed: bool  # the spec changed since the last poll reported on it
+    pods: tuple[PodSummary, ...] = ()  # the namespace's pods: weights apply to members' pods
+    # the plan this policy last published for the group, and its hash (None: none since the
+    # operator started, or it was for another group)
+    published_hash: str | None = None
+    published_plan: dict[str, dict[str, list[int]]] | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -114,7 +119,12 @@ def _status_epoch(ctx: PolicyContext) -> int:
 
 
 def observe(
-    ctx: PolicyContext, memory: PolicyMemory, ports: Ports, settings: OperatorSettings, now: float
+    ctx: PolicyContext,
+    pods: Sequence[PodSummary],
+    memory: PolicyMemory,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
 ) -> StreamsObserved:
     spec = admit(ctx, settings)
     observer = kafka_client(spec, ctx, memory, ports, settings)
@@ -170,6 +180,7 @@ def observe(
     if reported is None:
         reported = ctx.status.get("observedGeneration")
     applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
+    mine = memory.published_group == spec.group_id
     observed = StreamsObserved(
         spec,
         group,
@@ -183,6 +194,9 @@ def observe(
         epoch=max(memory.applied_epoch, _status_epoch(ctx)),
         last_applied_at=max((t for t in applied_at if t is not None), default=None),
         spec_changed=reported is not None and reported != ctx.generation,
+        pods=tuple(pods),
+        published_hash=memory.published_hash if mine else None,
+        published_plan=memory.streams_plan if mine else None,
     )
     _count_bumps(ctx, observed, memory, ports)
     return observed
@@ -274,12 +288,12 @@ def _task_plan(observed: StreamsObserved, weights: Mapping[str, float]) -> strea
 def plan(
     ctx: PolicyContext,
     observed: StreamsObserved,
-    pods: Sequence[PodSummary],
     memory: PolicyMemory,
+    settings: OperatorSettings,
     now: float,
 ) -> StreamsPlanned:
     adaptive = adaptive_weights(observed, memory, now)
-    weights = member_weights(observed.spec, observed.group, pods, adaptive)
+    weights = member_weights(observed.spec, observed.group, observed.pods, adaptive)
     tasks = _task_plan(observed, weights)
     owned = {  # a task on its way from one member to another is not unowned
         (s, p)
@@ -312,7 +326,7 @@ def _on_offer(
     kept = memory.proposal or planning.restore_proposal(ctx.status.get("proposal"))
     if (
         kept is None
-        or kept.hash == _published_hash(observed, memory)
+        or kept.hash == observed.published_hash
         or not planning.proposal_fits(kept.assignment, observed.counts, observed.member_ids)
     ):
         memory.proposal = None
@@ -330,19 +344,11 @@ def _on_offer(
     )
 
 
-def _published_hash(observed: StreamsObserved, memory: PolicyMemory) -> str | None:
-    """The plan this policy last published for its group (None: none since the operator
-    started, or it was for another group)."""
-    return memory.published_hash if memory.published_group == observed.spec.group_id else None
-
-
-def facts(
-    ctx: PolicyContext, observed: StreamsObserved, planned: StreamsPlanned, memory: PolicyMemory
-) -> PlanFacts:
+def facts(ctx: PolicyContext, observed: StreamsObserved, planned: StreamsPlanned) -> PlanFacts:
     """The plan in place is the published one, or the new plan itself when the group runs it
     already (then there is nothing to decide: it is recorded). Tasks without an owner, or a
     spec change, make the plan structural."""
-    applied = planned.hash if planned.runs_already else _published_hash(observed, memory)
+    applied = planned.hash if planned.runs_already else observed.published_hash
     return PlanFacts(
         new_hash=planned.hash,
         applied_hash=applied,
@@ -392,21 +398,22 @@ def carry_out(
         return StreamsApplied(decision.epoch, published=True, triggered=trigger)
     if spec.mode == "observe":
         return StreamsApplied(observed.epoch)
-    published = _published_hash(observed, memory)
+    published = observed.published_hash
     if planned.runs_already and published != planned.hash:
         epoch = observed.epoch + 1
         _publish(ctx, observed, planned, epoch, memory, ports, settings, now, trigger=False)
         memory.applied_epoch, memory.applied_at = epoch, now
         return StreamsApplied(epoch, published=True)
-    if published is None or memory.streams_plan is None:
+    in_place = observed.published_plan
+    if published is None or in_place is None:
         return StreamsApplied(observed.epoch)
-    if observed.group.members_off_plan(memory.streams_plan):
+    if observed.group.members_off_plan(in_place):
         last = memory.streams_triggered_at or memory.published_at or now
         if now - last >= spec.poll_interval and _recompute_missed(observed.group, memory):
             _trigger(ctx, observed.group, memory, ports, now)
             return StreamsApplied(observed.epoch, triggered=True)
     elif now - (memory.published_at or now) >= settings.plan_refresh_s:
-        refreshed = StreamsPlanned(memory.streams_plan, published, 0, 0.0, 0.0, False, True, False)
+        refreshed = StreamsPlanned(in_place, published, 0, 0.0, 0.0, False, True, False)
         _publish(ctx, observed, refreshed, observed.epoch, memory, ports, settings, now, False)
         return StreamsApplied(observed.epoch, published=True)
     return StreamsApplied(observed.epoch)
@@ -497,6 +504,7 @@ def waited(
     wait: Wait,
     memory: PolicyMemory,
     ports: Ports,
+    settings: OperatorSettings,
     now: float,
 ) -> report.PollOutcome:
     memory.reported_generation = ctx.generation
@@ -539,7 +547,8 @@ def polled(
         )
     message = f"{decision.message}; {note}" if note else decision.message
     health = Health(True, decision.reason, message)
-    published = memory.streams_plan if _published_hash(observed, memory) else None
+    # after this poll's publish, if any: memory holds what the brokers now have
+    published = memory.streams_plan if memory.published_group == observed.spec.group_id else None
     if published is not None and decision.action is not Action.OBSERVE:
         off_plan = observed.group.members_off_plan(published)
         state = report.convergence(
@@ -562,80 +571,16 @@ def polled(
 
 
 class StreamsKind:
+    """The streams kind (`GroupKind`): this module's steps."""
+
     name = "streams"
-
-    def observe(
-        self,
-        ctx: PolicyContext,
-        pods: Sequence[PodSummary],
-        memory: PolicyMemory,
-        ports: Ports,
-        settings: OperatorSettings,
-        now: float,
-    ) -> StreamsObserved:
-        return observe(ctx, memory, ports, settings, now)
-
-    def wait(self, observed: StreamsObserved) -> Wait | None:
-        return wait(observed)
-
-    def plan(
-        self,
-        ctx: PolicyContext,
-        observed: StreamsObserved,
-        pods: Sequence[PodSummary],
-        memory: PolicyMemory,
-        settings: OperatorSettings,
-        now: float,
-    ) -> StreamsPlanned:
-        return plan(ctx, observed, pods, memory, now)
-
-    def facts(
-        self,
-        ctx: PolicyContext,
-        observed: StreamsObserved,
-        planned: StreamsPlanned,
-        memory: PolicyMemory,
-    ) -> PlanFacts:
-        return facts(ctx, observed, planned, memory)
-
-    def carry_out(
-        self,
-        ctx: PolicyContext,
-        observed: StreamsObserved,
-        planned: StreamsPlanned,
-        decision: Decision,
-        memory: PolicyMemory,
-        ports: Ports,
-        settings: OperatorSettings,
-        now: float,
-    ) -> StreamsApplied:
-        return carry_out(ctx, observed, planned, decision, memory, ports, settings, now)
-
-    def waited(
-        self,
-        ctx: PolicyContext,
-        observed: StreamsObserved,
-        wait: Wait,
-        memory: PolicyMemory,
-        ports: Ports,
-        settings: OperatorSettings,
-        now: float,
-    ) -> report.PollOutcome:
-        return waited(ctx, observed, wait, memory, ports, now)
-
-    def report(
-        self,
-        ctx: PolicyContext,
-        observed: StreamsObserved,
-        planned: StreamsPlanned,
-        decision: Decision,
-        applied: StreamsApplied,
-        memory: PolicyMemory,
-        ports: Ports,
-        settings: OperatorSettings,
-        now: float,
-    ) -> report.PollOutcome:
-        return polled(ctx, observed, planned, decision, applied, memory, ports, settings, now)
+    observe = staticmethod(observe)
+    wait = staticmethod(wait)
+    plan = staticmethod(plan)
+    facts = staticmethod(facts)
+    carry_out = staticmethod(carry_out)
+    waited = staticmethod(waited)
+    report = staticmethod(polled)
 
 
 KIND = StreamsKind()
