@@ -491,11 +491,11 @@ def _create_policy(api: Any, namespace: str, name: str, spec: dict[str, Any]) ->
 
 
 def _real_ports(api: Any) -> tuple[Any, Path]:
-    from kafka_rebalance_operator import ports
+    from kafka_rebalance_operator import adapters
     from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
 
     telemetry_file = Path(tempfile.mkdtemp(prefix="full-poll-telemetry-")) / "rows.jsonl"
-    return ports.real_ports(api, Telemetry([JsonLinesSink(str(telemetry_file))])), telemetry_file
+    return adapters.real_ports(api, Telemetry([JsonLinesSink(str(telemetry_file))])), telemetry_file
 
 
 def _no_metadata_cache() -> None:

@@ -27,7 +27,7 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
-from kafka_rebalance_operator import planning, ports, reconcile
+from kafka_rebalance_operator import adapters, planning, reconcile
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import classify
 from kafka_rebalance_operator.members import PodSummary
@@ -191,7 +191,9 @@ def _poll_ports(
     ConfigMaps) with --kubeconfig, else in-memory ConfigMaps. Returns the ports, namespace, a
     label for the table, the policy's name and uid, and the custom-objects API (None in memory)."""
     if not args.kubeconfig:
-        poll_ports = replace(ports.real_ports(None, Telemetry()), configmaps=InMemoryConfigMaps())
+        poll_ports = replace(
+            adapters.real_ports(None, Telemetry()), configmaps=InMemoryConfigMaps()
+        )
         return poll_ports, "bench", "in-memory ConfigMaps", "bench", str(uuid.uuid4()), None
     from kubernetes import client, config
 
@@ -212,7 +214,7 @@ def _poll_ports(
         },
     )
     return (
-        ports.real_ports(api, Telemetry()),
+        adapters.real_ports(api, Telemetry()),
         namespace,
         f"real API server, namespace {namespace}",
         created["metadata"]["name"],

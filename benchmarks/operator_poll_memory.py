@@ -122,7 +122,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = _parse_args(argv)
 
-    from kafka_rebalance_operator import ports, reconcile
+    from kafka_rebalance_operator import adapters, ports, reconcile
     from kafka_rebalance_operator.members import PodSummary
     from kafka_rebalance_operator.memory import PolicyMemory
     from kafka_rebalance_operator.metrics import REGISTRY
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         secrets=Nothing(),
         kafka=ArrayKafka(topics),
         clock=clock,
-        metrics=ports.PrometheusMetrics(),
+        metrics=adapters.PrometheusMetrics(),
         telemetry=Telemetry([JsonLinesSink(str(rows))]),
     )
     timed = replace(

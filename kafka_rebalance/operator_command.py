@@ -606,14 +606,14 @@ def _operator(
     elector: Any,
 ) -> Operator:
     """What every handler is given: the settings and the real ports on one API client."""
-    from kafka_rebalance_operator import handlers, kube_io, ports
+    from kafka_rebalance_operator import adapters, handlers, kube_io
     from kafka_rebalance_operator.pod_audit import PodAudit
 
     api_client = kube_io.connect()
     return handlers.Operator(
         settings=settings,
         # the elector fences every write: none once this replica may have lost the Lease
-        ports=ports.real_ports(
+        ports=adapters.real_ports(
             api_client, telemetry, args.max_partition_series, leadership=elector
         ),
         liveness=liveness,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import urllib3
 from kafka_rebalance_operator import kube_io
-from kafka_rebalance_operator.ports import StoreError, api_errors
+from kafka_rebalance_operator.adapters import api_errors
+from kafka_rebalance_operator.ports import StoreError
 
 
 def test_a_refusal_keeps_its_status_and_the_servers_message() -> None:

@@ -1,6 +1,6 @@
 """The operator's ConfigMap writes on the real API server are conditional: a replace or a delete
 applies only to the resourceVersion the poll read, and a create that finds the object created
-since is a conflict, not an overwrite (ports.KubeConfigMaps, kube_io)."""
+since is a conflict, not an overwrite (adapters.KubeConfigMaps, kube_io)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from kafka_rebalance_dev.demo.cluster import install_crd, policy_body
 from kafka_rebalance_operator import assignment_doc
+from kafka_rebalance_operator.adapters import KubeConfigMaps
 from kafka_rebalance_operator.assignment_doc import MemberDocument
-from kafka_rebalance_operator.ports import KubeConfigMaps, WriteConflict
+from kafka_rebalance_operator.ports import WriteConflict
 
 pytestmark = pytest.mark.integration
 

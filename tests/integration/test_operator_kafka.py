@@ -253,8 +253,9 @@ def test_broker_mode_publishes_nothing_while_the_groups_members_cannot_be_descri
     fails (3.9 without KIP-848 enabled refuses ConsumerGroupDescribe): the plan is planned and
     its ConfigMaps written, but no record goes to the plan topic (the topic is never even
     made) and the policy says MembershipUnknown; before, it published `memberIds: []`."""
+    from kafka_rebalance_operator.adapters import SystemClock
     from kafka_rebalance_operator.clients import SharedObservers
-    from kafka_rebalance_operator.ports import Ports, SystemClock
+    from kafka_rebalance_operator.ports import Ports
     from kafka_rebalance_operator.settings import OperatorSettings
 
     from tests.operator_ports import (

@@ -27,10 +27,11 @@ from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import streams_group
+from kafka_rebalance_operator.adapters import SystemClock
 from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import PolicyOffsets, classify
-from kafka_rebalance_operator.ports import Ports, SystemClock
+from kafka_rebalance_operator.ports import Ports
 
 from tests.integration.streams_apps import missing_streams_jars
 from tests.operator_ports import (

@@ -248,7 +248,17 @@ def adaptive_weights(
         now, confirmed_owners(owners, owners, group.state == "Stable"), committed, lag, members
     )
     demand = memory.history.total_produce() if memory.history is not None else 0.0
-    return estimator.weights(members, demand)
+    held = dict(estimator.used)
+    adaptive = estimator.weights(members, demand)
+    if adaptive != held:
+        log.info(
+            "%s adaptive weights %s from capacity %s records/s (demand %.1f)",
+            spec.group_id,
+            {m: round(w, 3) for m, w in adaptive.items()},
+            {m: round(c, 1) for m, c in estimator.effective(members, demand).items()},
+            demand,
+        )
+    return adaptive
 
 
 def _task_plan(observed: StreamsObserved, weights: Mapping[str, float]) -> streams_tasks.TaskPlan:
