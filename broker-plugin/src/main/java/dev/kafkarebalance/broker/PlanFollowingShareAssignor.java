@@ -135,8 +135,9 @@ public class PlanFollowingShareAssignor implements ShareGroupPartitionAssignor, 
                 plan.get().describe(), members.size());
             return withTriggers(fallback.assign(visible, topics), triggers);
         }
-        int covered = cover(groupSpec, topics, members, subscriptions, assignment);
-        int filled = fillIdle(groupSpec, topics, members, subscriptions, assignment);
+        Map<Uuid, int[]> counts = holderCounts(topics, subscriptions, assignment);
+        int covered = cover(groupSpec, topics, members, subscriptions, assignment, counts);
+        int filled = fillIdle(groupSpec, topics, members, subscriptions, assignment, counts);
         String summary = "{}: following {} for {} members: {} planned member-partitions, {} partitions covered "
             + "for absent members, {} idle members given one";
         if (dropped > 0 || !plan.get().unresolved().isEmpty()) {
@@ -160,12 +161,13 @@ public class PlanFollowingShareAssignor implements ShareGroupPartitionAssignor, 
 
     /** Every assignable subscribed partition without a member gets one; returns how many. */
     private static int cover(GroupSpec spec, SubscribedTopicDescriber topics, List<String> members,
-                             Map<String, Set<Uuid>> subscriptions, Map<String, Map<Uuid, TreeSet<Integer>>> assignment) {
+                             Map<String, Set<Uuid>> subscriptions, Map<String, Map<Uuid, TreeSet<Integer>>> assignment,
+                             Map<Uuid, int[]> counts) {
         int covered = 0;
         for (Uuid topic : subscribedTopics(subscriptions)) {
             List<String> readers = members.stream().filter(m -> subscriptions.get(m).contains(topic)).toList();
             for (int partition = 0; partition < Math.max(0, topics.numPartitions(topic)); partition++) {
-                if (!spec.isPartitionAssignable(topic, partition) || holders(assignment, topic, partition) > 0) {
+                if (!spec.isPartitionAssignable(topic, partition) || counts.get(topic)[partition] > 0) {
                     continue;
                 }
                 final int p = partition;
@@ -175,6 +177,7 @@ public class PlanFollowingShareAssignor implements ShareGroupPartitionAssignor, 
                     .orElseGet(() -> readers.stream().min(Comparator.comparingInt((String m) -> count(assignment.get(m)))
                         .thenComparing(Comparator.naturalOrder())).orElseThrow());
                 assignment.get(chosen).computeIfAbsent(topic, t -> new TreeSet<>()).add(partition);
+                counts.get(topic)[partition]++;
                 covered++;
             }
         }
@@ -183,7 +186,8 @@ public class PlanFollowingShareAssignor implements ShareGroupPartitionAssignor, 
 
     /** Each member without partitions takes the least-shared one it may read; returns how many. */
     private static int fillIdle(GroupSpec spec, SubscribedTopicDescriber topics, List<String> members,
-                                Map<String, Set<Uuid>> subscriptions, Map<String, Map<Uuid, TreeSet<Integer>>> assignment) {
+                                Map<String, Set<Uuid>> subscriptions, Map<String, Map<Uuid, TreeSet<Integer>>> assignment,
+                                Map<Uuid, int[]> counts) {
         int filled = 0;
         for (String member : members) {
             if (count(assignment.get(member)) > 0) {
@@ -199,7 +203,7 @@ public class PlanFollowingShareAssignor implements ShareGroupPartitionAssignor, 
                     if (!spec.isPartitionAssignable(topic, partition)) {
                         continue;
                     }
-                    int holders = holders(assignment, topic, partition);
+                    int holders = counts.get(topic)[partition];
                     if (holders < bestHolders) {
                         bestTopic = topic;
                         bestPartition = partition;
@@ -209,6 +213,7 @@ public class PlanFollowingShareAssignor implements ShareGroupPartitionAssignor, 
             }
             if (bestTopic != null) {
                 assignment.get(member).computeIfAbsent(bestTopic, t -> new TreeSet<>()).add(bestPartition);
+                counts.get(bestTopic)[bestPartition]++;
                 filled++;
             }
         }
@@ -221,15 +226,17 @@ public class PlanFollowingShareAssignor implements ShareGroupPartitionAssignor, 
         return all;
     }
 
-    private static int holders(Map<String, Map<Uuid, TreeSet<Integer>>> assignment, Uuid topic, int partition) {
-        int count = 0;
-        for (Map<Uuid, TreeSet<Integer>> parts : assignment.values()) {
-            TreeSet<Integer> owned = parts.get(topic);
-            if (owned != null && owned.contains(partition)) {
-                count++;
-            }
+    /** Subscribed topic -> members holding each of its partitions (kept current as members are added). */
+    private static Map<Uuid, int[]> holderCounts(SubscribedTopicDescriber topics, Map<String, Set<Uuid>> subscriptions,
+                                                 Map<String, Map<Uuid, TreeSet<Integer>>> assignment) {
+        Map<Uuid, int[]> counts = new HashMap<>();
+        for (Uuid topic : subscribedTopics(subscriptions)) {
+            counts.put(topic, new int[Math.max(0, topics.numPartitions(topic))]);
         }
-        return count;
+        for (Map<Uuid, TreeSet<Integer>> parts : assignment.values()) {
+            parts.forEach((topic, partitions) -> partitions.forEach(p -> counts.get(topic)[p]++));
+        }
+        return counts;
     }
 
     private static int count(Map<Uuid, TreeSet<Integer>> parts) {
