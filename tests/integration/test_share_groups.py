@@ -37,6 +37,8 @@ from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import share_group
 from kafka_rebalance_operator.share_group import ShareGroup
 
+from tests.integration.streams_apps import PacedProducer, end_offsets
+
 pytestmark = [pytest.mark.integration, pytest.mark.share]
 
 APP = Path(__file__).parent / "java" / "ShareConsumers.java"
@@ -52,10 +54,17 @@ class ShareConsumers:
     its standard input (its own process, ended by pid if it does not exit)."""
 
     def __init__(
-        self, tools: Toolchain, classes: Path, bootstrap: str, topic: str, group: str, log: Path
+        self,
+        tools: Toolchain,
+        classes: Path,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        log: Path,
+        work_ms: str = "2",
     ) -> None:
         classpath = ":".join(str(j) for j in sorted(tools.kafka_libs().glob("*.jar")))
-        self.log = log
+        self.log, self.group = log, group
         self._out = open(log, "wb")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
             [
@@ -71,7 +80,7 @@ class ShareConsumers:
                 group,
                 str(CONSUMERS),
                 group,
-                "2",
+                work_ms,
             ],
             stdin=subprocess.PIPE,
             stdout=self._out,
@@ -80,6 +89,18 @@ class ShareConsumers:
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def stop_member(self, index: int) -> None:
+        """Closes consumer `index` (it leaves the group); the others go on."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"stop {index}\n".encode())
+        self.process.stdin.flush()
+        wait_for(
+            f"consumer {index} stopped",
+            lambda: f"STOPPED {self.group}-{index}" in self.text(),
+            40,
+            0.25,
+        )
 
     def stop(self) -> str:
         """Stops the consumers; returns the program's output."""
@@ -278,3 +299,173 @@ def test_a_share_plan_is_followed_and_a_group_without_one_gets_simple(
         acked = sum(int(line.split()[3]) for line in text.splitlines() if line.startswith("ACKED"))
         assert acked >= PARTITIONS * RECORDS_PER_PARTITION, (name, acked)
     print(f"share plan check: {time.monotonic() - started:.1f} s")
+
+
+def _distinct(text: str) -> dict[int, int]:
+    """Partition -> offsets whose acknowledgement the broker confirmed (DISTINCT lines)."""
+    return {
+        int(line.split()[1]): int(line.split()[2])
+        for line in text.splitlines()
+        if line.startswith("DISTINCT ")
+    }
+
+
+def _observe(
+    admin: RetryingAdmin, group: str, topic: str, seconds: float
+) -> tuple[ShareGroup, dict[tuple[str, int], PartitionLoad]]:
+    """What the operator would observe: the group, each partition's arrival rate over `seconds`
+    (log end offsets) and its backlog (the broker's share lag)."""
+    first = end_offsets(admin, topic, PARTITIONS)
+    time.sleep(seconds)
+    last = end_offsets(admin, topic, PARTITIONS)
+    backlog = share_group.share_backlog(
+        share_group.start_offsets(admin, group, {topic: range(PARTITIONS)}),
+        {(topic, p): last[p] for p in range(PARTITIONS)},
+    )
+    loads = {
+        (topic, p): PartitionLoad((last[p] - first[p]) / seconds, backlog.get((topic, p), 0))
+        for p in range(PARTITIONS)
+    }
+    described = share_group.describe(admin, group)
+    assert described is not None
+    return described, loads
+
+
+def _group_lag(admin: RetryingAdmin, group: str) -> int:
+    offsets = share_group.start_offsets(admin, group)
+    assert all(o.lag is not None for o in offsets.values()), offsets
+    return sum(o.lag or 0 for o in offsets.values())
+
+
+HOT_RATE, COLD_RATE = 250.0, 25.0  # records/s: partition 0 ten times the others
+WORK_MS = "5,5,20"  # two consumers of ~200 records/s and a slow one of ~50
+WINDOW_S = 30.0
+
+
+def test_a_hot_partition_gets_more_consumers_and_half_the_backlog_of_simple(
+    tools: Toolchain, share_broker: Any, admin: RetryingAdmin, plan_keys: Path, tmp_path: Path
+) -> None:
+    """Side by side on one broker and one topic: a group whose plan the test makes from what it
+    observes (as the operator will) against a group on `simple`. Then the planned group loses a
+    member and every record produced is acknowledged (at least once) by the planned group."""
+    started = time.monotonic()
+    bootstrap = share_broker.bootstrap_servers
+    suffix = uuid.uuid4().hex[:6]
+    topic, planned, plain = (
+        f"share-hot-{suffix}",
+        f"share-hotplan-{suffix}",
+        f"share-hotsimple-{suffix}",
+    )
+    ensure_topic(bootstrap, topic, PARTITIONS)
+    classpath = ":".join(str(j) for j in sorted(tools.kafka_libs().glob("*.jar")))
+    classes = java_classes.compiled(APP, classpath, tools.java_classes_cache)
+    groups = {
+        name: ShareConsumers(
+            tools, classes, bootstrap, topic, name, tmp_path / f"{name}.log", WORK_MS
+        )
+        for name in (planned, plain)
+    }
+    producer = PacedProducer(
+        bootstrap, topic, {p: HOT_RATE if p == 0 else COLD_RATE for p in range(PARTITIONS)}
+    ).start()
+    producing = True
+    try:
+        for name, app in groups.items():
+            wait_for(
+                f"share group {name} settled",
+                lambda name=name: _settled(admin, name),
+                60,
+                0.5,
+                abort=lambda app=app: app.text()[-2000:] if "ERROR" in app.text() else None,
+            )
+        before, loads = _observe(admin, planned, topic, 4.0)
+        _simple_shaped(before)
+        request = ShareRequest(
+            partitions=loads,
+            members={m: ShareMemberInput(m, frozenset({topic})) for m in before.member_ids()},
+            current={
+                m.member_id: frozenset((t, p) for t, ps in m.assignment.items() for p in ps)
+                for m in before.members
+            },
+            drain_seconds=30,
+        )
+        plan = plan_share(request)
+        assignment = {
+            m: {t: list(p) for t, p in topics.items()} for m, topics in plan.assignment.items()
+        }
+        print("observed:", {p: (round(v.rate), round(v.backlog)) for (_, p), v in loads.items()})
+        print("plan:", plan.to_document()["members_per_partition"], plan.to_document()["stats"])
+        assert plan.members_per_partition[(topic, 0)] >= 2, assignment
+        key = plan_record.load_keys(plan_keys)[0]
+        value = plan_record.encode_plan(
+            planned,
+            1,
+            "hot-check",
+            datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            assignment,
+            incarnation=f"uid-{suffix}",
+            member_ids=before.member_ids(),
+            kind="share",
+        )
+        publisher = KafkaProducer(bootstrap_servers=bootstrap)
+        headers = [(plan_record.SIGNATURE_HEADER, plan_record.sign(key, planned, value))]
+        publisher.send(PLAN_TOPIC, key=planned.encode(), value=value, headers=headers).get(10)
+        publisher.close()
+        log = share_broker.cluster.nodes[0].log
+        wait_for(
+            "the plug-in caching the share plan",
+            lambda: f"cached share plan for group '{planned}'" in log.read_text(errors="replace"),
+            30,
+            0.25,
+        )
+        share_group.trigger(admin, planned, before.subscribed_topics())
+        wait_for(
+            "the planned group running its plan",
+            lambda: (
+                (g := share_group.describe(admin, planned)) is not None
+                and g.assignment_epoch == g.group_epoch
+                and not g.converged_to(assignment)
+            ),
+            30,
+            0.5,
+        )
+        # the window: both groups consume the same records side by side
+        time.sleep(WINDOW_S)
+        lag_planned, lag_plain = _group_lag(admin, planned), _group_lag(admin, plain)
+        hot = share_group.describe(admin, planned)
+        assert hot is not None
+        print(
+            f"after {WINDOW_S:.0f} s: backlog planned {lag_planned}, simple {lag_plain} "
+            f"(ratio {lag_planned / max(1, lag_plain):.3f}); hot partition members: planned "
+            f"{len(hot.holders()[(topic, 0)])}, simple 1"
+        )
+        assert len(hot.holders()[(topic, 0)]) >= 2
+        assert lag_planned <= 0.5 * lag_plain, (lag_planned, lag_plain)
+
+        # a member of the planned group leaves: its partitions are covered, nothing is lost
+        groups[planned].stop_member(2)
+        wait_for(
+            "the planned group covering every partition with two members",
+            lambda: (
+                (g := share_group.describe(admin, planned)) is not None
+                and len(g.members) == CONSUMERS - 1
+                and g.assignment_epoch == g.group_epoch
+                and len(g.holders()) == PARTITIONS
+                and all(m.member_epoch == g.group_epoch for m in g.members)
+            ),
+            30,
+            0.5,
+        )
+        producer.stop()
+        producing = False
+        sent = dict(producer.sent)
+        wait_for(f"{planned} drained", lambda: _group_lag(admin, planned) == 0, 45, 0.5)
+    finally:
+        if producing:
+            producer.stop()
+        outputs = {name: app.stop() for name, app in groups.items()}
+    text = outputs[planned]
+    assert "ERROR" not in text and "DONE" in text, text[-3000:]
+    distinct = _distinct(text)
+    assert distinct == sent, (distinct, sent)  # every record acknowledged, none beyond the limit
+    print(f"hot partition check: {time.monotonic() - started:.1f} s; sent {sent}")
