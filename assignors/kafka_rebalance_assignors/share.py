@@ -25,8 +25,9 @@ The figures (`peak_before`, `peak_after`) let a caller apply minImprovement and 
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +138,8 @@ def partition_load(load: PartitionLoad, drain_seconds: float) -> float:
 
 
 class _State:
-    """A working assignment with each partition's pressure, updated in place per accepted step."""
+    """A working assignment with each partition's served capacity and pressure, kept current in
+    place: a step changes one member, so only that member's partitions are recomputed."""
 
     def __init__(
         self,
@@ -152,40 +154,48 @@ class _State:
         for member, parts in holdings.items():
             for tp in parts:
                 self.holders[tp].add(member)
+        self.served: dict[TopicPartition, float] = {}
+        self.pressures: dict[TopicPartition, float] = {}
+        self.squares = 0.0  # the sum of squared pressures, kept with them
+        for tp in loads:
+            self._refresh(tp)
 
-    def served(self, tp: TopicPartition, change: Mapping[str, set[TopicPartition]]) -> float:
-        """Capacity serving `tp` if the members in `change` held those partitions instead."""
-        total = 0.0
-        holders = set(self.holders[tp])
-        for member, parts in change.items():
-            if tp in parts:
-                holders.add(member)
-            else:
-                holders.discard(member)
-        for member in holders:
-            parts = change.get(member, self.holdings[member])
-            total += self.weights[member] / len(parts)
-        return total
+    def share(self, member: str, parts: set[TopicPartition] | None = None) -> float:
+        """The capacity `member` gives each partition it holds (or would hold: `parts`)."""
+        held = self.holdings[member] if parts is None else parts
+        return self.weights[member] / len(held) if held else 0.0
 
-    def pressure(self, tp: TopicPartition, change: Mapping[str, set[TopicPartition]]) -> float:
-        served = self.served(tp, change)
-        return math.inf if served <= 0 else self.loads[tp] / served
+    def _refresh(self, tp: TopicPartition) -> None:
+        served = sum(self.share(m) for m in self.holders[tp])
+        self.served[tp] = served
+        self.squares -= self.pressures.get(tp, 0.0) ** 2
+        self.pressures[tp] = math.inf if served <= 0 else self.loads[tp] / served
+        self.squares += self.pressures[tp] ** 2
 
-    def pressures(self) -> dict[TopicPartition, float]:
-        return {tp: self.pressure(tp, {}) for tp in self.loads}
+    def exact_squares(self) -> float:
+        """The sum of squared pressures summed afresh (drops the running sum's rounding)."""
+        self.squares = sum(v * v for v in self.pressures.values())
+        return self.squares
 
-    def apply(self, change: Mapping[str, set[TopicPartition]]) -> None:
-        for member, parts in change.items():
-            for tp in self.holdings[member] - parts:
-                self.holders[tp].discard(member)
-            for tp in parts - self.holdings[member]:
-                self.holders[tp].add(member)
-            self.holdings[member] = set(parts)
+    def pressure_if(self, tp: TopicPartition, member: str, parts: set[TopicPartition]) -> float:
+        """`tp`'s pressure if `member` held `parts` instead of what it holds."""
+        served = self.served[tp]
+        if tp in self.holdings[member]:
+            served -= self.share(member)
+        if tp in parts:
+            served += self.share(member, parts)
+        return math.inf if served <= 1e-12 else self.loads[tp] / served
 
-
-def _objective(pressures: Iterable[float]) -> tuple[float, float]:
-    values = list(pressures)
-    return (max(values, default=0.0), sum(v * v for v in values))
+    def apply(self, member: str, parts: set[TopicPartition]) -> None:
+        """`member` holds `parts` from now on."""
+        affected = self.holdings[member] | parts
+        for tp in self.holdings[member] - parts:
+            self.holders[tp].discard(member)
+        for tp in parts - self.holdings[member]:
+            self.holders[tp].add(member)
+        self.holdings[member] = set(parts)
+        for tp in affected:
+            self._refresh(tp)
 
 
 def _better(new: tuple[float, float], old: tuple[float, float]) -> bool:
@@ -219,7 +229,7 @@ def plan_share(request: ShareRequest) -> SharePlan:
         holdings[member_id] = valid
         before_pairs.update((member_id, tp) for tp in valid)
     state = _State(loads, weights, holdings)
-    pressures = state.pressures()
+    pressures = state.pressures
     peak_before = (
         max(pressures.values())
         if pressures and all(math.isfinite(v) for v in pressures.values())
@@ -236,30 +246,27 @@ def plan_share(request: ShareRequest) -> SharePlan:
         chosen = min(
             candidates, key=lambda m: (_member_pressure(state, m), len(state.holdings[m]), m)
         )
-        state.apply({chosen: state.holdings[chosen] | {tp}})
+        state.apply(chosen, state.holdings[chosen] | {tp})
     forced_pairs = {(m, tp) for m, parts in state.holdings.items() for tp in parts} - before_pairs
+    state.exact_squares()  # (unread partitions counted as infinite until now)
 
     budget = request.max_moves
     budgeted = 0
+    steps = 0
     exhausted = False
-    pressures = state.pressures()
-    objective = _objective(pressures.values())
     while wanted:
         if budget is not None and budgeted >= budget:
-            exhausted = True
+            exhausted = _best_step(state, members, None) is not None
             break
-        step = _best_step(
-            state, members, pressures, objective, None if budget is None else budget - budgeted
-        )
+        step = _best_step(state, members, None if budget is None else budget - budgeted)
         if step is None:
             break
-        change, cost = step
-        state.apply(change)
+        member_id, parts, cost = step
+        state.apply(member_id, parts)
         budgeted += cost
-        pressures = state.pressures()
-        objective = _objective(pressures.values())
-    if exhausted and _best_step(state, members, pressures, objective, None) is None:
-        exhausted = False
+        steps += 1
+        if steps % 64 == 0:
+            state.exact_squares()
 
     after_pairs = {(m, tp) for m, parts in state.holdings.items() for tp in parts}
     assignment: dict[str, dict[str, tuple[int, ...]]] = {}
@@ -279,7 +286,7 @@ def plan_share(request: ShareRequest) -> SharePlan:
         members_per_partition={tp: len(state.holders[tp]) for tp in wanted},
         loads=raw,
         peak_before=peak_before,
-        peak_after=max(pressures.values()) if pressures else None,
+        peak_after=max(state.pressures.values()) if state.pressures else None,
         moves=len(after_pairs ^ before_pairs) + len(invalid),
         budgeted_moves=len((after_pairs ^ before_pairs) - forced_pairs),
         budget_exhausted=exhausted,
@@ -295,49 +302,79 @@ def _member_pressure(state: _State, member: str) -> float:
 
 
 def _best_step(
-    state: _State,
-    members: Mapping[str, ShareMemberInput],
-    pressures: Mapping[TopicPartition, float],
-    objective: tuple[float, float],
-    budget_left: int | None,
-) -> tuple[dict[str, set[TopicPartition]], int] | None:
-    """The best single step that relieves the most pressed partition, or None.
+    state: _State, members: Mapping[str, ShareMemberInput], budget_left: int | None
+) -> tuple[str, set[TopicPartition], int] | None:
+    """The best single step that relieves the most pressed partition h, or None when no step
+    lowers (peak, sum of squares). Steps, each for a member m subscribed to h's topic: add h to
+    m (1 move); move m from a partition q that keeps another member to h (2 moves); for m
+    already on h, drop a partition q that keeps another member (1 move), giving h more of m.
 
-    Steps, each for a member m subscribed to the hot partition h's topic: add h to m (1 move);
-    move m from a partition q that keeps another member to h (2 moves); for m already on h,
-    drop a partition q that keeps another member (1 move), giving h more of m's capacity."""
+    Each step is scored from the served capacities without building it: only m's share
+    (weight / partitions held) changes, so only m's partitions and h change pressure."""
+    pressures, served, loads = state.pressures, state.served, state.loads
     hot = max(pressures, key=lambda tp: (pressures[tp], tp))
-    ranked = sorted(pressures.items(), key=lambda item: (-item[1], item[0]))
-    best: tuple[tuple[float, float], dict[str, set[TopicPartition]], int] | None = None
-    for member_id, member in members.items():
-        if hot[0] not in member.topics:
-            continue
+    subscribed = [m for m in members if hot[0] in members[m].topics]
+    reach = 2 + max((len(state.holdings[m]) for m in subscribed), default=0)
+    # the highest pressures: the peak outside a step's partitions is among the first `reach`
+    top = heapq.nlargest(reach, pressures.items(), key=lambda item: (item[1], item[0]))
+    objective = (top[0][1], state.squares)
+
+    def pressure(tp: TopicPartition, capacity: float) -> float:
+        return math.inf if capacity <= 1e-12 else loads[tp] / capacity
+
+    best: tuple[tuple[float, float], str, TopicPartition | None, int] | None = None
+    for member_id in subscribed:
         held = state.holdings[member_id]
-        options: list[tuple[set[TopicPartition], int]] = []
+        weight, k = state.weights[member_id], len(held)
+        share = weight / k if k else 0.0
+        # (changed pressures, partitions left out of the outside peak, dropped q or None, cost)
+        options: list[
+            tuple[
+                list[tuple[TopicPartition, float]], set[TopicPartition], TopicPartition | None, int
+            ]
+        ] = []
         if hot in held:
-            options.extend(
-                (held - {q}, 1) for q in sorted(held - {hot}) if len(state.holders[q]) > 1
-            )
+            if k >= 2:
+                wider = weight / (k - 1)
+                for q in sorted(held - {hot}):
+                    if len(state.holders[q]) < 2:
+                        continue
+                    changed = [(r, pressure(r, served[r] - share + wider)) for r in held if r != q]
+                    changed.append((q, pressure(q, served[q] - share)))
+                    options.append((changed, held, q, 1))
         else:
-            options.append((held | {hot}, 1))
-            options.extend(
-                ((held - {q}) | {hot}, 2) for q in sorted(held) if len(state.holders[q]) > 1
-            )
-        for parts, cost in options:
+            narrower = weight / (k + 1)
+            changed = [(r, pressure(r, served[r] - share + narrower)) for r in held]
+            changed.append((hot, pressure(hot, served[hot] + narrower)))
+            options.append((changed, held | {hot}, None, 1))
+            for q in sorted(held):
+                if len(state.holders[q]) < 2:
+                    continue
+                changed = [
+                    (q, pressure(q, served[q] - share)),
+                    (hot, pressure(hot, served[hot] + share)),
+                ]
+                options.append((changed, {q, hot}, q, 2))
+        for changed, affected, dropped, cost in options:
             if budget_left is not None and cost > budget_left:
                 continue
-            change = {member_id: parts}
-            affected = held | parts
-            peak = next((v for tp, v in ranked if tp not in affected), 0.0)
-            squares = objective[1] - sum(pressures[tp] ** 2 for tp in affected)
-            for tp in affected:
-                value = state.pressure(tp, change)
+            peak = next((v for tp, v in top if tp not in affected), 0.0)
+            squares = objective[1]
+            for tp, value in changed:
                 peak = max(peak, value)
-                squares += value * value
+                squares += value * value - pressures[tp] ** 2
             candidate = (peak, squares)
             if _better(candidate, objective) and (best is None or _better(candidate, best[0])):
-                best = (candidate, change, cost)
-    return None if best is None else (best[1], best[2])
+                best = (candidate, member_id, dropped, cost)
+    if best is None:
+        return None
+    _, member_id, dropped, cost = best
+    parts = set(state.holdings[member_id])
+    if dropped is not None:
+        parts.discard(dropped)
+    if cost == 2 or hot not in parts:
+        parts.add(hot)
+    return member_id, parts, cost
 
 
 def _number(value: Any, field_path: str, *, positive: bool = False) -> float:
