@@ -36,6 +36,7 @@ from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import share_group
 from kafka_rebalance_operator.share_group import ShareGroup
+from kafka_rebalance_operator.share_planning import record_assignment, share_request
 
 from tests.integration.streams_apps import PacedProducer, end_offsets
 
@@ -312,7 +313,7 @@ def _distinct(text: str) -> dict[int, int]:
 
 def _observe(
     admin: RetryingAdmin, group: str, topic: str, seconds: float
-) -> tuple[ShareGroup, dict[tuple[str, int], PartitionLoad]]:
+) -> tuple[ShareGroup, dict[tuple[str, int], float], dict[tuple[str, int], int]]:
     """What the operator would observe: the group, each partition's arrival rate over `seconds`
     (log end offsets) and its backlog (the broker's share lag)."""
     first = end_offsets(admin, topic, PARTITIONS)
@@ -322,13 +323,10 @@ def _observe(
         share_group.start_offsets(admin, group, {topic: range(PARTITIONS)}),
         {(topic, p): last[p] for p in range(PARTITIONS)},
     )
-    loads = {
-        (topic, p): PartitionLoad((last[p] - first[p]) / seconds, backlog.get((topic, p), 0))
-        for p in range(PARTITIONS)
-    }
+    rates = {(topic, p): (last[p] - first[p]) / seconds for p in range(PARTITIONS)}
     described = share_group.describe(admin, group)
     assert described is not None
-    return described, loads
+    return described, rates, backlog
 
 
 def _group_lag(admin: RetryingAdmin, group: str) -> int:
@@ -378,22 +376,15 @@ def test_a_hot_partition_gets_more_consumers_and_half_the_backlog_of_simple(
                 0.5,
                 abort=lambda app=app: app.text()[-2000:] if "ERROR" in app.text() else None,
             )
-        before, loads = _observe(admin, planned, topic, 4.0)
+        before, rates, backlog = _observe(admin, planned, topic, 4.0)
         _simple_shaped(before)
-        request = ShareRequest(
-            partitions=loads,
-            members={m: ShareMemberInput(m, frozenset({topic})) for m in before.member_ids()},
-            current={
-                m.member_id: frozenset((t, p) for t, ps in m.assignment.items() for p in ps)
-                for m in before.members
-            },
-            drain_seconds=30,
-        )
+        request = share_request(before, {topic: PARTITIONS}, rates, backlog, drain_seconds=30)
         plan = plan_share(request)
-        assignment = {
-            m: {t: list(p) for t, p in topics.items()} for m, topics in plan.assignment.items()
-        }
-        print("observed:", {p: (round(v.rate), round(v.backlog)) for (_, p), v in loads.items()})
+        assignment = record_assignment(plan)
+        print(
+            "observed:",
+            {p: (round(v.rate), round(v.backlog)) for (_, p), v in request.partitions.items()},
+        )
         print("plan:", plan.to_document()["members_per_partition"], plan.to_document()["stats"])
         assert plan.members_per_partition[(topic, 0)] >= 2, assignment
         key = plan_record.load_keys(plan_keys)[0]
