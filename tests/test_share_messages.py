@@ -168,3 +168,13 @@ def test_the_trigger_join_names_its_rack_and_topics() -> None:
 
 def test_unused_helpers_stay_in_use() -> None:
     assert i8(1) == b"\x01"
+
+
+def test_a_group_on_another_share_assignor_names_it_and_the_way_out() -> None:
+    decoded = ShareGroupDescribeResponse.decode(i32(0) + arr([described()]) + TAGS, version=1)
+    group = share_group.decode_group(decoded.groups[0])
+    assert group is not None
+    assert share_group.plugin_missing(group) is None
+    plain = share_group.ShareGroup("queue", "Stable", 1, 1, "simple")
+    reason = share_group.plugin_missing(plain)
+    assert reason is not None and "'simple'" in reason and "group.share.assignors" in reason

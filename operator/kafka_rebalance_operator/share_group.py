@@ -41,6 +41,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka_rebalance_operator import kip848_messages
 
 TRIGGER_RACK = "kafka-rebalance-trigger"  # PlanFollowingShareAssignor.TRIGGER_RACK
+PLAN_ASSIGNOR = "kafka-rebalance-plan"  # PlanFollowingShareAssignor.NAME
 LEAVE_EPOCH = -1
 JOIN_EPOCH = 0
 LEAVE_ATTEMPTS = 3
@@ -146,6 +147,20 @@ class ShareGroup:
             if want != have:
                 differ.append(member)
         return differ
+
+
+def plugin_missing(group: ShareGroup) -> str | None:
+    """Why the brokers cannot follow a share plan for `group`, or None: a share group reports the
+    cluster's one share assignor, and only the plug-in's follows plans. The message names the
+    assignor the coordinator uses and the broker setting that loads the plug-in."""
+    if group.assignor == PLAN_ASSIGNOR:
+        return None
+    return (
+        f"the brokers assign share group {group.group_id} with the share assignor "
+        f"'{group.assignor}', which follows no plan: load the plug-in with "
+        "group.share.assignors=dev.kafkarebalance.broker.PlanFollowingShareAssignor "
+        "(a cluster-wide broker setting, docs/share-groups.md)"
+    )
 
 
 @dataclass(frozen=True)

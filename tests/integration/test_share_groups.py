@@ -460,3 +460,33 @@ def test_a_hot_partition_gets_more_consumers_and_half_the_backlog_of_simple(
     distinct = _distinct(text)
     assert distinct == sent, (distinct, sent)  # every record acknowledged, none beyond the limit
     print(f"hot partition check: {time.monotonic() - started:.1f} s; sent {sent}")
+
+
+def test_without_the_plug_in_a_share_group_names_the_simple_assignor(
+    tools: Toolchain, kafka: str, tmp_path: Path
+) -> None:
+    """The session's broker without the plug-in: a live share group reports Kafka's `simple`
+    assignor, and `plugin_missing` names it (what the policy's Stalled reason will say)."""
+    suffix = uuid.uuid4().hex[:6]
+    topic, group = f"share-plain-{suffix}", f"share-plain-{suffix}"
+    ensure_topic(kafka, topic, PARTITIONS)
+    classpath = ":".join(str(j) for j in sorted(tools.kafka_libs().glob("*.jar")))
+    classes = java_classes.compiled(APP, classpath, tools.java_classes_cache)
+    app = ShareConsumers(tools, classes, kafka, topic, group, tmp_path / "plain.log")
+    admin = RetryingAdmin(bootstrap_servers=kafka)
+    try:
+        described = wait_for(
+            f"share group {group} settled",
+            lambda: _settled(admin, group),
+            60,
+            0.5,
+            abort=lambda: app.text()[-2000:] if "ERROR" in app.text() else None,
+        )
+        assert described.assignor == "simple"
+        reason = share_group.plugin_missing(described)
+        assert reason is not None and "'simple'" in reason, reason
+        _simple_shaped(described)
+    finally:
+        admin.close()
+        text = app.stop()
+    assert "ERROR" not in text, text[-3000:]
