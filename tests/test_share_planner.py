@@ -262,3 +262,27 @@ def test_the_plan_command_refuses_bad_share_input_in_one_line(
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and needle in done.stderr
+
+
+def test_a_topic_whose_hot_partition_cannot_gain_does_not_stop_another_topics_plan() -> None:
+    # "solo" has one subscriber and the group's highest pressure; "jobs" still gains
+    req = ShareRequest(
+        partitions={
+            ("solo", 0): PartitionLoad(1000),
+            ("jobs", 0): PartitionLoad(100),
+            ("jobs", 1): PartitionLoad(1),
+        },
+        members={
+            "x": ShareMemberInput("x", frozenset({"solo"})),
+            "y": ShareMemberInput("y", frozenset({"jobs"})),
+            "z": ShareMemberInput("z", frozenset({"jobs"})),
+        },
+        current={
+            "x": frozenset({("solo", 0)}),
+            "y": frozenset({("jobs", 0), ("jobs", 1)}),
+            "z": frozenset({("jobs", 1)}),
+        },
+    )
+    plan = plan_share(req)
+    assert plan.peak_after == plan.peak_before == pytest.approx(1000.0)
+    assert holders(plan, "jobs", 0) == ["y", "z"]

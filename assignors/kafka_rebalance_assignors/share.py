@@ -260,6 +260,8 @@ def plan_share(request: ShareRequest) -> SharePlan:
             break
         step = _best_step(state, members, None if budget is None else budget - budgeted)
         if step is None:
+            # (a step costing more than the budget left may still exist)
+            exhausted = budget is not None and _best_step(state, members, None) is not None
             break
         member_id, parts, cost = step
         state.apply(member_id, parts)
@@ -304,20 +306,48 @@ def _member_pressure(state: _State, member: str) -> float:
 def _best_step(
     state: _State, members: Mapping[str, ShareMemberInput], budget_left: int | None
 ) -> tuple[str, set[TopicPartition], int] | None:
-    """The best single step that relieves the most pressed partition h, or None when no step
-    lowers (peak, sum of squares). Steps, each for a member m subscribed to h's topic: add h to
-    m (1 move); move m from a partition q that keeps another member to h (2 moves); for m
-    already on h, drop a partition q that keeps another member (1 move), giving h more of m.
+    """The best single step that relieves the most pressed partition, or None when no step
+    lowers (peak, sum of squares). The hottest partition of each topic is tried, hottest first,
+    until one has such a step (a topic's hot partition may have no member left to give it: one
+    subscriber, or all of them on it already; another topic may still gain)."""
+    pressures = state.pressures
+    reach = 2 + max((len(held) for held in state.holdings.values()), default=0)
+    # the highest pressures: the peak outside a step's partitions is among the first `reach`
+    top = heapq.nlargest(reach, pressures.items(), key=lambda item: (item[1], item[0]))
+    objective = (top[0][1], state.squares)
+    first = top[0][0]
+    step = _best_step_for(state, members, first, top, objective, budget_left)
+    if step is not None:
+        return step
+    hottest: dict[str, TopicPartition] = {}
+    for tp, value in pressures.items():
+        known = hottest.get(tp[0])
+        if tp[0] != first[0] and (known is None or (value, tp) > (pressures[known], known)):
+            hottest[tp[0]] = tp
+    for hot in sorted(hottest.values(), key=lambda tp: (-pressures[tp], tp)):
+        step = _best_step_for(state, members, hot, top, objective, budget_left)
+        if step is not None:
+            return step
+    return None
+
+
+def _best_step_for(
+    state: _State,
+    members: Mapping[str, ShareMemberInput],
+    hot: TopicPartition,
+    top: list[tuple[TopicPartition, float]],
+    objective: tuple[float, float],
+    budget_left: int | None,
+) -> tuple[str, set[TopicPartition], int] | None:
+    """The best step that relieves `hot` (h), or None. Steps, each for a member m subscribed to
+    h's topic: add h to m (1 move); move m from a partition q that keeps another member to h
+    (2 moves); for m already on h, drop a partition q that keeps another member (1 move),
+    giving h more of m. `top`: the highest pressures, at least 2 more than any member holds.
 
     Each step is scored from the served capacities without building it: only m's share
     (weight / partitions held) changes, so only m's partitions and h change pressure."""
     pressures, served, loads = state.pressures, state.served, state.loads
-    hot = max(pressures, key=lambda tp: (pressures[tp], tp))
     subscribed = [m for m in members if hot[0] in members[m].topics]
-    reach = 2 + max((len(state.holdings[m]) for m in subscribed), default=0)
-    # the highest pressures: the peak outside a step's partitions is among the first `reach`
-    top = heapq.nlargest(reach, pressures.items(), key=lambda item: (item[1], item[0]))
-    objective = (top[0][1], state.squares)
 
     def pressure(tp: TopicPartition, capacity: float) -> float:
         return math.inf if capacity <= 1e-12 else loads[tp] / capacity
