@@ -289,4 +289,24 @@ class PlanFollowingShareAssignorTest {
         assertTrue(store.selectStreams(Set.of("a")).plan().isEmpty());
         assertEquals(3, PlanStore.size(plan));
     }
+
+    @Test
+    void plansOfTwoGroupsNamingTheMembersAreNotFollowed() {
+        PlanStore store = new PlanStore();
+        store.put(plan("jobs", Map.of("m1", Map.of(JOBS, Set.of(0, 1, 2, 3)), "m2", Map.of(JOBS, Set.of(0)))));
+        store.put(plan("other", Map.of("m2", Map.of(JOBS, Set.of(0, 1, 2, 3)))));
+        Spec spec = new Spec().add("m1").add("m2");
+        assertEquals(result(new SimpleAssignor().assign(spec, TOPICS)), result(assignor(store).assign(spec, TOPICS)));
+        assertTrue(store.selectShare(Set.of("m1", "m2")).reason().contains("several groups"));
+    }
+
+    @Test
+    void aGroupWithNoInitializedPartitionGetsNothingFromThePlan() {
+        PlanStore store = new PlanStore();
+        store.put(plan("jobs", Map.of("m1", Map.of(JOBS, Set.of(0, 1)), "m2", Map.of(JOBS, Set.of(2, 3)))));
+        Spec spec = new Spec().add("m1").add("m2");
+        spec.assignable = (topic, partition) -> false;  // the coordinator passes an empty initialized map
+        GroupAssignment got = assignor(store).assign(spec, TOPICS);
+        assertEquals(Map.of("m1", Map.of(), "m2", Map.of()), result(got));
+    }
 }
