@@ -1,7 +1,9 @@
 """`kafka-rebalance plan`: preview the plan the operator would apply (the plan contract).
 
-JSON in, JSON out. Bad input exits 2 with one line on stderr naming the field; never a traceback
-and never a partial plan on stdout.
+JSON in, JSON out. A document with `"groupType": "streams"` gets a task plan, one with
+`"groupType": "share"` a share plan (KIP-932: `kafka_rebalance_assignors.share`,
+docs/share-groups.md). Bad input exits 2 with
+one line on stderr naming the field; never a traceback and never a partial plan on stdout.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from kafka_rebalance_assignors import PlanInputError, plan
 from kafka_rebalance_assignors.collector import collector_paused
 from kafka_rebalance_assignors.registry import STRATEGY_NAMES
+from kafka_rebalance_assignors.share import plan_share_document
 from kafka_rebalance_assignors.streams_request import (
     is_task_document,
     parse_task_request,
@@ -80,6 +83,12 @@ def _run(args: argparse.Namespace) -> int:
             if args.format == "table":
                 raise PlanInputError("--format", "table is for partition plans; use json")
             result = task_plan_document(plan_tasks(parse_task_request(document, args.strategy)))
+        elif isinstance(document, dict) and document.get("groupType") == "share":
+            if args.strategy is not None:
+                raise PlanInputError("--strategy", "a share plan has no strategy to choose")
+            if args.format == "table":
+                raise PlanInputError("--format", "share plans are printed as JSON only")
+            result = plan_share_document(document)
         else:
             result = plan(document, args.strategy)
     except PlanInputError as error:

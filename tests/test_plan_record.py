@@ -98,8 +98,8 @@ def test_a_consumer_record_has_no_kind_and_an_unknown_kind_is_refused() -> None:
     value = plan_record.encode_plan("g", 1, "h", "x", {"c-0": {"t": [0]}})
     assert b'"kind"' not in value
     assert value == plan_record.encode_plan("g", 1, "h", "x", {"c-0": {"t": [0]}}, kind="consumer")
-    with pytest.raises(ValueError, match="plan kind: one of consumer, streams, got 'share'"):
-        plan_record.encode_plan("g", 1, "h", "x", {}, kind="share")
+    with pytest.raises(ValueError, match="plan kind: one of consumer, streams, share, got 'queue'"):
+        plan_record.encode_plan("g", 1, "h", "x", {}, kind="queue")
 
 
 PLUGIN_VECTORS = Path(__file__).parent / "data" / "wire" / "streams_plan_vectors.json"
@@ -124,3 +124,28 @@ def test_the_plugins_streams_vectors_are_what_the_operator_encodes_and_signs() -
         )
         assert value == vector["value"].encode(), given["group"]
         assert plan_record.sign(key, given["group"], value) == vector["signature"].encode()
+
+
+SHARE_VECTORS = Path(__file__).parent / "data" / "wire" / "share_plan_vectors.json"
+
+
+def test_the_plugins_share_vectors_are_what_the_operator_encodes_and_signs() -> None:
+    # SharePlanVectorsTest (broker-plugin) decodes and verifies the same file
+    vectors = json.loads(SHARE_VECTORS.read_text())
+    key = vectors["key"].encode()
+    assert vectors["records"]
+    for vector in vectors["records"]:
+        given = vector["input"]
+        value = plan_record.encode_plan(
+            given["group"],
+            given["epoch"],
+            given["plan_hash"],
+            given["generated_at"],
+            given["members"],
+            incarnation=given["incarnation"],
+            member_ids=given["member_ids"],
+            kind="share",
+        )
+        assert value == vector["value"].encode(), given["group"]
+        assert plan_record.sign(key, given["group"], value) == vector["signature"].encode()
+        assert json.loads(value)["kind"] == "share"

@@ -11,6 +11,10 @@ id, so the topic holds each group's latest plan.
 - A streams group's record (`kind: "streams"`, KIP-1071) is keyed the same way and has the
   same fields, its members keyed by streams member id and their inner maps by subtopology id
   (active tasks); `memberIds` are all the group's streams member ids.
+- A share group's record (`kind: "share"`, KIP-932, docs/share-groups.md) has the same fields,
+  its members keyed by share member id and their inner maps by topic name; unlike the other
+  kinds one partition may be planned for several members (a share partition is consumed by
+  all of them). `memberIds` are all the group's share member ids.
 - Members are keyed by their `group.instance.id`, which broker mode's consumers set to their
   pod name. Partitions are written as the assignment document's version 2 writes them
   (`kafka_rebalance_common.wire.partitions.encode_set`: ranges, or a bitmap when shorter), so
@@ -44,7 +48,7 @@ from pathlib import Path
 from kafka_rebalance_common.wire import partitions as wire_partitions
 
 VERSION = 2
-KINDS = ("consumer", "streams")
+KINDS = ("consumer", "streams", "share")
 SIGNATURE_HEADER = "kafka-rebalance-signature"
 INCARNATION_HEADER = "kafka-rebalance-incarnation"  # tombstones: the retired policy uid
 EPOCH_HEADER = "kafka-rebalance-epoch"  # tombstones: the retired plan's epoch, decimal ASCII
@@ -72,7 +76,10 @@ def encode_plan(
 
     `kind` "streams" writes a streams group's plan (docs/streams.md): `assignment` is then
     streams member id -> subtopology id -> partitions (its active tasks) and the record says
-    `"kind":"streams"`; only the plug-in's task assignor follows it. A consumer plan carries no
+    `"kind":"streams"`; only the plug-in's task assignor follows it. `kind` "share" writes a
+    share group's plan: share member id -> topic -> partitions, a partition under several
+    members where the plan puts several on it; only the plug-in's share assignor follows it.
+    A consumer plan carries no
     `kind` field, so its bytes are those of records written before streams groups existed."""
     if kind not in KINDS:
         raise ValueError(f"plan kind: one of {', '.join(KINDS)}, got {kind!r}")

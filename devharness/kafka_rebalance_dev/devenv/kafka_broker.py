@@ -197,13 +197,16 @@ def plan_plugin_overrides(topic: str = "kafka-rebalance-plans") -> dict[str, str
     streams task assignor under both its names (KIP-1357: a comma-separated list of class names
     or built-in names, the first the default for streams groups; a group picks one with its
     `streams.assignor.name` config, and the operator switches between the two plan-following
-    names to trigger a streams group's recompute)."""
+    names to trigger a streams group's recompute), and the share assignor (KIP-932: exactly one
+    for the whole cluster, `group.share.assignors`; groups without a plan get `simple`'s
+    assignment from it, docs/share-groups.md)."""
     return {
         "group.consumer.assignors": "dev.kafkarebalance.broker.PlanFollowingAssignor,uniform,range",
         "group.streams.assignors": (
             "dev.kafkarebalance.broker.PlanFollowingTaskAssignor,"
             "dev.kafkarebalance.broker.PlanFollowingTaskAssignorAlternate,sticky"
         ),
+        "group.share.assignors": "dev.kafkarebalance.broker.PlanFollowingShareAssignor",
         "kafka.rebalance.plans.bootstrap.servers": "{self}",
         "kafka.rebalance.plans.topic": topic,
     }

@@ -22,19 +22,22 @@ BROKER_PLUGIN_SOURCE = REPO_ROOT / "broker-plugin"
 
 # the streams plan record vectors the plug-in's JUnit tests share with the operator's encoder
 STREAMS_PLAN_VECTORS = REPO_ROOT / "tests" / "data" / "wire" / "streams_plan_vectors.json"
+# and the share plan record vectors (docs/share-groups.md)
+SHARE_PLAN_VECTORS = REPO_ROOT / "tests" / "data" / "wire" / "share_plan_vectors.json"
 
 
 def broker_plugin_version(kafka_version: str) -> str:
-    """`<kafka version>-<digest of the plug-in's pom, sources and the shared streams plan
-    vectors>`: the cache key of its jar."""
+    """`<kafka version>-<digest of the plug-in's pom, sources and the shared streams and share
+    plan vectors>`: the cache key of its jar."""
     digest = hashlib.sha256(kafka_version.encode())
     files = [BROKER_PLUGIN_SOURCE / "pom.xml", *sorted(BROKER_PLUGIN_SOURCE.glob("src/**/*"))]
     for path in files:
         if path.is_file():
             digest.update(str(path.relative_to(BROKER_PLUGIN_SOURCE)).encode())
             digest.update(path.read_bytes())
-    if STREAMS_PLAN_VECTORS.is_file():
-        digest.update(STREAMS_PLAN_VECTORS.read_bytes())
+    for vectors in (STREAMS_PLAN_VECTORS, SHARE_PLAN_VECTORS):
+        if vectors.is_file():
+            digest.update(vectors.read_bytes())
     return f"{kafka_version}-{digest.hexdigest()[:12]}"
 
 

@@ -11,6 +11,7 @@ from kafka_rebalance_dev.devenv.provision.frame import ProvisionError, run
 from kafka_rebalance_dev.devenv.provision.maven import TEMPLATES
 from kafka_rebalance_dev.devenv.toolchain import (
     BROKER_PLUGIN_SOURCE,
+    SHARE_PLAN_VECTORS,
     STREAMS_PLAN_VECTORS,
     Toolchain,
 )
@@ -35,6 +36,7 @@ def build_broker_plugin(tc: Toolchain) -> Callable[[Path, Path], dict]:
                 *settings,
                 f"-Dkafka.version={tc.kafka_version}",
                 f"-Dwire.vectors={STREAMS_PLAN_VECTORS}",
+                f"-Dwire.share.vectors={SHARE_PLAN_VECTORS}",
                 "package",
             ],
             cwd=source,

@@ -10,8 +10,10 @@ import org.apache.kafka.common.Uuid;
  * resolved to the topic ids the coordinator speaks ({@code GroupSpec} knows topics only by id);
  * a streams plan keeps its subtopology ids, which is what the task assignor is given.
  *
- * <p>Invariant: no (topic, partition) appears under two instance ids and no task under two
- * member ids (the codec refuses such a document), so following the plan never assigns one twice.
+ * <p>Invariant: in a consumer plan no (topic, partition) appears under two instance ids and in a
+ * streams plan no task under two member ids (the codec refuses such a document), so following
+ * the plan never assigns one twice. A share plan may name a partition under several members:
+ * share partitions are consumed by all their members.
  *
  * @param group       the group the plan is for (the record key it was published under)
  * @param incarnation the uid of the policy that published it ("" if not given): epochs are
@@ -22,7 +24,8 @@ import org.apache.kafka.common.Uuid;
  * @param memberIds   the group's member ids (KIP-848 or streams) when the operator planned (may be
  *                    empty): what ties the plan to its own group ({@link PlanStore#select},
  *                    {@link PlanStore#selectStreams})
- * @param members     consumer plans: instance id -> topic id -> partitions (empty for streams)
+ * @param members     consumer plans: instance id -> topic id -> partitions; share plans: share
+ *                    member id -> topic id -> partitions (empty for streams)
  * @param unresolved  topic names the plan uses that the cluster does not know (yet)
  * @param kind        which assignor follows it
  * @param tasks       streams plans: member id -> subtopology id -> partitions of its active tasks
@@ -67,9 +70,16 @@ public record Plan(
             PlanKind.STREAMS, tasks);
     }
 
+    /** A share-group plan: `members` is share member id -> topic id -> partitions (shared ones too). */
+    public static Plan share(String group, String incarnation, long epoch, String planHash, long generatedAtMs,
+                             Set<String> memberIds, Map<String, Map<Uuid, Set<Integer>>> members, Set<String> unresolved) {
+        return new Plan(group, incarnation, epoch, planHash, generatedAtMs, memberIds, members, unresolved,
+            PlanKind.SHARE, Map.of());
+    }
+
     /** Short description for the broker log: kind, group, epoch and hash, never the partitions. */
     public String describe() {
-        return (kind == PlanKind.STREAMS ? "streams " : "") + "plan for group '" + group + "' epoch " + epoch
+        return (kind == PlanKind.CONSUMER ? "" : kind.wire() + " ") + "plan for group '" + group + "' epoch " + epoch
             + (planHash.isEmpty() ? "" : " hash " + planHash);
     }
 }

@@ -39,6 +39,10 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * </pre>
  * The same bounds apply (a task counts as a partition), and no task may be planned twice.
  *
+ * <p>{@code "share"}: a share group's plan (KIP-932), keyed by share member id and then by topic
+ * name like a consumer plan; the one difference is that a partition may be planned for several
+ * members (each planned occurrence counts against the bounds).
+ *
  * <p>Decoding is strict and names the field: the plan is acted on, so a wrong field is refused,
  * never guessed. It is also bounded ({@link PlanBounds}): the record's size is checked before it
  * is parsed, and every range, list and bitmap is measured against the per-member and per-record
@@ -80,7 +84,7 @@ public final class PlanCodec {
         String kindName = text(root, "kind", false);
         PlanKind kind = root.get("kind") == null ? PlanKind.CONSUMER : PlanKind.fromWire(kindName);
         if (kind == null) {
-            throw new PlanFormatException("kind: '" + kindName + "' is not consumer or streams; a newer operator "
+            throw new PlanFormatException("kind: '" + kindName + "' is not consumer, streams or share; a newer operator "
                 + "wrote it: upgrade the broker plug-in");
         }
         String group = text(root, "group", true);
@@ -143,7 +147,7 @@ public final class PlanCodec {
                 }
                 SortedSet<Integer> partitions = partitions(field, topic.getValue(), bounds, own, record);
                 BitSet seen = taken.computeIfAbsent(topic.getKey(), k -> new BitSet());
-                for (int p : partitions) {
+                for (int p : kind == PlanKind.SHARE ? Set.<Integer>of() : partitions) {
                     if (seen.get(p)) {
                         throw new PlanFormatException(field + ": partition " + p + " is also planned for '"
                             + owner(decoded, topic.getKey(), p) + "'");

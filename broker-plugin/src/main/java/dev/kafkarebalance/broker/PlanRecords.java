@@ -261,8 +261,11 @@ final class PlanRecords {
             });
             members.put(instance, byId);
         });
-        Plan plan = new Plan(document.group(), document.incarnation(), document.epoch(), document.planHash(),
-            document.generatedAtMs(), document.memberIds(), members, missing);
+        Plan plan = document.kind() == PlanKind.SHARE
+            ? Plan.share(document.group(), document.incarnation(), document.epoch(), document.planHash(),
+                document.generatedAtMs(), document.memberIds(), members, missing)
+            : new Plan(document.group(), document.incarnation(), document.epoch(), document.planHash(),
+                document.generatedAtMs(), document.memberIds(), members, missing);
         store(plan, missing.isEmpty() ? null : document);
     }
 

@@ -213,7 +213,7 @@ public final class PlanStore {
             }
         }
         if (named.isEmpty()) {
-            Optional<Selection> other = otherKind(PlanKind.STREAMS, memberIds);
+            Optional<Selection> other = otherKind(PlanKind.CONSUMER, memberIds);
             if (other.isPresent()) {
                 return other.get();
             }
@@ -254,8 +254,32 @@ public final class PlanStore {
         if (own.size() > 1) {
             return ambiguous(own, "name member ids of this group");
         }
-        return otherKind(PlanKind.CONSUMER, memberIds).orElse(new Selection(Optional.empty(),
+        return otherKind(PlanKind.STREAMS, memberIds).orElse(new Selection(Optional.empty(),
             "no streams plan names any of the group's member ids (no plan yet, a plan of another group, or the "
+                + "members all restarted since the plan; the operator publishes it again)"));
+    }
+
+    /**
+     * The share plan to follow for a share group with these member ids, or why none: the one share
+     * plan that names one of them (in its {@code memberIds} or as a planned member). Share member
+     * ids are client-generated UUIDs, so no two groups share one.
+     */
+    public Selection selectShare(Collection<String> memberIds) {
+        Set<String> members = Set.copyOf(memberIds);
+        List<Plan> own = new ArrayList<>();
+        for (Plan plan : plans.values()) {
+            if (plan.kind() == PlanKind.SHARE && sharesMember(plan, members)) {
+                own.add(plan);
+            }
+        }
+        if (own.size() == 1) {
+            return new Selection(Optional.of(own.get(0)), "");
+        }
+        if (own.size() > 1) {
+            return ambiguous(own, "name member ids of this group");
+        }
+        return otherKind(PlanKind.SHARE, memberIds).orElse(new Selection(Optional.empty(),
+            "no share plan names any of the group's member ids (no plan yet, a plan of another group, or the "
                 + "members all restarted since the plan; the operator publishes it again)"));
     }
 
@@ -270,21 +294,28 @@ public final class PlanStore {
                 return true;
             }
         }
+        if (plan.kind() == PlanKind.SHARE) {
+            for (String id : plan.members().keySet()) {
+                if (members.contains(id)) {
+                    return true;
+                }
+            }
+        }
         return false;
     }
 
-    /** A reason naming the plans of kind `other` that share a member id with the group, if any. */
-    private Optional<Selection> otherKind(PlanKind other, Collection<String> memberIds) {
+    /** A reason naming the plans of kinds other than `wanted` that share a member id with the group, if any. */
+    private Optional<Selection> otherKind(PlanKind wanted, Collection<String> memberIds) {
         Set<String> members = Set.copyOf(memberIds);
-        List<String> groups = plans.values().stream()
-            .filter(p -> p.kind() == other && sharesMember(p, members))
-            .map(p -> p.group() + "@" + p.epoch()).sorted().toList();
-        if (groups.isEmpty()) {
+        List<Plan> others = plans.values().stream()
+            .filter(p -> p.kind() != wanted && sharesMember(p, members)).toList();
+        if (others.isEmpty()) {
             return Optional.empty();
         }
-        PlanKind wanted = other == PlanKind.STREAMS ? PlanKind.CONSUMER : PlanKind.STREAMS;
+        List<String> groups = others.stream().map(p -> p.group() + "@" + p.epoch()).sorted().toList();
+        String kinds = String.join("', '", others.stream().map(p -> p.kind().wire()).distinct().sorted().toList());
         return Optional.of(new Selection(Optional.empty(), "the plans " + groups + " naming this group's member ids "
-            + "are of kind '" + other.wire() + "'; this assignor follows only '" + wanted.wire() + "' plans "
+            + "are of kind '" + kinds + "'; this assignor follows only '" + wanted.wire() + "' plans "
             + "(is the policy's groupType right?)", true));
     }
 
