@@ -24,6 +24,7 @@ from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError, WriteConflict
 from kafka_rebalance_operator.settings import OperatorSettings
+from kafka_rebalance_operator.share_group import ShareGroupError, SharePartitionOffset
 from kafka_rebalance_operator.streams_group import StreamsGroupError
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
@@ -142,6 +143,11 @@ class MemoryKafka:
     streams_groups: dict[str, Any] = field(default_factory=dict)
     streams_triggers: list[str] = field(default_factory=list)
     refuse_trigger: str | None = None
+    # share groups: group id -> the group ShareGroupDescribe shows; each share-partition's
+    # lag as DescribeShareGroupOffsets reports it; the groups triggered
+    share_groups: dict[str, Any] = field(default_factory=dict)
+    share_lag: dict[PartitionKey, int] = field(default_factory=dict)
+    share_triggers: list[str] = field(default_factory=list)
 
     def __call__(
         self,
@@ -248,6 +254,24 @@ class MemoryObserver:
             raise StreamsGroupError(self.cluster.refuse_trigger)
         self.cluster.streams_triggers.append(group_id)
         return "kafka-rebalance-trigger"
+
+    def describe_share_group(self, group_id: str) -> Any:
+        if not self.cluster.reachable:
+            raise KafkaUnavailable(f"describing share group {group_id}: connection refused")
+        return self.cluster.share_groups.get(group_id)
+
+    def share_offsets(self, group_id: str, topics: Mapping[str, Sequence[int]]) -> dict[Any, Any]:
+        return {
+            (t, p): SharePartitionOffset(t, p, 0, 0, self.cluster.share_lag.get((t, p), 0))
+            for t, parts in topics.items()
+            for p in parts
+        }
+
+    def trigger_share_group(self, group_id: str, topics: Sequence[str]) -> int:
+        if self.cluster.refuse_trigger is not None:
+            raise ShareGroupError(self.cluster.refuse_trigger)
+        self.cluster.share_triggers.append(group_id)
+        return 0
 
     def close(self) -> None:
         self.closed = True

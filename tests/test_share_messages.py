@@ -84,8 +84,8 @@ def test_a_describe_response_decodes_members_assignments_epochs_and_assignor() -
     assert group.members[1].client_id == "worker-1" and group.members[1].rack_id is None
     assert group.subscribed_topics() == ("jobs",)
     assert group.holders() == {("jobs", 0): ["m-a", "m-b"], ("jobs", 2): ["m-b"]}
-    assert group.converged_to({"m-a": {"jobs": [0]}, "m-b": {"jobs": [0, 2]}}) == []
-    assert group.converged_to({"m-a": {"jobs": [0, 1]}}) == ["m-a"]
+    assert group.members_off_plan({"m-a": {"jobs": [0]}, "m-b": {"jobs": [0, 2]}}) == []
+    assert group.members_off_plan({"m-a": {"jobs": [0, 1]}}) == ["m-a"]
 
 
 def test_no_such_group_is_none_and_other_errors_raise_with_the_code_name() -> None:

@@ -194,8 +194,8 @@ def test_streams_needs_broker_mode_and_no_topics() -> None:
     assert (spec.group_type, spec.topics, spec.topic_pattern) == ("streams", None, None)
     with pytest.raises(PolicyError, match=r"spec.groupType: streams requires spec.apply.mode"):
         parse_spec({**SPEC, "apply": {"mode": "group"}})
-    with pytest.raises(PolicyError, match=r"spec.groupType: consumer or streams"):
-        parse_spec({**SPEC, "groupType": "share"})
+    with pytest.raises(PolicyError, match=r"spec.groupType: consumer, streams or share"):
+        parse_spec({**SPEC, "groupType": "queue"})
     assert parse_spec({**SPEC, "rebalance": {"mode": "propose"}}).needs_approval
     assert parse_spec({**SPEC, "rebalance": {"mode": "observe"}}).mode == "observe"
     assert (

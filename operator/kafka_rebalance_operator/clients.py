@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
 
-if TYPE_CHECKING:  # ports builds its factory from this module
+if TYPE_CHECKING:  # types only
     from kafka_rebalance_operator.ports import Observer
+    from kafka_rebalance_operator.share_group import ShareGroup, SharePartitionOffset
     from kafka_rebalance_operator.streams_group import StreamsGroup
     from kafka_rebalance_operator.topic_pattern import TopicPattern
 
@@ -163,6 +164,21 @@ class Lease:
 
     def trigger_streams_group(self, group_id: str) -> str:
         return self._entry.observer.trigger_streams_group(group_id)
+
+    def describe_share_group(self, group_id: str) -> ShareGroup | None:
+        try:
+            return self._entry.observer.describe_share_group(group_id)
+        except KafkaUnavailable:
+            self._pool._retire(self._full, self._entry)  # the next poll connects afresh
+            raise
+
+    def share_offsets(
+        self, group_id: str, topics: Mapping[str, Sequence[int]]
+    ) -> Mapping[tuple[str, int], SharePartitionOffset]:
+        return self._entry.observer.share_offsets(group_id, topics)
+
+    def trigger_share_group(self, group_id: str, topics: Sequence[str]) -> int:
+        return self._entry.observer.trigger_share_group(group_id, topics)
 
     def __getattr__(self, name: str) -> Any:
         """Anything else the observer offers (`Observer` may grow), on the shared observer."""

@@ -25,7 +25,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
-from kafka_rebalance_operator import kip848, offset_codecs, streams_group
+from kafka_rebalance_operator import kip848, offset_codecs, share_group, streams_group
 from kafka_rebalance_operator.kafka_offsets import OffsetReader
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
@@ -167,6 +167,38 @@ class KafkaObserver:
             raise KafkaUnavailable(
                 f"setting the task assignor of {group_id}: {_short(error)}"
             ) from error
+
+    def describe_share_group(self, group_id: str) -> share_group.ShareGroup | None:
+        """The share group as its coordinator describes it (None: no such share group);
+        raises KafkaUnavailable when the describe fails."""
+        try:
+            return share_group.describe(self.admin, group_id)
+        except Exception as error:
+            raise KafkaUnavailable(f"describing share group {group_id}: {_short(error)}") from error
+
+    def share_offsets(
+        self, group_id: str, topics: Mapping[str, Sequence[int]]
+    ) -> dict[tuple[str, int], share_group.SharePartitionOffset]:
+        """The group's share-partition start offsets (and lag where reported) for `topics`;
+        raises KafkaUnavailable when the call fails."""
+        try:
+            return share_group.start_offsets(self.admin, group_id, topics)
+        except Exception as error:
+            raise KafkaUnavailable(
+                f"reading the share offsets of {group_id}: {_short(error)}"
+            ) from error
+
+    def trigger_share_group(self, group_id: str, topics: Sequence[str]) -> int:
+        """Make the share group's coordinator recompute (`share_group.trigger`: a member
+        joins and leaves); returns the group epoch of the join. Raises
+        share_group.ShareGroupError when the coordinator refuses, KafkaUnavailable when the
+        call could not be made."""
+        try:
+            return share_group.trigger(self.admin, group_id, topics)
+        except share_group.ShareGroupError:
+            raise
+        except Exception as error:
+            raise KafkaUnavailable(f"triggering share group {group_id}: {_short(error)}") from error
 
     def publish_plan(
         self,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,7 +101,7 @@ class ConsumerGroup:
             ],
         }
 
-    def members_off_plan(self, plan: dict[str, dict[str, list[int]]]) -> list[str]:
+    def members_off_plan(self, plan: Mapping[str, Mapping[str, Sequence[int]]]) -> list[str]:
         """Instance ids whose current assignment differs from `plan` (instance id -> topic ->
         partitions): empty when every planned member holds exactly its planned partitions."""
         held = {m.instance_id: m.assignment for m in self.members if m.instance_id}

@@ -54,14 +54,16 @@ class PolicyMemory:
     # ... by this policy incarnation (uid) at this epoch: what its tombstone retires, signed
     published_incarnation: str | None = None
     published_epoch: int | None = None
-    # streams groups: the group epoch when the last plan's trigger was sent (None: no trigger
-    # awaiting the group following the plan), and the triggers sent so far
-    streams_trigger_epoch: int | None = None
-    streams_triggers: int = 0
-    streams_last_bumps: int | None = None
-    streams_triggered_at: float | None = None  # wall time of the last trigger
-    streams_triggered_group_epoch: int | None = None  # the group epoch the last trigger saw
-    streams_plan: dict[str, dict[str, list[int]]] | None = None  # the plan last published
+    # plan-topic kinds (streams, share): the group epoch before the first trigger of the plan
+    # in place (None: no trigger awaiting the group running it), the triggers sent so far, the
+    # epoch bumps the last plan cost, when the last trigger went and the group epoch it saw,
+    # and the plan last published
+    trigger_epoch: int | None = None
+    triggers: int = 0
+    last_plan_bumps: int | None = None
+    triggered_at: float | None = None
+    triggered_group_epoch: int | None = None
+    published_plan: dict[str, dict[str, list[int]]] | None = None
     status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def poll_due(self, now: float, generation: int, interval: float, uid: str) -> bool:

@@ -23,7 +23,7 @@ from kafka_rebalance_operator.topic_pattern import (
 MODES = ("enforce", "propose", "observe")
 APPROVALS = ("Auto", "Manual")
 APPLY_MODES = ("group", "assign", "broker")
-GROUP_TYPES = ("consumer", "streams")
+GROUP_TYPES = ("consumer", "streams", "share")
 
 
 class PolicyError(ValueError):
@@ -124,8 +124,9 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
 
     group_type = spec.get("groupType", "consumer")
     if group_type not in GROUP_TYPES:
-        raise PolicyError(f"spec.groupType: consumer or streams, got {group_type!r}")
-    streams = group_type == "streams"
+        raise PolicyError(f"spec.groupType: consumer, streams or share, got {group_type!r}")
+    # streams and share groups name their topics themselves (topology, subscriptions)
+    streams = group_type in ("streams", "share")
     topics, pattern = _topics(spec, streams)
 
     members = spec.get("members") or {}
@@ -148,7 +149,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         raise PolicyError(f"spec.apply.mode: group, assign or broker, got {apply_mode!r}")
     if streams and apply_mode != "broker":
         raise PolicyError(
-            f"spec.groupType: streams requires spec.apply.mode broker, got {apply_mode!r}"
+            f"spec.groupType: {group_type} requires spec.apply.mode broker, got {apply_mode!r}"
         )
     min_improvement = float(rebalance.get("minImprovement", 0.1))
     if not 0 <= min_improvement < 1:
@@ -183,8 +184,8 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
 
 
 def _topics(spec: Mapping[str, Any], streams: bool) -> tuple[Any, TopicPattern | None]:
-    """(spec.topics, the compiled spec.topicPattern): one of them, except for a streams group,
-    whose topology names its topics."""
+    """(spec.topics, the compiled spec.topicPattern): one of them, except for a streams group
+    (its topology names its topics) or a share group (its members' subscriptions do)."""
     topics = spec.get("topics")
     pattern_text = spec.get("topicPattern")
     if topics and pattern_text:

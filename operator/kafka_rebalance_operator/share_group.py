@@ -136,7 +136,7 @@ class ShareGroup:
                     out.setdefault((topic, p), []).append(m.member_id)
         return {tp: sorted(ids) for tp, ids in sorted(out.items())}
 
-    def converged_to(self, plan: Mapping[str, Mapping[str, Iterable[int]]]) -> list[str]:
+    def members_off_plan(self, plan: Mapping[str, Mapping[str, Iterable[int]]]) -> list[str]:
         """Member ids whose current partitions differ from `plan` (member id -> topic ->
         partitions): empty when every planned member holds exactly its planned partitions."""
         held = self.assignment()

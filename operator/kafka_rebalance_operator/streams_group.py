@@ -21,6 +21,7 @@ nothing but the epoch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +111,7 @@ class StreamsGroup:
     def standbys(self) -> dict[str, TaskSets]:
         return {m.member_id: m.standby for m in self.members}
 
-    def members_off_plan(self, plan: dict[str, dict[str, list[int]]]) -> list[str]:
+    def members_off_plan(self, plan: Mapping[str, Mapping[str, Sequence[int]]]) -> list[str]:
         """Member ids whose current active tasks differ from `plan` (member id -> subtopology
         -> partitions): empty when every planned member runs exactly its planned tasks."""
         held = self.active()

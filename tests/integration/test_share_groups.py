@@ -281,7 +281,7 @@ def test_a_share_plan_is_followed_and_a_group_without_one_gets_simple(
             lambda: (
                 (g := share_group.describe(admin, planned)) is not None
                 and g.assignment_epoch == g.group_epoch
-                and not g.converged_to(assignment)
+                and not g.members_off_plan(assignment)
                 and g
             ),
             60,
@@ -415,7 +415,7 @@ def test_a_hot_partition_gets_more_consumers_and_half_the_backlog_of_simple(
             lambda: (
                 (g := share_group.describe(admin, planned)) is not None
                 and g.assignment_epoch == g.group_epoch
-                and not g.converged_to(assignment)
+                and not g.members_off_plan(assignment)
             ),
             30,
             0.5,

@@ -31,11 +31,11 @@ from typing import Any
 
 import kafka_rebalance_assignors as assignors
 from kafka_rebalance_assignors import streams_tasks
-from kafka_rebalance_common.wire import plan_record
 
 from kafka_rebalance_operator import planning, streams_group
 from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.conditions import Health
+from kafka_rebalance_operator.groups import plan_topic
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
 from kafka_rebalance_operator.lag import OK, PolicyLags, PolicyOffsets
 from kafka_rebalance_operator.members import PodSummary, resolve_weights
@@ -44,7 +44,6 @@ from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso, parse_iso
 from kafka_rebalance_operator.phases.decide import Action, Decision, PlanFacts, Stop, Wait
-from kafka_rebalance_operator.phases.publish import value_headers
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.ports import Ports
@@ -103,14 +102,6 @@ class StreamsPlanned:
     runs_already: bool  # the group runs exactly this plan now
     measuring: bool  # weightFrom adaptive, no capacity measured yet
     proposal: Proposal | None = None  # the proposal on offer, when `assignment` is it
-
-
-@dataclass(frozen=True)
-class StreamsApplied:
-    epoch: int  # the epoch status shows after this poll
-    published: bool = False
-    triggered: bool = False
-    proposal: Proposal | None = None
 
 
 def _status_epoch(ctx: PolicyContext) -> int:
@@ -196,9 +187,9 @@ def observe(
         spec_changed=reported is not None and reported != ctx.generation,
         pods=tuple(pods),
         published_hash=memory.published_hash if mine else None,
-        published_plan=memory.streams_plan if mine else None,
+        published_plan=memory.published_plan if mine else None,
     )
-    _count_bumps(ctx, observed, memory, ports)
+    plan_topic.count_bumps(ctx, group, "streams", memory, ports)
     return observed
 
 
@@ -330,16 +321,10 @@ def plan(
 def _on_offer(
     ctx: PolicyContext, observed: StreamsObserved, planned: StreamsPlanned, memory: PolicyMemory
 ) -> StreamsPlanned:
-    """Approval: the proposal on offer stays the plan while it still fits the group (the same
-    members and task counts) and is not published, so the hash a user approves is the plan
-    that gets published even as lag moves. Kept in status too, for an operator restart."""
-    kept = memory.proposal or planning.restore_proposal(ctx.status.get("proposal"))
-    if (
-        kept is None
-        or kept.hash == observed.published_hash
-        or not planning.proposal_fits(kept.assignment, observed.counts, observed.member_ids)
-    ):
-        memory.proposal = None
+    kept = plan_topic.kept_proposal(
+        ctx, memory, observed.published_hash, observed.counts, observed.member_ids
+    )
+    if kept is None:
         return planned
     return StreamsPlanned(
         assignment=kept.assignment,
@@ -381,115 +366,62 @@ def carry_out(
     ports: Ports,
     settings: OperatorSettings,
     now: float,
-) -> StreamsApplied:
-    """APPLY publishes the plan in a new epoch and triggers the recompute (unless the group
-    runs it already); PROPOSE offers it. Otherwise, outside observe mode: a plan the group
-    runs already is recorded, a published plan the group does not run yet is triggered again
-    a poll interval after the last trigger, and the published plan is republished every
-    settings.plan_refresh_s."""
-    spec = observed.spec
-    if decision.action is Action.PROPOSE:
-        memory.proposal = planning.offer(
+) -> plan_topic.Delivered:
+    """The plan record and the trigger (`plan_topic.carry_out`)."""
+    return plan_topic.carry_out(
+        ctx,
+        _target(ctx, observed, memory, ports),
+        planned,
+        lambda: plan_topic.offer(
             planned.proposal,
             planned.hash,
             planned.assignment,
             planned.moves,
             planned.peak_before,
             planned.peak_after,
-            iso(now),
-        )
-        return StreamsApplied(observed.epoch, proposal=memory.proposal)
-    if decision.action is Action.APPLY:
-        memory.proposal = None
-        trigger = not planned.runs_already
-        _publish(ctx, observed, planned, decision.epoch, memory, ports, settings, now, trigger)
-        memory.applied_epoch, memory.applied_at = decision.epoch, now
-        ports.metrics.plan_applied(ctx.namespace, ctx.name, spec.group_id, planned.moves)
-        return StreamsApplied(decision.epoch, published=True, triggered=trigger)
-    if spec.mode == "observe":
-        return StreamsApplied(observed.epoch)
-    published = observed.published_hash
-    if planned.runs_already and published != planned.hash:
-        epoch = observed.epoch + 1
-        _publish(ctx, observed, planned, epoch, memory, ports, settings, now, trigger=False)
-        memory.applied_epoch, memory.applied_at = epoch, now
-        return StreamsApplied(epoch, published=True)
-    in_place = observed.published_plan
-    if published is None or in_place is None:
-        return StreamsApplied(observed.epoch)
-    if observed.group.members_off_plan(in_place):
-        last = memory.streams_triggered_at or memory.published_at or now
-        if now - last >= spec.poll_interval and _recompute_missed(observed.group, memory):
-            _trigger(ctx, observed.group, memory, ports, now)
-            return StreamsApplied(observed.epoch, triggered=True)
-    elif now - (memory.published_at or now) >= settings.plan_refresh_s:
-        refreshed = StreamsPlanned(in_place, published, 0, 0.0, 0.0, False, True, False)
-        _publish(ctx, observed, refreshed, observed.epoch, memory, ports, settings, now, False)
-        return StreamsApplied(observed.epoch, published=True)
-    return StreamsApplied(observed.epoch)
-
-
-def _recompute_missed(group: StreamsGroup, memory: PolicyMemory) -> bool:
-    """The last trigger did not bring the published plan: the group epoch has not moved since
-    it was sent, or the group settled (Stable, its assignment at the group epoch) on other
-    tasks. While members reconcile towards a recomputed assignment, another trigger would only
-    cost an epoch bump and restart the reconciliation."""
-    sent_at = memory.streams_triggered_group_epoch
-    if sent_at is None or group.group_epoch <= sent_at:
-        return True
-    return group.state == "Stable" and group.assignment_epoch >= group.group_epoch
-
-
-def _publish(
-    ctx: PolicyContext,
-    observed: StreamsObserved,
-    planned: StreamsPlanned,
-    epoch: int,
-    memory: PolicyMemory,
-    ports: Ports,
-    settings: OperatorSettings,
-    now: float,
-    trigger: bool,
-) -> None:
-    group = observed.group
-    group_id = observed.spec.group_id
-    member_ids = observed.member_ids
-    if memory.published_hash != planned.hash:
-        memory.streams_trigger_epoch = None  # bumps count per plan: a new plan starts afresh
-    record = plan_record.encode_plan(
-        group_id,
-        epoch,
-        planned.hash,
-        iso(now),
-        planned.assignment,
-        incarnation=ctx.uid,
-        member_ids=member_ids,
-        kind="streams",
+            memory,
+            now,
+        ),
+        decision,
+        observed.spec.mode,
+        observed.spec.poll_interval,
+        memory,
+        ports,
+        settings,
+        now,
     )
-    headers = value_headers(settings, group_id, record)
-    observer = memory.observer
-    if observer is None:
-        raise PollFailure("PublishFailed", "no Kafka client to publish the plan with")
-    try:
-        observer.publish_plan(settings.plan_topic, group_id, record, headers, settings.plan_client)
-    except KafkaUnavailable as error:
-        raise PollFailure("PublishFailed", str(error)) from None
-    memory.published_hash, memory.published_at = planned.hash, now
-    memory.published_group, memory.published_member_ids = group_id, tuple(sorted(member_ids))
-    memory.published_incarnation, memory.published_epoch = ctx.uid, epoch
-    memory.streams_plan = planned.assignment
-    if trigger:
-        _trigger(ctx, group, memory, ports, now)
-    log.info(
-        "%s/%s epoch %d: streams plan %s published to %s (%d bytes, %d task moves)%s",
-        ctx.namespace,
-        ctx.name,
-        epoch,
-        planned.hash,
-        settings.plan_topic,
-        len(record),
-        planned.moves,
-        "; recompute triggered" if trigger else "",
+
+
+def _target(
+    ctx: PolicyContext, observed: StreamsObserved, memory: PolicyMemory, ports: Ports
+) -> plan_topic.Target:
+    group = observed.group
+
+    def trigger() -> None:
+        """Toggle the group's reserved assignment-config tag (`streams_group.trigger`): the
+        coordinator bumps the group epoch and recomputes (KAFKA-19765). A refusal is
+        Stalled, naming the assignor in use."""
+        assert memory.observer is not None
+        try:
+            memory.observer.trigger_streams_group(group.group_id)
+        except streams_group.StreamsGroupError as error:
+            in_use = group.assignor or "unknown (the broker does not report it)"
+            raise PollFailure(
+                TRIGGER_REFUSED,
+                f"group {group.group_id} (task assignor {in_use!r}): the brokers refused the "
+                f"recompute trigger: {error}",
+            ) from None
+        except KafkaUnavailable as error:
+            raise PollFailure("TriggerFailed", str(error)) from None
+
+    return plan_topic.Target(
+        "streams",
+        group,
+        observed.member_ids,
+        observed.published_hash,
+        observed.published_plan,
+        observed.epoch,
+        trigger,
     )
 
 
@@ -530,7 +462,7 @@ def polled(
     observed: StreamsObserved,
     planned: StreamsPlanned,
     decision: Decision,
-    applied: StreamsApplied,
+    applied: plan_topic.Delivered,
     memory: PolicyMemory,
     ports: Ports,
     settings: OperatorSettings,
@@ -555,25 +487,16 @@ def polled(
                 + ("; recompute triggered" if applied.triggered else ""),
             )
         )
-    message = f"{decision.message}; {note}" if note else decision.message
-    health = Health(True, decision.reason, message)
-    # after this poll's publish, if any: memory holds what the brokers now have
-    published = memory.streams_plan if memory.published_group == observed.spec.group_id else None
-    if published is not None and decision.action is not Action.OBSERVE:
-        off_plan = observed.group.members_off_plan(published)
-        state = report.convergence(
-            memory, now, bool(off_plan), decision, observed.spec.poll_interval
-        )
-        if state != "converged":
-            waiting = (
-                f"{message}; {len(off_plan)} of {len(observed.group.members)} members do not "
-                f"run the published plan {memory.published_hash} yet"
-            )
-            health = (
-                Health(False, "NotConverged", waiting, stalled=True)
-                if state == "stalled"
-                else Health(False, "Applying", waiting, reconciling=True)
-            )
+    health = plan_topic.health(
+        ctx,
+        observed.group,
+        len(observed.group.members),
+        decision,
+        note,
+        memory,
+        observed.spec.poll_interval,
+        now,
+    )
     ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
     return report.PollOutcome(
         report.status(ctx, now, health, **fields), events, decision.action, succeeded=True
@@ -655,48 +578,6 @@ def member_weights(
     return result
 
 
-def _trigger(
-    ctx: PolicyContext, group: StreamsGroup, memory: PolicyMemory, ports: Ports, now: float
-) -> None:
-    """Toggle the group's reserved assignment-config tag (`streams_group.trigger`): the
-    coordinator bumps the group epoch and recomputes (KAFKA-19765). A refusal is Stalled,
-    naming the assignor in use."""
-    assert memory.observer is not None
-    try:
-        memory.observer.trigger_streams_group(group.group_id)
-    except streams_group.StreamsGroupError as error:
-        in_use = group.assignor or "unknown (the broker does not report it)"
-        raise PollFailure(
-            TRIGGER_REFUSED,
-            f"group {group.group_id} (task assignor {in_use!r}): the brokers refused the "
-            f"recompute trigger: {error}",
-        ) from None
-    except KafkaUnavailable as error:
-        raise PollFailure("TriggerFailed", str(error)) from None
-    if memory.streams_trigger_epoch is None:
-        memory.streams_trigger_epoch = group.group_epoch
-    memory.streams_triggered_group_epoch = group.group_epoch
-    memory.streams_triggers += 1
-    memory.streams_triggered_at = now
-    ports.metrics.streams_trigger(ctx.namespace, ctx.name, group.group_id)
-
-
-def _count_bumps(
-    ctx: PolicyContext, observed: StreamsObserved, memory: PolicyMemory, ports: Ports
-) -> None:
-    """When the group is Stable at or past a triggered plan: the epoch bumps it cost (group
-    epoch now minus the epoch before the first trigger of the plan)."""
-    start = memory.streams_trigger_epoch
-    group = observed.group
-    if start is None or group.state != "Stable" or group.group_epoch <= start:
-        return
-    if group.assignment_epoch != group.group_epoch:
-        return
-    bumps = group.group_epoch - start
-    memory.streams_last_bumps, memory.streams_trigger_epoch = bumps, None
-    ports.metrics.streams_epoch_bumps(ctx.namespace, ctx.name, group.group_id, bumps)
-
-
 def _ranges(parts: list[int]) -> str:
     runs: list[list[int]] = []  # [first, last] of each run of consecutive partitions
     for p in sorted(set(parts)):
@@ -740,12 +621,12 @@ def streams_status(observed: StreamsObserved, memory: PolicyMemory) -> dict[str,
         "subtopologies": len(observed.subtopologies),
         "tasks": sum(counts.values()),
         "statefulTasks": len(observed.changelog),
-        "triggers": memory.streams_triggers,
+        "triggers": memory.triggers,
         "membersListed": len(members),
         "members": members,
     }
     if group.assignor is not None:
         result["assignor"] = group.assignor
-    if memory.streams_last_bumps is not None:
-        result["lastPlanEpochBumps"] = memory.streams_last_bumps
+    if memory.last_plan_bumps is not None:
+        result["lastPlanEpochBumps"] = memory.last_plan_bumps
     return result

@@ -1,0 +1,100 @@
+"""Whole polls of a share-group policy (groups/share.py) with in-memory ports: the share plan
+published (record kind "share") and triggered, more consumers on the partition whose backlog
+grows, status.share, and Stalled naming the share assignor in use when the brokers cannot
+follow a plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kafka_rebalance_operator.policy import PolicyError, parse_spec
+from kafka_rebalance_operator.share_group import ShareGroup, ShareMember
+from operator_ports import MemoryKafka, Policy, memory_ports
+
+SPEC: dict[str, Any] = {
+    "groupId": "jobs-workers",
+    "groupType": "share",
+    "kafka": {"bootstrapServers": "kafka:9092"},
+    "members": {"selector": {"matchLabels": {"app": "workers"}}},
+    "apply": {"mode": "broker"},
+    "rebalance": {"mode": "enforce", "cooldown": "0s"},
+}
+
+
+def _group(assignor: str = "kafka-rebalance-plan") -> ShareGroup:
+    held = {"w-0": [0, 3], "w-1": [1], "w-2": [2]}  # simple's start: one member per partition
+    return ShareGroup(
+        group_id="jobs-workers",
+        state="Stable",
+        group_epoch=4,
+        assignment_epoch=4,
+        assignor=assignor,
+        members=tuple(
+            ShareMember(m, 4, f"client-{m}", "/127.0.0.1", None, ("jobs",), {"jobs": tuple(p)})
+            for m, p in held.items()
+        ),
+    )
+
+
+def _cluster(assignor: str = "kafka-rebalance-plan") -> MemoryKafka:
+    kafka = MemoryKafka(topics={"jobs": 4}, share_groups={"jobs-workers": _group(assignor)})
+    for p in range(4):
+        kafka.log_end[("jobs", p)] = 10_000
+    kafka.share_lag.update({("jobs", 0): 40_000, ("jobs", 1): 50, ("jobs", 2): 50, ("jobs", 3): 50})
+    return kafka
+
+
+def test_the_partition_that_falls_behind_gets_more_consumers_and_the_plan_is_triggered() -> None:
+    kafka = _cluster()
+    policy = Policy(dict(SPEC), [], memory_ports(kafka))
+    policy.poll()
+    ((topic, key, record),) = kafka.published
+    assert (topic, key, record["kind"]) == ("kafka-rebalance-plans", "jobs-workers", "share")
+    assert record["memberIds"] == ["w-0", "w-1", "w-2"]
+    on_hot = [m for m, topics in record["members"].items() if "0" in topics.get("jobs", "")]
+    assert len(on_hot) >= 2, record["members"]
+    assert kafka.share_triggers == ["jobs-workers"]
+    share = policy.status["share"]
+    assert (share["partitions"], share["backlog"], share["triggers"]) == (4, 40_150, 1)
+    assert share["consumersPerPartition"] == "jobs:1,1,1,1"  # what the group runs now
+    assert policy.condition("Ready")["reason"] == "Applying"  # until the members run it
+    assert policy.status["totalLag"] == 40_150 and policy.status["members"] == 3
+
+
+def test_brokers_without_the_plugin_stall_the_policy_naming_the_assignor() -> None:
+    kafka = _cluster(assignor="simple")
+    policy = Policy(dict(SPEC), [], memory_ports(kafka))
+    policy.poll()
+    stalled = policy.condition("Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "AssignorNotPlanFollowing")
+    assert "'simple'" in stalled["message"]
+    assert (
+        "group.share.assignors=dev.kafkarebalance.broker.PlanFollowingShareAssignor"
+        in (stalled["message"])
+    )
+    assert not kafka.published and not kafka.share_triggers
+
+
+def test_a_failed_describe_publishes_nothing_and_no_group_yet_is_not_stalled() -> None:
+    kafka = _cluster()
+    policy = Policy(dict(SPEC), [], memory_ports(kafka))
+    policy.poll()
+    kafka.reachable = False
+    policy.ports.clock.advance(60)  # type: ignore[attr-defined]
+    assert not policy.poll().succeeded
+    assert policy.condition("Ready")["reason"] == "KafkaUnreachable"
+    assert len(kafka.published) == 1
+    assert policy.ports.metrics.skipped == ["membership_unknown"]  # type: ignore[attr-defined]
+    empty = MemoryKafka(topics={"jobs": 4})
+    waiting = Policy(dict(SPEC), [], memory_ports(empty))
+    waiting.poll()
+    assert waiting.condition("Reconciling")["status"] == "True"
+    assert waiting.condition("Ready")["reason"] == "ShareGroupNotFound"
+
+
+def test_share_needs_broker_mode_and_takes_its_topics_from_the_members() -> None:
+    spec = parse_spec(SPEC)
+    assert (spec.group_type, spec.topics) == ("share", None)
+    with pytest.raises(PolicyError, match=r"spec.groupType: share requires spec.apply.mode"):
+        parse_spec({**SPEC, "apply": {"mode": "group"}})
