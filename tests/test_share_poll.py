@@ -48,6 +48,12 @@ def _cluster(assignor: str = "kafka-rebalance-plan") -> MemoryKafka:
 def test_the_partition_that_falls_behind_gets_more_consumers_and_the_plan_is_triggered() -> None:
     kafka = _cluster()
     policy = Policy(dict(SPEC), [], memory_ports(kafka))
+    policy.poll()  # no production rate yet: a plan on backlog alone waits
+    assert policy.condition("Ready")["reason"] == "MeasuringLoad"
+    assert not kafka.published
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    for p in range(4):
+        kafka.log_end[("jobs", p)] += 3_000 if p == 0 else 30
     policy.poll()
     ((topic, key, record),) = kafka.published
     assert (topic, key, record["kind"]) == ("kafka-rebalance-plans", "jobs-workers", "share")
@@ -57,6 +63,7 @@ def test_the_partition_that_falls_behind_gets_more_consumers_and_the_plan_is_tri
     assert kafka.share_triggers == ["jobs-workers"]
     share = policy.status["share"]
     assert (share["partitions"], share["backlog"], share["triggers"]) == (4, 40_150, 1)
+    assert policy.status["share"]["groupEpoch"] == 4
     assert share["consumersPerPartition"] == "jobs:1,1,1,1"  # what the group runs now
     assert policy.condition("Ready")["reason"] == "Applying"  # until the members run it
     assert policy.status["totalLag"] == 40_150 and policy.status["members"] == 3
@@ -79,6 +86,8 @@ def test_brokers_without_the_plugin_stall_the_policy_naming_the_assignor() -> No
 def test_a_failed_describe_publishes_nothing_and_no_group_yet_is_not_stalled() -> None:
     kafka = _cluster()
     policy = Policy(dict(SPEC), [], memory_ports(kafka))
+    policy.poll()
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
     policy.poll()
     kafka.reachable = False
     policy.ports.clock.advance(60)  # type: ignore[attr-defined]

@@ -35,10 +35,22 @@ from kafka_rebalance_dev.devenv import java_classes, kafka_broker
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator import share_group
+from kafka_rebalance_operator.adapters import SystemClock
+from kafka_rebalance_operator.clients import SharedObservers
+from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator.ports import Ports
+from kafka_rebalance_operator.settings import OperatorSettings
 from kafka_rebalance_operator.share_group import ShareGroup
-from kafka_rebalance_operator.share_planning import record_assignment, share_request
 
-from tests.integration.streams_apps import PacedProducer, end_offsets
+from tests.integration.streams_apps import PacedProducer
+from tests.operator_ports import (
+    ListTelemetry,
+    MemoryConfigMaps,
+    MemorySecrets,
+    MemoryStatus,
+    Policy,
+    RecordingMetrics,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.share]
 
@@ -311,28 +323,77 @@ def _distinct(text: str) -> dict[int, int]:
     }
 
 
-def _observe(
-    admin: RetryingAdmin, group: str, topic: str, seconds: float
-) -> tuple[ShareGroup, dict[tuple[str, int], float], dict[tuple[str, int], int]]:
-    """What the operator would observe: the group, each partition's arrival rate over `seconds`
-    (log end offsets) and its backlog (the broker's share lag)."""
-    first = end_offsets(admin, topic, PARTITIONS)
-    time.sleep(seconds)
-    last = end_offsets(admin, topic, PARTITIONS)
-    backlog = share_group.share_backlog(
-        share_group.start_offsets(admin, group, {topic: range(PARTITIONS)}),
-        {(topic, p): last[p] for p in range(PARTITIONS)},
-    )
-    rates = {(topic, p): (last[p] - first[p]) / seconds for p in range(PARTITIONS)}
-    described = share_group.describe(admin, group)
-    assert described is not None
-    return described, rates, backlog
-
-
 def _group_lag(admin: RetryingAdmin, group: str) -> int:
     offsets = share_group.start_offsets(admin, group)
     assert all(o.lag is not None for o in offsets.values()), offsets
     return sum(o.lag or 0 for o in offsets.values())
+
+
+POLL_S = 2.0
+
+
+def _share_policy(bootstrap: str, group: str, plan_keys: Path | None) -> Policy:
+    """A share policy for `group`, polled through reconcile.poll with the real Kafka client
+    and in-memory Kubernetes ports."""
+    ports = Ports(
+        configmaps=MemoryConfigMaps(),
+        status=MemoryStatus(),
+        secrets=MemorySecrets(),
+        kafka=SharedObservers(KafkaObserver),
+        clock=SystemClock(),
+        metrics=RecordingMetrics(),
+        telemetry=ListTelemetry(),
+    )
+    settings = OperatorSettings(
+        kafka_timeout_s=5,
+        plan_client={"bootstrap_servers": bootstrap},
+        plan_keys=tuple(plan_record.load_keys(plan_keys)) if plan_keys else (),
+        min_poll_interval_s=1,
+    )
+    spec = {
+        "groupId": group,
+        "groupType": "share",
+        "kafka": {"bootstrapServers": bootstrap},
+        "members": {"selector": {"matchLabels": {"app": group}}},
+        "apply": {"mode": "broker"},
+        "load": {"targetDrainSeconds": 30},
+        # pollInterval 5s: each Kafka call may take 5 s (a new share group's first offsets read
+        # can); the test polls every POLL_S regardless
+        "rebalance": {"mode": "enforce", "pollInterval": "5s", "cooldown": "2m"},
+    }
+    return Policy(spec, [], ports, settings)
+
+
+def _operator_follows(
+    bootstrap: str, group: str, plan_keys: Path
+) -> tuple[Policy, dict[str, dict[str, list[int]]]]:
+    """Poll a share policy for `group` (groups/share.py) every POLL_S until the group runs the
+    plan it published: (the policy, the plan)."""
+    policy = _share_policy(bootstrap, group, plan_keys)
+
+    def running() -> bool:
+        policy.poll()
+        ready = policy.condition("Ready")
+        return bool(policy.status.get("appliedPlan")) and ready["status"] == "True"
+
+    try:
+        wait_for(
+            "the share policy's plan run by the group",
+            running,
+            60,
+            POLL_S,
+            abort=lambda: (  # a transient KafkaUnreachable is retried; a refusal is not
+                policy.condition("Stalled")["message"]
+                if policy.status
+                and policy.condition("Stalled")["reason"] == "AssignorNotPlanFollowing"
+                else None
+            ),
+        )
+    finally:
+        policy.memory.close()
+    plan = policy.memory.published_plan
+    assert plan is not None
+    return policy, plan
 
 
 HOT_RATE, COLD_RATE = 250.0, 25.0  # records/s: partition 0 ten times the others
@@ -343,9 +404,10 @@ WINDOW_S = 30.0
 def test_a_hot_partition_gets_more_consumers_and_half_the_backlog_of_simple(
     tools: Toolchain, share_broker: Any, admin: RetryingAdmin, plan_keys: Path, tmp_path: Path
 ) -> None:
-    """Side by side on one broker and one topic: a group whose plan the test makes from what it
-    observes (as the operator will) against a group on `simple`. Then the planned group loses a
-    member and every record produced is acknowledged (at least once) by the planned group."""
+    """Side by side on one broker and one topic: a group with a share policy, polled by the
+    operator's own poll (real Kafka client, real plug-in), against a group on `simple`. Then the
+    operator stops, the planned group loses a member and keeps consuming on its assignment,
+    and every record produced is acknowledged (at least once) by the planned group."""
     started = time.monotonic()
     bootstrap = share_broker.bootstrap_servers
     suffix = uuid.uuid4().hex[:6]
@@ -376,50 +438,13 @@ def test_a_hot_partition_gets_more_consumers_and_half_the_backlog_of_simple(
                 0.5,
                 abort=lambda app=app: app.text()[-2000:] if "ERROR" in app.text() else None,
             )
-        before, rates, backlog = _observe(admin, planned, topic, 4.0)
+        before = share_group.describe(admin, planned)
+        assert before is not None
         _simple_shaped(before)
-        request = share_request(before, {topic: PARTITIONS}, rates, backlog, drain_seconds=30)
-        plan = plan_share(request)
-        assignment = record_assignment(plan)
-        print(
-            "observed:",
-            {p: (round(v.rate), round(v.backlog)) for (_, p), v in request.partitions.items()},
-        )
-        print("plan:", plan.to_document()["members_per_partition"], plan.to_document()["stats"])
-        assert plan.members_per_partition[(topic, 0)] >= 2, assignment
-        key = plan_record.load_keys(plan_keys)[0]
-        value = plan_record.encode_plan(
-            planned,
-            1,
-            "hot-check",
-            datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            assignment,
-            incarnation=f"uid-{suffix}",
-            member_ids=before.member_ids(),
-            kind="share",
-        )
-        publisher = KafkaProducer(bootstrap_servers=bootstrap)
-        headers = [(plan_record.SIGNATURE_HEADER, plan_record.sign(key, planned, value))]
-        publisher.send(PLAN_TOPIC, key=planned.encode(), value=value, headers=headers).get(10)
-        publisher.close()
-        log = share_broker.cluster.nodes[0].log
-        wait_for(
-            "the plug-in caching the share plan",
-            lambda: f"cached share plan for group '{planned}'" in log.read_text(errors="replace"),
-            30,
-            0.25,
-        )
-        share_group.trigger(admin, planned, before.subscribed_topics())
-        wait_for(
-            "the planned group running its plan",
-            lambda: (
-                (g := share_group.describe(admin, planned)) is not None
-                and g.assignment_epoch == g.group_epoch
-                and not g.members_off_plan(assignment)
-            ),
-            30,
-            0.5,
-        )
+        # the operator's own poll (groups/share.py) with the real Kafka client: it observes
+        # rates and backlog, plans, publishes the signed share record and triggers
+        policy, assignment = _operator_follows(bootstrap, planned, plan_keys)
+        print("operator plan:", assignment, policy.status.get("share"))
         # the window: both groups consume the same records side by side
         time.sleep(WINDOW_S)
         lag_planned, lag_plain = _group_lag(admin, planned), _group_lag(admin, plain)
@@ -486,6 +511,15 @@ def test_without_the_plug_in_a_share_group_names_the_simple_assignor(
         reason = share_group.plugin_missing(described)
         assert reason is not None and "'simple'" in reason, reason
         _simple_shaped(described)
+        # the operator's poll of a share policy for it: Stalled, naming the assignor in use
+        policy = _share_policy(kafka, group, None)
+        try:
+            policy.poll()
+        finally:
+            policy.memory.close()
+        stalled = policy.condition("Stalled")
+        assert (stalled["status"], stalled["reason"]) == ("True", "AssignorNotPlanFollowing")
+        assert "'simple'" in stalled["message"], stalled
     finally:
         admin.close()
         text = app.stop()

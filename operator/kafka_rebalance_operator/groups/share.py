@@ -62,6 +62,11 @@ class ShareObserved:
     published_plan: dict[str, dict[str, list[int]]] | None = None
 
     @property
+    def rates_known(self) -> bool:
+        """Some partition's production rate is measured (it takes two polls' log ends)."""
+        return bool(self.rates)
+
+    @property
     def member_ids(self) -> list[str]:
         return self.group.member_ids()
 
@@ -237,8 +242,16 @@ def _per_partition(assignment: dict[str, dict[str, list[int]]]) -> dict[TopicPar
 def facts(ctx: PolicyContext, observed: ShareObserved, planned: SharePlanned) -> PlanFacts:
     """The plan in place is the published one, or the new plan itself when the group runs it
     already. A partition without a member now (no peak before), or a spec change, makes the
-    plan structural."""
+    plan structural. Until a production rate is measured, a plan sees backlog only and is
+    undone by the first plan that sees the rates: it is held (MeasuringLoad)."""
     applied = planned.hash if planned.runs_already else observed.published_hash
+    structural = planned.peak_before is None or observed.spec_changed
+    held = None
+    if not observed.rates_known and not structural:
+        held = (
+            "MeasuringLoad",
+            "a share plan waits for the partitions' production rates (a second poll)",
+        )
     return PlanFacts(
         new_hash=planned.hash,
         applied_hash=applied,
@@ -247,7 +260,8 @@ def facts(ctx: PolicyContext, observed: ShareObserved, planned: SharePlanned) ->
         ratio_before=planned.peak_before,
         ratio_after=planned.peak_after,
         moves=planned.moves,
-        structural=planned.peak_before is None or observed.spec_changed,
+        structural=structural,
+        held=held,
     )
 
 
