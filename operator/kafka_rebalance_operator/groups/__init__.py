@@ -1,18 +1,5 @@
-"""Group kinds: what differs between a consumer group and a streams group, behind one seam.
-
-`reconcile.poll` runs every policy through the same steps: observe, (wait), plan, decide,
-carry out, report. A `GroupKind` supplies the kind-specific ones; decide
-(`phases.decide.decide`: mode, approval, cooldown, minImprovement, hysteresis), the proposal
-on offer, conditions and status are the same code for every kind. Each kind owns:
-
-- what it observes (a consumer group's offsets, members' ConfigMaps and hand-overs; a
-  streams group's topology, tasks and their loads);
-- the units it plans (partitions; tasks) and the planner it calls (`kafka_rebalance_assignors`);
-- the facts decide reads (`PlanFacts`), including its own holds;
-- how a plan reaches the group (ConfigMaps and static membership, or the plan topic and a
-  plug-in, with a trigger where the coordinator needs one);
-- its status fields beside the common ones.
-"""
+"""Group kinds behind one seam (`kind.GroupKind`): consumer, streams and share groups, and the
+plan-topic delivery the streams and share kinds share (`plan_topic`)."""
 
 from __future__ import annotations
 

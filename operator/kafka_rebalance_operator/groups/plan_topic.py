@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from kafka_rebalance_common.wire import plan_record
 
@@ -27,8 +27,8 @@ from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
-from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
-from kafka_rebalance_operator.phases.decide import Action, Decision
+from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso, parse_iso
+from kafka_rebalance_operator.phases.decide import Action, Decision, Stop
 from kafka_rebalance_operator.phases.publish import value_headers
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.ports import Ports
@@ -37,6 +37,7 @@ from kafka_rebalance_operator.settings import OperatorSettings
 log = logging.getLogger(__name__)
 
 Assignment = Mapping[str, Mapping[str, Sequence[int]]]
+GroupT = TypeVar("GroupT")
 
 
 class DescribedGroup(Protocol):
@@ -64,6 +65,68 @@ class TopicPlan(Protocol):
     def moves(self) -> int: ...
     @property
     def runs_already(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """What is in place for a group the brokers plan: the highest epoch status shows or this
+    process applied, when the last plan was published, whether the spec changed since the last
+    poll reported on it, and the plan this policy last published for the group (None: none
+    since the operator started, or it was for another group)."""
+
+    epoch: int
+    last_applied_at: float | None
+    spec_changed: bool
+    published_hash: str | None
+    published_plan: dict[str, dict[str, list[int]]] | None
+
+
+def in_place(ctx: PolicyContext, memory: PolicyMemory, group_id: str) -> InPlace:
+    shown = ctx.status.get("epoch")
+    reported = memory.reported_generation
+    if reported is None:
+        reported = ctx.status.get("observedGeneration")
+    applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
+    mine = memory.published_group == group_id
+    return InPlace(
+        epoch=max(memory.applied_epoch, shown if isinstance(shown, int) else 0),
+        last_applied_at=max((t for t in applied_at if t is not None), default=None),
+        spec_changed=reported is not None and reported != ctx.generation,
+        published_hash=memory.published_hash if mine else None,
+        published_plan=memory.published_plan if mine else None,
+    )
+
+
+def described(
+    ctx: PolicyContext, memory: PolicyMemory, ports: Ports, describe: Callable[[], GroupT]
+) -> GroupT:
+    """The group as its coordinator describes it. No plan without its members: when the
+    describe fails nothing is published this poll, and that is counted."""
+    try:
+        return describe()
+    except KafkaUnavailable as error:
+        memory.close()  # a fresh client next poll: the cluster may have moved
+        ports.metrics.plan_publish_skipped(ctx.namespace, ctx.name, "membership_unknown")
+        raise PollFailure("KafkaUnreachable", str(error)) from None
+
+
+def outcome(
+    ctx: PolicyContext,
+    health: Health,
+    fields: Mapping[str, Any],
+    events: list[report.Event],
+    action: Action | Stop,
+    memory: PolicyMemory,
+    ports: Ports,
+    now: float,
+) -> report.PollOutcome:
+    """The end of every poll that reached its group: the generation reported on remembered,
+    the status fields that changed, the poll counted."""
+    memory.reported_generation = ctx.generation
+    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
+    return report.PollOutcome(
+        report.status(ctx, now, health, **fields), events, action, succeeded=True
+    )
 
 
 @dataclass(frozen=True)

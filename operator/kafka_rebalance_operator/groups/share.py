@@ -16,6 +16,7 @@ unknown counts as having none; members weigh 1 (share consumers are not matched 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
-from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso, parse_iso
+from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision, PlanFacts, Stop, Wait
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.policy import PolicySpec
@@ -87,11 +88,6 @@ class SharePlanned:
     proposal: Proposal | None = None
 
 
-def _status_epoch(ctx: PolicyContext) -> int:
-    shown = ctx.status.get("epoch")
-    return shown if isinstance(shown, int) else 0
-
-
 def observe(
     ctx: PolicyContext,
     pods: Sequence[PodSummary],
@@ -103,12 +99,9 @@ def observe(
     spec = admit(ctx, settings)
     observer = kafka_client(spec, ctx, memory, ports, settings)
     identify(ctx, spec, observer, memory, ports)
-    try:
-        group = observer.describe_share_group(spec.group_id)
-    except KafkaUnavailable as error:
-        memory.close()
-        ports.metrics.plan_publish_skipped(ctx.namespace, ctx.name, "membership_unknown")
-        raise PollFailure("KafkaUnreachable", str(error)) from None
+    group = plan_topic.described(
+        ctx, memory, ports, lambda: observer.describe_share_group(spec.group_id)
+    )
     if group is None:
         raise PollFailure(
             "ShareGroupNotFound",
@@ -145,22 +138,13 @@ def observe(
     track_lags(spec, offsets, memory, now)  # keeps the end-offset history the rates come from
     rates = memory.history.produce_rates() if memory.history is not None else {}
     ends = {key: end for key in offsets if (end := offsets[key].log_end) is not None}
-    reported = memory.reported_generation
-    if reported is None:
-        reported = ctx.status.get("observedGeneration")
-    applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
-    mine = memory.published_group == spec.group_id
     observed = ShareObserved(
         spec,
         group,
         counts,
         {key: float(rate) for key, rate in rates.items() if rate is not None},
         share_group.share_backlog(starts, ends),
-        epoch=max(memory.applied_epoch, _status_epoch(ctx)),
-        last_applied_at=max((t for t in applied_at if t is not None), default=None),
-        spec_changed=reported is not None and reported != ctx.generation,
-        published_hash=memory.published_hash if mine else None,
-        published_plan=memory.published_plan if mine else None,
+        **dataclasses.asdict(plan_topic.in_place(ctx, memory, spec.group_id)),
     )
     plan_topic.count_bumps(ctx, group, "share", memory, ports)
     return observed
@@ -382,12 +366,8 @@ def waited(
     settings: OperatorSettings,
     now: float,
 ) -> report.PollOutcome:
-    memory.reported_generation = ctx.generation
     fields = _report_fields(observed, {}, memory, observed.epoch)
-    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
-    return report.PollOutcome(
-        report.status(ctx, now, wait.health, **fields), [], wait.stop, succeeded=True
-    )
+    return plan_topic.outcome(ctx, wait.health, fields, [], wait.stop, memory, ports, now)
 
 
 def polled(
@@ -401,7 +381,6 @@ def polled(
     settings: OperatorSettings,
     now: float,
 ) -> report.PollOutcome:
-    memory.reported_generation = ctx.generation
     fields = _report_fields(
         observed, _per_partition(observed.group.assignment()), memory, applied.epoch
     )
@@ -428,10 +407,7 @@ def polled(
         observed.spec.poll_interval,
         now,
     )
-    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
-    return report.PollOutcome(
-        report.status(ctx, now, health, **fields), events, decision.action, succeeded=True
-    )
+    return plan_topic.outcome(ctx, health, fields, events, decision.action, memory, ports, now)
 
 
 class ShareKind:

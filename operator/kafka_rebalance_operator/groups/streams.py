@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from kafka_rebalance_operator.members import PodSummary, resolve_weights
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
-from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso, parse_iso
+from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision, PlanFacts, Stop, Wait
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.policy import PolicySpec
@@ -104,11 +105,6 @@ class StreamsPlanned:
     proposal: Proposal | None = None  # the proposal on offer, when `assignment` is it
 
 
-def _status_epoch(ctx: PolicyContext) -> int:
-    shown = ctx.status.get("epoch")
-    return shown if isinstance(shown, int) else 0
-
-
 def observe(
     ctx: PolicyContext,
     pods: Sequence[PodSummary],
@@ -120,13 +116,9 @@ def observe(
     spec = admit(ctx, settings)
     observer = kafka_client(spec, ctx, memory, ports, settings)
     identify(ctx, spec, observer, memory, ports)
-    try:
-        group = observer.describe_streams_group(spec.group_id)
-    except KafkaUnavailable as error:
-        memory.close()
-        # no plan without its members: nothing is published this poll, and that is counted
-        ports.metrics.plan_publish_skipped(ctx.namespace, ctx.name, "membership_unknown")
-        raise PollFailure("KafkaUnreachable", str(error)) from None
+    group = plan_topic.described(
+        ctx, memory, ports, lambda: observer.describe_streams_group(spec.group_id)
+    )
     if group is None:
         raise PollFailure(
             "StreamsGroupNotFound",
@@ -167,11 +159,6 @@ def observe(
     )
     ends = {key: offsets[key].log_end for key in offsets}
     changelog = streams_tasks.changelog_sizes(subtopologies, observation.topics, ends)
-    reported = memory.reported_generation
-    if reported is None:
-        reported = ctx.status.get("observedGeneration")
-    applied_at = [parse_iso(ctx.status.get("lastAppliedTime")), memory.applied_at]
-    mine = memory.published_group == spec.group_id
     observed = StreamsObserved(
         spec,
         group,
@@ -182,12 +169,8 @@ def observe(
         changelog,
         offsets,
         lags,
-        epoch=max(memory.applied_epoch, _status_epoch(ctx)),
-        last_applied_at=max((t for t in applied_at if t is not None), default=None),
-        spec_changed=reported is not None and reported != ctx.generation,
         pods=tuple(pods),
-        published_hash=memory.published_hash if mine else None,
-        published_plan=memory.published_plan if mine else None,
+        **dataclasses.asdict(plan_topic.in_place(ctx, memory, spec.group_id)),
     )
     plan_topic.count_bumps(ctx, group, "streams", memory, ports)
     return observed
@@ -449,12 +432,8 @@ def waited(
     settings: OperatorSettings,
     now: float,
 ) -> report.PollOutcome:
-    memory.reported_generation = ctx.generation
     fields = _report_fields(observed, memory, observed.epoch)
-    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
-    return report.PollOutcome(
-        report.status(ctx, now, wait.health, **fields), [], wait.stop, succeeded=True
-    )
+    return plan_topic.outcome(ctx, wait.health, fields, [], wait.stop, memory, ports, now)
 
 
 def polled(
@@ -471,7 +450,6 @@ def polled(
     """The common conditions: Ready with the decision's reason once the group runs the
     published plan; Reconciling (Applying) while it moves to it; Stalled (NotConverged) when
     it has not after report.CONVERGENCE_POLLS poll intervals."""
-    memory.reported_generation = ctx.generation
     fields = _report_fields(observed, memory, applied.epoch)
     offered, events, note = report.proposal_fields(
         ctx, applied.proposal, applied.epoch, decision, settings
@@ -497,10 +475,7 @@ def polled(
         observed.spec.poll_interval,
         now,
     )
-    ports.metrics.poll_succeeded(ctx.namespace, ctx.name, now)
-    return report.PollOutcome(
-        report.status(ctx, now, health, **fields), events, decision.action, succeeded=True
-    )
+    return plan_topic.outcome(ctx, health, fields, events, decision.action, memory, ports, now)
 
 
 class StreamsKind:
