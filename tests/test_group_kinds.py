@@ -131,7 +131,7 @@ def _share_group(assignment: dict[str, dict[str, list[int]]], epoch: int) -> Sha
 
 def _share() -> Policy:
     """Four partitions, three consumers (simple's start: one each, one with two); a first
-    plan published and run; then the backlog of one partition grows tenfold."""
+    plan (partition 3 produces most) published and run; then one partition's backlog grows."""
     start = {"s-0": {"jobs": [0, 3]}, "s-1": {"jobs": [1]}, "s-2": {"jobs": [2]}}
     kafka = MemoryKafka(topics={"jobs": 4}, share_groups={"g": _share_group(start, 5)})
     for p in range(4):
@@ -146,8 +146,13 @@ def _share() -> Policy:
         "rebalance": {"cooldown": "0s"},
     }
     policy = Policy(spec, [], memory_ports(kafka))
-    policy.poll()  # a first plan (or none: simple's start may be it)
-    running = policy.memory.published_plan or start
+    policy.poll()  # no production rate yet: held (MeasuringLoad)
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    for p in range(4):
+        kafka.log_end[("jobs", p)] += 300 if p == 3 else 30
+    assert policy.poll().action is Action.APPLY
+    running = policy.memory.published_plan
+    assert running is not None
     kafka.share_groups["g"] = _share_group(running, 7)
     hot = max(running.items(), key=lambda item: len(item[1].get("jobs", [])))[1]["jobs"][0]
     kafka.share_lag[("jobs", hot)] = 50_000

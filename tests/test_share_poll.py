@@ -107,3 +107,19 @@ def test_share_needs_broker_mode_and_takes_its_topics_from_the_members() -> None
     assert (spec.group_type, spec.topics) == ("share", None)
     with pytest.raises(PolicyError, match=r"spec.groupType: share requires spec.apply.mode"):
         parse_spec({**SPEC, "apply": {"mode": "group"}})
+
+
+def test_recording_the_assignment_the_group_runs_starts_no_cooldown() -> None:
+    kafka = _cluster()
+    kafka.share_lag.update(dict.fromkeys((("jobs", p) for p in range(4)), 0))
+    policy = Policy(
+        {**SPEC, "rebalance": {"mode": "enforce", "cooldown": "5m"}}, [], memory_ports(kafka)
+    )
+    policy.poll()
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()  # no backlog, no production: the group's own assignment is the plan
+    assert len(kafka.published) == 1 and not kafka.share_triggers  # recorded, untriggered
+    kafka.share_lag[("jobs", 0)] = 40_000  # partition 0 falls behind
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    assert len(kafka.published) == 2 and kafka.share_triggers == ["jobs-workers"]

@@ -236,16 +236,21 @@ REFUSED: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     ("unknown-countBalance", _set("rebalance.countBalance", "exact"), ["countBalance"]),
     ("unknown-apply-mode", _set("apply.mode", "subscribe"), ["spec.apply.mode"]),
     ("unknown-field", _set("stratgy", "range"), ['unknown field "spec.stratgy"']),
-    ("unknown-groupType", _set("groupType", "share"), ["spec.groupType", "Unsupported value"]),
+    ("unknown-groupType", _set("groupType", "queue"), ["spec.groupType", "Unsupported value"]),
     (
         "streams-without-broker-mode",
         _set("groupType", "streams"),
-        ["spec.groupType: Invalid value: spec.groupType streams requires spec.apply.mode"],
+        ["spec.groupType: Invalid value: spec.groupType streams and share require spec.apply"],
     ),
     (
         "streams-in-assign-mode",
         lambda spec: (_set("groupType", "streams")(spec), _set("apply.mode", "assign")(spec)),
-        ["spec.groupType", "streams requires spec.apply.mode broker"],
+        ["spec.groupType", "streams and share require spec.apply.mode broker"],
+    ),
+    (
+        "share-in-group-mode",
+        lambda spec: (_set("groupType", "share")(spec), _set("apply.mode", "group")(spec)),
+        ["spec.groupType", "streams and share require spec.apply.mode broker"],
     ),
 ]
 
@@ -298,15 +303,18 @@ def test_the_base_policy_is_accepted_and_defaulted(k8s: Any, namespace: str) -> 
     assert spec["groupType"] == "consumer"
 
 
-def test_a_streams_policy_in_broker_mode_needs_no_topics(k8s: Any, namespace: str) -> None:
-    streams = _with(
+@pytest.mark.parametrize("group_type", ["streams", "share"])
+def test_a_streams_or_share_policy_in_broker_mode_needs_no_topics(
+    k8s: Any, namespace: str, group_type: str
+) -> None:
+    policy = _with(
         lambda spec: (
             _drop("topics")(spec),
-            _set("groupType", "streams")(spec),
+            _set("groupType", group_type)(spec),
             _set("apply.mode", "broker")(spec),
         )
     )
-    result = _create(k8s, namespace, streams)
+    result = _create(k8s, namespace, policy)
     assert result.returncode == 0, result.stderr
 
 

@@ -372,9 +372,11 @@ def _operator_follows(
     policy = _share_policy(bootstrap, group, plan_keys)
 
     def running() -> bool:
+        """The group runs a published plan that moved something (not only the record of the
+        assignment the group had: the operator records that too)."""
         policy.poll()
         ready = policy.condition("Ready")
-        return bool(policy.status.get("appliedPlan")) and ready["status"] == "True"
+        return policy.memory.triggers > 0 and ready["status"] == "True"
 
     try:
         wait_for(

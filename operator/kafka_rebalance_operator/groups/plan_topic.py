@@ -184,9 +184,10 @@ def carry_out(
     if mode == "observe":
         return Delivered(target.epoch)
     if planned.runs_already and target.published_hash != planned.hash:
+        # a record of what the group runs: it moves nothing, so it starts no cooldown
         epoch = target.epoch + 1
         publish(ctx, target, planned, epoch, memory, settings, now)
-        memory.applied_epoch, memory.applied_at = epoch, now
+        memory.applied_epoch = epoch
         return Delivered(epoch, published=True)
     in_place = target.published_plan
     if target.published_hash is None or in_place is None:
