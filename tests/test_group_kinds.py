@@ -33,7 +33,7 @@ def _consumer() -> Policy:
         "apply": {"mode": "assign"},
         "strategy": "lag-aware",
         "load": {"model": "lag"},
-        "rebalance": {"cooldown": "0s"},
+        "rebalance": {"mode": "enforce", "cooldown": "0s"},
     }
     policy = Policy(spec, pods(3), memory_ports(kafka))
     assert policy.poll().action is Action.APPLY
@@ -85,13 +85,15 @@ def _streams() -> Policy:
         "apply": {"mode": "broker"},
         "strategy": "lag-aware",
         "load": {"model": "lag"},
-        "rebalance": {"cooldown": "0s"},
+        "rebalance": {"mode": "enforce", "cooldown": "0s"},
     }
     policy = Policy(spec, [], memory_ports(kafka))
     assert policy.poll().action is Action.APPLY
     record = kafka.published[-1][2]
     assert record is not None
-    running = {m: {s: _parts(t) for s, t in tasks.items()} for m, tasks in record["members"].items()}
+    running = {
+        m: {s: _parts(t) for s, t in tasks.items()} for m, tasks in record["members"].items()
+    }
     kafka.streams_groups["g"] = dataclasses.replace(
         group,
         group_epoch=6,
@@ -118,7 +120,7 @@ def _decided(scenario: Callable[[], Policy], rebalance: dict[str, Any]) -> tuple
     policy = scenario()
     policy.ports.clock.advance(60)  # type: ignore[attr-defined]
     epoch = policy.memory.applied_epoch
-    policy.spec = {**policy.spec, "rebalance": rebalance}
+    policy.spec = {**policy.spec, "rebalance": {"mode": "enforce", **rebalance}}
     return policy, epoch
 
 
