@@ -187,6 +187,8 @@ def test_default_install_creates_the_operator_and_exactly_its_permissions(
         "5s",
         "--log-format",
         "text",
+        "--log-level",
+        "info",
     ]
     sa = _get(k8s, "-n", ns, "serviceaccount", "kro-kafka-rebalance-operator")
     assert sa["metadata"]["labels"]["app.kubernetes.io/instance"] == "kro"
@@ -260,6 +262,8 @@ def test_all_namespaces_binds_cluster_wide_and_uninstall_removes_it(
         "5s",
         "--log-format",
         "text",
+        "--log-level",
+        "info",
     ]
 
     helm("uninstall", name, "--namespace", home, "--wait")
