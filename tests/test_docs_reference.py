@@ -115,3 +115,11 @@ def test_every_troubleshooting_link_within_the_file_resolves() -> None:
 def test_the_slug_is_githubs() -> None:
     assert _slug("Stalled=True (Ready=False)") == "stalledtrue-readyfalse"
     assert _slug("KafkaRebalancePolicyStalled") == "kafkarebalancepolicystalled"
+
+
+def test_the_unwatched_policy_log_line_points_at_an_existing_entry() -> None:
+    from kafka_rebalance_operator.namespace_scope import RUNBOOK
+
+    path, _, anchor = RUNBOOK.partition("#")
+    assert path == "docs/troubleshooting.md"
+    assert anchor in _anchors(TROUBLESHOOTING.read_text())
