@@ -936,3 +936,34 @@ def test_aggregated_roles_can_be_turned_off(helm: Path) -> None:
     docs = _render(helm, "rbac.aggregateToDefaultRoles=false")
     assert not [r for r in _of_kind(docs, "ClusterRole") if _aggregated(r)]
     assert _of_kind(docs, "Role"), "the operator's own Role does not depend on the value"
+
+
+def _notes(helm: Path, tmp_path: Path, *sets: str) -> str:
+    """NOTES.txt as `helm install` prints it (`helm template` leaves NOTES out: the same text is
+    rendered here as a YAML string from a copy of the chart)."""
+    import shutil
+
+    chart = Path(shutil.copytree(CHART, tmp_path / "chart"))
+    notes = (chart / "templates" / "NOTES.txt").read_text()
+    indented = "".join(f"  {line}\n" for line in notes.splitlines())
+    (chart / "templates" / "notes-as-yaml.yaml").write_text(f"notes: |\n{indented}")
+    args = ["template", "kro", str(chart), "--namespace", "ops"]
+    args += [a for value in sets for a in ("--set", value)]
+    out = _helm(helm, *args, "--show-only", "templates/notes-as-yaml.yaml").stdout
+    return str(yaml.safe_load(out)["notes"])
+
+
+def test_notes_say_how_to_build_and_load_an_image_without_a_registry(
+    helm: Path, tmp_path: Path
+) -> None:
+    notes = _notes(helm, tmp_path)
+    assert "kind load docker-image kafka-rebalance-operator:0.1.0" in notes
+    assert "set image.registry (or global.imageRegistry)" in notes
+    assert "defaults to observe" in notes
+
+
+@pytest.mark.parametrize("value", ["image.registry=ghcr.io/acme", "global.imageRegistry=reg.io"])
+def test_notes_say_nothing_of_kind_when_a_registry_serves_the_image(
+    helm: Path, tmp_path: Path, value: str
+) -> None:
+    assert "kind load" not in _notes(helm, tmp_path, value)
