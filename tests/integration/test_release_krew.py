@@ -124,3 +124,17 @@ def test_the_unpacked_plugin_runs_under_kubectl_without_the_project(
     )
     assert status.returncode == 0, status.stderr
     assert status.stdout == "consumergrouppolicy.kafka-rebalance.io/orders\n"
+
+
+def test_the_bundle_has_an_sbom_naming_what_pip_put_into_it(released: Path) -> None:
+    import json
+
+    from kafka_rebalance.version import version
+
+    bom = json.loads((released / f"kubectl-cgp-{version()}.cdx.json").read_text())
+    assert bom["bomFormat"] == "CycloneDX"
+    assert bom["metadata"]["component"]["name"] == "kafka-rebalance"
+    components = {c["name"].lower(): c["version"] for c in bom["components"]}
+    assert "kubernetes" in components and "shtab" in components
+    assert components["kubernetes"].split(".")[0] in {str(v) for v in range(33, 37)}
+    assert all(c["purl"].startswith("pkg:pypi/") for c in bom["components"])
