@@ -90,7 +90,7 @@ def register_unavailable(subparsers: argparse._SubParsersAction, name: str, hint
 EXTRA_OF: dict[str, str] = {
     "operator": "operator",
     "pipeline": "pipeline",
-    "completion": "watch",
+    "completion": "completion",
 }
 # The development harness: its own distribution (devharness/, import package kafka_rebalance_dev),
 # installed from a checkout by scripts/bootstrap and never by an extra of this one.

@@ -1,8 +1,8 @@
 """Shell completion scripts for `kafka-rebalance` and `kubectl-cgp`, generated from their own
 argparse parsers by shtab (static scripts: the shell never starts Python to complete a word).
 
-shtab comes with the `watch` extra (the one that installs `kubectl cgp`) and with `dev`; the
-base install (an application's sidecar) does not need it.
+shtab comes with the `completion` extra (and `kubectl`, the plugin's, and `dev`); the base
+install (an application's sidecar) does not need it.
 """
 
 from __future__ import annotations

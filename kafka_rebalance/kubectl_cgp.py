@@ -35,8 +35,8 @@ from kafka_rebalance.version import version
 GROUP, VERSION, PLURAL = "kafka-rebalance.io", "v1alpha1", "consumergrouppolicies"
 FIELD_MANAGER = "kubectl-cgp"
 INSTALL_HINT = (
-    "kubectl cgp: the Python package 'kubernetes' is not installed; it comes with the 'watch' "
-    "(or 'operator') extra: pip install 'kafka-rebalance[watch]'"
+    "kubectl cgp: the Python package 'kubernetes' is not installed; it comes with the 'kubectl' "
+    "(or 'operator') extra: pip install 'kafka-rebalance[kubectl]'"
 )
 STATUS_COLUMNS = [
     ("namespace", "NAMESPACE"),
@@ -501,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ModuleNotFoundError:
             print(
                 "kubectl cgp completion: the Python package 'shtab' is not installed; it comes "
-                "with the 'watch' extra: pip install 'kafka-rebalance[watch]'",
+                "with the 'kubectl' extra: pip install 'kafka-rebalance[kubectl]'",
                 file=sys.stderr,
             )
             return 2

@@ -23,6 +23,14 @@ if TYPE_CHECKING:  # the operator's modules load only when it runs (the `operato
     from kafka_rebalance_operator.settings import OperatorSettings
     from kafka_rebalance_operator.telemetry import Telemetry
 
+# --log-level: the names the chart's logLevel value takes, and the levels they set
+LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -38,13 +46,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _broker_mode_arguments(parser)
     parser.add_argument(
         "--pod-audit-interval",
-        type=_non_negative,
-        default=60,
-        metavar="SECONDS",
+        type=_flag_duration,
+        default="60s",
+        metavar="DURATION",
         help="list each watched namespace's pods at most this often to drop pods the watch "
-        "index kept after missing their deletion (0: never); default 60",
+        "index kept after missing their deletion (0s: never); default 60s",
     )
-    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.add_argument(
+        "--verbose", "-v", action="store_true", help="the same as --log-level debug"
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="info",
+        help="the operator's own log level (kafka-python never logs below info); default info",
+    )
     logformat.add_argument(parser)  # --log-format text|json
     _webhook_arguments(parser)
     parser.set_defaults(handler=run)
@@ -73,11 +89,11 @@ def _endpoint_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--liveness-max-age",
-        type=float,
-        default=600.0,
-        metavar="SECONDS",
+        type=_flag_duration,
+        default="10m",
+        metavar="DURATION",
         help="/healthz fails when a policy's timer has not woken, or one poll has not returned, "
-        "for this long (a policy whose polls fail does not fail it)",
+        "for this long (a policy whose polls fail does not fail it); default 10m",
     )
     parser.add_argument(
         "--telemetry-file", metavar="PATH", help="append telemetry rows (JSON lines)"
@@ -108,10 +124,10 @@ def _poll_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tick",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="how often each policy's timer checks whether a poll is due",
+        type=_flag_duration,
+        default="1s",
+        metavar="DURATION",
+        help="how often each policy's timer checks whether a poll is due; default 1s",
     )
 
 
@@ -141,30 +157,36 @@ def _replica_arguments(parser: argparse.ArgumentParser) -> None:
     )
     election.add_argument(
         "--leader-election-lease",
-        type=float,
-        default=15.0,
-        metavar="SECONDS",
-        help="a standby takes over after this long without a renewal (default 15)",
+        type=_flag_duration,
+        default="15s",
+        metavar="DURATION",
+        help="a standby takes over after this long without a renewal; default 15s",
     )
     election.add_argument(
         "--leader-election-renew-deadline",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="the leader exits when it could not renew for this long (default 10)",
+        type=_flag_duration,
+        default="10s",
+        metavar="DURATION",
+        help="the leader exits when it could not renew for this long; default 10s",
     )
     election.add_argument(
         "--leader-election-retry",
-        type=float,
-        default=2.0,
-        metavar="SECONDS",
-        help="how often candidates try and the leader renews (default 2)",
+        type=_flag_duration,
+        default="2s",
+        metavar="DURATION",
+        help="how often candidates try and the leader renews; default 2s",
     )
 
 
 def _tenant_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka requests, and what one policy may use (servers, series, partitions)."""
-    parser.add_argument("--kafka-timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument(
+        "--kafka-timeout",
+        type=_flag_duration,
+        default="10s",
+        metavar="DURATION",
+        help="each Kafka request's timeout; default 10s",
+    )
     parser.add_argument(
         "--allowed-bootstrap-servers",
         action="append",
@@ -224,9 +246,9 @@ def _broker_mode_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--plan-refresh",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
+        type=_flag_duration,
+        default="5m",
+        metavar="DURATION",
         help="apply.mode broker: write each plan again this often so it never reaches the "
         "brokers' kafka.rebalance.plans.max.age.ms (default 15 min) while its policy lives; "
         "default %(default)s",
@@ -455,6 +477,16 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _flag_duration(text: str) -> float:
+    """Seconds in a duration flag: "15s", "1m30s", or bare seconds ("15") as before."""
+    from kafka_rebalance_operator.durations import DurationError, parse_flag_duration
+
+    try:
+        return parse_flag_duration(text)
+    except DurationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -531,12 +563,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _configure_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else LOG_LEVELS[args.log_level],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logformat.apply(args.log_format)
     # kafka-python logs its configuration (credentials included) at DEBUG: never below INFO.
-    logging.getLogger("kafka").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    debug = args.verbose or args.log_level == "debug"
+    logging.getLogger("kafka").setLevel(logging.INFO if debug else logging.WARNING)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 

@@ -335,6 +335,8 @@ def test_deployment_is_one_recreated_restricted_replica(helm: Path) -> None:
         "5s",
         "--log-format",
         "text",
+        "--log-level",
+        "info",
     ]
     sc = container["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False
@@ -383,6 +385,8 @@ def test_watch_namespaces_get_one_role_each_and_repeat_the_flag(helm: Path) -> N
         "5s",
         "--log-format",
         "text",
+        "--log-level",
+        "info",
     ]
 
 
@@ -413,6 +417,8 @@ def test_all_namespaces_binds_the_same_rules_cluster_wide(helm: Path) -> None:
         "5s",
         "--log-format",
         "text",
+        "--log-level",
+        "info",
     ]
 
 
@@ -513,14 +519,68 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
             ["image.registry=ghcr.io/acme", "image.tag=1.2.3", f"image.digest={DIGEST}"],
             f"ghcr.io/acme/kafka-rebalance-operator@{DIGEST}",
         ),
+        (["global.imageRegistry=reg.example"], "reg.example/kafka-rebalance-operator:0.1.0"),
+        (
+            ["global.imageRegistry=reg.example", "image.registry=ghcr.io/acme"],
+            "ghcr.io/acme/kafka-rebalance-operator:0.1.0",
+        ),
     ],
-    ids=["default", "tag", "registry", "digest-wins"],
+    ids=["default", "tag", "registry", "digest-wins", "global-registry", "own-registry-wins"],
 )
 def test_image_is_registry_repository_then_digest_or_tag(
     helm: Path, sets: list[str], image: str
 ) -> None:
     (deployment,) = _of_kind(_render(helm, *sets), "Deployment")
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+def test_a_sidecar_image_of_its_own_comes_from_the_same_registry(helm: Path) -> None:
+    docs = _render(
+        helm,
+        "global.imageRegistry=reg.example",
+        "webhook.enabled=true",
+        "webhook.sidecar.image.repository=kafka-rebalance-sidecar",
+    )
+    (deployment,) = _of_kind(docs, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    image = args[args.index("--sidecar-image") + 1]
+    assert image == "reg.example/kafka-rebalance-sidecar:0.1.0"
+
+
+@pytest.mark.parametrize("level", ["debug", "info", "warning", "error"])
+def test_log_level_reaches_the_operator(helm: Path, level: str) -> None:
+    (deployment,) = _of_kind(_render(helm, f"logLevel={level}"), "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--log-level") + 1] == level
+
+
+def test_an_unknown_log_level_is_refused_by_name(helm: Path) -> None:
+    result = _helm(helm, "template", "kro", str(CHART), "--set", "logLevel=loud", check=False)
+    assert result.returncode != 0 and "logLevel" in result.stderr, result.stderr
+
+
+def test_additional_labels_are_on_every_object_and_the_pods(helm: Path) -> None:
+    docs = _render(
+        helm,
+        "additionalLabels.team=payments",
+        "podLabels.tier=ops",
+        "webhook.enabled=true",
+        "metrics.serviceMonitor.enabled=true",
+        "metrics.prometheusRule.enabled=true",
+        "metrics.grafanaDashboard.enabled=true",
+        "podDisruptionBudget.enabled=true",
+        "networkPolicy.enabled=true",
+        "leaderElection.enabled=true",
+    )
+    unlabelled = [
+        f"{d['kind']}/{d['metadata']['name']}"
+        for d in docs
+        if (d["metadata"].get("labels") or {}).get("team") != "payments"
+    ]
+    assert not unlabelled
+    (deployment,) = _of_kind(docs, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels["team"] == "payments" and pod_labels["tier"] == "ops"
 
 
 def test_leader_election_rolls_one_pod_at_a_time_and_spreads_replicas(helm: Path) -> None:
@@ -876,3 +936,34 @@ def test_aggregated_roles_can_be_turned_off(helm: Path) -> None:
     docs = _render(helm, "rbac.aggregateToDefaultRoles=false")
     assert not [r for r in _of_kind(docs, "ClusterRole") if _aggregated(r)]
     assert _of_kind(docs, "Role"), "the operator's own Role does not depend on the value"
+
+
+def _notes(helm: Path, tmp_path: Path, *sets: str) -> str:
+    """NOTES.txt as `helm install` prints it (`helm template` leaves NOTES out: the same text is
+    rendered here as a YAML string from a copy of the chart)."""
+    import shutil
+
+    chart = Path(shutil.copytree(CHART, tmp_path / "chart"))
+    notes = (chart / "templates" / "NOTES.txt").read_text()
+    indented = "".join(f"  {line}\n" for line in notes.splitlines())
+    (chart / "templates" / "notes-as-yaml.yaml").write_text(f"notes: |\n{indented}")
+    args = ["template", "kro", str(chart), "--namespace", "ops"]
+    args += [a for value in sets for a in ("--set", value)]
+    out = _helm(helm, *args, "--show-only", "templates/notes-as-yaml.yaml").stdout
+    return str(yaml.safe_load(out)["notes"])
+
+
+def test_notes_say_how_to_build_and_load_an_image_without_a_registry(
+    helm: Path, tmp_path: Path
+) -> None:
+    notes = _notes(helm, tmp_path)
+    assert "kind load docker-image kafka-rebalance-operator:0.1.0" in notes
+    assert "set image.registry (or global.imageRegistry)" in notes
+    assert "defaults to observe" in notes
+
+
+@pytest.mark.parametrize("value", ["image.registry=ghcr.io/acme", "global.imageRegistry=reg.io"])
+def test_notes_say_nothing_of_kind_when_a_registry_serves_the_image(
+    helm: Path, tmp_path: Path, value: str
+) -> None:
+    assert "kind load" not in _notes(helm, tmp_path, value)

@@ -8,6 +8,7 @@ own distribution) reaches a wheel of the project or any of its extras.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -213,3 +214,29 @@ def test_a_wheel_of_the_project_contains_no_module_of_the_dev_harness(tmp_path: 
     assert "kafka_rebalance.cli" in modules and "kafka_rebalance_operator.reconcile" in modules
     harness = [m for m in modules if HARNESS_PARTS & set(m.split("."))]
     assert harness == [], harness
+
+
+def _requirement(extra: str, name: str) -> str:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    (found,) = [r for r in project["optional-dependencies"][extra] if re.match(rf"{name}\b", r)]
+    return found[len(name) :].split("#")[0].strip()
+
+
+def test_the_tests_run_the_spark_versions_toml_pins_within_the_pipeline_range() -> None:
+    from packaging.specifiers import SpecifierSet
+
+    spark = tomllib.loads((REPO_ROOT / "versions.toml").read_text())["spark"]["version"]
+    assert _requirement("dev", "pyspark") == f"=={spark}"
+    pipeline = _requirement("pipeline", "pyspark")
+    assert not pipeline.startswith("=="), "the pipeline extra takes a range, not one release"
+    assert spark in SpecifierSet(pipeline)
+
+
+def test_each_extra_means_one_thing() -> None:
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    names = {e: {re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0] for r in extras[e]} for e in extras}
+    assert names["watch"] == {"kubernetes"}
+    assert names["completion"] == {"shtab"}
+    assert names["kubectl"] == {"kubernetes", "shtab"}

@@ -35,7 +35,7 @@ def _consumer() -> Policy:
         "apply": {"mode": "assign"},
         "strategy": "lag-aware",
         "load": {"model": "lag"},
-        "rebalance": {"cooldown": "0s"},
+        "rebalance": {"mode": "enforce", "cooldown": "0s"},
     }
     policy = Policy(spec, pods(3), memory_ports(kafka))
     assert policy.poll().action is Action.APPLY
@@ -87,7 +87,7 @@ def _streams() -> Policy:
         "apply": {"mode": "broker"},
         "strategy": "lag-aware",
         "load": {"model": "lag"},
-        "rebalance": {"cooldown": "0s"},
+        "rebalance": {"mode": "enforce", "cooldown": "0s"},
     }
     policy = Policy(spec, [], memory_ports(kafka))
     assert policy.poll().action is Action.APPLY
@@ -178,7 +178,7 @@ def _decided(scenario: Callable[[], Policy], rebalance: dict[str, Any]) -> tuple
     policy = scenario()
     policy.ports.clock.advance(60)  # type: ignore[attr-defined]
     epoch = policy.memory.applied_epoch
-    policy.spec = {**policy.spec, "rebalance": rebalance}
+    policy.spec = {**policy.spec, "rebalance": {"mode": "enforce", **rebalance}}
     return policy, epoch
 
 

@@ -34,7 +34,7 @@ def _fleet(count: int, secrets: list[str] | None = None) -> tuple[MemoryKafka, l
             "topics": [f"t{i}"],
             "members": {"selector": {"matchLabels": {"app": f"a{i}"}}},
             "strategy": "lag-aware",
-            "rebalance": {"cooldown": "0s"},
+            "rebalance": {"mode": "enforce", "cooldown": "0s"},
         }
         policy = Policy(spec, pods(2, app=f"a{i}"), ports)
         policy.uid = f"uid-{i}"

@@ -17,7 +17,7 @@ def policy(approved: str | None = None, **rebalance):
         "kafka": {"bootstrapServers": "k:9092"},
         "topics": ["t"],
         "members": {"selector": {"matchLabels": {"app": "x"}}},
-        "rebalance": rebalance,
+        "rebalance": {"mode": "enforce", **rebalance},
     }
     if approved is not None:
         spec["approvedPlan"] = approved
@@ -79,7 +79,7 @@ class TestCooldown:
                 "kafka": {"bootstrapServers": "k:9092"},
                 "topics": ["t"],
                 "members": {"selector": {"matchLabels": {"app": "x"}}},
-                "rebalance": {"cooldown": "100s"},
+                "rebalance": {"mode": "enforce", "cooldown": "100s"},
             }
         )
         assert rules(spec).cooldown_s == 100

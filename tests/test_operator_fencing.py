@@ -196,7 +196,7 @@ def fenced_policy(lease: Lease, members: int = 2, mode: str = "assign") -> Polic
         "members": {"selector": {"matchLabels": {"app": "c"}}},
         "strategy": "lag-aware",
         "load": {"model": "lag"},
-        "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+        "rebalance": {"mode": "enforce", "cooldown": "0s", "minImprovement": 0.05},
         "apply": {"mode": mode},
     }
     return Policy(spec, pods(members), replace(memory_ports(kafka), leadership=lease))
@@ -361,7 +361,7 @@ def test_a_member_shown_another_incarnations_document_still_holds_its_partitions
         "members": {"selector": {"matchLabels": {"app": "c"}}},
         "strategy": "lag-aware",
         "load": {"model": "lag"},
-        "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+        "rebalance": {"mode": "enforce", "cooldown": "0s", "minImprovement": 0.05},
         "apply": {"mode": "assign", "handoffTimeout": "10s"},
     }
     subject = Policy(spec, pods(2), memory_ports(kafka))

@@ -28,7 +28,7 @@ def spec(mode: str) -> dict[str, Any]:
         "members": {"selector": {"matchLabels": {"app": "c"}}},
         "strategy": "lag-aware",
         "load": {"model": "lag"},
-        "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+        "rebalance": {"mode": "enforce", "cooldown": "0s", "minImprovement": 0.05},
         "apply": {"mode": mode, "handoffTimeout": "60s"},
     }
 

@@ -23,7 +23,7 @@ def policy(**rebalance):
             "kafka": {"bootstrapServers": "k:9092"},
             "topics": ["t"],
             "members": {"selector": {"matchLabels": {"app": "x"}}},
-            "rebalance": rebalance,
+            "rebalance": {"mode": "enforce", **rebalance},
         }
     )
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from kafka_rebalance_operator.durations import DurationError, parse_duration
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
 
+ROOT = Path(__file__).resolve().parents[1]
 BASE = {
     "groupId": "orders",
     "kafka": {"bootstrapServers": "kafka:9092"},
@@ -46,10 +50,18 @@ def test_bad_durations(text: str) -> None:
         parse_duration(text)
 
 
+def _crd_rebalance_defaults() -> dict[str, str]:
+    crd = yaml.safe_load((ROOT / "crds" / "consumergrouppolicies.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    fields = spec["properties"]["rebalance"]["properties"]
+    return {name: fields[name]["default"] for name in ("mode", "approval")}
+
+
 def test_defaults_match_the_crd() -> None:
     policy = parse_spec(BASE)
     assert policy.strategy == "lag-aware"
-    assert policy.mode == "enforce" and policy.approval == "Auto"
+    assert {"mode": policy.mode, "approval": policy.approval} == _crd_rebalance_defaults()
+    assert policy.mode == "observe" and policy.approval == "Auto"
     assert policy.poll_interval == 30 and policy.cooldown == 300
     assert policy.min_improvement == 0.1 and policy.max_moves is None
     assert policy.apply_mode == "group" and policy.offset_reset == "earliest"
@@ -92,6 +104,13 @@ def test_unusable_fields_are_named(changes, field: str) -> None:
         del document["topics"]
     with pytest.raises(PolicyError, match=field.replace("[", r"\[").replace("]", r"\]")):
         parse_spec(document)
+
+
+def test_an_explicit_mode_is_kept_whatever_the_default() -> None:
+    for mode in ("enforce", "propose", "observe"):
+        assert parse_spec(spec(rebalance={"mode": mode})).mode == mode
+    enforcing = parse_spec(spec(rebalance={"mode": "enforce"}))
+    assert enforcing.approval == "Auto" and not enforcing.needs_approval
 
 
 def test_propose_mode_and_manual_approval_both_need_approval() -> None:

@@ -35,7 +35,7 @@ def spec(**extra: Any) -> dict[str, Any]:
         "members": {"selector": {"matchLabels": {"app": "c"}}},
         "strategy": "lag-aware",
         "load": {"model": "lag"},
-        "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+        "rebalance": {"mode": "enforce", "cooldown": "0s", "minImprovement": 0.05},
     }
     for key, value in extra.items():
         base[key] = {**base[key], **value} if isinstance(value, dict) and key in base else value

@@ -24,7 +24,7 @@ SPEC = {
     "members": {"selector": {"matchLabels": {"app": "c"}}},
     "strategy": "lag-aware",
     "load": {"model": "lag"},
-    "rebalance": {"cooldown": "0s"},
+    "rebalance": {"mode": "enforce", "cooldown": "0s"},
 }
 
 
@@ -82,7 +82,10 @@ def test_a_queued_poll_is_waiting_not_stuck() -> None:
 def fast(poll_interval: str, minimum: float) -> tuple[MemoryKafka, Policy]:
     kafka = MemoryKafka(topics={"t1": 4})
     kafka.lag("t1", dict.fromkeys(range(4), 10))
-    spec = {**SPEC, "rebalance": {"cooldown": "0s", "pollInterval": poll_interval}}
+    spec = {
+        **SPEC,
+        "rebalance": {"mode": "enforce", "cooldown": "0s", "pollInterval": poll_interval},
+    }
     settings = OperatorSettings(kafka_timeout_s=3, min_poll_interval_s=minimum)
     return kafka, Policy(spec, pods(2), memory_ports(kafka), settings)
 

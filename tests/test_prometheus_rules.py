@@ -122,3 +122,16 @@ def test_the_chart_rules_find_their_own_release_under_fullname_override(
         yaml.safe_dump(_chart_rules("fullnameOverride=ko", "nameOverride=renamed"))
     )
     assert run(promtool, "test", "rules", CHART_TESTS.name, cwd=tmp_path).returncode != 0
+
+
+def test_the_chart_makes_every_runbook_url_absolute_under_runbook_base_url() -> None:
+    base = "https://git.example.com/kro/blob/v0.1.0/docs"
+    groups = _chart_rules(f"metrics.prometheusRule.runbookBaseURL={base}/")["groups"]
+    urls = [r["annotations"]["runbook_url"] for g in groups for r in g["rules"]]
+    assert urls and all(u.startswith(f"{base}/troubleshooting.md#kafkarebalance") for u in urls)
+    relative = _chart_rules()["groups"]
+    assert all(
+        r["annotations"]["runbook_url"].startswith("docs/troubleshooting.md#")
+        for g in relative
+        for r in g["rules"]
+    )

@@ -20,7 +20,7 @@ SPEC: dict[str, Any] = {
     "kafka": {"bootstrapServers": "kafka:9092"},
     "members": {"selector": {"matchLabels": {"app": "app"}}},
     "apply": {"mode": "broker"},
-    "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+    "rebalance": {"mode": "enforce", "cooldown": "0s", "minImprovement": 0.05},
 }
 
 
@@ -232,7 +232,9 @@ def test_weights_rules_apply_to_the_pod_named_by_the_members_client_id() -> None
 
 def test_a_plan_the_group_does_not_follow_is_triggered_again_and_both_bumps_count() -> None:
     kafka = _cluster(_group())
-    policy = Policy({**SPEC, "rebalance": {"cooldown": "5m"}}, [], memory_ports(kafka))
+    policy = Policy(
+        {**SPEC, "rebalance": {"mode": "enforce", "cooldown": "5m"}}, [], memory_ports(kafka)
+    )
     policy.poll()
     policy.ports.clock.advance(5)  # type: ignore[attr-defined]
     policy.poll()  # within the poll interval: wait
@@ -262,7 +264,7 @@ def test_adaptive_weights_measure_each_members_tasks_while_backlogged() -> None:
         for p in range(4):
             kafka.log_end[(topic, p)] = 1_000_000
             kafka.committed[(topic, p)] = (0, "")
-    spec = {**SPEC, "rebalance": {"cooldown": "5m"}}
+    spec = {**SPEC, "rebalance": {"mode": "enforce", "cooldown": "5m"}}
     spec["members"] = {"selector": {"matchLabels": {"app": "app"}}, "weightFrom": "adaptive"}
     policy = Policy(spec, [], memory_ports(kafka))
     # m-a runs words 0-3 and app-repartition 0-1; m-b app-repartition 2-3 (`_group`)
@@ -309,7 +311,7 @@ SLOW_WEIGHT_SPEC: dict[str, Any] = {
         "selector": {"matchLabels": {"app": "app"}},
         "weights": [{"selector": {"matchLabels": {"speed": "slow"}}, "weight": 0.1}],
     },
-    "rebalance": {"cooldown": "0s", "minImprovement": 0.1},
+    "rebalance": {"mode": "enforce", "cooldown": "0s", "minImprovement": 0.1},
 }
 
 

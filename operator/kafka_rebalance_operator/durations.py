@@ -30,3 +30,15 @@ def parse_duration(text: str) -> float:
         return durationpy.from_str(text).total_seconds()
     except durationpy.DurationError as error:  # out of range: digits beyond a timedelta
         raise DurationError(f"not a duration: {text!r} ({error})") from None
+
+
+_BARE_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def parse_flag_duration(text: str) -> float:
+    """Seconds in a command-line duration: the policy grammar ("5s", "1m30s", "500ms"), or a
+    bare non-negative number of seconds ("15", "2.5"), which the flags took before they took
+    durations and still take so that existing command lines keep working."""
+    if isinstance(text, str) and _BARE_SECONDS.fullmatch(text):
+        return float(text)
+    return parse_duration(text)

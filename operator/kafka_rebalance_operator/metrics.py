@@ -171,6 +171,20 @@ POLICY_CONDITION = Gauge(
     registry=REGISTRY,
 )
 
+WATCHED_NAMESPACE = Gauge(
+    "kafka_rebalance_watched_namespace",
+    '1 for each namespace whose policies this operator reconciles; namespace="*" when it '
+    "watches every namespace (count() gives how many)",
+    ("namespace",),
+    registry=REGISTRY,
+)
+UNWATCHED_POLICIES = Gauge(
+    "kafka_rebalance_unwatched_policies",
+    "Policies found at start in namespaces this operator does not watch (they get no status); "
+    "NaN when it may not list policies across namespaces",
+    registry=REGISTRY,
+)
+
 _SERIES_LOCK = threading.Lock()
 _MEMBER_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
 _CONDITION_SERIES: dict[tuple[str, str], set[tuple[str, ...]]] = {}
@@ -388,6 +402,21 @@ def record_conditions(
     _replace_series(
         _CONDITION_SERIES, (namespace, policy), series, (POLICY_CONDITION,), {POLICY_CONDITION: 4}
     )
+
+
+def record_watched_namespaces(watched: Iterable[str] | None) -> None:
+    """One series per watched namespace (None: every namespace, as namespace="*")."""
+    WATCHED_NAMESPACE.clear()
+    for namespace in ["*"] if watched is None else sorted(set(watched)):
+        WATCHED_NAMESPACE.labels(namespace).set(1)
+
+
+def record_unwatched_policies(count: int | None) -> None:
+    """How many policies lie outside the watched namespaces; None (unknown): NaN."""
+    if count is None:
+        UNWATCHED_POLICIES.set(math.nan)
+    else:
+        UNWATCHED_POLICIES.set(count)
 
 
 def serve(port: int, address: str = "0.0.0.0") -> None:

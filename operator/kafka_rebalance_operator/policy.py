@@ -21,6 +21,10 @@ from kafka_rebalance_operator.topic_pattern import (
 )
 
 MODES = ("enforce", "propose", "observe")
+# A policy that names no mode observes: it reports lag and what a plan would move, and moves
+# nothing until the user opts in (docs/adopting.md: observe -> propose -> enforce). Policies
+# stored under the old default (enforce) carry it in etcd, written by the API server's defaulting.
+DEFAULT_MODE = "observe"
 APPROVALS = ("Auto", "Manual")
 APPLY_MODES = ("group", "assign", "broker")
 GROUP_TYPES = ("consumer", "streams", "share")
@@ -51,7 +55,7 @@ class PolicySpec:
     load_model: str | None = None
     target_drain_seconds: float = 300.0
     offset_reset: str = "earliest"
-    mode: str = "enforce"
+    mode: str = DEFAULT_MODE
     approval: str = "Auto"
     poll_interval: float = 30.0
     cooldown: float = 300.0
@@ -138,7 +142,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     load = spec.get("load") or {}
     rebalance = spec.get("rebalance") or {}
     apply = spec.get("apply") or {}
-    mode = rebalance.get("mode", "enforce")
+    mode = rebalance.get("mode", DEFAULT_MODE)
     if mode not in MODES:
         raise PolicyError(f"spec.rebalance.mode: one of {', '.join(MODES)}, got {mode!r}")
     approval = rebalance.get("approval", "Auto")

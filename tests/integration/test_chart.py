@@ -187,6 +187,8 @@ def test_default_install_creates_the_operator_and_exactly_its_permissions(
         "5s",
         "--log-format",
         "text",
+        "--log-level",
+        "info",
     ]
     sa = _get(k8s, "-n", ns, "serviceaccount", "kro-kafka-rebalance-operator")
     assert sa["metadata"]["labels"]["app.kubernetes.io/instance"] == "kro"
@@ -260,6 +262,8 @@ def test_all_namespaces_binds_cluster_wide_and_uninstall_removes_it(
         "5s",
         "--log-format",
         "text",
+        "--log-level",
+        "info",
     ]
 
     helm("uninstall", name, "--namespace", home, "--wait")
@@ -407,3 +411,49 @@ def test_namespace_edit_and_view_users_get_policies_through_aggregation(
         time.sleep(0.5)
         forgotten = k8s.kubectl("-n", app, "get", "cgp", kubeconfig=viewer, check=False)
     assert "forbidden" in forgotten.stderr.lower(), "uninstall takes the grants with it"
+
+
+def _operator_client(k8s: Any, tmp_path: Path, namespace: str) -> Any:
+    """An API client with a real token of the chart's operator ServiceAccount."""
+    from kubernetes import config
+
+    name = "kro-kafka-rebalance-operator"
+    token = k8s.kubectl("-n", namespace, "create", "token", name).stdout.strip()
+    kubeconfig = write_kubeconfig(
+        tmp_path / f"{namespace}-operator.kubeconfig", k8s.server, k8s.ca,
+        user=_account(namespace), token=token,
+    )  # fmt: skip
+    return config.new_client_from_config(config_file=str(kubeconfig))
+
+
+@pytest.mark.parametrize("listing", [False, True], ids=["default", "list-cluster-wide"])
+def test_the_operator_lists_policies_outside_its_namespaces_only_when_allowed(
+    helm: Helm, k8s: Any, release: list, tmp_path: Path, listing: bool
+) -> None:
+    """rbac.listPoliciesClusterWide grants `list` on policies everywhere and nothing more, so
+    namespace_scope can name a policy the operator would ignore; by default it may not."""
+    from kafka_rebalance_operator.namespace_scope import list_policies
+
+    home = _namespace(k8s, "kro")
+    elsewhere = _namespace(k8s, "app")
+    k8s.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
+    sets = ["replicaCount=0", f"rbac.listPoliciesClusterWide={str(listing).lower()}"]
+    _install(helm, release, home, *sets)
+    policy = (ROOT / "examples" / "policies" / "lag-aware.yaml").read_text()
+    subprocess.run(
+        [str(k8s.tools.kubectl), f"--kubeconfig={k8s.kubeconfig}", "-n", elsewhere, "apply",
+         "-f", "-"], input=policy, text=True, check=True, capture_output=True,
+    )  # fmt: skip
+    api = _operator_client(k8s, tmp_path, home)
+    try:
+        found = list_policies(api)
+    finally:
+        api.close()
+    if listing:
+        assert found is not None and (elsewhere, "orders") in found
+        account = _account(home)
+        policies = "consumergrouppolicies.kafka-rebalance.io"
+        assert not _can_i(k8s, account, "get", policies, elsewhere)
+        assert not _can_i(k8s, account, "watch", policies, elsewhere)
+    else:
+        assert found is None

@@ -292,7 +292,7 @@ def test_the_base_policy_is_accepted_and_defaulted(k8s: Any, namespace: str) -> 
     assert spec["strategy"] == "lag-aware"
     assert spec["load"] == {"targetDrainSeconds": 300, "offsetResetPolicy": "earliest"}
     assert spec["rebalance"] == {
-        "mode": "enforce",
+        "mode": "observe",
         "approval": "Auto",
         "pollInterval": "30s",
         "cooldown": "5m",

@@ -75,7 +75,7 @@ def create_policy(k8s: Any, namespace: str, name: str, **metadata: Any) -> dict[
             "kafka": {"bootstrapServers": "kafka:9092"},
             "topics": ["orders"],
             "members": {"selector": {"matchLabels": {"app": name}}},
-            "rebalance": {"approval": "Manual"},
+            "rebalance": {"mode": "enforce", "approval": "Manual"},
         },
     }
     try:

@@ -262,6 +262,7 @@ def policy_manifest(
             "strategy": "lag-aware",
             "load": {"model": "lag"},
             "rebalance": {
+                "mode": "enforce",
                 "pollInterval": "1s",
                 "cooldown": "0s",
                 "minImprovement": 0.05,

@@ -288,6 +288,7 @@ def test_broker_mode_publishes_nothing_while_the_groups_members_cannot_be_descri
             "kafka": {"bootstrapServers": bootstrap},
             "topics": [topic],
             "members": {"selector": {"matchLabels": {"app": "c"}}},
+            "rebalance": {"mode": "enforce"},
             "apply": {"mode": "broker"},
         }
         settings = OperatorSettings(

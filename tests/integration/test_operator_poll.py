@@ -75,7 +75,7 @@ def spec_for(kafka: str, topic: str, **extra: Any) -> dict[str, Any]:
         "members": {"selector": {"matchLabels": {"app": "c"}}},
         "strategy": "lag-aware",
         "load": {"model": "lag"},
-        "rebalance": {"cooldown": "0s", "minImprovement": 0.05},
+        "rebalance": {"mode": "enforce", "cooldown": "0s", "minImprovement": 0.05},
     }
     spec.update(extra)
     return spec

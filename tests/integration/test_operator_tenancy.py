@@ -45,7 +45,7 @@ def _policy(name: str, bootstrap: str, **spec: Any) -> dict[str, Any]:
         "groupId": f"tenancy-{name}-{uuid.uuid4().hex[:6]}",
         "kafka": {"bootstrapServers": bootstrap},
         "members": {"selector": {"matchLabels": {"app": "nobody-here"}}},
-        "rebalance": {"pollInterval": "2s"},
+        "rebalance": {"mode": "enforce", "pollInterval": "2s"},
         **spec,
     }
     return {

@@ -223,7 +223,7 @@ def policy(name: str, bootstrap: str, topic: str, app: str) -> dict[str, Any]:
             "topics": [topic],
             "members": {"selector": {"matchLabels": {"app": app}}},
             "strategy": "lag-aware",
-            "rebalance": {"pollInterval": "5s"},
+            "rebalance": {"mode": "enforce", "pollInterval": "5s"},
         },
     }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -46,9 +47,11 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_manifest_names_the_archive_by_its_digest(released: Path) -> None:
     from kafka_rebalance.version import version
 
-    manifest = yaml.safe_load((released / "cgp.yaml").read_text())
+    manifest = yaml.safe_load((released / "kafka-rebalance.yaml").read_text())
     assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
-    assert (manifest["kind"], manifest["metadata"]["name"]) == ("Plugin", "cgp")
+    assert (manifest["kind"], manifest["metadata"]["name"]) == ("Plugin", "kafka-rebalance")
+    # krew's naming guide: lowercase words separated by hyphens
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", manifest["metadata"]["name"])
     assert manifest["spec"]["version"] == f"v{version()}"
     archive = released / f"kubectl-cgp-{version()}.tar.gz"
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
@@ -68,13 +71,17 @@ def test_the_manifest_names_the_archive_by_its_digest(released: Path) -> None:
 def test_the_unpacked_plugin_runs_under_kubectl_without_the_project(
     released: Path, k8s: Any, tmp_path: Path
 ) -> None:
-    """Only the unpacked file and the system's python3 on $PATH: no virtualenv, no project."""
+    """Only the unpacked file and the system's python3 on $PATH: no virtualenv, no project.
+    As krew does, the archive is unpacked into a store and linked onto $PATH as
+    `kubectl-kafka_rebalance` (kubectl runs it as `kubectl kafka-rebalance`)."""
     from kafka_rebalance.version import version
 
-    plugins = tmp_path / "plugins"
+    store, plugins = tmp_path / "store", tmp_path / "plugins"
+    store.mkdir()
     plugins.mkdir()
     with tarfile.open(released / f"kubectl-cgp-{version()}.tar.gz") as tar:
-        tar.extractall(plugins, filter="data")
+        tar.extractall(store, filter="data")
+    (plugins / "kubectl-kafka_rebalance").symlink_to(store / "kubectl-cgp")
     k8s.kubectl("apply", "--server-side", "-f", str(CRD))
     k8s.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s",
@@ -103,12 +110,13 @@ def test_the_unpacked_plugin_runs_under_kubectl_without_the_project(
         "HOME": str(tmp_path),
     }
     version_line = subprocess.run(
-        [str(k8s.tools.kubectl), "cgp", "version"], env=env, capture_output=True, text=True,
+        [str(k8s.tools.kubectl), "kafka-rebalance", "version"], env=env, capture_output=True,
+        text=True,
         timeout=120,
     )  # fmt: skip
     assert version_line.stdout == f"kubectl-cgp {version()}\n", version_line.stderr
     status = subprocess.run(
-        [str(k8s.tools.kubectl), "cgp", "status", "-n", namespace, "-o", "name"],
+        [str(k8s.tools.kubectl), "kafka-rebalance", "status", "-n", namespace, "-o", "name"],
         env=env,
         capture_output=True,
         text=True,
@@ -116,3 +124,17 @@ def test_the_unpacked_plugin_runs_under_kubectl_without_the_project(
     )
     assert status.returncode == 0, status.stderr
     assert status.stdout == "consumergrouppolicy.kafka-rebalance.io/orders\n"
+
+
+def test_the_bundle_has_an_sbom_naming_what_pip_put_into_it(released: Path) -> None:
+    import json
+
+    from kafka_rebalance.version import version
+
+    bom = json.loads((released / f"kubectl-cgp-{version()}.cdx.json").read_text())
+    assert bom["bomFormat"] == "CycloneDX"
+    assert bom["metadata"]["component"]["name"] == "kafka-rebalance"
+    components = {c["name"].lower(): c["version"] for c in bom["components"]}
+    assert "kubernetes" in components and "shtab" in components
+    assert components["kubernetes"].split(".")[0] in {str(v) for v in range(33, 37)}
+    assert all(c["purl"].startswith("pkg:pypi/") for c in bom["components"])

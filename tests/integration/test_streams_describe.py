@@ -226,6 +226,7 @@ def test_a_streams_policy_poll_on_brokers_without_the_plug_in_is_stalled_naming_
         "groupType": "streams",
         "kafka": {"bootstrapServers": kafka},
         "members": {"selector": {"matchLabels": {"app": streams_app}}},
+        "rebalance": {"mode": "enforce"},
         "apply": {"mode": "broker"},
     }
     policy = Policy(spec, [], ports)

@@ -28,14 +28,27 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/component: operator
+{{- with .Values.additionalLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
-{{/* The image reference: [registry/]repository, then @digest when set, else :tag (appVersion). */}}
-{{- define "kro.image" -}}
-{{- $repository := .Values.image.repository -}}
-{{- with .Values.image.registry -}}
-{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository -}}
+{{/* The one registry every image of the chart comes from: image.registry, else
+global.imageRegistry (the key umbrella charts set for all their subcharts), else none. */}}
+{{- define "kro.registry" -}}
+{{- $global := .Values.global | default dict -}}
+{{- trimSuffix "/" (.Values.image.registry | default $global.imageRegistry | default "") -}}
 {{- end -}}
+
+{{/* `repository` under the chart's registry: <registry>/<repository>, or repository alone. */}}
+{{- define "kro.inRegistry" -}}
+{{- $registry := include "kro.registry" .root -}}
+{{- if $registry -}}{{ printf "%s/%s" $registry .repository }}{{- else -}}{{ .repository }}{{- end -}}
+{{- end -}}
+
+{{/* The image reference: [registry/]repository (kro.registry), then @digest when set, else :tag (appVersion). */}}
+{{- define "kro.image" -}}
+{{- $repository := include "kro.inRegistry" (dict "root" . "repository" .Values.image.repository) -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" $repository .Values.image.digest -}}
 {{- else -}}

@@ -30,7 +30,7 @@ its own objects). Each renders nothing unless webhook.enabled. */}}
 {{- end }}
 - --sidecar-image
 {{- if $sidecar.image.repository }}
-- {{ printf "%s:%s" $sidecar.image.repository ($sidecar.image.tag | default .Values.image.tag | default .Chart.AppVersion) | quote }}
+- {{ printf "%s:%s" (include "kro.inRegistry" (dict "root" . "repository" $sidecar.image.repository)) ($sidecar.image.tag | default .Values.image.tag | default .Chart.AppVersion) | quote }}
 {{- else }}
 - {{ include "kro.image" . | quote }}
 {{- end }}
