@@ -542,7 +542,14 @@ def run(args: argparse.Namespace) -> int:
     operator = _operator(args, settings, telemetry, liveness, elector)
 
     import kopf
+    from kafka_rebalance_operator import kube_io, namespace_scope
 
+    # say which namespaces are watched, and name each policy outside them once (with the fix)
+    listing = kube_io.connect()
+    try:
+        namespace_scope.report_at_start(listing, None if clusterwide else namespaces)
+    finally:
+        listing.close()
     registry = _registry(args, operator, clusterwide, namespaces)
     try:
         kopf.run(

@@ -143,7 +143,7 @@ def _share() -> Policy:
         "kafka": {"bootstrapServers": "kafka:9092"},
         "members": {"selector": {"matchLabels": {"app": "c"}}},
         "apply": {"mode": "broker"},
-        "rebalance": {"cooldown": "0s"},
+        "rebalance": {"mode": "enforce", "cooldown": "0s"},
     }
     policy = Policy(spec, [], memory_ports(kafka))
     policy.poll()  # no production rate yet: held (MeasuringLoad)

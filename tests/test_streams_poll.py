@@ -392,7 +392,9 @@ def test_a_replaced_member_running_the_plan_already_is_recorded_without_a_trigge
 
 def test_a_group_reconciling_after_the_trigger_is_not_triggered_again() -> None:
     kafka = _cluster(_group())
-    policy = Policy({**SPEC, "rebalance": {"cooldown": "5m"}}, [], memory_ports(kafka))
+    policy = Policy(
+        {**SPEC, "rebalance": {"mode": "enforce", "cooldown": "5m"}}, [], memory_ports(kafka)
+    )
     policy.poll()
     assert kafka.streams_triggers == ["app"]
     # the trigger took: the group epoch moved, members still reconcile to the new assignment
