@@ -51,23 +51,36 @@ class PartitionClaims(Mapping[str, tuple[int, ...]]):
     It reads as the mapping topic -> (partition,) it stands for (a dict built on first use
     of the values; `len` and iteration read the names only). Immutable: `numbers` and `names`
     must not be changed. Built by `validation` for a member whose claims are all clean and one
-    per topic; `offsets` is the group's `Group.offsets` (shared, read-only)."""
+    per topic, and by the constrained sticky path for a fresh member's dealt share (given its
+    partitions, `numbers` None: derived on first use); `offsets` is the group's
+    `Group.offsets` (shared, read-only). One of `numbers` and `partitions` must be given."""
 
-    __slots__ = ("_mapping", "_partitions", "names", "numbers", "offsets")
+    __slots__ = ("_mapping", "_numbers", "_partitions", "names", "offsets")
 
     def __init__(
         self,
         names: tuple[str, ...],
-        numbers: array[int],
+        numbers: array[int] | None,
         offsets: Mapping[str, int],
         partitions: Sequence[int] | None = None,
     ) -> None:
+        if numbers is None and partitions is None:
+            raise ValueError("PartitionClaims needs its global numbers or its partitions")
         self.names = names
-        self.numbers = numbers
+        self._numbers = numbers
         self.offsets = offsets
         # each claim's partition number when the caller has them at hand (else derived)
         self._partitions = partitions
         self._mapping: dict[str, tuple[int, ...]] | None = None
+
+    @property
+    def numbers(self) -> array[int]:
+        """The claims' global partition numbers (built from the partitions on first use)."""
+        numbers = self._numbers
+        if numbers is None:
+            bases = map(self.offsets.__getitem__, self.names)
+            numbers = self._numbers = array("i", map(add, bases, self._partitions or ()))
+        return numbers
 
     def partitions(self) -> Iterable[int]:
         """Each claim's partition number (not global), in topic order."""
@@ -116,7 +129,7 @@ class PartitionClaims(Mapping[str, tuple[int, ...]]):
 def claim_count(claims: Mapping[str, Sequence[int]]) -> int:
     """How many partitions a topic -> partitions mapping holds (no pass over `PartitionClaims`)."""
     if type(claims) is PartitionClaims:
-        return len(claims.numbers)
+        return len(claims.names)  # one partition per name
     return sum(map(len, claims.values()))
 
 

@@ -179,7 +179,8 @@ def constrained(
         raise AssertionError("constrained fill: quota accounting went negative")
     in_name_order = list(group.topics) == sorted(group.topics)
     if dealer.owners is not None and dealer.columns_only and in_name_order:
-        return _flat_fresh(context, kept, dealer.owners, total)
+        return _flat_fresh(context, kept, dealer, total)
+    dealer.flush()
     if (
         claimed is None
         or previous
@@ -191,16 +192,19 @@ def constrained(
 
 
 def _flat_fresh(
-    context: PlanContext, kept: list[dict[str, Any]], owners: list[int], total: int
+    context: PlanContext, kept: list[dict[str, Any]], dealer: _Dealer, total: int
 ) -> FlatAssignment:
     """The result of a fresh group dealt entirely in columns (see `_Dealer._deal_columns`),
-    with the owner array the dealer filled: each member holds one shared 1-tuple per topic, in
-    topic order, which is the plan's normal form but for the tuples (`FlatAssignment.shared`:
-    the plan copies them into fresh lists)."""
+    with the owner array the dealer filled: each member dealt anything holds its share as
+    read-only `PartitionClaims` columns (one partition per topic, topics in topic order: the
+    plan's normal form, whose lists are built when a caller reads them), the others their
+    empty dict (`FlatAssignment.shared`: the plan copies what it reads into fresh lists)."""
+    owners = dealer.owners
+    assert owners is not None  # the caller's condition
     if total != len(owners) - owners.count(-1):
         raise AssertionError("constrained fill: a partition is listed twice")
     result = FlatAssignment(context.group, owners, shared=True)
-    result.update(zip(context.group.members, kept, strict=True))
+    result.update(zip(context.group.members, dealer.shares(context.offsets), strict=True))
     return result
 
 
@@ -334,12 +338,17 @@ class _Dealer:
         self.segment = 0
         self.offset = 0
         self._singles: list[tuple[int]] | None = None
+        # While the owner array is filled (a fresh group): member index -> its dealt shares as
+        # (topics, partitions) column pairs, in deal order; no dict is built for them unless a
+        # deal that is not a column deal follows (`flush`).
+        self.chunks: dict[int, list[tuple[list[str], list[int]]]] = {}
 
     def deal(self, members: list[int], rounds: int) -> None:
         """Each of `members` (in this order) gets one partition per round, `rounds` times."""
         if self._deal_columns(members, rounds):
             return
         self.columns_only = False
+        self.flush()
         width = len(members)
         total = width * rounds
         dealt = 0
@@ -425,11 +434,32 @@ class _Dealer:
             index += 1
         partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
         topics = list(chain.from_iterable(repeat(topic, take) for topic, _, take in reached))
+        self.touched.update(members)
+        if self.owners is not None:
+            # A fresh group: the shares stay columns (two slices per member), the owner array
+            # records who got what, and `shares` makes the result of them.
+            chunks = self.chunks
+            for j, member in enumerate(members):
+                chunks.setdefault(member, []).append((topics[j::width], partitions[j::width]))
+            self._place(members, rounds, reached)
+        else:
+            self._update(members, topics, partitions)
+        self.held.update(topic for topic, _, _ in reached)
+        _, free, take = reached[-1]
+        if take == len(free):
+            self.segment = index
+        else:
+            self.segment, self.offset = index - 1, take
+        return True
+
+    def _update(self, members: list[int], topics: list[str], partitions: list[int]) -> None:
+        """Extend each member's dict by its strided share of a column deal (`topics[j::width]`,
+        `partitions[j::width]` for `members[j]`), each partition as a shared 1-tuple."""
         if self._singles is None:
             self._singles = list(zip(self.numbers))
         single = self._singles.__getitem__
         result = self.result
-        self.touched.update(members)
+        width = len(members)
         first = topics[0::width]
         template = dict.fromkeys(first)
         for j, member in enumerate(members):
@@ -438,12 +468,33 @@ class _Dealer:
             if not target and keys == first:  # the usual case: a presized copy, no rehashing
                 target = result[member] = template.copy()
             target.update(zip(keys, map(single, partitions[j::width]), strict=True))
-        if self.owners is not None:
-            self._place(members, rounds, reached)
-        self.held.update(topic for topic, _, _ in reached)
-        _, free, take = reached[-1]
-        if take == len(free):
-            self.segment = index
-        else:
-            self.segment, self.offset = index - 1, take
-        return True
+
+    def flush(self) -> None:
+        """Write the column shares recorded so far into the members' dicts (in deal order, as
+        a dict deal would have), for a result that is not made of the columns."""
+        chunks, self.chunks = self.chunks, {}
+        for member, pieces in chunks.items():
+            for keys, parts in pieces:
+                self._update([member], keys, parts)
+
+    def shares(self, offsets: dict[str, int]) -> list[Any]:
+        """Each member's result in a group dealt only in columns: its share as `PartitionClaims`
+        (topics ascending, one partition each: a column deal never gives a member two
+        partitions of a topic, nor a topic twice), or its dict when it was dealt nothing.
+        Members dealt the same topics share one tuple of names."""
+        shares: list[Any] = list(self.result)
+        names: tuple[str, ...] = ()
+        for member, pieces in self.chunks.items():
+            if shares[member]:  # not fresh after all: keep the dict form
+                self.flush()
+                return list(self.result)
+            if len(pieces) == 1:
+                keys, parts = pieces[0]
+            else:
+                keys = list(chain.from_iterable(piece[0] for piece in pieces))
+                parts = list(chain.from_iterable(piece[1] for piece in pieces))
+            tupled = tuple(keys)
+            if tupled != names:  # equal names (the usual case): one tuple for all
+                names = tupled
+            shares[member] = PartitionClaims(names, None, offsets, parts)
+        return shares
