@@ -42,6 +42,8 @@ class Ownership:
     # order) of its resolved owner, -1 for none.
     owners: list[int]
     runner_up: RunnerUp
+    # how many entries of `owners` are -1 (partitions nobody owns after resolution)
+    unowned: int = 0
 
 
 def resolve(group: Group) -> Ownership:
@@ -49,7 +51,8 @@ def resolve(group: Group) -> Ownership:
     once; only a topic with overlapping claims is resolved partition by partition."""
     disjoint = _resolve_disjoint(group)
     if disjoint is not None:
-        return Ownership(disjoint[0], 0, disjoint[1], {})
+        kept_claims, owner_array, written = disjoint
+        return Ownership(kept_claims, 0, owner_array, {}, len(owner_array) - written)
     claims: dict[str, list[tuple[int, int, tuple[int, ...]]]] = {}
     for index, member in enumerate(group.members.values()):
         generation = -1 if member.generation is None else member.generation
@@ -88,7 +91,7 @@ def resolve(group: Group) -> Ownership:
             deque(map(owners.__setitem__, global_numbers(adders, owned), repeat(index)), maxlen=0)
     order = dict.fromkeys(topic for member in group.members.values() for topic in member.claimed)
     runner_up = {topic: runner_up[topic] for topic in order if topic in runner_up}
-    return Ownership(resolved, conflicts, owners, runner_up)
+    return Ownership(resolved, conflicts, owners, runner_up, owners.count(-1))
 
 
 def resolve_ownership(group: Group) -> tuple[Resolved, int]:
@@ -102,7 +105,7 @@ _FIRST = itemgetter(0)
 _ONE = {1}
 
 
-def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
+def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int], int] | None:
     """The usual case at scale: no partition is claimed twice. Then nothing needs resolving and
     each member keeps its claims as they are: the member's own mapping is shared, not copied,
     when its topics are in topic order and each claim is an ascending tuple of in-range
@@ -178,7 +181,7 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
             resolved[member_id] = {topic: tuple(sorted(claimed[topic])) for topic in in_topic_order}
     if len(owners) - owners.count(-1) != written:
         return None  # some partition was claimed twice
-    return resolved, owners
+    return resolved, owners, written
 
 
 def _resolve_topic(

@@ -145,12 +145,25 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
     subscribers = context.subscribers
     offsets = context.offsets
     everyone = len(group.members)
-    # The owners' distinct values in one C-level pass (a few thousand among a million
-    # entries): each must be a member's index or -1, and without a -1 there is no gap to find.
-    held_anywhere = set(owners)
-    if owners and (min(held_anywhere) < -1 or max(held_anywhere) >= everyone):
+    ownership = context.ownership
+    owned_before = any(ownership.resolved.values())
+    differing: list[int] | None = None
+    if owned_before:
+        # `previous` is the resolution's array (each entry -1 or a member's index): the
+        # target's entries need checking only where they differ from it, and its gaps are
+        # the previous ones less those filled plus those opened.
+        differing = differing_positions(previous, owners) if owners != previous else []
+        distinct = set(map(owners.__getitem__, differing))
+        filled = list(map(previous.__getitem__, differing)).count(-1)
+        unassigned = ownership.unowned - filled + list(map(owners.__getitem__, differing)).count(-1)
+    else:
+        # The owners' distinct values in one C-level pass (a few thousand among a million
+        # entries), and without a -1 among them there is no gap to find.
+        distinct = set(owners)
+        unassigned = owners.count(-1) if -1 in distinct else 0
+    if distinct and (min(distinct) < -1 or max(distinct) >= everyone):
         return _check_and_measure(context, dict(raw))  # not a member's index
-    gaps = -1 in held_anywhere
+    gaps = unassigned > 0
     for topic, count in group.topics.items():
         start = offsets[topic]
         wanted = subscribers.get(topic, ())
@@ -163,17 +176,15 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
         if not held <= allowed:  # a gap, a stranger, or a topic nobody wants handed out
             return _check_and_measure(context, dict(raw))
     changed: set[int] | range = set()
-    differing: list[int] | None = None
-    if not any(context.ownership.resolved.values()):  # nobody owned anything: all are new
+    if not owned_before:  # nobody owned anything: all are new
         changed = range(len(group.members))
-    elif owners != previous:
-        differing = differing_positions(previous, owners)
+    elif differing:
         changed = set(map(previous.__getitem__, differing))
-        changed.update(map(owners.__getitem__, differing))
+        changed.update(distinct)
     before = context.owned_loads
-    resolved = context.ownership.resolved
+    resolved = ownership.resolved
     sizes: dict[str, int]
-    assigned = len(owners) - owners.count(-1) if gaps else len(owners)
+    assigned = len(owners) - unassigned
     if raw.shared and sum(map(len, raw.values())) == assigned:
         # One 1-tuple per topic (as many topics as partitions assigned, and no list is empty):
         # a member's partition count is its number of topics.
@@ -357,8 +368,8 @@ def _plan_group(request: ParsedRequest) -> Plan:
     # subscribed partitions that had no previous owner.
     offsets = context.offsets
     subscribed = context.subscribed_topics()
-    if len(subscribed) == len(group.topics):  # every topic subscribed: one pass, no slices
-        granted = previous.count(-1)
+    if len(subscribed) == len(group.topics):  # every topic subscribed: all unowned ones
+        granted = context.ownership.unowned
     else:
         granted = sum(
             previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
