@@ -383,10 +383,19 @@ def _columns(
     return dict(owned.runs())
 
 
+_FLOAT_CODES = frozenset("fd")  # `array` type codes of floating-point numbers
+
+
+def _float_column(values: Any) -> bool:
+    """Whether `values` is a column of floats (an `array` of type code 'd' or 'f'), whose NaN
+    stands for a value not reported."""
+    return type(values) is array and values.typecode in _FLOAT_CODES
+
+
 def _check_loads(values: Any, path: str) -> bool:
-    """Every value a finite number >= 0 or None (not reported); True when none is None. A
-    vectorised check first (these arrays reach a million entries), the per-value scan only when
-    something is missing or to name the offender."""
+    """Every value a finite number >= 0 or None (not reported; NaN in a float `array`); True
+    when none is missing. A vectorised check first (these arrays reach a million entries), the
+    per-value scan only when something is missing or to name the offender."""
     if (
         values
         and set(map(type, values)) <= _NUMBER_TYPES
@@ -395,8 +404,9 @@ def _check_loads(values: Any, path: str) -> bool:
     ):
         return True
     complete = True
+    column = _float_column(values)
     for index, value in enumerate(values):
-        if value is None:
+        if value is None or (column and value != value):  # NaN: not reported
             complete = False
             continue
         if not _is_number(value) or not math.isfinite(value) or value < 0:
@@ -415,7 +425,7 @@ def _loads(
     for topic in sorted(loads):
         values = loads[topic]
         path = f"{name}.{topic}"
-        if not _is_sequence(values):
+        if not _is_sequence(values) and not _float_column(values):
             raise PlanInputError(path, "must be a list with one number per partition")
         if topic not in topics:
             continue  # a stale fact about a deleted topic
@@ -425,8 +435,10 @@ def _loads(
             )
         if _check_loads(values, path):
             parsed[topic] = tuple(map(float, values))
-        else:
-            parsed[topic] = tuple(None if value is None else float(value) for value in values)
+        else:  # (a NaN of a float column, the only value not equal to itself, is None too)
+            parsed[topic] = tuple(
+                None if value is None or value != value else float(value) for value in values
+            )
             gaps.add((name, topic))
     return parsed
 
