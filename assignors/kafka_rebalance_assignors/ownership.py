@@ -13,13 +13,12 @@ read-only.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import islice, repeat
+from itertools import islice
 from operator import add, itemgetter, lt
 
-from kafka_rebalance_assignors.model import Group, PartitionClaims, global_numbers
+from kafka_rebalance_assignors.model import Group, PartitionClaims, global_numbers, scatter
 
 # member id -> topic -> the ascending partitions it keeps (read-only: shared with the input).
 Resolved = dict[str, Mapping[str, tuple[int, ...]]]
@@ -88,7 +87,7 @@ def resolve(group: Group) -> Ownership:
     adders = {topic: offset.__add__ for topic, offset in group.offsets().items()}
     for index, owned in enumerate(resolved.values()):
         if owned:
-            deque(map(owners.__setitem__, global_numbers(adders, owned), repeat(index)), maxlen=0)
+            scatter(owners, global_numbers(adders, owned), index)
     order = dict.fromkeys(topic for member in group.members.values() for topic in member.claimed)
     runner_up = {topic: runner_up[topic] for topic in order if topic in runner_up}
     return Ownership(resolved, conflicts, owners, runner_up, owners.count(-1))
@@ -129,7 +128,7 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int], int] | None:
             # Columns already in the group's numbering, topics in order, in range (validation
             # built them): the owner array straight from the array, no object read per claim.
             offsets = claimed.offsets  # the next member's (the same dict) is then checked by id
-            deque(map(owners.__setitem__, claimed.numbers, repeat(index)), 0)
+            scatter(owners, claimed.numbers, index)
             written += len(claimed.numbers)
             resolved[member_id] = claimed
             continue
@@ -145,7 +144,7 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int], int] | None:
             # claims at Kafka's scale): the whole member at once, in C-level maps.
             # Claims are in range (`Member`'s invariant, which validation establishes).
             numbers = map(add, map(offsets.__getitem__, claimed), map(_FIRST, claimed.values()))
-            deque(map(owners.__setitem__, numbers, repeat(index)), 0)
+            scatter(owners, numbers, index)
             written += len(claimed)
             claimed_items = ()
         else:
@@ -172,7 +171,7 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int], int] | None:
                 if low < 0 or high >= count:
                     return None
                 in_order = in_order and ascending and type(partitions) is tuple
-                deque(map(owners.__setitem__, map(start.__add__, partitions), repeat(index)), 0)
+                scatter(owners, map(start.__add__, partitions), index)
             written += len(partitions)
         if in_order:
             resolved[member_id] = claimed

@@ -13,9 +13,8 @@ so that it stays linear and cheap at a million partitions.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress
 from operator import add, itemgetter, lt, ne
 
 from kafka_rebalance_assignors.collector import collector_paused
@@ -28,6 +27,7 @@ from kafka_rebalance_assignors.model import (
     PlanInputError,
     claim_count,
     global_numbers,
+    scatter,
     summed_loads,
 )
 from kafka_rebalance_assignors.registry import STRATEGY_MODULES, strategy_function
@@ -109,7 +109,7 @@ def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False
             numbers = map(add, map(offsets.__getitem__, names), map(itemgetter(0), lists))
         else:
             numbers = global_numbers(adders, normalised)
-        deque(map(owners.__setitem__, numbers, repeat(index)), maxlen=0)
+        scatter(owners, numbers, index)
         listed += size
         sizes[member_id] = size
         # Under the count model every load is 1.0 and every partial sum an exact integer:

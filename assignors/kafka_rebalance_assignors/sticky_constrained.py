@@ -17,6 +17,7 @@ from kafka_rebalance_assignors.model import (
     PartitionClaims,
     claim_count,
     global_numbers,
+    scatter,
 )
 from kafka_rebalance_assignors.sticky_ownership import (
     Owned,
@@ -179,7 +180,7 @@ def constrained(
         raise AssertionError("constrained fill: quota accounting went negative")
     in_name_order = list(group.topics) == sorted(group.topics)
     if dealer.owners is not None and dealer.columns_only and in_name_order:
-        return _flat_fresh(context, kept, dealer, total)
+        return _flat_fresh(context, dealer)
     dealer.flush()
     if (
         claimed is None
@@ -191,9 +192,7 @@ def constrained(
     return _flat(context, claims, kept, touched, owned_counts)
 
 
-def _flat_fresh(
-    context: PlanContext, kept: list[dict[str, Any]], dealer: _Dealer, total: int
-) -> FlatAssignment:
+def _flat_fresh(context: PlanContext, dealer: _Dealer) -> FlatAssignment:
     """The result of a fresh group dealt entirely in columns (see `_Dealer._deal_columns`),
     with the owner array the dealer filled: each member dealt anything holds its share as
     read-only `PartitionClaims` columns (one partition per topic, topics in topic order: the
@@ -201,8 +200,8 @@ def _flat_fresh(
     empty dict (`FlatAssignment.shared`: the plan copies what it reads into fresh lists)."""
     owners = dealer.owners
     assert owners is not None  # the caller's condition
-    if total != len(owners) - owners.count(-1):
-        raise AssertionError("constrained fill: a partition is listed twice")
+    # (`_place` stores each dealt position once; the plan checks that the array has no gap
+    # left, which a partition stored twice would leave, as it checks every strategy's result.)
     result = FlatAssignment(context.group, owners, shared=True)
     result.update(zip(context.group.members, dealer.shares(context.offsets), strict=True))
     return result
@@ -232,9 +231,9 @@ def _flat(
     for index in touched:
         claim = claims[index]
         if type(claim) is PartitionClaims:
-            deque(map(owners.__setitem__, claim.numbers, repeat(-1)), 0)
+            scatter(owners, claim.numbers, -1)
         elif claim:
-            deque(map(owners.__setitem__, global_numbers(adders, claim), repeat(-1)), 0)
+            scatter(owners, global_numbers(adders, claim), -1)
     listed = sum(held[index] for index in range(len(kept)) if index not in touched)
     for index in sorted(touched):
         mine = kept[index]
@@ -247,7 +246,7 @@ def _flat(
             numbers = map(add, map(offsets.__getitem__, names), map(_FIRST, lists))
         else:
             numbers = global_numbers(adders, normal)
-        deque(map(owners.__setitem__, numbers, repeat(index)), 0)
+        scatter(owners, numbers, index)
         listed += size
     if listed != len(owners) - owners.count(-1):
         raise AssertionError("constrained fill: a partition is listed twice")
@@ -341,7 +340,7 @@ class _Dealer:
         # While the owner array is filled (a fresh group): member index -> its dealt shares as
         # (topics, partitions) column pairs, in deal order; no dict is built for them unless a
         # deal that is not a column deal follows (`flush`).
-        self.chunks: dict[int, list[tuple[list[str], list[int]]]] = {}
+        self.chunks: dict[int, list[tuple[Sequence[str], list[int]]]] = {}
 
     def deal(self, members: list[int], rounds: int) -> None:
         """Each of `members` (in this order) gets one partition per round, `rounds` times."""
@@ -432,17 +431,15 @@ class _Dealer:
             reached.append((topic, free, take))
             need -= take
             index += 1
-        partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
-        topics = list(chain.from_iterable(repeat(topic, take) for topic, _, take in reached))
         self.touched.update(members)
         if self.owners is not None:
-            # A fresh group: the shares stay columns (two slices per member), the owner array
-            # records who got what, and `shares` makes the result of them.
-            chunks = self.chunks
-            for j, member in enumerate(members):
-                chunks.setdefault(member, []).append((topics[j::width], partitions[j::width]))
+            # A fresh group: the shares stay columns, the owner array records who got what,
+            # and `shares` makes the result of them.
+            self._record(members, reached)
             self._place(members, rounds, reached)
         else:
+            partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
+            topics = list(chain.from_iterable(repeat(topic, take) for topic, _, take in reached))
             self._update(members, topics, partitions)
         self.held.update(topic for topic, _, _ in reached)
         _, free, take = reached[-1]
@@ -452,7 +449,33 @@ class _Dealer:
             self.segment, self.offset = index - 1, take
         return True
 
-    def _update(self, members: list[int], topics: list[str], partitions: list[int]) -> None:
+    def _record(self, members: list[int], reached: list[tuple[str, list[int], int]]) -> None:
+        """Record a column deal's shares in `chunks`: `members[j]` gets position k of the dealt
+        sequence for every k = j mod width, two strided slices. When every topic reached
+        deals exactly one partition to each member (as many free partitions as members: a
+        topic with as many partitions as consumers), each member gets every topic reached:
+        one tuple of names for all, and when every such topic deals its partitions 0 to
+        width - 1, `members[j]` gets partition j of each, so no sequence is built at all."""
+        width = len(members)
+        chunks = self.chunks
+        if all(take == width for _, _, take in reached):
+            names = tuple(topic for topic, _, _ in reached)
+            if all(free[0] == 0 and free[width - 1] == width - 1 for _, free, _ in reached):
+                # ascending and distinct (`free_partitions`), so exactly 0 .. width - 1
+                count = len(names)
+                for j, member in enumerate(members):
+                    chunks.setdefault(member, []).append((names, [self.numbers[j]] * count))
+                return
+            partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
+            for j, member in enumerate(members):
+                chunks.setdefault(member, []).append((names, partitions[j::width]))
+            return
+        partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
+        topics = list(chain.from_iterable(repeat(topic, take) for topic, _, take in reached))
+        for j, member in enumerate(members):
+            chunks.setdefault(member, []).append((topics[j::width], partitions[j::width]))
+
+    def _update(self, members: list[int], topics: Sequence[str], partitions: list[int]) -> None:
         """Extend each member's dict by its strided share of a column deal (`topics[j::width]`,
         `partitions[j::width]` for `members[j]`), each partition as a shared 1-tuple."""
         if self._singles is None:
@@ -491,10 +514,11 @@ class _Dealer:
             if len(pieces) == 1:
                 keys, parts = pieces[0]
             else:
-                keys = list(chain.from_iterable(piece[0] for piece in pieces))
+                keys = tuple(chain.from_iterable(piece[0] for piece in pieces))
                 parts = list(chain.from_iterable(piece[1] for piece in pieces))
-            tupled = tuple(keys)
-            if tupled != names:  # equal names (the usual case): one tuple for all
-                names = tupled
+            if keys is not names:
+                tupled = keys if type(keys) is tuple else tuple(keys)
+                if tupled != names:  # equal names (the usual case): one tuple for all
+                    names = tupled
             shares[member] = PartitionClaims(names, None, offsets, parts)
         return shares
