@@ -75,7 +75,9 @@ def partition_loads(group: Group, options: Options) -> tuple[LoadModel, Loads]:
             lags = lag[topic] if lag is not None else [0.0] * count
             loads[topic] = [r + g / seconds for r, g in zip(rates, lags, strict=True)]
         return model, loads
-    return "count", {topic: [1.0] * count for topic, count in group.topics.items()}
+    # one list per distinct partition count, shared by its topics (loads are read-only)
+    ones = {count: [1.0] * count for count in set(group.topics.values())}
+    return "count", {topic: ones[count] for topic, count in group.topics.items()}
 
 
 def member_loads(assignment: Assignment, loads: Loads) -> dict[str, float]:

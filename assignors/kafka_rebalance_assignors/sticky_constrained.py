@@ -392,15 +392,24 @@ class _Dealer:
         owners, offsets = self.owners, self.offsets
         if owners is None:
             return
-        ring = members * rounds
+        width = len(members)
+        ring: list[int] | None = None  # members * rounds, built only when a segment needs it
         position = 0
         for topic, free, take in reached:
             start = offsets[topic] + free[0]
-            if free[take - 1] - free[0] == take - 1:  # ascending and distinct: consecutive
-                owners[start : start + take] = ring[position : position + take]
+            if take == width and not position % width:  # the members once, in order
+                dealt = members
             else:
-                numbers = map(offsets[topic].__add__, free[:take])
-                deque(map(owners.__setitem__, numbers, ring[position : position + take]), 0)
+                if ring is None:
+                    ring = members * rounds
+                dealt = ring[position : position + take]
+            if free[take - 1] - free[0] == take - 1:  # ascending and distinct: consecutive
+                owners[start : start + take] = dealt
+            else:
+                for number, owner in zip(
+                    map(offsets[topic].__add__, free[:take]), dealt, strict=True
+                ):
+                    owners[number] = owner
             position += take
 
     def _deal_columns(self, members: list[int], rounds: int) -> bool:
