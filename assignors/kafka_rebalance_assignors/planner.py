@@ -125,7 +125,7 @@ def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False
             table = owners[start : start + counts[topic]]
             if -1 in table:
                 raise PlanInvariantError(f"{topic}-{table.index(-1)} left unassigned")
-    return PlanAssignment(assignment, layout=(counts, owners)), owners, member_load, sizes, None
+    return PlanAssignment(assignment, topics=counts), owners, member_load, sizes, None
 
 
 def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
@@ -207,7 +207,7 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
     }
     # The entries as the strategy built them (`PlanAssignment` builds a member's lists when a
     # caller reads it): a plain dict, so the plan does not keep the strategy's owner array.
-    assignment = PlanAssignment(dict(raw), shared=raw.shared, layout=(group.topics, owners))
+    assignment = PlanAssignment(dict(raw), shared=raw.shared, topics=group.topics)
     return assignment, owners, member_load, sizes, differing
 
 

@@ -303,43 +303,58 @@ class PlanAssignment(Mapping[str, dict[str, list[int]]]):
     order with no empty list; the entries are never changed (the shared ones belong to the
     strategy's read-only tables). It compares equal to the plain dict it stands for."""
 
-    __slots__ = ("_built", "_columns", "_entries", "_layout", "_shared")
+    __slots__ = ("_built", "_columns", "_entries", "_shared", "_topics")
 
     def __init__(
         self,
         entries: Mapping[str, Mapping[str, Sequence[int]]],
         shared: bool = False,
-        layout: tuple[Mapping[str, int], Sequence[int]] | None = None,
+        topics: Mapping[str, int] | None = None,
     ) -> None:
         # `shared`: the entries' partition sequences are read-only (shared 1-tuples), copied
         # into fresh lists on access; otherwise an entry of lists is the plan's own already.
-        # `layout`: (topic -> partition count, in name order; the flat owner array of the
-        # same assignment in that numbering), which `columns` returns as arrays.
+        # `topics`: the group's topic -> partition count, in name order (the numbering of
+        # `columns`). The plan keeps no owner array: a list of a million entries held by
+        # every plan would cost each later garbage collection a pass over it.
         self._entries = entries
         self._shared = shared
         self._built: dict[str, dict[str, list[int]]] = {}
-        self._layout = layout
+        self._topics = topics
         self._columns: PlanColumns | None = None
 
     def columns(self) -> PlanColumns:
-        """The assignment as columns (see `PlanColumns`), built on the first call: from the
-        planner's owner array (one copy into an array) and the group's topics; for an
-        assignment built by hand, from its lists, over the topics it names (each up to its
-        highest partition)."""
+        """The assignment as columns (see `PlanColumns`), built on the first call from the
+        members' entries (a member that kept its claims, or a fresh member's dealt share,
+        from its array of global numbers) over the group's topics; for an assignment built by
+        hand, over the topics it names, each up to its highest partition."""
         if self._columns is None:
-            if self._layout is None:  # built by hand: its topics, each up to its highest
+            topics = self._topics
+            if topics is None:  # built by hand
                 counts: dict[str, int] = {}
                 for member_id in self:
                     for topic, partitions in self[member_id].items():
                         counts[topic] = max(counts.get(topic, 0), max(partitions) + 1)
-                layout_topics: Mapping[str, int] = dict(sorted(counts.items()))
-                owners = _owner_array(self, layout_topics)
-            else:
-                layout_topics, flat = self._layout
-                owners = array("i", flat)
-            starts = array("q", accumulate(layout_topics.values(), initial=0))
-            self._columns = PlanColumns(tuple(layout_topics), starts, tuple(self._entries), owners)
+                topics = dict(sorted(counts.items()))
+            starts = array("q", accumulate(topics.values(), initial=0))
+            owners = self._owner_array(dict(zip(topics, starts, strict=False)), starts[-1])
+            self._columns = PlanColumns(tuple(topics), starts, tuple(self._entries), owners)
         return self._columns
+
+    def _owner_array(self, offsets: Mapping[str, int], total: int) -> array[int]:
+        """The flat owner array over `offsets` (topic -> its partition 0's global number)."""
+        owners = [-1] * total
+        same: dict[int, bool] = {}  # id of a `PartitionClaims.offsets` -> numbered as here
+        for index, entry in enumerate(self._entries.values()):
+            numbers: Iterable[int]
+            if isinstance(entry, PartitionClaims) and same.setdefault(
+                id(entry.offsets), entry.offsets == offsets
+            ):
+                numbers = entry.numbers
+            else:
+                numbers = (offsets[t] + p for t, ps in entry.items() for p in ps)
+            for number in numbers:  # a plain loop: CPython specialises the list store
+                owners[number] = index
+        return array("i", owners)
 
     def __getitem__(self, member_id: str) -> dict[str, list[int]]:
         built = self._built.get(member_id)
@@ -374,17 +389,6 @@ class PlanAssignment(Mapping[str, dict[str, list[int]]]):
 
     def __repr__(self) -> str:
         return f"PlanAssignment({self.materialised()!r})"
-
-
-def _owner_array(assignment: PlanAssignment, topics: Mapping[str, int]) -> array[int]:
-    """The flat owner array of an assignment over `topics` (name order), -1 where unassigned."""
-    offsets = dict(zip(topics, accumulate(topics.values(), initial=0), strict=False))
-    owners = array("i", [-1]) * sum(topics.values())
-    for index, member_id in enumerate(assignment):
-        for topic, partitions in assignment[member_id].items():
-            for partition in partitions:
-                owners[offsets[topic] + partition] = index
-    return owners
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ counterpart of Kafka's UniformHomogeneousAssignmentBuilder."""
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, compress, filterfalse, repeat
@@ -128,6 +129,7 @@ def constrained(
     segments: list[tuple[str, list[int]]] = []
     numbers = partition_numbers(group.topics[t] for t in topics)
     any_taken = 1 in taken
+    prefixes: dict[int, list[int]] = {}  # count -> numbers[:count], shared (segments are read)
     for topic in topics:
         count = group.topics[topic]
         if any_taken:
@@ -135,7 +137,7 @@ def constrained(
             if len(free) < count:
                 held_topics.add(topic)
         else:
-            free = numbers[:count]
+            free = prefixes.get(count) or prefixes.setdefault(count, numbers[:count])
         revoked_here = revoked.get(topic)
         if revoked_here:
             free = list(filterfalse(set(revoked_here).__contains__, free))
@@ -340,7 +342,7 @@ class _Dealer:
         # While the owner array is filled (a fresh group): member index -> its dealt shares as
         # (topics, partitions) column pairs, in deal order; no dict is built for them unless a
         # deal that is not a column deal follows (`flush`).
-        self.chunks: dict[int, list[tuple[Sequence[str], list[int]]]] = {}
+        self.chunks: dict[int, list[tuple[Sequence[str], Sequence[int]]]] = {}
 
     def deal(self, members: list[int], rounds: int) -> None:
         """Each of `members` (in this order) gets one partition per round, `rounds` times."""
@@ -471,9 +473,10 @@ class _Dealer:
             names = tuple(topic for topic, _, _ in reached)
             if all(free[0] == 0 and free[width - 1] == width - 1 for _, free, _ in reached):
                 # ascending and distinct (`free_partitions`), so exactly 0 .. width - 1
+                # an int array per member (memory filled in C, nothing for the collector)
                 count = len(names)
                 for j, member in enumerate(members):
-                    chunks.setdefault(member, []).append((names, [self.numbers[j]] * count))
+                    chunks.setdefault(member, []).append((names, array("i", (j,)) * count))
                 return
             partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
             for j, member in enumerate(members):
@@ -484,7 +487,7 @@ class _Dealer:
         for j, member in enumerate(members):
             chunks.setdefault(member, []).append((topics[j::width], partitions[j::width]))
 
-    def _update(self, members: list[int], topics: Sequence[str], partitions: list[int]) -> None:
+    def _update(self, members: list[int], topics: Sequence[str], partitions: Sequence[int]) -> None:
         """Extend each member's dict by its strided share of a column deal (`topics[j::width]`,
         `partitions[j::width]` for `members[j]`), each partition as a shared 1-tuple."""
         if self._singles is None:
