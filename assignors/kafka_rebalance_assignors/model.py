@@ -41,12 +41,12 @@ CountBalance = Literal["strict", "relaxed"]
 @final  # tested by `type(x) is PartitionClaims`: an ABC's isinstance is slow in hot loops
 class PartitionClaims(Mapping[str, tuple[int, ...]]):
     """A member's claims of one partition in each of several topics, held as columns: `names`
-    (the topics, ascending) and `numbers`, one `array('i')` of the claims' global partition
-    numbers (topic t's partition p is `offsets[t] + p`, the numbering of `Group.offsets`), in
-    the same order and so ascending too. At Kafka's scale a group's claims are a million such
-    one-partition claims; as columns they cost two arrays per member instead of a tuple and a
-    dict entry per claim, and the owner array is filled from `numbers` without reading one
-    Python object per claim.
+    (the topics, ascending) and `numbers`, one `array('i')` (or a view of one) of the claims'
+    global partition numbers (topic t's partition p is `offsets[t] + p`, the numbering of
+    `Group.offsets`), in the same order and so ascending too. At Kafka's scale a group's
+    claims are a million such one-partition claims; as columns they cost two arrays per
+    member instead of a tuple and a dict entry per claim, and the owner array is filled from
+    `numbers` without reading one Python object per claim.
 
     It reads as the mapping topic -> (partition,) it stands for (a dict built on first use
     of the values; `len` and iteration read the names only). Immutable: `numbers` and `names`
@@ -60,7 +60,7 @@ class PartitionClaims(Mapping[str, tuple[int, ...]]):
     def __init__(
         self,
         names: tuple[str, ...],
-        numbers: array[int] | None,
+        numbers: Sequence[int] | None,
         offsets: Mapping[str, int],
         partitions: Sequence[int] | None = None,
     ) -> None:
@@ -74,8 +74,9 @@ class PartitionClaims(Mapping[str, tuple[int, ...]]):
         self._mapping: dict[str, tuple[int, ...]] | None = None
 
     @property
-    def numbers(self) -> array[int]:
-        """The claims' global partition numbers (built from the partitions on first use)."""
+    def numbers(self) -> Sequence[int]:
+        """The claims' global partition numbers (an `array('i')`, or a view of one: built
+        from the partitions on first use when not given)."""
         numbers = self._numbers
         if numbers is None:
             bases = map(self.offsets.__getitem__, self.names)

@@ -155,14 +155,16 @@ def _settle(
         if over[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a partition out of range
             continue
         total = (value + int.from_bytes(bases * len(indexes), _ORDER)).to_bytes(size, _ORDER)
-        numbers, partitions = memoryview(total), memoryview(joined)
-        step = len(names) * _WIDTH
+        # every member's columns are views into these two new buffers (copies of the
+        # caller's arrays, which may change after planning): no array per member
+        numbers, partitions = memoryview(total).cast("i"), memoryview(joined).cast("i")
+        step = len(names)
         for n, i in enumerate(indexes):
             start = n * step
-            own, parts = array("i"), array("i")
-            own.frombytes(numbers[start : start + step])
-            parts.frombytes(partitions[start : start + step])  # a copy: the caller's may change
-            settled[i] = PartitionClaims(names, own, offsets, parts)
+            stop = start + step
+            settled[i] = PartitionClaims(
+                names, numbers[start:stop], offsets, partitions[start:stop]
+            )
     return settled
 
 
