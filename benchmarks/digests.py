@@ -8,7 +8,10 @@ benchmark's inputs (JMH grid cells, the skewed quality suite and its second roun
 100k cases, the 1M-partition cases) under every strategy and prints one SHA-256 per plan, taken
 over the JSON text in the plan's own key order (so a reordered dict counts as a change too).
 `--compare` lists every case whose digest differs from an earlier file and exits 1 if any does.
-The test suites' inputs are covered by `benchmarks.output_record` (a pytest plugin).
+`--columns` also plans each case's request in columns (every member's claims as `OwnedColumns`
+of `array('i')`, as the operator passes them; lag and rate as float arrays, NaN for null)
+through `plan_request` and counts the plans whose document differs from `plan()`'s (exit 1 if
+any). The test suites' inputs are covered by `benchmarks.output_record` (a pytest plugin).
 """
 
 from __future__ import annotations
@@ -16,13 +19,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import random
 import sys
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any
 
-from kafka_rebalance_assignors.parsing import plan
+from kafka_rebalance_assignors import MemberRequest, OwnedColumns, PlanRequest, plan_request
+from kafka_rebalance_assignors.parsing import plan, request_from_document
 from kafka_rebalance_assignors.registry import STRATEGY_NAMES
 
 from benchmarks import cases as casegen
@@ -32,6 +40,33 @@ Document = dict[str, Any]
 
 def digest(result: Any) -> str:
     return hashlib.sha256(json.dumps(result, separators=(",", ":")).encode()).hexdigest()
+
+
+def _owned_columns(owned: Mapping[str, Sequence[int]]) -> OwnedColumns:
+    """A member's claims as the operator holds them: names, one `array('i')` of every topic's
+    partitions, and where each topic's run starts."""
+    runs = list(owned.values())
+    starts = array("i", accumulate(map(len, runs), initial=0))
+    return OwnedColumns(tuple(owned), array("i", chain.from_iterable(runs)), starts)
+
+
+def _float_column(values: Sequence[float | None]) -> array[float]:
+    return array("d", [math.nan if value is None else value for value in values])
+
+
+def columns_request(document: Document, strategy: str) -> PlanRequest:
+    """The document's request with claims, lag and rate as columns."""
+    request = request_from_document(document, strategy)
+    members: dict[str, MemberRequest] = {
+        member_id: replace(member, owned=_owned_columns(member.owned))
+        for member_id, member in request.members.items()
+    }
+    return replace(
+        request,
+        members=members,
+        lag={topic: _float_column(values) for topic, values in request.lag.items()},
+        rate={topic: _float_column(values) for topic, values in request.rate.items()},
+    )
 
 
 def _grid() -> Iterator[tuple[str, Document]]:
@@ -112,12 +147,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--compare", type=Path, help="an earlier --out file")
     parser.add_argument("--no-large", action="store_true", help="skip the 1M-partition cases")
+    parser.add_argument(
+        "--columns", action="store_true", help="also plan each request as columns, compare"
+    )
     args = parser.parse_args(argv)
     lines = []
+    columns_differ: list[str] = []
     for name, strategy, document in runs(not args.no_large):
-        lines.append(f"{digest(plan(document, strategy))}  {strategy}  {name}")
+        result = plan(document, strategy)
+        lines.append(f"{digest(result)}  {strategy}  {name}")
+        if args.columns:
+            columnar = plan_request(columns_request(document, strategy)).to_document()
+            if digest(columnar) != digest(result):
+                columns_differ.append(f"{strategy}  {name}")
+        del result
     args.out.write_text("\n".join(lines) + "\n")
     print(f"{len(lines)} plans digested into {args.out}")
+    if args.columns:
+        for key in columns_differ:
+            print(f"COLUMNS DIFFER {key}")
+        print(f"{len(lines)} plans of column requests compared, {len(columns_differ)} differ")
+        if columns_differ:
+            return 1
     if args.compare is None:
         return 0
     before = {line[66:]: line[:64] for line in args.compare.read_text().splitlines()}

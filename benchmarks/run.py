@@ -301,6 +301,43 @@ def _wall_cpu(wall: float | None, cpu: float | None) -> str:
     return f"{fmt_ms(wall)} / {fmt_ms(cpu)}"
 
 
+COLUMNS_RATIO = 1.5  # issue 35: the operator's whole plan and the assign vs UniformAssignor
+
+
+def _columns_targets(record: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Issue 35's targets for one identical-subscription case: the whole plan the operator
+    calls (`plan_request()` of the operator-built, columnar request) <= 1.5x the bare assign;
+    the assign <= 1.5x KIP-848's UniformAssignor (CPU, one run)."""
+    if record["meta"]["kind"] != "identical":
+        return []
+    ours = record["ours"].get("cooperative-sticky", {})
+    uniform = (record["kafka"] or {}).get("uniform", {})
+    assign = ours.get("assign_cpu_median_ms")
+    operator = ours.get("plan_request_operator_cpu_median_ms")
+    u_cpu = uniform.get("cpu_median_ms")
+    lines = []
+    if assign and operator is not None:
+        ratio = operator / assign
+        lines.append(
+            (
+                f"{record['case']}: operator's plan_request() <= {COLUMNS_RATIO}x the assign",
+                f"CPU ms: {fmt_ms(operator)} vs {fmt_ms(assign)} ({fmt_ratio(ratio)}); "
+                f"JSON plan() {fmt_ms(ours.get('plan_cpu_median_ms'))}",
+                "met" if ratio <= COLUMNS_RATIO else "MISSED",
+            )
+        )
+    if assign and u_cpu:
+        ratio = assign / u_cpu
+        lines.append(
+            (
+                f"{record['case']}: cooperative-sticky assign <= {COLUMNS_RATIO}x UniformAssignor",
+                f"CPU ms: {fmt_ms(assign)} vs {fmt_ms(u_cpu)} ({fmt_ratio(ratio)})",
+                "met" if ratio <= COLUMNS_RATIO else "MISSED",
+            )
+        )
+    return lines
+
+
 def target_lines(results: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
     """The project's targets, each with its figure from `results` and met / MISSED."""
     lines: list[tuple[str, str, str]] = []
@@ -326,6 +363,7 @@ def target_lines(results: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
             else "not measured"
         )
         lines.append((target, figure, "met" if met else "MISSED"))
+        lines.extend(_columns_targets(record))
     lag_section = results["sections"].get("lagaware", {})
     for record in lag_section.get("records", []):
         cpu, wall = record["round_trip_cpu_median_ms"], record["round_trip_median_ms"]
@@ -659,6 +697,7 @@ class Runner:
                             ours.get("operator_same_plan")
                         ],
                         _ratio(p_cpu, a_cpu, None),
+                        _ratio(ours.get("plan_request_operator_cpu_median_ms"), a_cpu, None),
                         _ratio(p_cpu, k_cpu, timeout),
                         f"{k_check} / {ours.get('check_summary', ours.get('error', '-'))}",
                         f"{k.get('moves', '-')} / {ours.get('moves', '-')}",
@@ -684,6 +723,7 @@ class Runner:
                         "-",
                         "-",
                         "-",
+                        "-",
                         f"{uniform.get('check_summary', uniform.get('error', '-'))} / -",
                         f"{uniform.get('moves', '-')} / -",
                     ]
@@ -701,6 +741,7 @@ class Runner:
                 "ours plan_request() ms wall / CPU",
                 "ours plan_request() operator-built ms wall / CPU",
                 "plan()/assign CPU",
+                "operator-built/assign CPU",
                 "plan/Kafka CPU",
                 "checks Kafka / ours",
                 "moves Kafka / ours",

@@ -75,7 +75,9 @@ def partition_loads(group: Group, options: Options) -> tuple[LoadModel, Loads]:
             lags = lag[topic] if lag is not None else [0.0] * count
             loads[topic] = [r + g / seconds for r, g in zip(rates, lags, strict=True)]
         return model, loads
-    return "count", {topic: [1.0] * count for topic, count in group.topics.items()}
+    # one list per distinct partition count, shared by its topics (loads are read-only)
+    ones = {count: [1.0] * count for count in set(group.topics.values())}
+    return "count", {topic: ones[count] for topic, count in group.topics.items()}
 
 
 def member_loads(assignment: Assignment, loads: Loads) -> dict[str, float]:
@@ -87,10 +89,13 @@ def member_loads(assignment: Assignment, loads: Loads) -> dict[str, float]:
     }
 
 
-def lower_bound(group: Group, loads: Loads, subscribed: Iterable[str] | None = None) -> float:
+def lower_bound(
+    group: Group, loads: Loads, subscribed: Iterable[str] | None = None, unit: bool = False
+) -> float:
     """LB = max(sum l / sum w, max_p l_p / max_i w_i) over subscribed partitions (`subscribed`:
     the group's subscribed topics when already known) and subscribing members: no assignment can
-    place its most loaded member below it."""
+    place its most loaded member below it. `unit`: every load is 1.0 (the count model), so the
+    sum is the exact partition count and the largest load 1.0, and no load is read."""
     subscribed = list(group.subscribed_topics() if subscribed is None else subscribed)
     weights = [m.weight for m in group.members.values() if m.topics]
     if not weights or not subscribed:
@@ -98,6 +103,8 @@ def lower_bound(group: Group, loads: Loads, subscribed: Iterable[str] | None = N
     per_topic = list(map(loads.__getitem__, subscribed))
     if not any(per_topic):
         return 0.0
+    if unit:  # summing n ones in floating point is exact: the same float as the loop below
+        return max(float(sum(map(len, per_topic))) / sum(weights), 1.0 / max(weights))
     # summed in partition order, as one sequence (the order fixes the float result)
     total = sum(chain.from_iterable(per_topic))
     return max(total / sum(weights), max(map(max, filter(None, per_topic))) / max(weights))

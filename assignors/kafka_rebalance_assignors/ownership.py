@@ -13,13 +13,12 @@ read-only.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import islice, repeat
+from itertools import islice
 from operator import add, itemgetter, lt
 
-from kafka_rebalance_assignors.model import Group, PartitionClaims, global_numbers
+from kafka_rebalance_assignors.model import Group, PartitionClaims, global_numbers, scatter
 
 # member id -> topic -> the ascending partitions it keeps (read-only: shared with the input).
 Resolved = dict[str, Mapping[str, tuple[int, ...]]]
@@ -42,6 +41,8 @@ class Ownership:
     # order) of its resolved owner, -1 for none.
     owners: list[int]
     runner_up: RunnerUp
+    # how many entries of `owners` are -1 (partitions nobody owns after resolution)
+    unowned: int = 0
 
 
 def resolve(group: Group) -> Ownership:
@@ -49,7 +50,8 @@ def resolve(group: Group) -> Ownership:
     once; only a topic with overlapping claims is resolved partition by partition."""
     disjoint = _resolve_disjoint(group)
     if disjoint is not None:
-        return Ownership(disjoint[0], 0, disjoint[1], {})
+        kept_claims, owner_array, written = disjoint
+        return Ownership(kept_claims, 0, owner_array, {}, len(owner_array) - written)
     claims: dict[str, list[tuple[int, int, tuple[int, ...]]]] = {}
     for index, member in enumerate(group.members.values()):
         generation = -1 if member.generation is None else member.generation
@@ -85,10 +87,10 @@ def resolve(group: Group) -> Ownership:
     adders = {topic: offset.__add__ for topic, offset in group.offsets().items()}
     for index, owned in enumerate(resolved.values()):
         if owned:
-            deque(map(owners.__setitem__, global_numbers(adders, owned), repeat(index)), maxlen=0)
+            scatter(owners, global_numbers(adders, owned), index)
     order = dict.fromkeys(topic for member in group.members.values() for topic in member.claimed)
     runner_up = {topic: runner_up[topic] for topic in order if topic in runner_up}
-    return Ownership(resolved, conflicts, owners, runner_up)
+    return Ownership(resolved, conflicts, owners, runner_up, owners.count(-1))
 
 
 def resolve_ownership(group: Group) -> tuple[Resolved, int]:
@@ -102,7 +104,7 @@ _FIRST = itemgetter(0)
 _ONE = {1}
 
 
-def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
+def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int], int] | None:
     """The usual case at scale: no partition is claimed twice. Then nothing needs resolving and
     each member keeps its claims as they are: the member's own mapping is shared, not copied,
     when its topics are in topic order and each claim is an ascending tuple of in-range
@@ -126,7 +128,7 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
             # Columns already in the group's numbering, topics in order, in range (validation
             # built them): the owner array straight from the array, no object read per claim.
             offsets = claimed.offsets  # the next member's (the same dict) is then checked by id
-            deque(map(owners.__setitem__, claimed.numbers, repeat(index)), 0)
+            scatter(owners, claimed.numbers, index)
             written += len(claimed.numbers)
             resolved[member_id] = claimed
             continue
@@ -142,7 +144,7 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
             # claims at Kafka's scale): the whole member at once, in C-level maps.
             # Claims are in range (`Member`'s invariant, which validation establishes).
             numbers = map(add, map(offsets.__getitem__, claimed), map(_FIRST, claimed.values()))
-            deque(map(owners.__setitem__, numbers, repeat(index)), 0)
+            scatter(owners, numbers, index)
             written += len(claimed)
             claimed_items = ()
         else:
@@ -169,7 +171,7 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
                 if low < 0 or high >= count:
                     return None
                 in_order = in_order and ascending and type(partitions) is tuple
-                deque(map(owners.__setitem__, map(start.__add__, partitions), repeat(index)), 0)
+                scatter(owners, map(start.__add__, partitions), index)
             written += len(partitions)
         if in_order:
             resolved[member_id] = claimed
@@ -178,7 +180,7 @@ def _resolve_disjoint(group: Group) -> tuple[Resolved, list[int]] | None:
             resolved[member_id] = {topic: tuple(sorted(claimed[topic])) for topic in in_topic_order}
     if len(owners) - owners.count(-1) != written:
         return None  # some partition was claimed twice
-    return resolved, owners
+    return resolved, owners, written
 
 
 def _resolve_topic(

@@ -13,9 +13,8 @@ so that it stays linear and cheap at a million partitions.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress
 from operator import add, itemgetter, lt, ne
 
 from kafka_rebalance_assignors.collector import collector_paused
@@ -28,6 +27,7 @@ from kafka_rebalance_assignors.model import (
     PlanInputError,
     claim_count,
     global_numbers,
+    scatter,
     summed_loads,
 )
 from kafka_rebalance_assignors.registry import STRATEGY_MODULES, strategy_function
@@ -48,8 +48,10 @@ class PlanInvariantError(RuntimeError):
     """A strategy produced an invalid assignment: a bug, never the user's fault."""
 
 
-# (the normalised assignment, the flat owner array, each member's load, its partition count)
-Measured = tuple[PlanAssignment, list[int], dict[str, float], dict[str, int]]
+# (the normalised assignment, the flat owner array, each member's load, its partition count,
+# the positions where the owner array differs from the previous one when already found, else
+# None)
+Measured = tuple[PlanAssignment, list[int], dict[str, float], dict[str, int], list[int] | None]
 
 
 def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False) -> Measured:
@@ -107,7 +109,7 @@ def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False
             numbers = map(add, map(offsets.__getitem__, names), map(itemgetter(0), lists))
         else:
             numbers = global_numbers(adders, normalised)
-        deque(map(owners.__setitem__, numbers, repeat(index)), maxlen=0)
+        scatter(owners, numbers, index)
         listed += size
         sizes[member_id] = size
         # Under the count model every load is 1.0 and every partial sum an exact integer:
@@ -123,7 +125,7 @@ def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False
             table = owners[start : start + counts[topic]]
             if -1 in table:
                 raise PlanInvariantError(f"{topic}-{table.index(-1)} left unassigned")
-    return PlanAssignment(assignment), owners, member_load, sizes
+    return PlanAssignment(assignment, topics=counts), owners, member_load, sizes, None
 
 
 def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
@@ -143,13 +145,30 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
     subscribers = context.subscribers
     offsets = context.offsets
     everyone = len(group.members)
-    if owners and (min(owners) < -1 or max(owners) >= everyone):  # not a member's index
-        return _check_and_measure(context, dict(raw))
+    ownership = context.ownership
+    owned_before = any(ownership.resolved.values())
+    differing: list[int] | None = None
+    if owned_before:
+        # `previous` is the resolution's array (each entry -1 or a member's index): the
+        # target's entries need checking only where they differ from it, and its gaps are
+        # the previous ones less those filled plus those opened.
+        differing = differing_positions(previous, owners) if owners != previous else []
+        distinct = set(map(owners.__getitem__, differing))
+        filled = list(map(previous.__getitem__, differing)).count(-1)
+        unassigned = ownership.unowned - filled + list(map(owners.__getitem__, differing)).count(-1)
+    else:
+        # The owners' distinct values in one C-level pass (a few thousand among a million
+        # entries), and without a -1 among them there is no gap to find.
+        distinct = set(owners)
+        unassigned = owners.count(-1) if -1 in distinct else 0
+    if distinct and (min(distinct) < -1 or max(distinct) >= everyone):
+        return _check_and_measure(context, dict(raw))  # not a member's index
+    gaps = unassigned > 0
     for topic, count in group.topics.items():
         start = offsets[topic]
         wanted = subscribers.get(topic, ())
         if len(wanted) == everyone and everyone:  # every member may hold it: only gaps to find
-            if -1 in owners[start : start + count]:
+            if gaps and -1 in owners[start : start + count]:
                 return _check_and_measure(context, dict(raw))
             continue
         held = set(owners[start : start + count])
@@ -157,16 +176,16 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
         if not held <= allowed:  # a gap, a stranger, or a topic nobody wants handed out
             return _check_and_measure(context, dict(raw))
     changed: set[int] | range = set()
-    if not any(context.ownership.resolved.values()):  # nobody owned anything: all are new
+    if not owned_before:  # nobody owned anything: all are new
         changed = range(len(group.members))
-    elif owners != previous:
-        differing = differing_positions(previous, owners)
+    elif differing:
         changed = set(map(previous.__getitem__, differing))
-        changed.update(map(owners.__getitem__, differing))
+        changed.update(distinct)
     before = context.owned_loads
-    resolved = context.ownership.resolved
+    resolved = ownership.resolved
     sizes: dict[str, int]
-    if raw.shared and sum(map(len, raw.values())) == len(owners) - owners.count(-1):
+    assigned = len(owners) - unassigned
+    if raw.shared and sum(map(len, raw.values())) == assigned:
         # One 1-tuple per topic (as many topics as partitions assigned, and no list is empty):
         # a member's partition count is its number of topics.
         sizes = dict(zip(raw, map(len, raw.values()), strict=True))
@@ -188,7 +207,8 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
     }
     # The entries as the strategy built them (`PlanAssignment` builds a member's lists when a
     # caller reads it): a plain dict, so the plan does not keep the strategy's owner array.
-    return PlanAssignment(dict(raw), shared=raw.shared), owners, member_load, sizes
+    assignment = PlanAssignment(dict(raw), shared=raw.shared, topics=group.topics)
+    return assignment, owners, member_load, sizes, differing
 
 
 def _check_slowly(context: PlanContext, raw: Assignment) -> None:
@@ -255,10 +275,17 @@ def differing_positions(previous: list[int], target: list[int]) -> list[int]:
     return positions
 
 
-def compute_moves(context: PlanContext, previous: list[int], target: list[int]) -> list[Move]:
-    """The plan's moves between two flat owner arrays of its group (see `_moves`)."""
+def compute_moves(
+    context: PlanContext,
+    previous: list[int],
+    target: list[int],
+    differing: list[int] | None = None,
+) -> list[Move]:
+    """The plan's moves between two flat owner arrays of its group (see `_moves`; `differing`:
+    `differing_positions(previous, target)` when the caller has it already)."""
     ids: list[str | None] = [*context.group.members, None]  # index -1: nobody
-    return _moves(ids, list(context.group.topics), list(context.offsets.values()), previous, target)
+    names, starts = list(context.group.topics), list(context.offsets.values())
+    return _moves(ids, names, starts, previous, target, differing)
 
 
 def moves_between(
@@ -295,15 +322,17 @@ def _moves(
     starts: list[int],
     previous: list[int],
     target: list[int],
+    differing: list[int] | None = None,
 ) -> list[Move]:
     """Partitions that change owner: what a cooperative protocol would revoke and re-grant.
     Partitions nobody owned before are grants, not moves; a partition of a topic nobody
     subscribes to any more moves to None. Both arrays are flat (topic `names[t]` starts at
     `starts[t]`; owners are indexes into `ids`, whose last entry is None); the differences are
-    found at C speed, only the moves themselves are visited."""
-    if previous == target or previous.count(-1) == len(previous):  # nothing owned: no moves
-        return []
-    differing = differing_positions(previous, target)
+    found at C speed (or given: `differing`), only the moves themselves are visited."""
+    if differing is None:
+        if previous == target or previous.count(-1) == len(previous):  # nothing owned
+            return []
+        differing = differing_positions(previous, target)
     moved = compress(differing, map(_OWNED, map(previous.__getitem__, differing)))
     moves = []
     for number in moved:
@@ -330,23 +359,23 @@ def _plan_group(request: ParsedRequest) -> Plan:
     measured = _measure_flat(context, raw) if isinstance(raw, FlatAssignment) else None
     if measured is None:
         measured = _check_and_measure(context, raw, model == "count")
-    assignment, target, per_member, sizes = measured
+    assignment, target, per_member, sizes, differing = measured
     previous = context.ownership.owners
-    moves = compute_moves(context, previous, target)
+    moves = compute_moves(context, previous, target, differing)
     subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
     budgeted = sum(1 for move in moves if move.topic in subscriptions[move.from_member])
     # Every subscribed partition is assigned (checked above): the grants are exactly the
     # subscribed partitions that had no previous owner.
     offsets = context.offsets
     subscribed = context.subscribed_topics()
-    if len(subscribed) == len(group.topics):  # every topic subscribed: one pass, no slices
-        granted = previous.count(-1)
+    if len(subscribed) == len(group.topics):  # every topic subscribed: all unowned ones
+        granted = context.ownership.unowned
     else:
         granted = sum(
             previous[offsets[topic] : offsets[topic] + group.topics[topic]].count(-1)
             for topic in subscribed
         )
-    bound = lower_bound(group, loads, subscribed)
+    bound = lower_bound(group, loads, subscribed, model == "count")
     members = {
         member_id: MemberSummary(
             weight=member.weight,

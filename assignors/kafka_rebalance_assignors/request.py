@@ -10,8 +10,10 @@ planner; a test holds `plan(request.to_document())` equal to `plan_request(reque
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, final
 
 from kafka_rebalance_assignors.model import DEFAULT_STRATEGY, PartitionClaims
@@ -116,7 +118,8 @@ class PlanOptions:
 class PlanRequest:
     """One planning round's input. `lag` and `rate` hold one value per partition, None where it
     was not observed (`load` says what an unknown value counts as); a topic with nothing
-    observed is left out."""
+    observed is left out. A topic's values may be a float `array` ('d' or 'f'), NaN where not
+    observed: a million partitions' loads as columns rather than lists of objects."""
 
     topics: Mapping[str, int]
     members: Mapping[str, MemberRequest]
@@ -143,9 +146,9 @@ class PlanRequest:
             "members": members,
         }
         if self.lag:
-            document["lag"] = {topic: list(values) for topic, values in self.lag.items()}
+            document["lag"] = {topic: _json_values(values) for topic, values in self.lag.items()}
         if self.rate:
-            document["rate"] = {topic: list(values) for topic, values in self.rate.items()}
+            document["rate"] = {topic: _json_values(values) for topic, values in self.rate.items()}
         options = {
             name: getattr(self.options, name)
             for name in PlanOptions.__slots__
@@ -154,6 +157,14 @@ class PlanRequest:
         if options:
             document["options"] = options
         return document
+
+
+def _json_values(values: Sequence[float | None]) -> list[float | None]:
+    """A lag or rate array as the document's list: a float `array`'s NaN (not reported) as
+    None, JSON's null."""
+    if type(values) is array and values.typecode in "fd":
+        return [None if value != value else value for value in values]
+    return list(values)
 
 
 def group_request(
@@ -250,6 +261,34 @@ class PlanStats:
     unknown_subscriptions_ignored: int
 
 
+@dataclass(frozen=True, slots=True)
+class PlanColumns:
+    """A plan's target assignment as columns: `owners[g]` is the index in `members` of the
+    member assigned global partition g, -1 for a partition nobody is assigned (its topic has no
+    subscriber). Partitions are numbered topic after topic in `topics` order (ascending
+    names): topic `topics[t]` holds numbers `starts[t]` to `starts[t + 1] - 1`, its partition
+    p being `starts[t] + p`. `members` is the group's member ids, ascending. The same
+    assignment as `Plan.assignment`, in one array of a million entries instead of a million
+    lists: what a caller that writes its own format reads. Read-only."""
+
+    topics: tuple[str, ...]
+    starts: array[int]  # len(topics) + 1 entries, from 0 to len(owners)
+    members: tuple[str, ...]
+    owners: array[int]
+
+    def owner(self, topic: str, partition: int) -> str | None:
+        """The member assigned `partition` of `topic` (None: nobody); KeyError for a topic or
+        partition the plan does not have."""
+        index = bisect_left(self.topics, topic)
+        if index == len(self.topics) or self.topics[index] != topic:
+            raise KeyError(topic)
+        start, end = self.starts[index], self.starts[index + 1]
+        if not 0 <= partition < end - start:
+            raise KeyError((topic, partition))
+        owner = self.owners[start + partition]
+        return None if owner < 0 else self.members[owner]
+
+
 class PlanAssignment(Mapping[str, dict[str, list[int]]]):
     """A plan's target assignment, member id -> topic -> ascending partitions, built member by
     member on first access. At Kafka's scale a plan holds a million (member, topic) lists that
@@ -264,16 +303,58 @@ class PlanAssignment(Mapping[str, dict[str, list[int]]]):
     order with no empty list; the entries are never changed (the shared ones belong to the
     strategy's read-only tables). It compares equal to the plain dict it stands for."""
 
-    __slots__ = ("_built", "_entries", "_shared")
+    __slots__ = ("_built", "_columns", "_entries", "_shared", "_topics")
 
     def __init__(
-        self, entries: Mapping[str, Mapping[str, Sequence[int]]], shared: bool = False
+        self,
+        entries: Mapping[str, Mapping[str, Sequence[int]]],
+        shared: bool = False,
+        topics: Mapping[str, int] | None = None,
     ) -> None:
         # `shared`: the entries' partition sequences are read-only (shared 1-tuples), copied
         # into fresh lists on access; otherwise an entry of lists is the plan's own already.
+        # `topics`: the group's topic -> partition count, in name order (the numbering of
+        # `columns`). The plan keeps no owner array: a list of a million entries held by
+        # every plan would cost each later garbage collection a pass over it.
         self._entries = entries
         self._shared = shared
         self._built: dict[str, dict[str, list[int]]] = {}
+        self._topics = topics
+        self._columns: PlanColumns | None = None
+
+    def columns(self) -> PlanColumns:
+        """The assignment as columns (see `PlanColumns`), built on the first call from the
+        members' entries (a member that kept its claims, or a fresh member's dealt share,
+        from its array of global numbers) over the group's topics; for an assignment built by
+        hand, over the topics it names, each up to its highest partition."""
+        if self._columns is None:
+            topics = self._topics
+            if topics is None:  # built by hand
+                counts: dict[str, int] = {}
+                for member_id in self:
+                    for topic, partitions in self[member_id].items():
+                        counts[topic] = max(counts.get(topic, 0), max(partitions) + 1)
+                topics = dict(sorted(counts.items()))
+            starts = array("q", accumulate(topics.values(), initial=0))
+            owners = self._owner_array(dict(zip(topics, starts, strict=False)), starts[-1])
+            self._columns = PlanColumns(tuple(topics), starts, tuple(self._entries), owners)
+        return self._columns
+
+    def _owner_array(self, offsets: Mapping[str, int], total: int) -> array[int]:
+        """The flat owner array over `offsets` (topic -> its partition 0's global number)."""
+        owners = [-1] * total
+        same: dict[int, bool] = {}  # id of a `PartitionClaims.offsets` -> numbered as here
+        for index, entry in enumerate(self._entries.values()):
+            numbers: Iterable[int]
+            if isinstance(entry, PartitionClaims) and same.setdefault(
+                id(entry.offsets), entry.offsets == offsets
+            ):
+                numbers = entry.numbers
+            else:
+                numbers = (offsets[t] + p for t, ps in entry.items() for p in ps)
+            for number in numbers:  # a plain loop: CPython specialises the list store
+                owners[number] = index
+        return array("i", owners)
 
     def __getitem__(self, member_id: str) -> dict[str, list[int]]:
         built = self._built.get(member_id)

@@ -4,6 +4,7 @@ counterpart of Kafka's UniformHomogeneousAssignmentBuilder."""
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, compress, filterfalse, repeat
@@ -17,6 +18,7 @@ from kafka_rebalance_assignors.model import (
     PartitionClaims,
     claim_count,
     global_numbers,
+    scatter,
 )
 from kafka_rebalance_assignors.sticky_ownership import (
     Owned,
@@ -127,6 +129,7 @@ def constrained(
     segments: list[tuple[str, list[int]]] = []
     numbers = partition_numbers(group.topics[t] for t in topics)
     any_taken = 1 in taken
+    prefixes: dict[int, list[int]] = {}  # count -> numbers[:count], shared (segments are read)
     for topic in topics:
         count = group.topics[topic]
         if any_taken:
@@ -134,7 +137,7 @@ def constrained(
             if len(free) < count:
                 held_topics.add(topic)
         else:
-            free = numbers[:count]
+            free = prefixes.get(count) or prefixes.setdefault(count, numbers[:count])
         revoked_here = revoked.get(topic)
         if revoked_here:
             free = list(filterfalse(set(revoked_here).__contains__, free))
@@ -179,7 +182,8 @@ def constrained(
         raise AssertionError("constrained fill: quota accounting went negative")
     in_name_order = list(group.topics) == sorted(group.topics)
     if dealer.owners is not None and dealer.columns_only and in_name_order:
-        return _flat_fresh(context, kept, dealer.owners, total)
+        return _flat_fresh(context, dealer)
+    dealer.flush()
     if (
         claimed is None
         or previous
@@ -190,17 +194,18 @@ def constrained(
     return _flat(context, claims, kept, touched, owned_counts)
 
 
-def _flat_fresh(
-    context: PlanContext, kept: list[dict[str, Any]], owners: list[int], total: int
-) -> FlatAssignment:
+def _flat_fresh(context: PlanContext, dealer: _Dealer) -> FlatAssignment:
     """The result of a fresh group dealt entirely in columns (see `_Dealer._deal_columns`),
-    with the owner array the dealer filled: each member holds one shared 1-tuple per topic, in
-    topic order, which is the plan's normal form but for the tuples (`FlatAssignment.shared`:
-    the plan copies them into fresh lists)."""
-    if total != len(owners) - owners.count(-1):
-        raise AssertionError("constrained fill: a partition is listed twice")
+    with the owner array the dealer filled: each member dealt anything holds its share as
+    read-only `PartitionClaims` columns (one partition per topic, topics in topic order: the
+    plan's normal form, whose lists are built when a caller reads them), the others their
+    empty dict (`FlatAssignment.shared`: the plan copies what it reads into fresh lists)."""
+    owners = dealer.owners
+    assert owners is not None  # the caller's condition
+    # (`_place` stores each dealt position once; the plan checks that the array has no gap
+    # left, which a partition stored twice would leave, as it checks every strategy's result.)
     result = FlatAssignment(context.group, owners, shared=True)
-    result.update(zip(context.group.members, kept, strict=True))
+    result.update(zip(context.group.members, dealer.shares(context.offsets), strict=True))
     return result
 
 
@@ -228,9 +233,9 @@ def _flat(
     for index in touched:
         claim = claims[index]
         if type(claim) is PartitionClaims:
-            deque(map(owners.__setitem__, claim.numbers, repeat(-1)), 0)
+            scatter(owners, claim.numbers, -1)
         elif claim:
-            deque(map(owners.__setitem__, global_numbers(adders, claim), repeat(-1)), 0)
+            scatter(owners, global_numbers(adders, claim), -1)
     listed = sum(held[index] for index in range(len(kept)) if index not in touched)
     for index in sorted(touched):
         mine = kept[index]
@@ -243,7 +248,7 @@ def _flat(
             numbers = map(add, map(offsets.__getitem__, names), map(_FIRST, lists))
         else:
             numbers = global_numbers(adders, normal)
-        deque(map(owners.__setitem__, numbers, repeat(index)), 0)
+        scatter(owners, numbers, index)
         listed += size
     if listed != len(owners) - owners.count(-1):
         raise AssertionError("constrained fill: a partition is listed twice")
@@ -334,12 +339,17 @@ class _Dealer:
         self.segment = 0
         self.offset = 0
         self._singles: list[tuple[int]] | None = None
+        # While the owner array is filled (a fresh group): member index -> its dealt shares as
+        # (topics, partitions) column pairs, in deal order; no dict is built for them unless a
+        # deal that is not a column deal follows (`flush`).
+        self.chunks: dict[int, list[tuple[Sequence[str], Sequence[int]]]] = {}
 
     def deal(self, members: list[int], rounds: int) -> None:
         """Each of `members` (in this order) gets one partition per round, `rounds` times."""
         if self._deal_columns(members, rounds):
             return
         self.columns_only = False
+        self.flush()
         width = len(members)
         total = width * rounds
         dealt = 0
@@ -384,15 +394,24 @@ class _Dealer:
         owners, offsets = self.owners, self.offsets
         if owners is None:
             return
-        ring = members * rounds
+        width = len(members)
+        ring: list[int] | None = None  # members * rounds, built only when a segment needs it
         position = 0
         for topic, free, take in reached:
             start = offsets[topic] + free[0]
-            if free[take - 1] - free[0] == take - 1:  # ascending and distinct: consecutive
-                owners[start : start + take] = ring[position : position + take]
+            if take == width and not position % width:  # the members once, in order
+                dealt = members
             else:
-                numbers = map(offsets[topic].__add__, free[:take])
-                deque(map(owners.__setitem__, numbers, ring[position : position + take]), 0)
+                if ring is None:
+                    ring = members * rounds
+                dealt = ring[position : position + take]
+            if free[take - 1] - free[0] == take - 1:  # ascending and distinct: consecutive
+                owners[start : start + take] = dealt
+            else:
+                for number, owner in zip(
+                    map(offsets[topic].__add__, free[:take]), dealt, strict=True
+                ):
+                    owners[number] = owner
             position += take
 
     def _deal_columns(self, members: list[int], rounds: int) -> bool:
@@ -423,13 +442,59 @@ class _Dealer:
             reached.append((topic, free, take))
             need -= take
             index += 1
+        self.touched.update(members)
+        if self.owners is not None:
+            # A fresh group: the shares stay columns, the owner array records who got what,
+            # and `shares` makes the result of them.
+            self._record(members, reached)
+            self._place(members, rounds, reached)
+        else:
+            partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
+            topics = list(chain.from_iterable(repeat(topic, take) for topic, _, take in reached))
+            self._update(members, topics, partitions)
+        self.held.update(topic for topic, _, _ in reached)
+        _, free, take = reached[-1]
+        if take == len(free):
+            self.segment = index
+        else:
+            self.segment, self.offset = index - 1, take
+        return True
+
+    def _record(self, members: list[int], reached: list[tuple[str, list[int], int]]) -> None:
+        """Record a column deal's shares in `chunks`: `members[j]` gets position k of the dealt
+        sequence for every k = j mod width, two strided slices. When every topic reached
+        deals exactly one partition to each member (as many free partitions as members: a
+        topic with as many partitions as consumers), each member gets every topic reached:
+        one tuple of names for all, and when every such topic deals its partitions 0 to
+        width - 1, `members[j]` gets partition j of each, so no sequence is built at all."""
+        width = len(members)
+        chunks = self.chunks
+        if all(take == width for _, _, take in reached):
+            names = tuple(topic for topic, _, _ in reached)
+            if all(free[0] == 0 and free[width - 1] == width - 1 for _, free, _ in reached):
+                # ascending and distinct (`free_partitions`), so exactly 0 .. width - 1
+                # an int array per member (memory filled in C, nothing for the collector)
+                count = len(names)
+                for j, member in enumerate(members):
+                    chunks.setdefault(member, []).append((names, array("i", (j,)) * count))
+                return
+            partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
+            for j, member in enumerate(members):
+                chunks.setdefault(member, []).append((names, partitions[j::width]))
+            return
         partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
         topics = list(chain.from_iterable(repeat(topic, take) for topic, _, take in reached))
+        for j, member in enumerate(members):
+            chunks.setdefault(member, []).append((topics[j::width], partitions[j::width]))
+
+    def _update(self, members: list[int], topics: Sequence[str], partitions: Sequence[int]) -> None:
+        """Extend each member's dict by its strided share of a column deal (`topics[j::width]`,
+        `partitions[j::width]` for `members[j]`), each partition as a shared 1-tuple."""
         if self._singles is None:
             self._singles = list(zip(self.numbers))
         single = self._singles.__getitem__
         result = self.result
-        self.touched.update(members)
+        width = len(members)
         first = topics[0::width]
         template = dict.fromkeys(first)
         for j, member in enumerate(members):
@@ -438,12 +503,34 @@ class _Dealer:
             if not target and keys == first:  # the usual case: a presized copy, no rehashing
                 target = result[member] = template.copy()
             target.update(zip(keys, map(single, partitions[j::width]), strict=True))
-        if self.owners is not None:
-            self._place(members, rounds, reached)
-        self.held.update(topic for topic, _, _ in reached)
-        _, free, take = reached[-1]
-        if take == len(free):
-            self.segment = index
-        else:
-            self.segment, self.offset = index - 1, take
-        return True
+
+    def flush(self) -> None:
+        """Write the column shares recorded so far into the members' dicts (in deal order, as
+        a dict deal would have), for a result that is not made of the columns."""
+        chunks, self.chunks = self.chunks, {}
+        for member, pieces in chunks.items():
+            for keys, parts in pieces:
+                self._update([member], keys, parts)
+
+    def shares(self, offsets: dict[str, int]) -> list[Any]:
+        """Each member's result in a group dealt only in columns: its share as `PartitionClaims`
+        (topics ascending, one partition each: a column deal never gives a member two
+        partitions of a topic, nor a topic twice), or its dict when it was dealt nothing.
+        Members dealt the same topics share one tuple of names."""
+        shares: list[Any] = list(self.result)
+        names: tuple[str, ...] = ()
+        for member, pieces in self.chunks.items():
+            if shares[member]:  # not fresh after all: keep the dict form
+                self.flush()
+                return list(self.result)
+            if len(pieces) == 1:
+                keys, parts = pieces[0]
+            else:
+                keys = tuple(chain.from_iterable(piece[0] for piece in pieces))
+                parts = list(chain.from_iterable(piece[1] for piece in pieces))
+            if keys is not names:
+                tupled = keys if type(keys) is tuple else tuple(keys)
+                if tupled != names:  # equal names (the usual case): one tuple for all
+                    names = tupled
+            shares[member] = PartitionClaims(names, None, offsets, parts)
+        return shares

@@ -105,12 +105,76 @@ class _Shared:
         self.columns: tuple[str, ...] | None = None  # the last `OwnedColumns.topics` checked
         self.ascending = False  # whether `columns` are ascending
         self.steps: array[int] = array("i", [0])  # `starts` of one partition per topic
+        self.defer = True  # `_columns` may leave clean-looking columns to `_settle`
+        self.pending: dict[str, _Pending] = {}  # member id -> its columns left to `_settle`
+
+
+class _Pending:
+    """A member's `OwnedColumns` of one partition per topic, topics ascending, partitions an
+    `array('i')`: left for `_settle` to check with every other such member at once. `names`
+    is the request's one tuple for equal topic lists (`_Shared.columns`)."""
+
+    __slots__ = ("names", "partitions")
+
+    def __init__(self, names: tuple[str, ...], partitions: array[int]) -> None:
+        self.names = names
+        self.partitions = partitions
+
+
+_TOP = _WIDTH - 1 if _ORDER == "little" else 0  # the byte of a lane holding its sign bit
+_LOW_HALF = bytes(range(0x80))  # bytes without the top bit
+
+
+def _settle(
+    pending: list[_Pending], topics: Mapping[str, int], offsets: dict[str, int]
+) -> list[PartitionClaims | None]:
+    """The claims of every pending member as `PartitionClaims`, or None for a member whose
+    claims are not all clean (a deleted topic, a partition out of range: the member's own
+    path then drops and counts them). The members claiming the same topics are checked
+    together, as one run of 32-bit lanes (see `_lanes`): every partition >= 0 (no lane's sign
+    bit set), every partition below its topic's count (adding 2**31 - count to each lane sets
+    the sign bit exactly when it is not; no lane carries into the next), and the global
+    numbers are one addition of the topics' bases. A few C-level passes over all claims,
+    nothing per claim."""
+    settled: list[PartitionClaims | None] = [None] * len(pending)
+    runs: dict[int, list[int]] = {}
+    for index, entry in enumerate(pending):
+        runs.setdefault(id(entry.names), []).append(index)
+    for indexes in runs.values():
+        names = pending[indexes[0]].names
+        if not all(map(topics.__contains__, names)):  # a deleted topic: stale
+            continue
+        limits = array("I", [2**31 - topics[name] for name in names]).tobytes()
+        bases = array("i", map(offsets.__getitem__, names)).tobytes()
+        joined = b"".join([pending[i].partitions.tobytes() for i in indexes])
+        if joined[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a negative partition
+            continue
+        value = int.from_bytes(joined, _ORDER)
+        size = len(joined)
+        over = (value + int.from_bytes(limits * len(indexes), _ORDER)).to_bytes(size, _ORDER)
+        if over[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a partition out of range
+            continue
+        total = (value + int.from_bytes(bases * len(indexes), _ORDER)).to_bytes(size, _ORDER)
+        # every member's columns are views into these two new buffers (copies of the
+        # caller's arrays, which may change after planning): no array per member
+        numbers, partitions = memoryview(total).cast("i"), memoryview(joined).cast("i")
+        step = len(names)
+        for n, i in enumerate(indexes):
+            start = n * step
+            stop = start + step
+            settled[i] = PartitionClaims(
+                names, numbers[start:stop], offsets, partitions[start:stop]
+            )
+    return settled
 
 
 def _member(
     member_id: str, member: MemberRequest, topics: Mapping[str, int], shared: _Shared
 ) -> tuple[Member, int, int]:
-    """(the validated member, its stale claims dropped, its unknown subscriptions ignored)."""
+    """(the validated member, its stale claims dropped, its unknown subscriptions ignored).
+    A member whose `OwnedColumns` look clean (when `shared.defer`) comes back with its
+    claims {} and its `_Pending` columns in `shared.pending`: `validate` settles those
+    together."""
     path = f"members.{member_id}"
     subscription = member.topics
     if subscription is shared.subscription:  # members sharing one list: checked once
@@ -120,6 +184,8 @@ def _member(
             raise PlanInputError(f"{path}.topics", "must be a list of topic names")
         subscribed = set(subscription)  # set operations: C speed for 1,000 members x 100 topics
         known = tuple(sorted(subscribed.intersection(topics)))
+        if known == shared.subscribed[0]:  # equal subscriptions share one tuple (see `Group`)
+            known = shared.subscribed[0]
         unknown = len(subscribed.difference(topics))
         shared.subscription, shared.subscribed = subscription, (known, unknown)
 
@@ -134,6 +200,9 @@ def _member(
     owned: Mapping[str, Any] = member.owned
     if type(owned) is OwnedColumns:
         columns = _columns(owned, topics, shared, f"{path}.owned")
+        if isinstance(columns, _Pending):  # claims {} until `validate` settles them
+            shared.pending[member_id] = columns
+            return Member(member_id, known, float(weight), {}, generation), 0, unknown
         if type(columns) is PartitionClaims:
             return Member(member_id, known, float(weight), columns, generation), 0, unknown
         owned = columns  # not clean, or not one per topic: the general path below
@@ -254,7 +323,7 @@ def _int_column(values: Any) -> bool:
 
 def _columns(
     owned: OwnedColumns, topics: Mapping[str, int], shared: _Shared, path: str
-) -> Mapping[str, Any]:
+) -> Mapping[str, Any] | _Pending:
     """A member's `OwnedColumns` checked as values: `PartitionClaims` when the claims are one
     partition per topic, topics ascending, and all clean (the usual case, checked with a few
     C-level passes and no object per claim); else the plain mapping topic -> partitions they
@@ -303,6 +372,10 @@ def _columns(
                     f"must be {count + 1} ascending positions from 0 to {len(partitions)}",
                 )
             single = len(partitions) == count and all(map(int.__lt__, starts, starts[1:]))
+    clean_looking = single and shared.ascending and shared.defer and count
+    if clean_looking and type(partitions) is array and partitions.typecode == "i":
+        # checked with the other members' (see `_settle`); equal names: one tuple
+        return _Pending(shared.columns or key, partitions)
     if single and shared.ascending and _int_column(partitions):
         # a list (min, max and the sums read it without an int object per item) and a copy:
         # the plan may read it after the caller changed its own
@@ -314,10 +387,19 @@ def _columns(
     return dict(owned.runs())
 
 
+_FLOAT_CODES = frozenset("fd")  # `array` type codes of floating-point numbers
+
+
+def _float_column(values: Any) -> bool:
+    """Whether `values` is a column of floats (an `array` of type code 'd' or 'f'), whose NaN
+    stands for a value not reported."""
+    return type(values) is array and values.typecode in _FLOAT_CODES
+
+
 def _check_loads(values: Any, path: str) -> bool:
-    """Every value a finite number >= 0 or None (not reported); True when none is None. A
-    vectorised check first (these arrays reach a million entries), the per-value scan only when
-    something is missing or to name the offender."""
+    """Every value a finite number >= 0 or None (not reported; NaN in a float `array`); True
+    when none is missing. A vectorised check first (these arrays reach a million entries), the
+    per-value scan only when something is missing or to name the offender."""
     if (
         values
         and set(map(type, values)) <= _NUMBER_TYPES
@@ -326,8 +408,9 @@ def _check_loads(values: Any, path: str) -> bool:
     ):
         return True
     complete = True
+    column = _float_column(values)
     for index, value in enumerate(values):
-        if value is None:
+        if value is None or (column and value != value):  # NaN: not reported
             complete = False
             continue
         if not _is_number(value) or not math.isfinite(value) or value < 0:
@@ -346,7 +429,7 @@ def _loads(
     for topic in sorted(loads):
         values = loads[topic]
         path = f"{name}.{topic}"
-        if not _is_sequence(values):
+        if not _is_sequence(values) and not _float_column(values):
             raise PlanInputError(path, "must be a list with one number per partition")
         if topic not in topics:
             continue  # a stale fact about a deleted topic
@@ -356,8 +439,10 @@ def _loads(
             )
         if _check_loads(values, path):
             parsed[topic] = tuple(map(float, values))
-        else:
-            parsed[topic] = tuple(None if value is None else float(value) for value in values)
+        else:  # (a NaN of a float column, the only value not equal to itself, is None too)
+            parsed[topic] = tuple(
+                None if value is None or value != value else float(value) for value in values
+            )
             gaps.add((name, topic))
     return parsed
 
@@ -437,11 +522,26 @@ def validate(request: PlanRequest) -> ParsedRequest:
             raise PlanInputError(
                 f"members.{member_id}", f"must be a MemberRequest, got {type(member).__name__}"
             )
-        members[member_id], member_stale, member_unknown = _member(
-            member_id, member, topics, shared
-        )
+        validated, member_stale, member_unknown = _member(member_id, member, topics, shared)
+        members[member_id] = validated
         stale += member_stale
         unknown += member_unknown
+    if shared.pending:
+        settled = _settle(list(shared.pending.values()), topics, shared.offsets)
+        shared.defer = False
+        for member_id, claims in zip(shared.pending, settled, strict=True):
+            placeholder = members[member_id]
+            if claims is None:  # not all clean: the member's own path drops and counts them
+                validated, member_stale, _ = _member(
+                    member_id, requested[member_id], topics, shared
+                )
+                members[member_id] = validated
+                stale += member_stale
+            else:
+                topics_, weight = placeholder.topics, placeholder.weight
+                members[member_id] = Member(
+                    member_id, topics_, weight, claims, placeholder.generation
+                )
     gaps: set[tuple[str, str]] = set()
     group = Group(
         topics=topics,
