@@ -142,12 +142,14 @@ class MemoryKafka:
     # the error a refused trigger names (None: the brokers accept it)
     streams_groups: dict[str, Any] = field(default_factory=dict)
     streams_triggers: list[str] = field(default_factory=list)
+    streams_cleared: list[str] = field(default_factory=list)  # clear_streams_trigger calls
     refuse_trigger: str | None = None
     # share groups: group id -> the group ShareGroupDescribe shows; each share-partition's
     # lag as DescribeShareGroupOffsets reports it; the groups triggered
     share_groups: dict[str, Any] = field(default_factory=dict)
     share_lag: dict[PartitionKey, int] = field(default_factory=dict)
     share_triggers: list[str] = field(default_factory=list)
+    fail_trigger: str | None = None  # the trigger could not be made (KafkaUnavailable)
 
     def __call__(
         self,
@@ -252,6 +254,8 @@ class MemoryObserver:
     def trigger_streams_group(self, group_id: str) -> str:
         if self.cluster.refuse_trigger is not None:
             raise StreamsGroupError(self.cluster.refuse_trigger)
+        if self.cluster.fail_trigger is not None:
+            raise KafkaUnavailable(self.cluster.fail_trigger)
         self.cluster.streams_triggers.append(group_id)
         return "kafka-rebalance-trigger"
 
@@ -272,6 +276,12 @@ class MemoryObserver:
             raise ShareGroupError(self.cluster.refuse_trigger)
         self.cluster.share_triggers.append(group_id)
         return 0
+
+    def clear_streams_trigger(self, group_id: str) -> bool:
+        if not self.cluster.reachable:
+            raise KafkaUnavailable(f"removing the trigger tag of {group_id}: connection refused")
+        self.cluster.streams_cleared.append(group_id)
+        return True
 
     def close(self) -> None:
         self.closed = True

@@ -7,14 +7,17 @@ retyped a field fails here rather than on a broker."""
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
 import pytest
-from kafka_rebalance_operator import streams_group
+from kafka.admin import ConfigResourceType
+from kafka_rebalance_operator import streams_group, streams_trigger, trigger_cleanup
 from kafka_rebalance_operator.streams_group import (
     StreamsGroupDescribeRequest,
     StreamsGroupDescribeResponse,
     StreamsGroupError,
 )
+from kafka_rebalance_operator.streams_trigger import TriggerFailed
 
 
 def uvarint(n: int) -> bytes:
@@ -198,3 +201,46 @@ def test_the_trigger_toggles_its_reserved_tag_and_keeps_the_users_tags() -> None
     assert streams_group.toggled_tags(tag) is None  # the group had no tags: delete the config
     assert streams_group.toggled_tags(f"zone, {tag}") == "zone"
     assert streams_group.toggled_tags("zone,cluster") == f"zone,cluster,{tag}"
+
+
+def test_removing_the_reserved_tag_keeps_the_users_tags_in_order() -> None:
+    tag = streams_group.TRIGGER_TAG
+    assert streams_group.without_trigger(f"zone,{tag},cluster") == "zone,cluster"
+    assert streams_group.without_trigger("zone,cluster") == "zone,cluster"
+    assert streams_group.without_trigger(tag) is None
+    assert streams_group.without_trigger(None) is None
+
+
+def _described(*results: SimpleNamespace) -> SimpleNamespace:
+    return SimpleNamespace(results=list(results))
+
+
+def _result(group: str, error: int = 0, **configs: str | None) -> SimpleNamespace:
+    entries = [SimpleNamespace(name=k.replace("_", "."), value=v) for k, v in configs.items()]
+    return SimpleNamespace(
+        resource_type=ConfigResourceType.GROUP.value,
+        resource_name=group,
+        error_code=error,
+        error_message="denied" if error else None,
+        configs=entries,
+    )
+
+
+def test_the_tags_read_refuses_a_per_resource_error_and_a_missing_answer() -> None:
+    key = streams_group.TRIGGER_CONFIG.replace(".", "_")
+    ok = _described(_result("other", **{key: "x"}), _result("g", **{key: "zone"}))
+    assert streams_trigger.tags_in(ok, "g") == "zone"
+    assert streams_trigger.tags_in(_described(_result("g", **{key: None})), "g") is None
+    with pytest.raises(TriggerFailed, match=r"GroupAuthorizationFailedError \(30\): denied"):
+        streams_trigger.tags_in(_described(_result("g", error=30)), "g")
+    with pytest.raises(TriggerFailed, match="do not know the config"):
+        streams_trigger.tags_in(_described(_result("g")), "g")
+    with pytest.raises(TriggerFailed, match="no entry for the group"):
+        streams_trigger.tags_in(_described(_result("other", **{key: "x"})), "g")
+
+
+def test_the_clean_up_takes_only_streams_policies_group() -> None:
+    assert trigger_cleanup.streams_group_of({"groupType": "streams", "groupId": "g"}) == "g"
+    assert trigger_cleanup.streams_group_of({"groupId": "g"}) is None  # consumer (default)
+    assert trigger_cleanup.streams_group_of({"groupType": "streams"}) is None
+    assert trigger_cleanup.streams_group_of(None) is None

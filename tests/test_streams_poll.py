@@ -9,10 +9,11 @@ import dataclasses
 from typing import Any
 
 import pytest
+from kafka_rebalance_operator import trigger_cleanup
 from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
 from kafka_rebalance_operator.streams_group import StreamsGroup, StreamsMember, Subtopology
-from operator_ports import MemoryKafka, Policy, memory_ports
+from operator_ports import MemoryKafka, MemoryObserver, Policy, memory_ports
 
 SPEC: dict[str, Any] = {
     "groupId": "app",
@@ -178,6 +179,21 @@ def test_a_refused_trigger_is_stalled_naming_the_assignor_in_use(
     assert (stalled["status"], stalled["reason"]) == ("True", "TriggerRefused")
     assert named in stalled["message"]
     assert "too many tags" in stalled["message"]
+
+
+def test_a_trigger_that_could_not_read_the_tags_is_trigger_failed_and_triggers_nothing() -> None:
+    kafka = _cluster(_group())
+    kafka.fail_trigger = (
+        "triggering a recompute of streams group g: reading streams.rack.aware.assignment.tags"
+        " of group g: GroupAuthorizationFailedError (30); nothing was changed"
+    )
+    policy = _policy(kafka)
+    policy.poll()
+    reasons = {c["type"]: (c["status"], c["reason"]) for c in policy.status["conditions"]}
+    assert "TriggerFailed" in {reason for _, reason in reasons.values()}, reasons
+    failed = next(c for c in policy.status["conditions"] if c["reason"] == "TriggerFailed")
+    assert "GroupAuthorizationFailedError (30); nothing was changed" in failed["message"]
+    assert kafka.streams_triggers == []
 
 
 def test_no_streams_group_yet_is_reconciling_not_stalled() -> None:
@@ -410,3 +426,15 @@ def test_a_group_reconciling_after_the_trigger_is_not_triggered_again() -> None:
     policy.ports.clock.advance(30)  # type: ignore[attr-defined]
     policy.poll()
     assert kafka.streams_triggers == ["app", "app"]
+
+
+def test_the_clean_up_of_a_deleted_policy_is_best_effort() -> None:
+    kafka = _cluster(_group())
+    observer = MemoryObserver(kafka)
+    assert trigger_cleanup.clear_trigger(observer, "g", "ns/p") is True
+    assert kafka.streams_cleared == ["g"]
+    assert trigger_cleanup.clear_trigger(observer, None, "ns/p") is False  # not streams
+    assert trigger_cleanup.clear_trigger(None, "g", "ns/p") is False  # never connected
+    kafka.reachable = False
+    assert trigger_cleanup.clear_trigger(observer, "g", "ns/p") is False  # logged, not raised
+    assert kafka.streams_cleared == ["g"]

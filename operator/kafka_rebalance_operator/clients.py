@@ -180,6 +180,9 @@ class Lease:
     def trigger_share_group(self, group_id: str, topics: Sequence[str]) -> int:
         return self._entry.observer.trigger_share_group(group_id, topics)
 
+    def clear_streams_trigger(self, group_id: str) -> bool:
+        return self._entry.observer.clear_streams_trigger(group_id)
+
     def __getattr__(self, name: str) -> Any:
         """Anything else the observer offers (`Observer` may grow), on the shared observer."""
         if name.startswith("_"):

@@ -23,7 +23,7 @@ from typing import Any
 import kopf
 from kafka_rebalance_common import redaction
 
-from kafka_rebalance_operator import allocator, cluster_identity, metrics, names
+from kafka_rebalance_operator import allocator, cluster_identity, metrics, names, trigger_cleanup
 from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
 from kafka_rebalance_operator.memory import PolicyMemory
@@ -288,7 +288,8 @@ def _plain(value: Any) -> Any:
 
 def forget_deleted(type: str, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     """A deleted policy leaves the liveness check, retires its broker-mode plan record (a
-    tombstone) and closes its Kafka client. (Its ConfigMaps go by ownerReferences, through
+    tombstone), takes the streams trigger tag out of its streams group's tags and closes its
+    Kafka client. (Its ConfigMaps go by ownerReferences, through
     Kubernetes' garbage collector.)"""
     if type != "DELETED":
         return
@@ -298,4 +299,6 @@ def forget_deleted(type: str, namespace: str, name: str, memo: kopf.Memo, **_: A
     memory: PolicyMemory | None = memo.get("memory")
     if memory is not None:
         retire(memory, memo.operator.settings, f"{namespace}/{name}")
+        group = trigger_cleanup.streams_group_of(_.get("spec"))
+        trigger_cleanup.clear_trigger(memory.observer, group, f"{namespace}/{name}")
         memory.close()

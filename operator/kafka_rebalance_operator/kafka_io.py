@@ -25,7 +25,13 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
-from kafka_rebalance_operator import kip848, offset_codecs, share_group, streams_group
+from kafka_rebalance_operator import (
+    kip848,
+    offset_codecs,
+    share_group,
+    streams_group,
+    streams_trigger,
+)
 from kafka_rebalance_operator.kafka_offsets import OffsetReader
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
@@ -156,16 +162,30 @@ class KafkaObserver:
 
     def trigger_streams_group(self, group_id: str) -> str:
         """Make the streams group's coordinator recompute its target assignment
-        (`streams_group.trigger`; returns the config value set); raises
-        streams_group.StreamsGroupError when the brokers refuse the config change,
-        KafkaUnavailable when the call could not be made."""
+        (`streams_trigger.trigger`: the reserved tag toggled, the app's own tags kept; returns
+        the config value set); raises streams_group.StreamsGroupError when the brokers refuse
+        the config change, KafkaUnavailable when the config could not be read (nothing is then
+        written), other writers kept changing it, or the call could not be made."""
         try:
-            return streams_group.trigger(self.admin, group_id)
+            return streams_trigger.trigger(self.admin, group_id)
         except streams_group.StreamsGroupError:
             raise
         except Exception as error:
             raise KafkaUnavailable(
-                f"setting the task assignor of {group_id}: {_short(error)}"
+                f"triggering a recompute of streams group {group_id}: {_short(error)}"
+            ) from error
+
+    def clear_streams_trigger(self, group_id: str) -> bool:
+        """Take the reserved trigger tag out of the streams group's tags, keeping the app's own
+        (`streams_trigger.remove`); returns whether it was there. Raises KafkaUnavailable (or
+        streams_group.StreamsGroupError for a refused write) when it could not."""
+        try:
+            return streams_trigger.remove(self.admin, group_id)
+        except streams_group.StreamsGroupError:
+            raise
+        except Exception as error:
+            raise KafkaUnavailable(
+                f"removing the recompute trigger tag of streams group {group_id}: {_short(error)}"
             ) from error
 
     def describe_share_group(self, group_id: str) -> share_group.ShareGroup | None:

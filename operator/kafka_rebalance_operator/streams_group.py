@@ -12,9 +12,10 @@ epoch moves. Switching `streams.assignor.name` does not move it in Kafka 4.4 (it
 new assignor takes effect on the next rebalance"; measured on the real broker), but a change of
 the group's assignment configs does (KAFKA-19765: on each heartbeat the coordinator compares
 `num.standby.replicas` and a non-empty `rack.aware.assignment.tags` with the configs of the last
-assignment and bumps the epoch when they differ). So `trigger` toggles one reserved tag key in
-the group config `streams.rack.aware.assignment.tags` in and out (`TRIGGER_TAG`, the key the
-plug-in reserves), keeping the user's own tags: one epoch bump per plan. No member carries a
+assignment and bumps the epoch when they differ). So the trigger (`streams_trigger`) toggles
+one reserved tag key in the group config `streams.rack.aware.assignment.tags` in and out
+(`TRIGGER_TAG`, the key the plug-in reserves), keeping the user's own tags: one epoch bump per
+plan. No member carries a
 client tag of that key; the broker plug-in ignores the reserved keys, so the toggle changes
 nothing but the epoch.
 """
@@ -202,47 +203,43 @@ def describe(admin: Any, group_id: str) -> StreamsGroup | None:
     return decode_group(group)
 
 
+def tag_list(value: str | None) -> list[str]:
+    """The tags of a `streams.rack.aware.assignment.tags` value, in order (None: none)."""
+    return [t.strip() for t in (value or "").split(",") if t.strip()]
+
+
 def toggled_tags(current: str | None) -> str | None:
     """The next value of `streams.rack.aware.assignment.tags`: the user's tags in their order,
     with `TRIGGER_TAG` appended when `current` lacks it, removed when it has it (None: the
     config is deleted, the group having no tags of its own)."""
-    tags = [t.strip() for t in (current or "").split(",") if t.strip()]
-    kept = [t for t in tags if t != TRIGGER_TAG]
+    tags = tag_list(current)
     if TRIGGER_TAG in tags:
-        return ",".join(kept) or None
-    return ",".join([*kept, TRIGGER_TAG])
+        return without_trigger(current)
+    return ",".join([*tags, TRIGGER_TAG])
 
 
-def _group_resource(group_id: str, configs: dict[str, Any] | None) -> ConfigResource:
+def without_trigger(current: str | None) -> str | None:
+    """`current` with `TRIGGER_TAG` taken out and the user's tags kept in their order (None:
+    no tags remain, the config is deleted)."""
+    return ",".join(t for t in tag_list(current) if t != TRIGGER_TAG) or None
+
+
+def group_resource(group_id: str, configs: dict[str, Any] | None) -> ConfigResource:
     return ConfigResource(ConfigResourceType.GROUP, group_id, configs=configs)
-
-
-def trigger(admin: Any, group_id: str) -> str:
-    """Make the group's coordinator recompute its target assignment: read the group's
-    `streams.rack.aware.assignment.tags` and set it to `toggled_tags` of it, or delete it
-    (IncrementalAlterConfigs on the GROUP resource). Returns the value set ("" when deleted);
-    raises StreamsGroupError with the broker's refusal."""
-    described = admin.describe_configs(
-        [_group_resource(group_id, {TRIGGER_CONFIG: None})], config_filter="all"
-    )
-    entry = ((described.get("group") or {}).get(group_id) or {}).get(TRIGGER_CONFIG) or {}
-    value = toggled_tags(entry.get("value"))
-    _alter(admin, group_id, TRIGGER_CONFIG, value)
-    return value or ""
 
 
 def set_assignor(admin: Any, group_id: str, name: str) -> None:
     """Set the group config `streams.assignor.name` to `name` (how a group selects the
     plug-in; takes effect at the group's next assignment). Raises StreamsGroupError with the
     broker's refusal, e.g. when no broker registered a task assignor of that name."""
-    _alter(admin, group_id, ASSIGNOR_CONFIG, name)
+    alter(admin, group_id, ASSIGNOR_CONFIG, name)
 
 
-def _alter(admin: Any, group_id: str, key: str, value: str | None) -> None:
+def alter(admin: Any, group_id: str, key: str, value: str | None) -> None:
     """SET `key` to `value`, or DELETE it when `value` is None."""
     change = (AlterConfigOp.DELETE, None) if value is None else (AlterConfigOp.SET, value)
     result = admin.alter_configs(
-        [_group_resource(group_id, {key: change})], raise_on_unknown=False, incremental=True
+        [group_resource(group_id, {key: change})], raise_on_unknown=False, incremental=True
     )
     outcome = (result.get("group") or {}).get(group_id, "no answer for the group")
     if outcome != "OK":

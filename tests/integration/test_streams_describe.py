@@ -26,7 +26,7 @@ from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
-from kafka_rebalance_operator import streams_group
+from kafka_rebalance_operator import streams_group, streams_trigger
 from kafka_rebalance_operator.adapters import SystemClock
 from kafka_rebalance_operator.clients import SharedObservers
 from kafka_rebalance_operator.kafka_io import KafkaObserver
@@ -237,3 +237,39 @@ def test_a_streams_policy_poll_on_brokers_without_the_plug_in_is_stalled_naming_
     stalled = policy.condition("Stalled")
     assert (stalled["status"], stalled["reason"]) == ("True", "AssignorNotPlanFollowing")
     assert f"group {streams_app} uses the task assignor 'sticky'" in stalled["message"]
+
+
+def test_a_group_with_its_own_rack_tags_keeps_them_through_triggers_and_the_removal(
+    streams_app: str, observer: KafkaObserver
+) -> None:
+    """The app's own `streams.rack.aware.assignment.tags` stay through each trigger (each still
+    bumps the epoch once) and through the removal of the reserved tag (the deleted policy's
+    clean-up); a removal with no reserved tag there writes nothing."""
+    admin = observer.admin
+    own = "zone,cluster"
+    streams_group.alter(admin, streams_app, streams_group.TRIGGER_CONFIG, own)
+    tagged = f"{own},{streams_group.TRIGGER_TAG}"
+
+    def settled(after: int) -> streams_group.StreamsGroup | None:
+        group = observer.describe_streams_group(streams_app)
+        if group is None or group.group_epoch <= after or group.state != "Stable":
+            return None
+        return group if group.assignment_epoch == group.group_epoch else None
+
+    try:
+        start = wait_for("the app's tags applied", lambda: settled(0), 60)
+        epoch = start.group_epoch
+        for expected in (tagged, own, tagged):
+            assert observer.trigger_streams_group(streams_app) == expected
+            assert streams_trigger.read_tags(admin, streams_app) == expected
+            bumped = wait_for(f"the epoch past {epoch}", lambda e=epoch: settled(e), 60)
+            assert bumped.group_epoch == epoch + 1
+            epoch = bumped.group_epoch
+        assert observer.clear_streams_trigger(streams_app) is True
+        assert streams_trigger.read_tags(admin, streams_app) == own
+        assert observer.clear_streams_trigger(streams_app) is False  # nothing to remove
+        assert streams_trigger.read_tags(admin, streams_app) == own
+        group = wait_for("the group Stable", lambda: settled(epoch), 60)
+        assert group.members[0].active == {"0": [0, 1], "1": [0, 1]}
+    finally:
+        streams_group.alter(admin, streams_app, streams_group.TRIGGER_CONFIG, None)
