@@ -160,3 +160,14 @@ def test_the_sidecar_delivery_values_become_its_flags_and_bad_ones_are_refused(h
             check=False,
         )  # fmt: skip
         assert result.returncode != 0 and bad.split("=")[0].split(".")[-1] in result.stderr
+
+
+def test_only_annotated_pods_reach_the_webhook(helm: Path) -> None:
+    from kafka_rebalance_operator.injection import ANNOTATION_POLICY
+
+    (config,) = _of_kind(_render(helm, "webhook.enabled=true"), "MutatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    (condition,) = hook["matchConditions"]
+    assert condition["expression"] == (
+        f"has(object.metadata.annotations) && '{ANNOTATION_POLICY}' in object.metadata.annotations"
+    )
