@@ -291,6 +291,22 @@ def _webhook_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST",
         help="DEV ONLY: point the configuration at https://HOST:PORT instead of its Service",
     )
+    hook.add_argument(
+        "--webhook-failure-policy",
+        choices=("Ignore", "Fail"),
+        default="Ignore",
+        help="the configuration's failurePolicy: with Ignore an internal error (the Kubernetes "
+        "API failing or slow) admits the pod without the sidecar, with an event and a metric "
+        "(default: Ignore)",
+    )
+    hook.add_argument(
+        "--webhook-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="the configuration's timeoutSeconds: the webhook answers a second before it, "
+        "each API call timing out after a third of that (default: 10)",
+    )
     hook.add_argument("--sidecar-image", metavar="IMAGE", help="the injected sidecar's image")
     hook.add_argument("--sidecar-image-pull-policy", choices=("Always", "IfNotPresent", "Never"))
     hook.add_argument(
@@ -370,6 +386,11 @@ def _webhook_config(args: argparse.Namespace) -> object | None:
                 f"--webhook-cert-secret: {args.webhook_cert_secret!r} is not NAMESPACE/NAME"
             )
         secret = (namespace, name)
+    if not 1 <= args.webhook_timeout <= 30:
+        raise ValueError(
+            f"--webhook-timeout: {args.webhook_timeout} is outside 1-30 s (the API server's "
+            "range for timeoutSeconds)"
+        )
     if secret and args.webhook_cert_dir:
         raise ValueError("--webhook-cert-secret and --webhook-cert-dir exclude each other")
     return WebhookConfig(
@@ -381,6 +402,8 @@ def _webhook_config(args: argparse.Namespace) -> object | None:
         service_hosts=tuple(args.webhook_host) or ("localhost",),
         cert_dir=args.webhook_cert_dir,
         url_host=args.webhook_url_host,
+        failure_policy=args.webhook_failure_policy,
+        timeout_s=args.webhook_timeout,
     )
 
 

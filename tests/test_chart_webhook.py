@@ -171,3 +171,12 @@ def test_only_annotated_pods_reach_the_webhook(helm: Path) -> None:
     assert condition["expression"] == (
         f"has(object.metadata.annotations) && '{ANNOTATION_POLICY}' in object.metadata.annotations"
     )
+
+
+def test_the_failure_policy_and_timeout_reach_the_webhook(helm: Path) -> None:
+    docs = _render(helm, "webhook.enabled=true", "webhook.failurePolicy=Fail")
+    args = _operator_args(docs)
+    assert args[args.index("--webhook-failure-policy") + 1] == "Fail"
+    (config,) = _of_kind(docs, "MutatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    assert args[args.index("--webhook-timeout") + 1] == str(hook["timeoutSeconds"])

@@ -11,8 +11,11 @@ chart's webhook configuration.
 - `point_configuration`: the chart's MutatingWebhookConfiguration gets the serving
   certificate's CA (caBundle) and, for development, a URL instead of the chart's Service.
 
-Every write is read-modify-write on the object's resourceVersion (a conflict is retried), so two
-admissions at once never lose each other's names.
+Every write is read-modify-write on the object's resourceVersion (a conflict is retried after a
+jittered backoff, so replicas that collided do not collide again in step), so two admissions
+at once never lose each other's names. Every API call carries a request timeout (`timeout_s`):
+the webhook passes one well below its own, so a slow API server never holds an admission past
+the webhook's deadline.
 """
 
 from __future__ import annotations
@@ -24,6 +27,12 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from kafka_rebalance_operator import kube_io, names
 
@@ -51,14 +60,25 @@ def _owned(policy: str, owner_uid: str | None) -> dict[str, Any]:
     return metadata
 
 
-def _retry_conflicts(step: Callable[[], T], attempts: int = 5) -> T:
-    for attempt in range(attempts):
-        try:
-            return step()
-        except ApiException as error:
-            if error.status != 409 or attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")
+DEFAULT_TIMEOUT_S = 10.0  # per API call, outside admission (the webhook passes its own)
+
+
+def _conflict(error: BaseException) -> bool:
+    return isinstance(error, ApiException) and error.status == 409
+
+
+def _retry_conflicts(step: Callable[[], T], attempts: int = 5, wait_max_s: float = 0.4) -> T:
+    """`step()`, run again after a conflict (409) with a random wait of up to 25 ms, 50 ms,
+    ... doubling to `wait_max_s` (tenacity's full jitter), at most `attempts` times; the last
+    conflict and any other error are raised unchanged."""
+    retrying = Retrying(
+        retry=retry_if_exception(_conflict),
+        stop=stop_after_attempt(attempts),
+        wait=wait_random_exponential(multiplier=0.025, max=wait_max_s),
+        reraise=True,
+    )
+    result: T = retrying(step)
+    return result
 
 
 def _rules(documents: Iterable[str]) -> list[dict[str, Any]]:
@@ -82,6 +102,7 @@ def add_documents(
     documents: Iterable[str],
     create: bool = False,
     owner_uid: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Add `documents` to the policy's Role (created when `create`, owned by `owner_uid`, else
     only if it exists)."""
@@ -90,7 +111,9 @@ def add_documents(
 
     def step() -> None:
         try:
-            role = rbac.read_namespaced_role(role_name(policy), namespace)
+            role = rbac.read_namespaced_role(
+                role_name(policy), namespace, _request_timeout=timeout_s
+            )
         except ApiException as error:
             if error.status != 404 or not create:
                 if error.status == 404:
@@ -99,6 +122,7 @@ def add_documents(
             rbac.create_namespaced_role(
                 namespace,
                 {"metadata": _owned(policy, owner_uid), "rules": _rules(wanted)},  # type: ignore[arg-type]  # the client takes the object as a dict too
+                _request_timeout=timeout_s,
             )
             return
         held = _role_documents(role)
@@ -107,18 +131,22 @@ def add_documents(
         # The object as read (its resourceVersion, labels and ownerReferences kept).
         body = kube_io.api().sanitize_for_serialization(role)
         body["rules"] = _rules(held | wanted)
-        rbac.replace_namespaced_role(role_name(policy), namespace, body)
+        rbac.replace_namespaced_role(role_name(policy), namespace, body, _request_timeout=timeout_s)
 
     _retry_conflicts(step)
 
 
-def _bind(namespace: str, policy: str, account: str, owner_uid: str | None) -> None:
+def _bind(
+    namespace: str, policy: str, account: str, owner_uid: str | None, timeout_s: float
+) -> None:
     rbac = client.RbacAuthorizationV1Api(kube_io.api())
     subject = {"kind": "ServiceAccount", "name": account, "namespace": namespace}
 
     def step() -> None:
         try:
-            binding = rbac.read_namespaced_role_binding(role_name(policy), namespace)
+            binding = rbac.read_namespaced_role_binding(
+                role_name(policy), namespace, _request_timeout=timeout_s
+            )
         except ApiException as error:
             if error.status != 404:
                 raise
@@ -133,6 +161,7 @@ def _bind(namespace: str, policy: str, account: str, owner_uid: str | None) -> N
                     },
                     "subjects": [subject],
                 },
+                _request_timeout=timeout_s,
             )
             return
         subjects = [
@@ -143,26 +172,38 @@ def _bind(namespace: str, policy: str, account: str, owner_uid: str | None) -> N
             return
         body = kube_io.api().sanitize_for_serialization(binding)
         body["subjects"] = [*subjects, subject]
-        rbac.replace_namespaced_role_binding(role_name(policy), namespace, body)
+        rbac.replace_namespaced_role_binding(
+            role_name(policy), namespace, body, _request_timeout=timeout_s
+        )
 
     _retry_conflicts(step)
 
 
 def grant(
-    namespace: str, policy: str, owner_uid: str, account: str, documents: Iterable[str]
+    namespace: str,
+    policy: str,
+    owner_uid: str,
+    account: str,
+    documents: Iterable[str],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """ServiceAccount `account` may read the policy's `documents` (and those added later)."""
-    add_documents(namespace, policy, documents, create=True, owner_uid=owner_uid)
-    _bind(namespace, policy, account, owner_uid)
+    """ServiceAccount `account` may read the policy's `documents` (and those added later);
+    each API call times out after `timeout_s`."""
+    add_documents(
+        namespace, policy, documents, create=True, owner_uid=owner_uid, timeout_s=timeout_s
+    )
+    _bind(namespace, policy, account, owner_uid, timeout_s)
 
 
-def point_configuration(name: str, ca_bundle: str | None, url: str | None) -> None:
+def point_configuration(
+    name: str, ca_bundle: str | None, url: str | None, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> None:
     """Every webhook of MutatingWebhookConfiguration `name` gets `ca_bundle` (base64 PEM, as
     kopf hands it) and, when given, `url` in place of its Service."""
     api = client.AdmissionregistrationV1Api(kube_io.api())
 
     def step() -> None:
-        current = api.read_mutating_webhook_configuration(name)
+        current = api.read_mutating_webhook_configuration(name, _request_timeout=timeout_s)
         raw = kube_io.api().sanitize_for_serialization(current)
         for hook in raw.get("webhooks") or []:
             config = hook.setdefault("clientConfig", {})
@@ -172,6 +213,6 @@ def point_configuration(name: str, ca_bundle: str | None, url: str | None) -> No
             if ca_bundle:
                 base64.b64decode(ca_bundle, validate=True)  # kopf gives base64 already
                 config["caBundle"] = ca_bundle
-        api.replace_mutating_webhook_configuration(name, raw)
+        api.replace_mutating_webhook_configuration(name, raw, _request_timeout=timeout_s)
 
     _retry_conflicts(step)

@@ -151,6 +151,14 @@ PLAN_PUBLISH_SKIPPED = Counter(
     ("namespace", "policy", "reason"),
     registry=REGISTRY,
 )
+WEBHOOK_ADMISSIONS = Counter(
+    "kafka_rebalance_webhook_admissions_total",
+    "Pods the injection webhook answered, by outcome (injected; refused: a bad annotation or "
+    "policy; admitted_unchanged: an internal error with failurePolicy Ignore, the pod admitted "
+    "without the sidecar)",
+    ("namespace", "policy", "outcome"),
+    registry=REGISTRY,
+)
 PLAN_KEY_RELOAD_ERRORS = Counter(
     "kafka_rebalance_plan_key_reload_errors_total",
     "Changed --plan-key-file contents that could not be used (the last good keys still sign)",

@@ -38,9 +38,10 @@ from typing import Any
 
 import kopf
 
-from kafka_rebalance_operator import document_access, names
+from kafka_rebalance_operator import document_access, metrics, names
 from kafka_rebalance_operator.injection import (
     ANNOTATION_POLICY,
+    Injected,
     InjectionError,
     SidecarDefaults,
     inject,
@@ -63,6 +64,21 @@ class WebhookConfig:
     cert_dir: str | None = None  # tls.crt, tls.key (and ca.crt) from cert-manager
     cert_secret: tuple[str, str] | None = None  # (namespace, name): shared_cert.py
     url_host: str | None = None  # development: the API server calls https://HOST:PORT
+    failure_policy: str = "Ignore"  # the configuration's: Ignore admits on internal errors
+    timeout_s: float = 10.0  # the configuration's timeoutSeconds
+
+    @property
+    def deadline_s(self) -> float:
+        """How long an admission may spend on the API: a second under the webhook's own
+        timeout (at least half of it), so the webhook always answers before the API server
+        gives up on it."""
+        return max(self.timeout_s / 2, self.timeout_s - 1.0)
+
+    @property
+    def request_timeout_s(self) -> float:
+        """Each API call's own timeout: a third of the deadline (a read, a write and a
+        retry fit in it)."""
+        return self.deadline_s / 3
 
 
 class WebhookThread:
@@ -230,41 +246,127 @@ def _mutate(config: WebhookConfig) -> Any:
     ) -> None:
         namespace = str(body.metadata.get("namespace") or "")
         policy = str(body.metadata.annotations.get(ANNOTATION_POLICY) or "").strip()
-        found = list(injection_policies.get((namespace, policy), []))
-        if not found and policy:
-            # The index fills in the first moments of a replica's start: ask the API.
-            found = await asyncio.to_thread(_read_policy, namespace, policy)
-        if not found:
-            raise kopf.AdmissionError(
-                f"{ANNOTATION_POLICY}: no ConsumerGroupPolicy {policy!r} in namespace "
-                f"{namespace!r} (the sidecar is injected from its policy)",
-                code=400,
-            )
-        pod = _plain(dict(body))
         try:
-            injected = inject(pod, policy, found[0]["spec"], config.sidecar)
-        except InjectionError as error:
-            raise kopf.AdmissionError(str(error), code=400) from None
+            found = list(injection_policies.get((namespace, policy), []))
+            injected = await asyncio.wait_for(
+                _admit(config, body, dryrun, warnings, found, injection_documents),
+                config.deadline_s,
+            )
+        except kopf.AdmissionError:
+            _count(namespace, policy, "refused")
+            raise
+        except Exception as error:
+            reason = _short(error)
+            if config.failure_policy != "Ignore":
+                log.warning("injection webhook: %s/%s refused: %s", namespace, policy, reason)
+                raise kopf.AdmissionError(
+                    f"kafka-rebalance sidecar injection failed: {reason}", code=500
+                ) from None
+            _count(namespace, policy, "admitted_unchanged")
+            log.warning(
+                "injection webhook: pod admitted without the sidecar for policy %s/%s "
+                "(failurePolicy Ignore): %s",
+                namespace,
+                policy,
+                reason,
+            )
+            _event(injection_policies, namespace, policy, reason)
+            warnings.append(f"admitted without the kafka-rebalance sidecar: {reason}")
+            return
         patch.spec["containers"] = injected.containers
         patch.spec["volumes"] = injected.volumes
-        if injected.watches and not dryrun:
-            account = str(body.spec.get("serviceAccountName") or "default")
-            if body.spec.get("automountServiceAccountToken") is False:
-                warnings.append(
-                    "automountServiceAccountToken is false: the kafka-rebalance sidecar reads "
-                    "its assignment through the API and needs the token"
-                )
-            known = set(injection_documents.get((namespace, policy), []))
-            if injected.configmap:
-                known.add(injected.configmap)
-            await asyncio.to_thread(
-                document_access.grant, namespace, policy, found[0]["uid"], account, sorted(known)
-            )
+        _count(namespace, policy, "injected")
 
     return mutate
 
 
-def _read_policy(namespace: str, name: str) -> list[dict[str, Any]]:
+async def _admit(
+    config: WebhookConfig,
+    body: kopf.Body,
+    dryrun: bool,
+    warnings: list[str],
+    found: list[dict[str, Any]],
+    injection_documents: kopf.Index[tuple[str, str], str],
+) -> Injected:
+    """The pod's sidecar, after granting its ServiceAccount its document (not on a dry run).
+    Raises kopf.AdmissionError for a pod that cannot get one (400), anything else for an
+    internal error; every API call times out after `config.request_timeout_s`."""
+    namespace = str(body.metadata.get("namespace") or "")
+    policy = str(body.metadata.annotations.get(ANNOTATION_POLICY) or "").strip()
+    if not found and policy:
+        # The index fills in the first moments of a replica's start: ask the API.
+        found = await asyncio.to_thread(_read_policy, namespace, policy, config.request_timeout_s)
+    if not found:
+        raise kopf.AdmissionError(
+            f"{ANNOTATION_POLICY}: no ConsumerGroupPolicy {policy!r} in namespace "
+            f"{namespace!r} (the sidecar is injected from its policy)",
+            code=400,
+        )
+    pod = _plain(dict(body))
+    try:
+        injected = inject(pod, policy, found[0]["spec"], config.sidecar)
+    except InjectionError as error:
+        raise kopf.AdmissionError(str(error), code=400) from None
+    if injected.watches and not dryrun:
+        account = str(body.spec.get("serviceAccountName") or "default")
+        if body.spec.get("automountServiceAccountToken") is False:
+            warnings.append(
+                "automountServiceAccountToken is false: the kafka-rebalance sidecar reads "
+                "its assignment through the API and needs the token"
+            )
+        known = set(injection_documents.get((namespace, policy), []))
+        if injected.configmap:
+            known.add(injected.configmap)
+        await asyncio.to_thread(
+            document_access.grant,
+            namespace,
+            policy,
+            found[0]["uid"],
+            account,
+            sorted(known),
+            config.request_timeout_s,
+        )
+    return injected
+
+
+def _short(error: BaseException) -> str:
+    """One line naming an internal error (a timeout says so)."""
+    if isinstance(error, TimeoutError):
+        return "the Kubernetes API did not answer within the webhook's deadline"
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
+
+
+def _count(namespace: str, policy: str, outcome: str) -> None:
+    metrics.WEBHOOK_ADMISSIONS.labels(namespace, policy or "-", outcome).inc()
+
+
+def _event(
+    injection_policies: kopf.Index[tuple[str, str], dict[str, Any]],
+    namespace: str,
+    policy: str,
+    reason: str,
+) -> None:
+    """A Warning event on the policy (posted by kopf in the background, never awaited here:
+    the API may be what failed)."""
+    for entry in injection_policies.get((namespace, policy), []):
+        body: dict[str, Any] = {
+            "apiVersion": names.API_VERSION,
+            "kind": names.KIND,
+            "metadata": {"namespace": namespace, "name": policy, "uid": entry["uid"]},
+        }
+        try:
+            kopf.warn(
+                kopf.Body(body),  # type: ignore[arg-type]  # a RawBody is a plain dict
+                reason="SidecarNotInjected",
+                message=f"a pod was admitted without the sidecar (failurePolicy Ignore): {reason}",
+            )
+        except Exception:  # an event is a courtesy; the admission has been decided
+            log.debug("posting the SidecarNotInjected event failed", exc_info=True)
+        return
+
+
+def _read_policy(namespace: str, name: str, timeout_s: float) -> list[dict[str, Any]]:
     """The policy as the index holds it, read from the API ([] when there is none)."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
@@ -273,7 +375,7 @@ def _read_policy(namespace: str, name: str) -> list[dict[str, Any]]:
 
     try:
         body = client.CustomObjectsApi(kube_io.api()).get_namespaced_custom_object(
-            names.GROUP, names.VERSION, namespace, names.PLURAL, name
+            names.GROUP, names.VERSION, namespace, names.PLURAL, name, _request_timeout=timeout_s
         )
     except ApiException as error:
         if error.status == 404:
@@ -345,6 +447,7 @@ class ChartConfiguredServer:
                 self.config.configuration,
                 client_config.get("caBundle"),
                 f"{client_config['url']}/{HANDLER_ID}" if self.config.url_host else None,
+                self.config.request_timeout_s,
             )
             self.serving.set()
             log.info(

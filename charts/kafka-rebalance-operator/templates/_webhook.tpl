@@ -17,6 +17,10 @@ its own objects). Each renders nothing unless webhook.enabled. */}}
 - {{ .Values.webhook.port | quote }}
 - --webhook-configuration
 - {{ include "kro.fullname" . | quote }}
+- --webhook-failure-policy
+- {{ .Values.webhook.failurePolicy | quote }}
+- --webhook-timeout
+- {{ .Values.webhook.timeoutSeconds | quote }}
 - --webhook-host
 - {{ printf "%s.%s.svc" $svc .Release.Namespace | quote }}
 - --webhook-host

@@ -1,0 +1,238 @@
+"""The injection webhook never blocks a rollout it was told not to block, on the real API server.
+
+The webhook runs in this process (webhook.start: its own kopf operator on a thread) and the API
+server calls it over TLS. kopf's own watches log in with the admin kubeconfig; the webhook's
+API calls during admission (reading a policy, granting the pod's document through the policy's
+Role and RoleBinding) go through a TCP relay in this test that can pass bytes, reset
+connections (an unreachable API) or swallow them (a slow one). With failurePolicy Ignore the
+pod must then be admitted, unchanged (no sidecar), before the configuration's timeoutSeconds,
+and counted as `admitted_unchanged`. With the relay passing, the same pod gets its sidecar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_operator import kube_io, metrics, names, webhook
+from kafka_rebalance_operator.injection import (
+    ANNOTATION_POLICY,
+    SIDECAR_CONTAINER,
+    SidecarDefaults,
+)
+
+from tests.test_chart_static import _of_kind, _render
+from tests.test_chart_static import helm as _helm_fixture
+
+pytestmark = [pytest.mark.integration]
+
+helm = _helm_fixture
+CRD = Path(__file__).resolve().parents[2] / "crds" / "consumergrouppolicies.yaml"
+TIMEOUT_S = 4  # the configuration's timeoutSeconds (the webhook answers by 3 s)
+POLICY_SPEC = {
+    "groupId": "orders-processor",
+    "topics": ["orders"],
+    "kafka": {"bootstrapServers": "127.0.0.1:9092"},
+    "apply": {"mode": "group"},
+    "members": {"selector": {"matchLabels": {"app": "orders"}}},
+}
+
+
+class Relay:
+    """127.0.0.1:port -> the API server, bytes passed (`pass`), connections reset at their next
+    bytes (`reset`), or bytes swallowed (`stall`). Its threads end with their connections."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target, self.mode = target, "pass"
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.server.getsockname()[1])
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            if self.mode == "reset":
+                conn.close()
+                continue
+            upstream = socket.create_connection(self.target)
+            self.sockets += [conn, upstream]
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if self.mode == "reset":
+                    break
+                if self.mode == "stall":
+                    continue  # swallowed: the caller waits for an answer that never comes
+                sink.sendall(data)
+        for s in (source, sink):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.server.close()
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def relay(k8s: Any) -> Iterator[Relay]:
+    host, _, port = k8s.server.removeprefix("https://").rpartition(":")
+    relayed = Relay((host, int(port)))
+    config = yaml.safe_load(Path(k8s.kubeconfig).read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = f"https://{host}:{relayed.port}"
+    path = Path(k8s.directory) / f"relay-{relayed.port}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    from kubernetes import config as kube_config
+
+    before = kube_io._API
+    kube_io.set_api(kube_config.new_client_from_config(config_file=str(path)))
+    try:
+        yield relayed
+    finally:
+        kube_io._API = before
+        relayed.close()
+
+
+def _admitted_unchanged(namespace: str) -> float:
+    return float(
+        metrics.REGISTRY.get_sample_value(
+            "kafka_rebalance_webhook_admissions_total",
+            {"namespace": namespace, "policy": "orders", "outcome": "admitted_unchanged"},
+        )
+        or 0.0
+    )
+
+
+def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
+    k8s: Any, helm: Path, relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubernetes.config import kube_config
+
+    # kopf's own login (the client library's kubeconfig): the API server direct, not the relay
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(k8s.kubeconfig))
+    namespace = f"failopen-{uuid.uuid4().hex[:6]}"
+    k8s.kubectl("apply", "--server-side", "-f", str(CRD))
+    k8s.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    k8s.kubectl("create", "namespace", namespace)
+    policy = {
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
+        "metadata": {"name": "orders", "namespace": namespace},
+        "spec": POLICY_SPEC,
+    }
+    manifests = Path(k8s.directory) / namespace
+    manifests.mkdir()
+    (manifests / "policy.json").write_text(json.dumps(policy))
+    applied = wait_for(
+        "the policy created (the CRD served)",
+        lambda: (
+            (
+                r := k8s.kubectl("apply", "-f", str(manifests / "policy.json"), check=False)
+            ).returncode
+            == 0
+            or print(r.stderr)
+        ),
+        30,
+        0.5,
+    )
+    assert applied
+    (configuration,) = _of_kind(
+        _render(helm, "webhook.enabled=true", f"watchNamespaces={{{namespace}}}"),
+        "MutatingWebhookConfiguration",
+    )
+    name = f"kro-failopen-{namespace}"
+    configuration["metadata"] = {"name": name}
+    (hook,) = configuration["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"  # the chart's default
+    hook["timeoutSeconds"] = TIMEOUT_S
+    hook.pop("objectSelector", None)
+    (manifests / "configuration.json").write_text(json.dumps(configuration))
+    k8s.kubectl("apply", "-f", str(manifests / "configuration.json"))
+    wait_for(
+        "the namespace's default ServiceAccount",
+        lambda: k8s.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0,
+        60,
+    )
+
+    config = webhook.WebhookConfig(
+        port=_free_port(),
+        configuration=name,
+        sidecar=SidecarDefaults(image="kafka-rebalance-operator:test"),
+        bind="127.0.0.1",
+        url_host="127.0.0.1",
+        failure_policy="Ignore",
+        timeout_s=TIMEOUT_S,
+    )
+    serving = threading.Event()
+    thread = webhook.start(config, clusterwide=False, namespaces=[namespace], serving=serving)
+    try:
+        assert serving.wait(60), "the webhook did not start serving"
+
+        def create(pod: str) -> tuple[float, dict[str, Any]]:
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod, "annotations": {ANNOTATION_POLICY: "orders"}},
+                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
+            }
+            path = manifests / f"{pod}.json"
+            path.write_text(json.dumps(body))
+            started = time.monotonic()
+            created = k8s.kubectl("create", "-n", namespace, "-f", str(path), "-o", "json")
+            return time.monotonic() - started, json.loads(created.stdout)
+
+        def containers(pod: dict[str, Any]) -> list[str]:
+            return [c["name"] for c in pod["spec"]["containers"]]
+
+        # The policy in the webhook's index, the API passing: the sidecar is injected.
+        injected = wait_for(
+            "a pod injected through the relay",
+            lambda: (
+                (p := create(f"ok-{uuid.uuid4().hex[:4]}")[1])
+                and SIDECAR_CONTAINER in containers(p)
+                and p
+            ),
+            60,
+            1.0,
+        )
+        assert containers(injected) == ["app", SIDECAR_CONTAINER]
+
+        for mode in ("reset", "stall"):
+            relay.mode = mode
+            before = _admitted_unchanged(namespace)
+            took, pod = create(f"{mode}-pod")
+            print(f"API {mode}: pod admitted in {took:.2f} s (kubectl create, end to end)")
+            assert containers(pod) == ["app"], (mode, containers(pod))  # admitted unchanged
+            assert took < TIMEOUT_S, (mode, took)  # the webhook answered, not the timeout
+            assert _admitted_unchanged(namespace) == before + 1, mode
+            relay.mode = "pass"
+    finally:
+        relay.mode = "pass"
+        thread.stop()
+        k8s.kubectl("delete", "mutatingwebhookconfiguration", name, "--ignore-not-found")
+        k8s.kubectl("delete", "namespace", namespace, "--wait=false")
