@@ -52,3 +52,17 @@ def test_conflicts_are_retried_with_jittered_waits_other_errors_raised_at_once()
     with pytest.raises(ApiException) as raised:
         document_access._retry_conflicts(always_conflicting, attempts=4, wait_max_s=0.01)
     assert raised.value.status == 409 and len(calls) == 4
+
+
+def test_a_role_with_no_documents_has_no_rule_rather_than_an_empty_name_list() -> None:
+    """An empty `resourceNames` would grant every ConfigMap of the namespace."""
+    assert document_access._rules([]) == []
+    (rule,) = document_access._rules(["b", "a", "a"])
+    assert rule["resourceNames"] == ["a", "b"]
+
+
+def test_role_names_fit_an_object_name_for_any_legal_policy_name() -> None:
+    longest = "orders-" + "x" * 246
+    assert len(document_access.role_name(longest)) <= 253
+    assert document_access.role_name(longest) != document_access.role_name(longest[:-1] + "y")
+    assert document_access.role_name("orders") == "kafka-rebalance-documents.orders"

@@ -1,11 +1,13 @@
 """The API objects the injection webhook keeps: per-policy read access to its documents, and the
 chart's webhook configuration.
 
-- Role `kafka-rebalance-documents.<policy>`: get/list/watch on ConfigMaps, `resourceNames`
-  limited to that policy's documents (`<policy>.<pod>`). The sidecar lists and watches with a
-  `metadata.name` field selector, which the API server authorizes by that name, so the Role
-  never needs a wider grant. Names are only ever added (a document of a pod that is gone is
-  deleted by the operator; a name left in the Role grants nothing).
+- Role `kafka-rebalance-documents.<policy>` (shortened with a hash past 253 characters, so a
+  policy name of any legal length works): get/list/watch on ConfigMaps, `resourceNames` limited
+  to the documents (`<policy>.<pod>`) of that policy's pods that exist. The sidecar lists and
+  watches with a `metadata.name` field selector, which the API server authorizes by that name,
+  so the Role never needs a wider grant. A name is added when its pod is admitted or seen, and
+  removed when its pod is gone (`remove_gone`), so the Role is as large as the policy's pods,
+  not as the pods it ever had.
 - RoleBinding of the same name: the ServiceAccounts of the pods injected for the policy.
   Both are owned by the policy (ownerReferences), so they go with it.
 - `point_configuration`: the chart's MutatingWebhookConfiguration gets the serving
@@ -43,7 +45,8 @@ T = TypeVar("T")
 
 
 def role_name(policy: str) -> str:
-    return f"{ROLE_PREFIX}{policy}"
+    """The Role and RoleBinding of `policy` (at most 253 characters, an object name's limit)."""
+    return names.shorten(f"{ROLE_PREFIX}{policy}", 253)
 
 
 def _labels(policy: str) -> dict[str, str]:
@@ -82,11 +85,16 @@ def _retry_conflicts(step: Callable[[], T], attempts: int = 5, wait_max_s: float
 
 
 def _rules(documents: Iterable[str]) -> list[dict[str, Any]]:
+    """The Role's rules for `documents`: none at all when there are none (a rule with an empty
+    `resourceNames` would grant every ConfigMap of the namespace)."""
+    names_ = sorted(set(documents))
+    if not names_:
+        return []
     return [
         {
             "apiGroups": [""],
             "resources": ["configmaps"],
-            "resourceNames": sorted(set(documents)),
+            "resourceNames": names_,
             "verbs": ["get", "list", "watch"],
         }
     ]
@@ -134,6 +142,53 @@ def add_documents(
         rbac.replace_namespaced_role(role_name(policy), namespace, body, _request_timeout=timeout_s)
 
     _retry_conflicts(step)
+
+
+def remove_gone(
+    namespace: str, policy: str, pod: str, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> bool:
+    """Take the document of `pod` out of the policy's Role when no pod of that name exists;
+    returns whether it was removed. A pod of that name admitted meanwhile (a StatefulSet's
+    replacement) keeps or gets its name back: the pod is looked up before and again after the
+    removal, and one created later adds its name when the webhook sees it (`add_documents`)."""
+    core = client.CoreV1Api(kube_io.api())
+    rbac = client.RbacAuthorizationV1Api(kube_io.api())
+    document = names.configmap_name(policy, pod)
+
+    def exists() -> bool:
+        try:
+            core.read_namespaced_pod(pod, namespace, _request_timeout=timeout_s)
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    if exists():
+        return False
+
+    def step() -> bool:
+        try:
+            role = rbac.read_namespaced_role(
+                role_name(policy), namespace, _request_timeout=timeout_s
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        held = _role_documents(role)
+        if document not in held:
+            return False
+        body = kube_io.api().sanitize_for_serialization(role)
+        body["rules"] = _rules(held - {document})
+        rbac.replace_namespaced_role(role_name(policy), namespace, body, _request_timeout=timeout_s)
+        return True
+
+    removed = _retry_conflicts(step)
+    if removed and exists():
+        add_documents(namespace, policy, [document], timeout_s=timeout_s)
+        return False
+    return removed
 
 
 def _bind(

@@ -17,7 +17,7 @@ DATA_KEY = "assignment.json"
 FINALIZER = f"{GROUP}/operator"
 
 
-def _shorten(text: str, limit: int) -> str:
+def shorten(text: str, limit: int) -> str:
     """`text` if it fits, else a prefix plus a hash of the whole (still unique, still valid)."""
     if len(text) <= limit:
         return text
@@ -31,9 +31,9 @@ def configmap_name(policy: str, member: str) -> str:
     A policy's name may not contain a dot (a rule of the CRD), so the first dot says where the
     policy ends and no two (policy, pod) pairs share a name. (With a hyphen, policy `orders` with
     pod `eu-orders-0` and policy `orders-eu` with pod `orders-0` would.)"""
-    return _shorten(f"{policy}.{member}", 253)
+    return shorten(f"{policy}.{member}", 253)
 
 
 def label_value(text: str) -> str:
     """A label value (63 characters at most)."""
-    return _shorten(text, 63)
+    return shorten(text, 63)

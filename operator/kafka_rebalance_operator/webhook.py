@@ -19,10 +19,17 @@ replica shares through a Secret (shared_cert.py; without `cert_secret`, one gene
 by certs.py), or cert-manager's files from `--webhook-cert-dir`.
 
 A sidecar that watches its ConfigMap needs read access to it: `document_access.py` keeps, per
-policy, a Role whose `resourceNames` are that policy's ConfigMaps and a RoleBinding for the
-ServiceAccounts of the pods injected for it. Invariants: the webhook never writes during a dry
-run (sideEffects NoneOnDryRun); a refusal names the policy and the field; a policy missing from
-the index (a replica that has just started) is read from the API before a pod is refused.
+policy, a Role whose `resourceNames` are the documents of that policy's injected pods that
+exist (added at admission and when a pod is seen, removed when it is deleted: the Role is as
+large as the policy's pods) and a RoleBinding for their ServiceAccounts; one replica changes a
+policy's Role one change at a time (`PolicyLocks`).
+
+Invariants: the webhook never writes during a dry run (sideEffects NoneOnDryRun); a refusal
+names the policy and the field; a policy missing from the index (a replica that has just
+started) is read from the API before a pod is refused; every API call has a request timeout
+and the admission a deadline a second under the configuration's timeoutSeconds; with
+failurePolicy Ignore an internal error admits the pod unchanged (no sidecar), with a Warning
+event on the policy, an admission warning and a metric.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import kopf
 from kafka_rebalance_operator import document_access, metrics, names
 from kafka_rebalance_operator.injection import (
     ANNOTATION_POLICY,
+    SIDECAR_CONTAINER,
     Injected,
     InjectionError,
     SidecarDefaults,
@@ -165,6 +173,7 @@ def register(
     serving: threading.Event | None = None,
 ) -> None:
     policies = (names.GROUP, names.VERSION, names.PLURAL)
+    locks = PolicyLocks()
     # kopf's callback protocols type `namespace` as `str | None` (cluster-scoped resources);
     # policies and ConfigMaps are namespaced.
     kopf.index(*policies, id="injection_policies", registry=handlers)(injection_policies)  # type: ignore[arg-type]
@@ -178,23 +187,15 @@ def register(
         ignore_failures=True,  # the chart's configuration decides; kopf's is not used
         annotations={ANNOTATION_POLICY: kopf.PRESENT},
         registry=handlers,
-    )(_mutate(config))
-    kopf.index(
-        "",
-        "v1",
-        "configmaps",
-        id="injection_documents",
-        labels={names.LABEL_POLICY: kopf.PRESENT},
-        registry=handlers,
-    )(injection_documents)  # type: ignore[arg-type]
+    )(_mutate(config, locks))
     kopf.on.event(
         "",
         "v1",
-        "configmaps",
-        id="injection_grant",
-        labels={names.LABEL_POLICY: kopf.PRESENT},
+        "pods",
+        id="injection_members",
+        annotations={ANNOTATION_POLICY: kopf.PRESENT},
         registry=handlers,
-    )(_grant_new_documents)  # type: ignore[arg-type]
+    )(_track_members(config, locks))
     kopf.on.startup(registry=handlers)(_serve(config, serving or threading.Event()))
     logging.getLogger("kopf.objects").addFilter(_QuietSuccess())
 
@@ -216,7 +217,7 @@ class _QuietSuccess(logging.Filter):
             return True
         return not (
             record.levelno == logging.INFO
-            and ("'inject'" in message or "'injection_grant'" in message)
+            and ("'inject'" in message or "'injection_members'" in message)
             and message.endswith("succeeded.")
         )
 
@@ -228,20 +229,26 @@ def injection_policies(
     return {(namespace, name): {"spec": _plain(dict(spec)), "uid": uid}}
 
 
-def injection_documents(
-    namespace: str, name: str, labels: kopf.Labels, **_: Any
-) -> dict[tuple[str, str], str]:
-    return {(namespace, str(labels.get(names.LABEL_POLICY))): name}
+class PolicyLocks:
+    """One asyncio lock per (namespace, policy): this replica's changes to a policy's Role
+    and RoleBinding happen one at a time (admissions and pod events come in bursts, and each
+    change is a read-modify-write that a concurrent one would make conflict). Replicas still
+    race each other; their conflicts are retried with jitter (document_access)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def of(self, namespace: str, policy: str) -> asyncio.Lock:
+        return self._locks.setdefault((namespace, policy), asyncio.Lock())
 
 
-def _mutate(config: WebhookConfig) -> Any:
+def _mutate(config: WebhookConfig, locks: PolicyLocks) -> Any:
     async def mutate(
         body: kopf.Body,
         patch: kopf.Patch,
         dryrun: bool,
         warnings: list[str],
         injection_policies: kopf.Index[tuple[str, str], dict[str, Any]],
-        injection_documents: kopf.Index[tuple[str, str], str],
         **_: Any,
     ) -> None:
         namespace = str(body.metadata.get("namespace") or "")
@@ -249,7 +256,7 @@ def _mutate(config: WebhookConfig) -> Any:
         try:
             found = list(injection_policies.get((namespace, policy), []))
             injected = await asyncio.wait_for(
-                _admit(config, body, dryrun, warnings, found, injection_documents),
+                _admit(config, locks, body, dryrun, warnings, found),
                 config.deadline_s,
             )
         except kopf.AdmissionError:
@@ -282,11 +289,11 @@ def _mutate(config: WebhookConfig) -> Any:
 
 async def _admit(
     config: WebhookConfig,
+    locks: PolicyLocks,
     body: kopf.Body,
     dryrun: bool,
     warnings: list[str],
     found: list[dict[str, Any]],
-    injection_documents: kopf.Index[tuple[str, str], str],
 ) -> Injected:
     """The pod's sidecar, after granting its ServiceAccount its document (not on a dry run).
     Raises kopf.AdmissionError for a pod that cannot get one (400), anything else for an
@@ -314,18 +321,18 @@ async def _admit(
                 "automountServiceAccountToken is false: the kafka-rebalance sidecar reads "
                 "its assignment through the API and needs the token"
             )
-        known = set(injection_documents.get((namespace, policy), []))
-        if injected.configmap:
-            known.add(injected.configmap)
-        await asyncio.to_thread(
-            document_access.grant,
-            namespace,
-            policy,
-            found[0]["uid"],
-            account,
-            sorted(known),
-            config.request_timeout_s,
-        )
+        # The pod's own document; a pod named only at creation adds it when it is seen.
+        documents = [injected.configmap] if injected.configmap else []
+        async with locks.of(namespace, policy):
+            await asyncio.to_thread(
+                document_access.grant,
+                namespace,
+                policy,
+                found[0]["uid"],
+                account,
+                documents,
+                config.request_timeout_s,
+            )
     return injected
 
 
@@ -385,15 +392,39 @@ def _read_policy(namespace: str, name: str, timeout_s: float) -> list[dict[str, 
     return [{"spec": dict(body.get("spec") or {}), "uid": body["metadata"]["uid"]}]
 
 
-async def _grant_new_documents(
-    type: str | None, namespace: str, name: str, labels: kopf.Labels, **_: Any
-) -> None:
-    """A new ConfigMap of a policy is added to that policy's Role (pods whose name was not
-    known at admission find their document this way)."""
-    if type not in ("ADDED", None):
-        return
-    policy = str(labels.get(names.LABEL_POLICY))
-    await asyncio.to_thread(document_access.add_documents, namespace, policy, [name])
+def _track_members(config: WebhookConfig, locks: PolicyLocks) -> Any:
+    async def track(type: str | None, namespace: str, name: str, body: kopf.Body, **_: Any) -> None:
+        """Keep the policy's Role to the documents of its pods that exist: an injected pod
+        that watches its document adds its name when seen (listing at start, or created), and
+        a deleted one takes it out (`document_access.remove_gone`)."""
+        policy = str(body.metadata.annotations.get(ANNOTATION_POLICY) or "").strip()
+        if not policy or not _watches_document(body):
+            return
+        async with locks.of(namespace, policy):
+            if type == "DELETED":
+                await asyncio.to_thread(
+                    document_access.remove_gone, namespace, policy, name, config.request_timeout_s
+                )
+            elif type in ("ADDED", None):
+                await asyncio.to_thread(
+                    document_access.add_documents,
+                    namespace,
+                    policy,
+                    [names.configmap_name(policy, name)],
+                    timeout_s=config.request_timeout_s,
+                )
+
+    return track
+
+
+def _watches_document(body: kopf.Body) -> bool:
+    """The pod has an injected sidecar that reads its document through the API."""
+    for container in body.spec.get("containers") or []:
+        if container.get("name") == SIDECAR_CONTAINER:
+            return any(
+                str(a).startswith("--assignment-configmap=") for a in container.get("args") or []
+            )
+    return False
 
 
 def _serve(config: WebhookConfig, serving: threading.Event) -> Any:

@@ -17,14 +17,14 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kafka_rebalance_dev.demo.cluster import wait_for
-from kafka_rebalance_operator import kube_io, metrics, names, webhook
+from kafka_rebalance_operator import document_access, kube_io, metrics, names, webhook
 from kafka_rebalance_operator.injection import (
     ANNOTATION_POLICY,
     SIDECAR_CONTAINER,
@@ -128,44 +128,44 @@ def _admitted_unchanged(namespace: str) -> float:
     )
 
 
-def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
-    k8s: Any, helm: Path, relay: Relay, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.contextmanager
+def serving_webhook(
+    k8s: Any, helm: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> Iterator[tuple[str, Callable[[list[str]], list[dict[str, Any]]]]]:
+    """The chart's configuration (failurePolicy Ignore, timeoutSeconds TIMEOUT_S) scoped to a
+    fresh namespace holding policy `policy`, served by the webhook in this process: yields the
+    namespace and a function creating annotated pods of the given names (returns them as
+    admitted)."""
     from kubernetes.config import kube_config
 
     # kopf's own login (the client library's kubeconfig): the API server direct, not the relay
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(k8s.kubeconfig))
-    namespace = f"failopen-{uuid.uuid4().hex[:6]}"
+    namespace = f"webhook-{uuid.uuid4().hex[:6]}"
     k8s.kubectl("apply", "--server-side", "-f", str(CRD))
     k8s.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     k8s.kubectl("create", "namespace", namespace)
-    policy = {
+    body = {
         "apiVersion": names.API_VERSION,
         "kind": names.KIND,
-        "metadata": {"name": "orders", "namespace": namespace},
+        "metadata": {"name": policy, "namespace": namespace},
         "spec": POLICY_SPEC,
     }
     manifests = Path(k8s.directory) / namespace
     manifests.mkdir()
-    (manifests / "policy.json").write_text(json.dumps(policy))
-    applied = wait_for(
+    (manifests / "policy.json").write_text(json.dumps(body))
+    wait_for(
         "the policy created (the CRD served)",
         lambda: (
-            (
-                r := k8s.kubectl("apply", "-f", str(manifests / "policy.json"), check=False)
-            ).returncode
-            == 0
-            or print(r.stderr)
+            k8s.kubectl("apply", "-f", str(manifests / "policy.json"), check=False).returncode == 0
         ),
         30,
         0.5,
     )
-    assert applied
     (configuration,) = _of_kind(
         _render(helm, "webhook.enabled=true", f"watchNamespaces={{{namespace}}}"),
         "MutatingWebhookConfiguration",
     )
-    name = f"kro-failopen-{namespace}"
+    name = f"kro-{namespace}"
     configuration["metadata"] = {"name": name}
     (hook,) = configuration["webhooks"]
     assert hook["failurePolicy"] == "Ignore"  # the chart's default
@@ -178,7 +178,6 @@ def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
         lambda: k8s.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0,
         60,
     )
-
     config = webhook.WebhookConfig(
         port=_free_port(),
         configuration=name,
@@ -188,51 +187,124 @@ def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
         failure_policy="Ignore",
         timeout_s=TIMEOUT_S,
     )
+
+    def create(pods: list[str]) -> list[dict[str, Any]]:
+        items = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod, "annotations": {ANNOTATION_POLICY: policy}},
+                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
+            }
+            for pod in pods
+        ]
+        path = manifests / f"pods-{uuid.uuid4().hex[:6]}.json"
+        path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        created = k8s.kubectl("create", "-n", namespace, "-f", str(path), "-o", "json")
+        decoder, text, at, answers = json.JSONDecoder(), created.stdout, 0, []
+        while text[at:].strip():  # one JSON document per pod, concatenated
+            at += len(text[at:]) - len(text[at:].lstrip())
+            answer, at = decoder.raw_decode(text, at)
+            answers += list(answer["items"]) if answer.get("kind") == "List" else [answer]
+        return answers
+
     serving = threading.Event()
     thread = webhook.start(config, clusterwide=False, namespaces=[namespace], serving=serving)
     try:
         assert serving.wait(60), "the webhook did not start serving"
+        yield namespace, create
+    finally:
+        thread.stop()
+        k8s.kubectl("delete", "mutatingwebhookconfiguration", name, "--ignore-not-found")
+        k8s.kubectl("delete", "namespace", namespace, "--wait=false")
 
-        def create(pod: str) -> tuple[float, dict[str, Any]]:
-            body = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": pod, "annotations": {ANNOTATION_POLICY: "orders"}},
-                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
-            }
-            path = manifests / f"{pod}.json"
-            path.write_text(json.dumps(body))
-            started = time.monotonic()
-            created = k8s.kubectl("create", "-n", namespace, "-f", str(path), "-o", "json")
-            return time.monotonic() - started, json.loads(created.stdout)
 
-        def containers(pod: dict[str, Any]) -> list[str]:
-            return [c["name"] for c in pod["spec"]["containers"]]
+def _containers(pod: dict[str, Any]) -> list[str]:
+    return [c["name"] for c in pod["spec"]["containers"]]
 
+
+def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
+    k8s: Any, helm: Path, relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with serving_webhook(k8s, helm, monkeypatch, "orders") as (namespace, create):
         # The policy in the webhook's index, the API passing: the sidecar is injected.
         injected = wait_for(
             "a pod injected through the relay",
             lambda: (
-                (p := create(f"ok-{uuid.uuid4().hex[:4]}")[1])
-                and SIDECAR_CONTAINER in containers(p)
+                (p := create([f"ok-{uuid.uuid4().hex[:4]}"])[0])
+                and SIDECAR_CONTAINER in _containers(p)
                 and p
             ),
             60,
             1.0,
         )
-        assert containers(injected) == ["app", SIDECAR_CONTAINER]
-
-        for mode in ("reset", "stall"):
-            relay.mode = mode
-            before = _admitted_unchanged(namespace)
-            took, pod = create(f"{mode}-pod")
-            print(f"API {mode}: pod admitted in {took:.2f} s (kubectl create, end to end)")
-            assert containers(pod) == ["app"], (mode, containers(pod))  # admitted unchanged
-            assert took < TIMEOUT_S, (mode, took)  # the webhook answered, not the timeout
-            assert _admitted_unchanged(namespace) == before + 1, mode
+        assert _containers(injected) == ["app", SIDECAR_CONTAINER]
+        try:
+            for mode in ("reset", "stall"):
+                relay.mode = mode
+                before = _admitted_unchanged(namespace)
+                started = time.monotonic()
+                (pod,) = create([f"{mode}-pod"])
+                took = time.monotonic() - started
+                print(f"API {mode}: pod admitted in {took:.2f} s (kubectl create, end to end)")
+                assert _containers(pod) == ["app"], mode  # admitted unchanged
+                assert took < TIMEOUT_S, (mode, took)  # the webhook answered, not the timeout
+                assert _admitted_unchanged(namespace) == before + 1, mode
+                relay.mode = "pass"
+        finally:
             relay.mode = "pass"
-    finally:
-        relay.mode = "pass"
-        thread.stop()
-        k8s.kubectl("delete", "mutatingwebhookconfiguration", name, "--ignore-not-found")
-        k8s.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+PODS = 60  # admitted and deleted in one test (about a minute on the shared 2-core machine)
+LONG_POLICY = "orders-" + "x" * 246  # 253 characters: the longest legal object name
+
+
+def _role_names(k8s: Any, namespace: str) -> list[str] | None:
+    """The documents the policy's Role grants (None: no Role yet)."""
+    got = k8s.kubectl("get", "roles", "-n", namespace, "-o", "json")
+    roles = [
+        r
+        for r in json.loads(got.stdout)["items"]
+        if r["metadata"]["name"].startswith(document_access.ROLE_PREFIX)
+    ]
+    if not roles:
+        return None
+    (role,) = roles
+    return sorted(n for rule in role.get("rules") or [] for n in rule.get("resourceNames") or [])
+
+
+def test_pods_admitted_and_deleted_leave_the_role_as_large_as_the_pods_left(
+    k8s: Any, helm: Path, relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A policy name of 253 characters; PODS pods admitted, all but one deleted: the Role
+    grants the one pod's document only."""
+    with serving_webhook(k8s, helm, monkeypatch, LONG_POLICY) as (namespace, create):
+        wait_for(
+            "the webhook injecting",
+            lambda: SIDECAR_CONTAINER in _containers(create([f"first-{uuid.uuid4().hex[:4]}"])[0]),
+            60,
+            1.0,
+        )
+        pods = [f"pod-{i}" for i in range(PODS)]
+        started = time.monotonic()
+        admitted = create(pods)
+        assert all(SIDECAR_CONTAINER in _containers(p) for p in admitted)
+        documents = {names.configmap_name(LONG_POLICY, p) for p in pods}
+        grown = _role_names(k8s, namespace) or []
+        assert documents <= set(grown)  # each admission granted its pod's document
+        peak = len(grown)
+        k8s.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
+        keeper = create(["keeper"])
+        assert SIDECAR_CONTAINER in _containers(keeper[0])
+        wanted = [names.configmap_name(LONG_POLICY, "keeper")]
+        final = wait_for(
+            "the Role pruned to the pod left",
+            lambda: (got := _role_names(k8s, namespace)) == wanted and got,
+            90,
+            1.0,
+        )
+        print(
+            f"{PODS + 2} pods admitted, {PODS + 1} deleted: the Role granted {peak} names, "
+            f"then {len(final)} ({time.monotonic() - started:.1f} s)"
+        )
+        assert all(len(n) <= 253 for n in final)
