@@ -184,6 +184,7 @@ def test_alert_rules_and_dashboard_query_only_exported_metrics() -> None:
         "KafkaRebalanceOperatorNotPolling",
         "KafkaRebalanceOperatorDown",
         "KafkaRebalanceOperatorAbsent",
+        "KafkaRebalanceWebhookCertificateExpiring",
     }
     for expr in [r["expr"] for r in rules] + dashboard_queries():
         unknown = queried_metric_names(expr) - exported

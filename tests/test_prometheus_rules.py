@@ -52,7 +52,7 @@ def run(
 def test_the_rules_file_is_valid(promtool: str) -> None:
     result = run(promtool, "check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 7 rules found" in result.stdout
+    assert "SUCCESS: 8 rules found" in result.stdout
 
 
 def test_every_alert_fires_on_its_fault_and_only_then(promtool: str) -> None:

@@ -10,8 +10,10 @@ valid for a year. With the chart, every replica serves the one kept in a Secret
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
+import os
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -102,6 +104,22 @@ def write(pem: Pem, directory: Path | None = None) -> CertFiles:
     files.key.touch(mode=0o600)
     files.key.write_bytes(pem.key)
     return files
+
+
+def write_combined(pem: Pem, path: Path) -> Path:
+    """`pem` as one file at `path`, certificate then key (mode 0600), replaced atomically: a
+    reader sees the old pair or the new, never a certificate with another's key."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=".tls-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(pem.cert + pem.key)
+        os.replace(name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+        raise
+    return path
 
 
 def self_signed(hosts: Iterable[str], directory: Path | None = None) -> CertFiles:

@@ -159,6 +159,12 @@ WEBHOOK_ADMISSIONS = Counter(
     ("namespace", "policy", "outcome"),
     registry=REGISTRY,
 )
+WEBHOOK_CERT_EXPIRY = Gauge(
+    "kafka_rebalance_webhook_certificate_expiry_timestamp_seconds",
+    "When the injection webhook's serving certificate expires (Unix time; absent without the "
+    "webhook)",
+    registry=REGISTRY,
+)
 PLAN_KEY_RELOAD_ERRORS = Counter(
     "kafka_rebalance_plan_key_reload_errors_total",
     "Changed --plan-key-file contents that could not be used (the last good keys still sign)",

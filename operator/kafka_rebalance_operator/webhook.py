@@ -35,6 +35,7 @@ event on the policy, an admission warning and a metric.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import signal
@@ -74,6 +75,8 @@ class WebhookConfig:
     url_host: str | None = None  # development: the API server calls https://HOST:PORT
     failure_policy: str = "Ignore"  # the configuration's: Ignore admits on internal errors
     timeout_s: float = 10.0  # the configuration's timeoutSeconds
+    cert_refresh_s: float = 3600.0  # how often the Secret's certificate is checked (cert_secret)
+    cert_check_s: float = 60.0  # how often the served files are compared (kopf reloads them)
 
     @property
     def deadline_s(self) -> float:
@@ -429,8 +432,12 @@ def _watches_document(body: kopf.Body) -> bool:
 
 def _serve(config: WebhookConfig, serving: threading.Event) -> Any:
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        from kafka_rebalance_operator import certs, shared_cert
+        import tempfile
+        from pathlib import Path
 
+        from kafka_rebalance_operator import certs, webhook_cert
+
+        refresher = None
         if config.cert_dir:
             server = kopf.WebhookServer(
                 addr=config.bind,
@@ -439,54 +446,91 @@ def _serve(config: WebhookConfig, serving: threading.Event) -> Any:
                 certfile=f"{config.cert_dir}/tls.crt",
                 pkeyfile=f"{config.cert_dir}/tls.key",
                 cafile=f"{config.cert_dir}/ca.crt",
+                file_check_interval=config.cert_check_s,
             )
         else:
             hosts = [*config.service_hosts, *([config.url_host] if config.url_host else [])]
             if config.cert_secret:
-                shared = shared_cert.load(*config.cert_secret, hosts)
-                files, bundle = certs.write(shared.pem), shared.bundle
+                path = Path(tempfile.mkdtemp(prefix="kafka-rebalance-webhook-")) / "tls.pem"
+                refresher = webhook_cert.SharedCertFile(
+                    config.cert_secret, hosts, path, lambda bundle: _point(config, bundle)
+                )
+                certfile = pkeyfile = str(path)
+                bundle = refresher.bundle
             else:
                 files = certs.self_signed(hosts)
+                certfile, pkeyfile = str(files.cert), str(files.key)
                 bundle = files.cert.read_bytes()
             server = kopf.WebhookServer(
                 addr=config.bind,
                 port=config.port,
                 host=config.url_host,
-                certfile=str(files.cert),
-                pkeyfile=str(files.key),
+                certfile=certfile,
+                pkeyfile=pkeyfile,
                 cadata=bundle,
+                file_check_interval=config.cert_check_s,
             )
-        settings.admission.server = ChartConfiguredServer(server, config, serving)
+        settings.admission.server = ChartConfiguredServer(server, config, serving, refresher)
         settings.admission.managed = None
 
     return configure
 
 
+def _point(config: WebhookConfig, bundle: str) -> None:
+    """The configuration's caBundle set to `bundle` (base64), its URL kept as configured."""
+    url = f"https://{config.url_host}:{config.port}/{HANDLER_ID}" if config.url_host else None
+    document_access.point_configuration(config.configuration, bundle, url, config.request_timeout_s)
+
+
 class ChartConfiguredServer:
     """kopf's webhook server, keeping the chart's MutatingWebhookConfiguration in step with the
-    certificate it serves (caBundle) and, with `url_host`, pointing it at that URL."""
+    certificate it serves (caBundle) and, with `url_host`, pointing it at that URL; with a
+    shared certificate (`refresher`), refreshing it from its Secret while serving
+    (webhook_cert.py). Every (re)start exports the served certificate's expiry."""
 
     def __init__(
-        self, inner: kopf.WebhookServer, config: WebhookConfig, serving: threading.Event
+        self,
+        inner: kopf.WebhookServer,
+        config: WebhookConfig,
+        serving: threading.Event,
+        refresher: Any = None,  # webhook_cert.SharedCertFile | None
     ) -> None:
         self.inner, self.config, self.serving = inner, config, serving
+        self.refresher = refresher
 
     async def __call__(self, fn: Any) -> AsyncIterator[Any]:
-        async for client_config in self.inner(fn):
-            await asyncio.to_thread(
-                document_access.point_configuration,
-                self.config.configuration,
-                client_config.get("caBundle"),
-                f"{client_config['url']}/{HANDLER_ID}" if self.config.url_host else None,
-                self.config.request_timeout_s,
-            )
-            self.serving.set()
-            log.info(
-                "injection webhook: serving on port %d; %s updated",
-                self.config.port,
-                self.config.configuration,
-            )
-            yield client_config
+        from pathlib import Path
+
+        from kafka_rebalance_operator import webhook_cert
+
+        task = None
+        if self.refresher is not None:
+            task = asyncio.create_task(self.refresher.run(self.config.cert_refresh_s))
+        try:
+            async for client_config in self.inner(fn):
+                if self.refresher is not None:
+                    # kopf rebuilds from the bundle it was given: keep it the refreshed one
+                    self.inner.cadata = self.refresher.bundle
+                    client_config["caBundle"] = base64.b64encode(self.refresher.bundle).decode()
+                await asyncio.to_thread(
+                    document_access.point_configuration,
+                    self.config.configuration,
+                    client_config.get("caBundle"),
+                    f"{client_config['url']}/{HANDLER_ID}" if self.config.url_host else None,
+                    self.config.request_timeout_s,
+                )
+                if self.inner.certfile is not None:
+                    webhook_cert.record_expiry(Path(self.inner.certfile).read_bytes())
+                self.serving.set()
+                log.info(
+                    "injection webhook: serving on port %d; %s updated",
+                    self.config.port,
+                    self.config.configuration,
+                )
+                yield client_config
+        finally:
+            if task is not None:
+                task.cancel()
 
 
 def _plain(value: Any) -> Any:

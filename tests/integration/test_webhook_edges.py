@@ -11,9 +11,11 @@ and counted as `admitted_unchanged`. With the relay passing, the same pod gets i
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -130,12 +132,18 @@ def _admitted_unchanged(namespace: str) -> float:
 
 @contextlib.contextmanager
 def serving_webhook(
-    k8s: Any, helm: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+    k8s: Any,
+    helm: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    policy: str,
+    shared_secret: bool = False,
+    served: list[webhook.WebhookConfig] | None = None,
 ) -> Iterator[tuple[str, Callable[[list[str]], list[dict[str, Any]]]]]:
     """The chart's configuration (failurePolicy Ignore, timeoutSeconds TIMEOUT_S) scoped to a
     fresh namespace holding policy `policy`, served by the webhook in this process: yields the
     namespace and a function creating annotated pods of the given names (returns them as
-    admitted)."""
+    admitted). With `shared_secret`, the certificate comes from Secret `tls` of the namespace,
+    checked every second (`served` receives the webhook's config)."""
     from kubernetes.config import kube_config
 
     # kopf's own login (the client library's kubeconfig): the API server direct, not the relay
@@ -178,6 +186,8 @@ def serving_webhook(
         lambda: k8s.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0,
         60,
     )
+    if shared_secret:
+        k8s.kubectl("-n", namespace, "create", "secret", "generic", "tls")
     config = webhook.WebhookConfig(
         port=_free_port(),
         configuration=name,
@@ -186,7 +196,12 @@ def serving_webhook(
         url_host="127.0.0.1",
         failure_policy="Ignore",
         timeout_s=TIMEOUT_S,
+        cert_secret=(namespace, "tls") if shared_secret else None,
+        cert_refresh_s=1.0,
+        cert_check_s=1.0,
     )
+    if served is not None:
+        served.append(config)
 
     def create(pods: list[str]) -> list[dict[str, Any]]:
         items = [
@@ -308,3 +323,73 @@ def test_pods_admitted_and_deleted_leave_the_role_as_large_as_the_pods_left(
             f"then {len(final)} ({time.monotonic() - started:.1f} s)"
         )
         assert all(len(n) <= 253 for n in final)
+
+
+def _served_cert(port: int) -> bytes:
+    """The certificate the webhook presents (PEM), as the API server would get it."""
+    return ssl.get_server_certificate(("127.0.0.1", port)).encode()
+
+
+def _same_cert(a: bytes, b: bytes) -> bool:
+    return ssl.PEM_cert_to_DER_cert(a.decode()) == ssl.PEM_cert_to_DER_cert(b.decode())
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(
+    k8s: Any, helm: Path, relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another replica renews the shared certificate in its Secret: this webhook serves the new
+    one on the same port, the API server trusts it (the bundle moved first), and the expiry
+    metric follows."""
+    from kafka_rebalance_operator import certs
+
+    served: list[webhook.WebhookConfig] = []
+    with serving_webhook(k8s, helm, monkeypatch, "orders", True, served) as (namespace, create):
+        (config,) = served
+        first = _served_cert(config.port)
+        stored = _secret(k8s, namespace)
+        assert _same_cert(first, stored["tls.crt"])
+        expiry = "kafka_rebalance_webhook_certificate_expiry_timestamp_seconds"
+        assert metrics.REGISTRY.get_sample_value(expiry) == certs.not_after(first).timestamp()
+        wait_for(
+            "the webhook injecting",
+            lambda: SIDECAR_CONTAINER in _containers(create([f"a-{uuid.uuid4().hex[:4]}"])[0]),
+            60,
+            1.0,
+        )
+
+        renewed = certs.generate(["127.0.0.1"])  # what a renewing replica writes
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "tls", "namespace": namespace},
+            "data": {
+                k: base64.b64encode(v).decode()
+                for k, v in {
+                    "tls.crt": renewed.cert,
+                    "tls.key": renewed.key,
+                    "ca.crt": renewed.cert + stored["tls.crt"],
+                }.items()
+            },
+        }
+        path = Path(k8s.directory) / f"{namespace}-secret.json"
+        path.write_text(json.dumps(secret))
+        started = time.monotonic()
+        k8s.kubectl("replace", "-f", str(path))
+        wait_for(
+            "the renewed certificate served",
+            lambda: _same_cert(_served_cert(config.port), renewed.cert),
+            30,
+            0.2,
+        )
+        print(f"renewed certificate served after {time.monotonic() - started:.1f} s")
+        assert metrics.REGISTRY.get_sample_value(expiry) == (
+            certs.not_after(renewed.cert).timestamp()
+        )
+        (pod,) = create(["after-renewal"])
+        assert SIDECAR_CONTAINER in _containers(pod)  # the API server trusts the new one
+
+
+def _secret(k8s: Any, namespace: str) -> dict[str, bytes]:
+    got = k8s.kubectl("-n", namespace, "get", "secret", "tls", "-o", "json")
+    data = json.loads(got.stdout).get("data") or {}
+    return {k: base64.b64decode(v) for k, v in data.items()}
