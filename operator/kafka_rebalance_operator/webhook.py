@@ -46,7 +46,7 @@ from typing import Any
 
 import kopf
 
-from kafka_rebalance_operator import document_access, metrics, names
+from kafka_rebalance_operator import document_access, metrics, names, webhook_events
 from kafka_rebalance_operator.injection import (
     ANNOTATION_POLICY,
     SIDECAR_CONTAINER,
@@ -280,7 +280,7 @@ def _mutate(config: WebhookConfig, locks: PolicyLocks) -> Any:
                 policy,
                 reason,
             )
-            _event(injection_policies, namespace, policy, reason)
+            _event(config, injection_policies, namespace, policy, reason)
             warnings.append(f"admitted without the kafka-rebalance sidecar: {reason}")
             return
         patch.spec["containers"] = injected.containers
@@ -352,27 +352,23 @@ def _count(namespace: str, policy: str, outcome: str) -> None:
 
 
 def _event(
+    config: WebhookConfig,
     injection_policies: kopf.Index[tuple[str, str], dict[str, Any]],
     namespace: str,
     policy: str,
     reason: str,
 ) -> None:
-    """A Warning event on the policy (posted by kopf in the background, never awaited here:
-    the API may be what failed)."""
+    """A Warning event on the policy, posted in the background (webhook_events.py): the API may
+    be what failed, so the admission never waits for it."""
     for entry in injection_policies.get((namespace, policy), []):
-        body: dict[str, Any] = {
-            "apiVersion": names.API_VERSION,
-            "kind": names.KIND,
-            "metadata": {"namespace": namespace, "name": policy, "uid": entry["uid"]},
-        }
-        try:
-            kopf.warn(
-                kopf.Body(body),  # type: ignore[arg-type]  # a RawBody is a plain dict
-                reason="SidecarNotInjected",
-                message=f"a pod was admitted without the sidecar (failurePolicy Ignore): {reason}",
-            )
-        except Exception:  # an event is a courtesy; the admission has been decided
-            log.debug("posting the SidecarNotInjected event failed", exc_info=True)
+        webhook_events.post_warning(
+            namespace,
+            policy,
+            entry["uid"],
+            "SidecarNotInjected",
+            f"a pod was admitted without the sidecar (failurePolicy Ignore): {reason}",
+            timeout_s=config.request_timeout_s,
+        )
         return
 
 
