@@ -438,3 +438,29 @@ def test_the_clean_up_of_a_deleted_policy_is_best_effort() -> None:
     kafka.reachable = False
     assert trigger_cleanup.clear_trigger(observer, "g", "ns/p") is False  # logged, not raised
     assert kafka.streams_cleared == ["g"]
+
+
+def test_deleting_a_streams_policy_takes_the_trigger_tag_out_of_its_group() -> None:
+    """handlers.forget_deleted: a deleted streams policy's group loses the reserved tag (through
+    the policy's own Kafka client, before it is closed); a consumer policy's group is left."""
+    from types import SimpleNamespace
+
+    import kopf
+    from kafka_rebalance_operator import handlers
+    from kafka_rebalance_operator.health import Liveness
+    from kafka_rebalance_operator.memory import PolicyMemory
+
+    for group_type, cleared in (("streams", ["g"]), ("consumer", [])):
+        kafka = _cluster(_group())
+        memory = PolicyMemory()
+        memory.observer = MemoryObserver(kafka)
+        operator = SimpleNamespace(
+            liveness=Liveness(60.0),
+            ports=SimpleNamespace(clusters=SimpleNamespace(forget=lambda key: None)),
+            settings=None,
+        )
+        memo = kopf.Memo(operator=operator, memory=memory)
+        spec = {"groupId": "g", "groupType": group_type}
+        handlers.forget_deleted("DELETED", "ns", "p", memo, spec=spec)
+        assert kafka.streams_cleared == cleared, group_type
+        assert memory.observer is None  # closed after the clean-up
