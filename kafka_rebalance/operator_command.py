@@ -301,11 +301,11 @@ def _webhook_arguments(parser: argparse.ArgumentParser) -> None:
     )
     hook.add_argument(
         "--webhook-timeout",
-        type=float,
+        type=_flag_duration,
         default=10.0,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="the configuration's timeoutSeconds: the webhook answers a second before it, "
-        "each API call timing out after a third of that (default: 10)",
+        "each API call timing out after a third of that (default: 10s)",
     )
     hook.add_argument("--sidecar-image", metavar="IMAGE", help="the injected sidecar's image")
     hook.add_argument("--sidecar-image-pull-policy", choices=("Always", "IfNotPresent", "Never"))
