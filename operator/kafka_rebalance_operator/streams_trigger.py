@@ -9,17 +9,19 @@ Invariants:
   with nothing written.
 - Only the reserved tag changes: the value written is the value read with that one tag added
   or removed (`streams_group.toggled_tags`, `streams_group.without_trigger`).
-- The write is a compare-and-set loop: read, write, read back; a read-back that differs from
-  what was written means another writer came after ours, and the change is computed again from
-  what is there (jittered backoff between rounds). Kafka 4.4 has no conditional config write,
-  and it refuses APPEND/SUBTRACT on group configs ("Can't APPEND to key ... because its type is
-  not LIST": its controller validates list operations against broker and topic configs only),
-  so a write landing between our read and our write (one round trip) is the one case left
-  undetected.
+- The write is a compare-and-set loop: read, write, read back (until the brokers' metadata
+  shows a change: a read right after the write may still show the old value); a read-back that
+  differs from what was written means another writer came after ours, and the change is
+  computed again from what is there (jittered backoff between rounds). Kafka 4.4 has no
+  conditional config write, and it refuses APPEND/SUBTRACT on group configs ("Can't APPEND to
+  key ... because its type is not LIST": its controller validates list operations against
+  broker and topic configs only), so a write landing between our read and our write (one round
+  trip) is the one case left undetected.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +39,7 @@ from kafka_rebalance_operator import streams_group
 from kafka_rebalance_operator.streams_group import TRIGGER_CONFIG
 
 ATTEMPTS = 5  # compare-and-set rounds before giving up (each a read, a write and a read-back)
+SETTLE_S = 3.0  # how long a read-back may still show the value before the write
 
 
 class TriggerFailed(RuntimeError):
@@ -105,6 +108,7 @@ def swap(
     *,
     attempts: int = ATTEMPTS,
     wait_max_s: float = 2.0,
+    settle_s: float = SETTLE_S,
 ) -> tuple[str | None, str | None]:
     """Compare-and-set the group's tags to `change(current)`: read, write (nothing when the
     change leaves the tags as they are), read back; a read-back other than the value written is
@@ -120,7 +124,7 @@ def swap(
         if _same(current, wanted):
             return current, current
         streams_group.alter(admin, group_id, TRIGGER_CONFIG, wanted)
-        if not _same(read_tags(admin, group_id), wanted):
+        if not _same(_read_back(admin, group_id, current, settle_s), wanted):
             raise _Raced
         return current, wanted
 
@@ -139,6 +143,19 @@ def swap(
             "writer set them"
         ) from None
     return result
+
+
+def _read_back(admin: Any, group_id: str, before: str | None, settle_s: float) -> str | None:
+    """The tags after our write, as the brokers report them once they show it: a broker
+    answers DescribeConfigs from its metadata image, which applies the controller's record a
+    moment after the write was acknowledged, so a read that still shows `before` is read again
+    (every 50 ms, up to `settle_s`). Returns the last value read."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        seen = read_tags(admin, group_id)
+        if not _same(seen, before) or time.monotonic() >= deadline:
+            return seen
+        time.sleep(0.05)
 
 
 def trigger(admin: Any, group_id: str) -> str:
