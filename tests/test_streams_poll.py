@@ -464,3 +464,18 @@ def test_deleting_a_streams_policy_takes_the_trigger_tag_out_of_its_group() -> N
         handlers.forget_deleted("DELETED", "ns", "p", memo, spec=spec)
         assert kafka.streams_cleared == cleared, group_type
         assert memory.observer is None  # closed after the clean-up
+
+
+def test_a_policy_switched_to_observe_takes_its_trigger_tag_out_once() -> None:
+    kafka = _cluster(_group())
+    policy = _policy(kafka)
+    policy.poll()
+    assert kafka.streams_triggers == ["app"] and kafka.streams_cleared == []
+    policy.spec = {**policy.spec, "rebalance": {"mode": "observe"}}
+    policy.generation = 2
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    assert kafka.streams_cleared == ["app"]
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    policy.poll()
+    assert kafka.streams_cleared == ["app"]  # once

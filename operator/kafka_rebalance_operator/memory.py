@@ -64,6 +64,7 @@ class PolicyMemory:
     triggered_at: float | None = None
     triggered_group_epoch: int | None = None
     published_plan: dict[str, dict[str, list[int]]] | None = None
+    trigger_tag_left: bool = False  # streams: a trigger may have left the reserved tag in place
     status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def poll_due(self, now: float, generation: int, interval: float, uid: str) -> bool:

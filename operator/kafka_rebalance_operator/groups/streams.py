@@ -33,7 +33,7 @@ from typing import Any
 import kafka_rebalance_assignors as assignors
 from kafka_rebalance_assignors import streams_tasks
 
-from kafka_rebalance_operator import planning, streams_group
+from kafka_rebalance_operator import planning, streams_group, trigger_cleanup
 from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.groups import plan_topic
@@ -350,7 +350,14 @@ def carry_out(
     settings: OperatorSettings,
     now: float,
 ) -> plan_topic.Delivered:
-    """The plan record and the trigger (`plan_topic.carry_out`)."""
+    """The plan record and the trigger (`plan_topic.carry_out`). A policy switched to observe
+    mode takes its reserved tag out of the group's configs (the plug-in ignores it, but it is
+    not the application's)."""
+    if observed.spec.mode == "observe" and memory.trigger_tag_left:
+        removed = trigger_cleanup.clear_trigger(
+            memory.observer, observed.spec.group_id, f"{ctx.namespace}/{ctx.name}"
+        )
+        memory.trigger_tag_left = not removed
     return plan_topic.carry_out(
         ctx,
         _target(ctx, observed, memory, ports),
@@ -396,6 +403,7 @@ def _target(
             ) from None
         except KafkaUnavailable as error:
             raise PollFailure("TriggerFailed", str(error)) from None
+        memory.trigger_tag_left = True
 
     return plan_topic.Target(
         "streams",
