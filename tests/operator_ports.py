@@ -133,6 +133,7 @@ class MemoryKafka:
     published: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     signatures: list[bytes | None] = field(default_factory=list)
     headers: list[dict[str, bytes]] = field(default_factory=list)
+    settles: list[float] = field(default_factory=list)  # each publish's wait after the write
     # the id DescribeCluster reports (None: it cannot be read)
     cluster_id: str | None = "memory-cluster"
     # broker mode: why the group describe fails (None: it succeeds)
@@ -225,7 +226,9 @@ class MemoryObserver:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes]] = (),
         client: Mapping[str, Any] | None = None,
+        settle_s: float = 0.0,
     ) -> None:
+        self.cluster.settles.append(settle_s)
         if not self.cluster.reachable:
             raise KafkaUnavailable(f"publishing the plan to {topic}: connection refused")
         self.cluster.published.append(

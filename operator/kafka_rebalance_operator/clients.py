@@ -142,8 +142,9 @@ class Lease:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes]],
         client: Mapping[str, Any],
+        settle_s: float = 0.0,
     ) -> None:
-        self._entry.observer.publish_plan(topic, group_id, value, headers, client)
+        self._entry.observer.publish_plan(topic, group_id, value, headers, client, settle_s)
 
     def nudge(self, group_id: str) -> None:
         self._entry.observer.nudge(group_id)

@@ -76,10 +76,13 @@ class ConsumerGroup:
     def as_describe_groups(self) -> dict[str, Any]:
         """The shape kafka-python's describe_groups gives a classic group, so the plan is
         verified against either kind by one check (`verify.verify`), plus each member's
-        `target_assignment` (`verify.target_differs`)."""
+        `target_assignment` (`verify.target_differs`) and the group and assignment epochs
+        (`verify.recompute_pending`)."""
         return {
             "group_id": self.group_id,
             "group_state": self.state,
+            "group_epoch": self.group_epoch,
+            "assignment_epoch": self.assignment_epoch,
             "protocol_type": "consumer",
             "protocol": self.assignor,
             "members": [

@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 NOT_PLAN_FOLLOWING = "AssignorNotPlanFollowing"
 TRIGGER_REFUSED = "TriggerRefused"
+# The share trigger's join recomputes in its own heartbeat, and the share assignor cannot tell
+# a record is on its way: the write is given this long to reach the brokers' readers first.
+PLAN_SETTLE_S = 1.0
 MAX_PER_PARTITION_TEXT = 1000  # status.share.consumersPerPartition is cut to this many characters
 
 
@@ -284,6 +287,7 @@ def carry_out(
         observed.published_plan,
         observed.epoch,
         trigger,
+        settle_s=PLAN_SETTLE_S,
     )
     return plan_topic.carry_out(
         ctx,

@@ -57,6 +57,10 @@ log = logging.getLogger(__name__)
 MAX_STATUS_MEMBERS = 50  # status.streams.members lists at most this many (CRD maxItems)
 NOT_PLAN_FOLLOWING = "AssignorNotPlanFollowing"
 TRIGGER_REFUSED = "TriggerRefused"
+# A toggled tag takes effect at a member's next heartbeat (at most the group's heartbeat
+# interval; 15 s is the longest the brokers allow by default, group.streams.max.heartbeat.
+# interval.ms): until then the trigger is on its way, and toggling again would undo it.
+TRIGGER_PENDING_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -413,6 +417,7 @@ def _target(
         observed.published_plan,
         observed.epoch,
         trigger,
+        pending_s=TRIGGER_PENDING_S,
     )
 
 
