@@ -3,7 +3,6 @@ package dev.kafkarebalance.broker;
 import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 
 import javax.management.Attribute;
 import javax.management.AttributeList;
@@ -164,14 +163,5 @@ public final class PlanStoreMetrics implements DynamicMBean {
         } catch (JMException | RuntimeException e) {
             LOG.warn("{}: could not unregister {}: {}", PlanFollowingAssignor.NAME, name, PlanRecords.oneLine(e));
         }
-    }
-
-    /** For tests: the attributes and their values now. */
-    Map<String, Long> snapshot() {
-        Map<String, Long> values = new java.util.TreeMap<>();
-        for (String name : names()) {
-            values.put(name, value(name));
-        }
-        return values;
     }
 }
