@@ -135,13 +135,6 @@ def test_polls_are_spread_over_the_interval() -> None:
     assert max(counts) <= 20, counts  # 200 policies over 30 one-second slots: about 7 each
 
 
-def test_a_lease_offers_what_its_observer_offers() -> None:
-    kafka, fleet = _fleet(1)
-    fleet[0].poll()
-    lease = fleet[0].memory.observer
-    assert lease is not None and lease.cluster is kafka  # type: ignore[attr-defined]
-
-
 def test_a_lease_offers_every_observer_method_with_the_observers_signature() -> None:
     """A lease stands in for the `Observer` port: each of the port's methods must take exactly
     the port's parameters, or a caller written against the port fails only at run time."""
