@@ -33,8 +33,8 @@ from kafka_rebalance_operator.injection import (
     SidecarDefaults,
 )
 
-from tests.test_chart_static import _of_kind, _render
-from tests.test_chart_static import helm as _helm_fixture
+from tests.unit.ship.test_chart_static import _of_kind, _render
+from tests.unit.ship.test_chart_static import helm as _helm_fixture
 
 pytestmark = [pytest.mark.integration]
 
