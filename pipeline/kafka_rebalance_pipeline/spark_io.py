@@ -21,6 +21,13 @@ from kafka_rebalance_pipeline.schema import (
     PLAN_COLUMNS,
     PLAN_ONLY_FIELDS,
     PLAN_RULES,
+    SHARE,
+    SHARE_COLUMNS,
+    SHARE_KINDS,
+    SHARE_MEMBER,
+    SHARE_MEMBER_RULES,
+    SHARE_ONLY_FIELDS,
+    SHARE_RULES,
     ddl,
     reason_expression,
 )
@@ -179,6 +186,8 @@ def with_errors(frame: Any) -> Any:
         "_error",
         F.when(malformed, F.lit("malformed-json"))
         .when(is_plan, F.expr(reason_expression(PLAN_RULES)))
+        .when(F.col("kind") == SHARE, F.expr(reason_expression(SHARE_RULES)))
+        .when(F.col("kind") == SHARE_MEMBER, F.expr(reason_expression(SHARE_MEMBER_RULES)))
         .when(is_partition, F.expr(reason_expression(PARTITION_RULES)))
         .otherwise(F.lit("unknown-kind")),
     )
@@ -186,7 +195,8 @@ def with_errors(frame: Any) -> Any:
 
 @dataclass
 class Telemetry:
-    """Validated telemetry: partition rows, plan rows, and the error report.
+    """Validated telemetry: partition rows, plan rows, share rows (both share kinds, with
+    `kind`), and the error report.
 
     `checked` has every row's `_error` (NULL: valid) and is what the counts come from; the
     samples come from `samples_from` when given (every column of every row, read again, for a
@@ -197,6 +207,7 @@ class Telemetry:
     plans: Any
     checked: Any  # every row with `_error` (cached), for the report
     samples_from: Any = None
+    shares: Any = None
 
     def error_report(self, samples: int = 5) -> dict[str, Any]:
         from pyspark.sql import functions as F
@@ -238,10 +249,11 @@ def read_telemetry(spark: Any, sources: Sequence[str], cache: bool = True) -> Te
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
     good = checked.where(F.col("_error").isNull())
     partitions = good.where(F.col("kind").isNull() | (F.col("kind") == "partition")).drop(
-        "_error", CORRUPT, "kind", *PLAN_ONLY_FIELDS
+        "_error", CORRUPT, "kind", *PLAN_ONLY_FIELDS, *SHARE_ONLY_FIELDS
     )
     plans = good.where(F.col("kind") == "plan").select(*PLAN_COLUMNS)
-    return Telemetry(partitions, plans, checked)
+    shares = good.where(F.col("kind").isin(*SHARE_KINDS)).select(*SHARE_COLUMNS)
+    return Telemetry(partitions, plans, checked, shares=shares)
 
 
 def write_json(path: Path, data: Any) -> None:
