@@ -4,6 +4,9 @@ from telemetry, the replay of `simple` and of share plans, and their recommendat
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,3 +215,26 @@ def test_a_group_without_capacity_says_so_in_every_row() -> None:
     assert history.capacity == {}
     out = backtest_share_group(history, [ShareCandidate(SIMPLE)])
     assert out[0]["error"] == "no member capacity: no throughput row, no busy partition"
+
+
+# ---------------------------------------------------------------------------------- the CLI
+
+
+def generate(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "kafka_rebalance.cli", "pipeline", "generate", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_pipeline_generate_writes_share_groups_beside_consumer_groups(tmp_path: Path) -> None:
+    done = generate("--groups", "1", "--share-groups", "2", "--polls", "3", "-o", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    written = [json.loads(line) for f in tmp_path.glob("*.jsonl") for line in f.open()]
+    kinds = {(r["group"], r.get("kind")) for r in written}
+    assert {("share-0000", "share"), ("share-0001", "share-member")} <= kinds
+    assert all(row_errors(r) is None for r in written)
+
+
+def test_a_negative_share_group_count_exits_2_with_one_line(tmp_path: Path) -> None:
+    done = generate("--share-groups", "-1", "-o", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.strip() == "pipeline generate: --share-groups must be >= 0"
