@@ -177,6 +177,31 @@ def streams_members(policy: Mapping[str, Any]) -> tuple[list[dict[str, Any]], in
     return members, tasks if isinstance(tasks, int) else None
 
 
+SHARE_PARTITION_COLUMNS = [("topic", "TOPIC"), ("consumers", "CONSUMERS PER PARTITION")]
+
+
+def share_summary(policy: Mapping[str, Any]) -> tuple[str, list[dict[str, str]]] | None:
+    """A share-group policy's status.share as one line (assignor, backlog, triggers, the last
+    plan's epoch bumps) and its consumers per partition, a row per topic (the operator writes
+    them as `topic:3,1,1` separated by spaces; topic names hold no colon); None for other
+    policies."""
+    share = (policy.get("status") or {}).get("share")
+    if not isinstance(share, Mapping):
+        return None
+    line = (
+        f"share group: assignor {share.get('assignor') or '-'}, "
+        f"backlog {_cell(share.get('backlog'))} records over "
+        f"{_cell(share.get('partitions'))} partitions, {_cell(share.get('triggers'))} triggers"
+    )
+    if (bumps := share.get("lastPlanEpochBumps")) is not None:
+        line += f" (last plan: {bumps} epoch bumps)"
+    rows = []
+    for entry in str(share.get("consumersPerPartition") or "").split():
+        topic, _, counts = entry.rpartition(":")
+        rows.append({"topic": topic or "-", "consumers": counts})
+    return line, rows
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"

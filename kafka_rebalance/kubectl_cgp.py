@@ -340,8 +340,11 @@ def _status_of_one(cluster: Cluster, args: argparse.Namespace) -> int:
     row = cgp_report.status_row(policy)
     found = list((policy.get("status") or {}).get("conditions") or [])
     members, tasks = cgp_report.streams_members(policy)
+    share = cgp_report.share_summary(policy)
     if args.output in ("json", "yaml", "name"):
-        extra = {"streamsMembers": members} if tasks is not None else {}
+        extra: dict[str, Any] = {"streamsMembers": members} if tasks is not None else {}
+        if share is not None:
+            extra["share"] = (policy.get("status") or {}).get("share")
         _print_structured(row | {"conditions": found} | extra, args.output)
         return 0
     columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
@@ -355,6 +358,12 @@ def _status_of_one(cluster: Cluster, args: argparse.Namespace) -> int:
         print(f"{tasks} tasks")
         if members:
             print(cgp_report.table(members, cgp_report.STREAMS_MEMBER_COLUMNS))
+    if share is not None:  # a share group: its consumers per partition
+        line, rows = share
+        print()
+        print(line)
+        if rows:
+            print(cgp_report.table(rows, cgp_report.SHARE_PARTITION_COLUMNS))
     return 0
 
 

@@ -314,8 +314,8 @@ class RecordingMetrics:
         self.polls = 0
         self.successes = 0
         self.state: dict[str, Any] = {}
-        self.streams_triggers = 0
-        self.streams_bumps: list[int] = []
+        self.group_triggers: list[str] = []  # the kind of each trigger sent
+        self.group_bumps: list[tuple[str, int]] = []  # (kind, bumps) per followed plan
         self.skipped: list[str] = []  # plan_publish_skipped reasons, in order
 
     def poll_finished(self, namespace: str, policy: str, seconds: float) -> None:
@@ -338,14 +338,16 @@ class RecordingMetrics:
     def poll_succeeded(self, namespace: str, policy: str, now: float) -> None:
         self.successes += 1
 
-    def streams_trigger(self, namespace: str, policy: str, group: str) -> None:
-        self.streams_triggers += 1
+    def group_trigger(self, namespace: str, policy: str, group: str, kind: str) -> None:
+        self.group_triggers.append(kind)
 
     def plan_publish_skipped(self, namespace: str, policy: str, reason: str) -> None:
         self.skipped.append(reason)
 
-    def streams_epoch_bumps(self, namespace: str, policy: str, group: str, bumps: int) -> None:
-        self.streams_bumps.append(bumps)
+    def group_epoch_bumps(
+        self, namespace: str, policy: str, group: str, kind: str, bumps: int
+    ) -> None:
+        self.group_bumps.append((kind, bumps))
 
 
 class ListTelemetry:

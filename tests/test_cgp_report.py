@@ -93,6 +93,36 @@ def test_a_streams_policy_shows_its_tasks_per_member_and_others_show_none() -> N
     assert cgp_report.streams_members({"status": {"epoch": 1}}) == ([], None)
 
 
+def test_a_share_policy_shows_its_consumers_per_partition_and_others_show_none() -> None:
+    share = {
+        "assignor": "kafka-rebalance-plan",
+        "backlog": 170,
+        "partitions": 5,
+        "triggers": 2,
+        "lastPlanEpochBumps": 2,
+        "consumersPerPartition": "jobs:3,1,1,1 jobs.retry:1",
+    }
+    summary = cgp_report.share_summary({"status": {"share": share}})
+    assert summary is not None
+    line, rows = summary
+    assert line == (
+        "share group: assignor kafka-rebalance-plan, backlog 170 records over 5 partitions, "
+        "2 triggers (last plan: 2 epoch bumps)"
+    )
+    shown = cgp_report.table(rows, cgp_report.SHARE_PARTITION_COLUMNS).splitlines()
+    assert [r.split() for r in shown] == [
+        ["TOPIC", "CONSUMERS", "PER", "PARTITION"],
+        ["jobs", "3,1,1,1"],
+        ["jobs.retry", "1"],
+    ]
+    assert cgp_report.share_summary({"status": {"streams": {}}}) is None
+    first_poll = cgp_report.share_summary({"status": {"share": {"assignor": "simple"}}})
+    assert first_poll == (
+        "share group: assignor simple, backlog - records over - partitions, - triggers",
+        [],
+    )
+
+
 @pytest.mark.parametrize(
     ("seconds", "shown"),
     [

@@ -147,7 +147,7 @@ def test_the_epoch_bumps_of_a_plan_are_counted_once_the_group_follows_it() -> No
     policy.ports.clock.advance(30)  # type: ignore[attr-defined]
     policy.poll()
     assert policy.status["streams"]["lastPlanEpochBumps"] == 1
-    assert policy.ports.metrics.streams_bumps == [1]  # type: ignore[attr-defined]
+    assert policy.ports.metrics.group_bumps == [("streams", 1)]  # type: ignore[attr-defined]
     assert _following(policy)
     assert len(kafka.published) == 1 and len(kafka.streams_triggers) == 1
 

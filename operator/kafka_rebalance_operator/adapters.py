@@ -104,11 +104,13 @@ class PrometheusMetrics:
     def plan_publish_skipped(self, namespace: str, policy: str, reason: str) -> None:
         prometheus.PLAN_PUBLISH_SKIPPED.labels(namespace, policy, reason).inc()
 
-    def streams_trigger(self, namespace: str, policy: str, group: str) -> None:
-        prometheus.STREAMS_TRIGGERS.labels(namespace, policy, group).inc()
+    def group_trigger(self, namespace: str, policy: str, group: str, kind: str) -> None:
+        prometheus.GROUP_TRIGGERS.labels(namespace, policy, group, kind).inc()
 
-    def streams_epoch_bumps(self, namespace: str, policy: str, group: str, bumps: int) -> None:
-        prometheus.STREAMS_EPOCH_BUMPS.labels(namespace, policy, group).observe(bumps)
+    def group_epoch_bumps(
+        self, namespace: str, policy: str, group: str, kind: str, bumps: int
+    ) -> None:
+        prometheus.GROUP_EPOCH_BUMPS.labels(namespace, policy, group, kind).observe(bumps)
 
 
 class KubeConfigMaps:

@@ -112,16 +112,16 @@ PLANS = Counter(
 MOVES = Counter(
     "kafka_rebalance_moves_total", "Partitions moved by applied plans", POLICY, registry=REGISTRY
 )
-STREAMS_TRIGGERS = Counter(
-    "kafka_rebalance_streams_triggers_total",
-    "Streams groups: recompute triggers sent to make the coordinator follow a new plan",
-    POLICY,
+GROUP_TRIGGERS = Counter(
+    "kafka_rebalance_group_triggers_total",
+    "Streams and share groups: recompute triggers sent to make the coordinator follow a new plan",
+    (*POLICY, "kind"),
     registry=REGISTRY,
 )
-STREAMS_EPOCH_BUMPS = Histogram(
-    "kafka_rebalance_streams_epoch_bumps_per_plan",
-    "Streams groups: group-epoch bumps from a plan's trigger to the group following it",
-    POLICY,
+GROUP_EPOCH_BUMPS = Histogram(
+    "kafka_rebalance_group_epoch_bumps_per_plan",
+    "Streams and share groups: group-epoch bumps from a plan's trigger to the group following it",
+    (*POLICY, "kind"),
     buckets=(1, 2, 3, 4, 6, 8, 12, 16),
     registry=REGISTRY,
 )
@@ -461,8 +461,8 @@ def forget(namespace: str, policy: str) -> None:
         PLANS,
         MOVES,
         PARTITION_SERIES_DROPPED,
-        STREAMS_TRIGGERS,
-        STREAMS_EPOCH_BUMPS,
+        GROUP_TRIGGERS,
+        GROUP_EPOCH_BUMPS,
         PLAN_PUBLISH_SKIPPED,
     ):
         for sample_labels in [

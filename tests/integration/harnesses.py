@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -71,3 +74,19 @@ def ledger_verdict(
     if same_epoch:
         assert report.conflicts == (), report.conflicts
     return report
+
+
+def kubectl_cgp(k8s: Any, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl cgp ...` as a user types it: kubectl finds `kubectl-cgp` on $PATH."""
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(k8s.kubeconfig),
+    }
+    return subprocess.run(
+        [str(k8s.tools.kubectl), "cgp", *args, "-n", namespace],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a Python start-up and the Kubernetes client's import, on a loaded machine
+    )

@@ -25,6 +25,8 @@ from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
 from kafka_rebalance_operator import assignment_doc, conditions, planning
 from kafka_rebalance_operator.conditions import Health
 
+from tests.integration.harnesses import kubectl_cgp
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,22 +46,6 @@ def namespace(k8s: Any, crd: None) -> str:
     name = f"cgp-{uuid.uuid4().hex[:6]}"
     k8s.kubectl("create", "namespace", name)
     return name
-
-
-def kubectl_cgp(k8s: Any, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`kubectl cgp ...` as a user types it: kubectl finds `kubectl-cgp` on $PATH."""
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "KUBECONFIG": str(k8s.kubeconfig),
-    }
-    return subprocess.run(
-        [str(k8s.tools.kubectl), "cgp", *args, "-n", namespace],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,  # a Python start-up and the Kubernetes client's import, on a loaded machine
-    )
 
 
 def create_policy(k8s: Any, namespace: str, name: str, **metadata: Any) -> dict[str, Any]:

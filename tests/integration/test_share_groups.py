@@ -30,7 +30,9 @@ from kafka_rebalance_assignors.share import (
 )
 from kafka_rebalance_common.kafka_retry import RetryingAdmin, ensure_topic
 from kafka_rebalance_common.wire import plan_record
-from kafka_rebalance_dev.demo.cluster import wait_for
+from kafka_rebalance_dev.demo.cluster import policy_body, wait_for
+from kafka_rebalance_dev.demo.environment import Endpoints
+from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.devenv import java_classes, kafka_broker
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
@@ -42,6 +44,7 @@ from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.settings import OperatorSettings
 from kafka_rebalance_operator.share_group import ShareGroup
 
+from tests.integration.harnesses import group_harness, kubectl_cgp, plan_flags
 from tests.integration.streams_apps import PacedProducer
 from tests.operator_ports import (
     ListTelemetry,
@@ -329,9 +332,6 @@ def _group_lag(admin: RetryingAdmin, group: str) -> int:
     return sum(o.lag or 0 for o in offsets.values())
 
 
-POLL_S = 2.0
-
-
 def _share_policy(bootstrap: str, group: str, plan_keys: Path | None) -> Policy:
     """A share policy for `group`, polled through reconcile.poll with the real Kafka client
     and in-memory Kubernetes ports."""
@@ -357,45 +357,44 @@ def _share_policy(bootstrap: str, group: str, plan_keys: Path | None) -> Policy:
         "members": {"selector": {"matchLabels": {"app": group}}},
         "apply": {"mode": "broker"},
         "load": {"targetDrainSeconds": 30},
-        # pollInterval 5s: each Kafka call may take 5 s (a new share group's first offsets read
-        # can); the test polls every POLL_S regardless
+        # pollInterval 5s: each Kafka call may take 5 s (a new share group's first offsets
+        # read can)
         "rebalance": {"mode": "enforce", "pollInterval": "5s", "cooldown": "2m"},
     }
     return Policy(spec, [], ports, settings)
 
 
-def _operator_follows(
-    bootstrap: str, group: str, plan_keys: Path
-) -> tuple[Policy, dict[str, dict[str, list[int]]]]:
-    """Poll a share policy for `group` (groups/share.py) every POLL_S until the group runs the
-    plan it published: (the policy, the plan)."""
-    policy = _share_policy(bootstrap, group, plan_keys)
+def _apply_share_policy(harness: GroupHarness) -> None:
+    """The group's share policy through the API server: `spec.groupType: share` (its members'
+    subscriptions name the topics), enforce, apply.mode broker, drained within 30 s."""
+    body = policy_body(
+        harness.policy,
+        group=harness.group,
+        bootstrap=harness.endpoints.bootstrap_servers,
+        topic=harness.topic,
+        app=harness.app,
+        strategy="lag-aware",
+        mode="enforce",
+        apply={"mode": "broker"},
+        load={"targetDrainSeconds": 30},
+        # pollInterval 5s: each Kafka call may take 5 s (a new share group's first offsets
+        # read can)
+        rebalance={"pollInterval": "5s", "cooldown": "2m"},
+    )
+    body["spec"]["groupType"] = "share"
+    del body["spec"]["topics"]
+    harness.cluster.apply_policy(body)
 
-    def running() -> bool:
-        """The group runs a published plan that moved something (not only the record of the
-        assignment the group had: the operator records that too)."""
-        policy.poll()
-        ready = policy.condition("Ready")
-        return policy.memory.triggers > 0 and ready["status"] == "True"
 
-    try:
-        wait_for(
-            "the share policy's plan run by the group",
-            running,
-            60,
-            POLL_S,
-            abort=lambda: (  # a transient KafkaUnreachable is retried; a refusal is not
-                policy.condition("Stalled")["message"]
-                if policy.status
-                and policy.condition("Stalled")["reason"] == "AssignorNotPlanFollowing"
-                else None
-            ),
-        )
-    finally:
-        policy.memory.close()
-    plan = policy.memory.published_plan
-    assert plan is not None
-    return policy, plan
+def _running_its_plan(harness: GroupHarness) -> dict[str, Any] | None:
+    """The policy's status once it published a plan that moved something (not only the record
+    of the assignment the group had: the operator records that too) and the group runs it."""
+    status = harness.cluster.policy_status(harness.policy)
+    ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+    share = status.get("share") or {}
+    if status.get("appliedPlan") and share.get("triggers") and ready and ready["status"] == "True":
+        return status
+    return None
 
 
 HOT_RATE, COLD_RATE = 250.0, 25.0  # records/s: partition 0 ten times the others
@@ -404,84 +403,117 @@ WINDOW_S = 30.0
 
 
 def test_a_hot_partition_gets_more_consumers_and_half_the_backlog_of_simple(
-    tools: Toolchain, share_broker: Any, admin: RetryingAdmin, plan_keys: Path, tmp_path: Path
+    tools: Toolchain,
+    share_broker: Any,
+    k8s: Any,
+    admin: RetryingAdmin,
+    plan_keys: Path,
+    tmp_path: Path,
 ) -> None:
-    """Side by side on one broker and one topic: a group with a share policy, polled by the
-    operator's own poll (real Kafka client, real plug-in), against a group on `simple`. Then the
-    operator stops, the planned group loses a member and keeps consuming on its assignment,
-    and every record produced is acknowledged (at least once) by the planned group."""
+    """End to end, side by side on one broker and one topic: a group whose share policy is
+    applied through the API server and run by the operator process, against a group on
+    `simple`. Then the operator stops, the planned group loses a member and keeps consuming on
+    its assignment, and every record produced is acknowledged (at least once) by the planned
+    group."""
     started = time.monotonic()
     bootstrap = share_broker.bootstrap_servers
-    suffix = uuid.uuid4().hex[:6]
-    topic, planned, plain = (
-        f"share-hot-{suffix}",
-        f"share-hotplan-{suffix}",
-        f"share-hotsimple-{suffix}",
-    )
-    ensure_topic(bootstrap, topic, PARTITIONS)
     classpath = ":".join(str(j) for j in sorted(tools.kafka_libs().glob("*.jar")))
     classes = java_classes.compiled(APP, classpath, tools.java_classes_cache)
-    groups = {
-        name: ShareConsumers(
-            tools, classes, bootstrap, topic, name, tmp_path / f"{name}.log", WORK_MS
-        )
-        for name in (planned, plain)
-    }
-    producer = PacedProducer(
-        bootstrap, topic, {p: HOT_RATE if p == 0 else COLD_RATE for p in range(PARTITIONS)}
-    ).start()
-    producing = True
-    try:
-        for name, app in groups.items():
-            wait_for(
-                f"share group {name} settled",
-                lambda name=name: _settled(admin, name),
-                60,
-                0.5,
-                abort=lambda app=app: app.text()[-2000:] if "ERROR" in app.text() else None,
-            )
-        before = share_group.describe(admin, planned)
-        assert before is not None
-        _simple_shaped(before)
-        # the operator's own poll (groups/share.py) with the real Kafka client: it observes
-        # rates and backlog, plans, publishes the signed share record and triggers
-        policy, assignment = _operator_follows(bootstrap, planned, plan_keys)
-        print("operator plan:", assignment, policy.status.get("share"))
-        # the window: both groups consume the same records side by side
-        time.sleep(WINDOW_S)
-        lag_planned, lag_plain = _group_lag(admin, planned), _group_lag(admin, plain)
-        hot = share_group.describe(admin, planned)
-        assert hot is not None
-        print(
-            f"after {WINDOW_S:.0f} s: backlog planned {lag_planned}, simple {lag_plain} "
-            f"(ratio {lag_planned / max(1, lag_plain):.3f}); hot partition members: planned "
-            f"{len(hot.holders()[(topic, 0)])}, simple 1"
-        )
-        assert len(hot.holders()[(topic, 0)]) >= 2
-        assert lag_planned <= 0.5 * lag_plain, (lag_planned, lag_plain)
+    groups: dict[str, ShareConsumers] = {}
 
-        # a member of the planned group leaves: its partitions are covered, nothing is lost
-        groups[planned].stop_member(2)
-        wait_for(
-            "the planned group covering every partition with two members",
-            lambda: (
-                (g := share_group.describe(admin, planned)) is not None
-                and len(g.members) == CONSUMERS - 1
-                and g.assignment_epoch == g.group_epoch
-                and len(g.holders()) == PARTITIONS
-                and all(m.member_epoch == g.group_epoch for m in g.members)
-            ),
-            30,
-            0.5,
-        )
-        producer.stop()
-        producing = False
-        sent = dict(producer.sent)
-        wait_for(f"{planned} drained", lambda: _group_lag(admin, planned) == 0, 45, 0.5)
-    finally:
-        if producing:
+    def evidence() -> str:
+        return "\n".join(f"--- {n} ---\n{app.text()[-1500:]}" for n, app in groups.items())
+
+    endpoints = Endpoints(bootstrap, k8s.kubeconfig, k8s.tools.kubectl)
+    with group_harness(
+        endpoints,
+        tmp_path,
+        evidence=(evidence,),
+        prefix="sharehot",
+        partitions=PARTITIONS,
+        replicas=CONSUMERS,
+        apply_mode="broker",
+    ) as harness:
+        harness.operator.extra = plan_flags(tmp_path, bootstrap, plan_keys)
+        topic, planned, plain = harness.topic, harness.group, f"{harness.group}-simple"
+        for name in (planned, plain):
+            groups[name] = ShareConsumers(
+                tools, classes, bootstrap, topic, name, tmp_path / f"{name}.log", WORK_MS
+            )
+        producer = PacedProducer(
+            bootstrap, topic, {p: HOT_RATE if p == 0 else COLD_RATE for p in range(PARTITIONS)}
+        ).start()
+        producing = True
+        try:
+            for name, app in groups.items():
+                wait_for(
+                    f"share group {name} settled",
+                    lambda name=name: _settled(admin, name),
+                    60,
+                    0.5,
+                    abort=lambda app=app: app.text()[-2000:] if "ERROR" in app.text() else None,
+                )
+            before = share_group.describe(admin, planned)
+            assert before is not None
+            _simple_shaped(before)
+            # the operator process (kopf, groups/share.py) observes rates and backlog, plans,
+            # publishes the signed share record and triggers
+            harness.operator.start()
+            _apply_share_policy(harness)
+            status = wait_for(
+                "the share policy's plan run by the group",
+                lambda: _running_its_plan(harness),
+                90,
+                1.0,
+                abort=lambda: "the operator exited" if not harness.operator.running else None,
+            )
+            print("operator status.share:", status.get("share"))
+            # the window: both groups consume the same records side by side
+            time.sleep(WINDOW_S)
+            lag_planned, lag_plain = _group_lag(admin, planned), _group_lag(admin, plain)
+            hot = share_group.describe(admin, planned)
+            assert hot is not None
+            print(
+                f"after {WINDOW_S:.0f} s: backlog planned {lag_planned}, simple {lag_plain} "
+                f"(ratio {lag_planned / max(1, lag_plain):.3f}); hot partition members: planned "
+                f"{len(hot.holders()[(topic, 0)])}, simple 1"
+            )
+            assert len(hot.holders()[(topic, 0)]) >= 2
+            assert lag_planned <= 0.5 * lag_plain, (lag_planned, lag_plain)
+            # what a user reads: the share line and the consumers per partition
+            shown = kubectl_cgp(k8s, harness.namespace, "status", harness.policy)
+            assert shown.returncode == 0, shown.stderr
+            print(shown.stdout)
+            assert "share group: assignor kafka-rebalance-plan" in shown.stdout, shown.stdout
+            lines = shown.stdout.splitlines()
+            header = next(i for i, line in enumerate(lines) if line.startswith("TOPIC"))
+            row = lines[header + 1].split()
+            assert row[0] == topic and int(row[1].split(",")[0]) >= 2, row  # the hot partition
+
+            # the operator stops; a member of the planned group leaves: its partitions are
+            # covered, nothing is lost
+            harness.operator.stop()
+            groups[planned].stop_member(2)
+            wait_for(
+                "the planned group covering every partition with two members",
+                lambda: (
+                    (g := share_group.describe(admin, planned)) is not None
+                    and len(g.members) == CONSUMERS - 1
+                    and g.assignment_epoch == g.group_epoch
+                    and len(g.holders()) == PARTITIONS
+                    and all(m.member_epoch == g.group_epoch for m in g.members)
+                ),
+                30,
+                0.5,
+            )
             producer.stop()
-        outputs = {name: app.stop() for name, app in groups.items()}
+            producing = False
+            sent = dict(producer.sent)
+            wait_for(f"{planned} drained", lambda: _group_lag(admin, planned) == 0, 45, 0.5)
+        finally:
+            if producing:
+                producer.stop()
+            outputs = {name: app.stop() for name, app in groups.items()}
     text = outputs[planned]
     assert "ERROR" not in text and "DONE" in text, text[-3000:]
     distinct = _distinct(text)

@@ -284,8 +284,7 @@ def _trigger(
     memory.triggered_group_epoch = group.group_epoch
     memory.triggers += 1
     memory.triggered_at = now
-    if target.kind == "streams":
-        ports.metrics.streams_trigger(ctx.namespace, ctx.name, group.group_id)
+    ports.metrics.group_trigger(ctx.namespace, ctx.name, group.group_id, target.kind)
     log.info("%s/%s: %s group %s triggered", ctx.namespace, ctx.name, target.kind, group.group_id)
 
 
@@ -301,8 +300,7 @@ def count_bumps(
         return
     bumps = group.group_epoch - start
     memory.last_plan_bumps, memory.trigger_epoch = bumps, None
-    if kind == "streams":
-        ports.metrics.streams_epoch_bumps(ctx.namespace, ctx.name, group.group_id, bumps)
+    ports.metrics.group_epoch_bumps(ctx.namespace, ctx.name, group.group_id, kind, bumps)
 
 
 def health(
