@@ -6,7 +6,9 @@ dropped the same way wherever it came from; dropped rows are counted by reason, 
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import sys
 from collections.abc import Sequence
@@ -153,10 +155,12 @@ def _kafka_frame(spark: Any, uri: str) -> Any:
         F.col("value").cast("string").alias("_value"),
     )
     # from_json leaves the corrupt column empty for some failures (a non-object value, an
-    # all-null struct): a row with no field at all is malformed too.
-    fields = [F.col(f"row.`{name}`") for name in FIELDS]
+    # all-null struct): a row with no field at all is malformed too. (Each field is tested on
+    # its own: a coalesce of them needs one common type, which an array field does not have.)
+    present = [F.col(f"row.`{name}`").isNotNull() for name in FIELDS]
     corrupt = F.when(
-        F.col(f"row.`{CORRUPT}`").isNotNull() | F.coalesce(*fields).isNull(), F.col("_value")
+        F.col(f"row.`{CORRUPT}`").isNotNull() | ~functools.reduce(operator.or_, present),
+        F.col("_value"),
     )
     return parsed.select(*[F.col(f"row.`{n}`").alias(n) for n in FIELDS], corrupt.alias(CORRUPT))
 

@@ -318,7 +318,7 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
     kafka: str, spark: Any, tmp_path: Path
 ) -> None:
     from kafka import KafkaProducer
-    from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink
+    from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, share_rows
 
     topic = f"kafka-rebalance.telemetry-{uuid.uuid4().hex[:8]}"
     ensure_topic(kafka, topic, 3)
@@ -333,6 +333,16 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
     # the failed committed read (every partition) and the unread partition; one plan row
     assert states["unknown"] == record.partitions + 1
     assert states["ok"] == len(emitted) - 1 - states["unknown"]
+    # a share group's poll, as groups/share.py writes it: members as a JSON array, nulls kept
+    share = share_rows(
+        ts_ms=1_767_225_600_000, cluster="local", namespace="queues", policy="jobs",
+        group="jobs", partitions={"jobs": 2}, log_ends={("jobs", 0): 10, ("jobs", 1): 5},
+        backlog={("jobs", 0): 4}, rates={("jobs", 0): 1.5},
+        holders={("jobs", 0): ["b", "a"], ("jobs", 1): ["b"]}, epoch=3,
+    )  # fmt: skip
+    for sink in (KafkaSink(kafka, topic), JsonLinesSink(str(lines)), recorder):  # those closed
+        sink.write(share)
+        sink.close()
     producer = KafkaProducer(bootstrap_servers=kafka)
     for line in MALFORMED_LINES:
         producer.send(topic, value=line)
@@ -348,7 +358,11 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
         read = [r.asDict() for r in telemetry.checked.collect()]
         # Every field of the schema, row for row, as the operator wrote it.
         assert canonical(r for r in read if r["_error"] is None) == canonical(emitted)
-        assert telemetry.partitions.count() == len(emitted) - 1
+        assert telemetry.partitions.count() == len(emitted) - 1 - len(share)
+        shares = sorted(telemetry.shares.collect(), key=lambda r: r["partition"])
+        assert [(r["members"], r["lag"], r["rate"]) for r in shares] == [
+            (["a", "b"], 4, 1.5), (["b"], None, None),
+        ]  # fmt: skip
         assert [r["strategy"] for r in telemetry.plans.collect()] == ["range"]
         report = telemetry.error_report()
         assert report["errors"] == {"malformed-json": len(MALFORMED_LINES)}
