@@ -26,7 +26,14 @@ from typing import Any
 import pytest
 import yaml
 from kafka_rebalance_dev.demo.cluster import pause_statefulset, wait_for
-from kafka_rebalance_operator import document_access, kube_io, metrics, names, webhook
+from kafka_rebalance_operator import (
+    document_access,
+    kube_io,
+    metrics,
+    names,
+    webhook,
+    webhook_outcomes,
+)
 from kafka_rebalance_operator.injection import (
     ANNOTATION_POLICY,
     SIDECAR_CONTAINER,
@@ -137,6 +144,19 @@ def _admitted_unchanged(namespace: str) -> float:
         )
         or 0.0
     )
+
+
+def _skipped() -> dict[str, float]:
+    """kafka_rebalance_webhook_pods_total{outcome="skipped"} by reason."""
+    return {
+        reason: float(
+            metrics.REGISTRY.get_sample_value(
+                "kafka_rebalance_webhook_pods_total", {"outcome": "skipped", "reason": reason}
+            )
+            or 0.0
+        )
+        for reason in webhook_outcomes.ERRORS
+    }
 
 
 @contextlib.contextmanager
@@ -277,6 +297,7 @@ def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
             for mode in ("reset", "stall"):
                 relay.mode = mode
                 before = _admitted_unchanged(namespace)
+                skipped = _skipped()
                 started = time.monotonic()
                 (pod,) = create([f"{mode}-pod"])
                 took = time.monotonic() - started
@@ -284,6 +305,9 @@ def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
                 assert _containers(pod) == ["app"], mode  # admitted unchanged
                 assert took < TIMEOUT_S, (mode, took)  # the webhook answered, not the timeout
                 assert _admitted_unchanged(namespace) == before + 1, mode
+                now = _skipped()
+                assert sum(now.values()) == sum(skipped.values()) + 1, (mode, now)
+                assert now["internal"] == skipped["internal"], mode  # an API error, named so
                 relay.mode = "pass"
         finally:
             relay.mode = "pass"
