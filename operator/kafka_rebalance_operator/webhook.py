@@ -340,21 +340,23 @@ def _report(
     dryrun: bool,
     warnings: list[str],
 ) -> None:
-    """Each ignored annotation: counted, an admission warning, and (not on a dry run) a
-    Warning event on the pod's owner or the pod, throttled per owner, annotation and value."""
+    """Each ignored annotation: counted and an admission warning; not on a dry run, a log line
+    and a Warning event on the pod's owner or the pod, both at most once per owner (or pod),
+    annotation and value within the throttle's window."""
     pod = _plain(dict(body))
     metadata = pod.get("metadata") or {}
+    namespace = str(metadata.get("namespace") or "")
     name = metadata.get("name") or f"{metadata.get('generateName') or ''}<generated>"
     involved = webhook_events.pod_reference(pod)
+    about = involved or {"namespace": namespace, "name": name}
     for problem in problems:
         metrics.WEBHOOK_BAD_ANNOTATIONS.labels(problem.annotation).inc()
-        text = f"pod {name}: {problem.message()}"
         warnings.append(f"kafka-rebalance sidecar: {problem.message()}")
-        log.warning("injection webhook: %s/%s", metadata.get("namespace"), text)
-        if dryrun or involved is None:
+        if dryrun or not throttle.due((*about.values(), problem.annotation, problem.value)):
             continue
-        key = (*involved.values(), problem.annotation, problem.value)
-        if throttle.due(key):
+        text = f"pod {name}: {problem.message()}"
+        log.warning("injection webhook: %s/%s", namespace, text)
+        if involved is not None:
             webhook_events.post_warning(
                 involved, BAD_ANNOTATION, text, timeout_s=config.request_timeout_s
             )

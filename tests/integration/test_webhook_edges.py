@@ -392,6 +392,12 @@ def test_per_pod_annotations_shape_the_sidecar_and_bad_values_are_named_in_event
         assert "kafka-rebalance sidecar" not in stderr
         assert _sample(pods, outcome="mutated", reason="injected") == injected + 1
 
+        # A server-side dry run gets the warning, and writes no event (sideEffects NoneOnDryRun).
+        dry = Path(k8s.directory) / namespace / "dry.json"
+        dry.write_text(json.dumps(annotated_pod("dry", "orders", **{LOG_LEVEL: "loud"})))
+        previewed = k8s.kubectl("create", "-n", namespace, "--dry-run=server", "-f", str(dry))
+        assert f"{LOG_LEVEL}: 'loud' ignored" in previewed.stderr, previewed.stderr
+
         wrong = {
             DELIVER_PORT: "8081",  # the sidecar's own health port
             DELIVER_PATH: "/ok",  # good: kept beside the bad ones
@@ -454,14 +460,17 @@ def test_per_pod_annotations_shape_the_sidecar_and_bad_values_are_named_in_event
         )
         time.sleep(2)  # a second event would have been posted by now
         assert len(_bad_annotation_events(k8s, namespace, "StatefulSet", "web")) == 1
+        assert _bad_annotation_events(k8s, namespace, "Pod", "dry") == []
         took = time.monotonic() - started
-        print(f"per-pod annotations: 4 pods admitted, events checked in {took:.1f} s")
+        print(f"per-pod annotations: 4 pods and a dry run admitted, events checked in {took:.1f} s")
 
-        assert _sample(pods, outcome="mutated", reason="defaults_used") == with_defaults + 3
+        assert (
+            _sample(pods, outcome="mutated", reason="defaults_used") == with_defaults + 4
+        )  # dry run too
         for annotation, times in (
             (DELIVER_PORT, 1),
             (MEMORY_REQUEST, 1),
-            (LOG_LEVEL, 1),
+            (LOG_LEVEL, 2),  # the dry run's too
             (CPU_LIMIT, 2),
         ):
             assert _sample(bad, annotation=annotation) == ignored[annotation] + times, annotation
