@@ -49,8 +49,8 @@ from kafka_rebalance_operator.sidecar_annotations import (
     MEMORY_REQUEST,
 )
 
-from tests.test_chart_static import _of_kind, _render
-from tests.test_chart_static import helm as _helm_fixture
+from tests.unit.ship.test_chart_static import _of_kind, _render
+from tests.unit.ship.test_chart_static import helm as _helm_fixture
 
 pytestmark = [pytest.mark.integration]
 
