@@ -126,3 +126,31 @@ def test_recording_the_assignment_the_group_runs_starts_no_cooldown() -> None:
     policy.ports.clock.advance(30)  # type: ignore[attr-defined]
     policy.poll()
     assert len(kafka.published) == 2 and kafka.share_triggers == ["jobs-workers"]
+
+
+def test_each_poll_writes_a_telemetry_row_per_share_partition_the_backtest_reads() -> None:
+    from kafka_rebalance_pipeline.schema import row_errors
+    from kafka_rebalance_pipeline.share_replay import share_history_from_rows
+
+    kafka = _cluster()
+    policy = Policy(dict(SPEC), [], memory_ports(kafka))
+    policy.poll()
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    for p in range(4):
+        kafka.log_end[("jobs", p)] += 3_000 if p == 0 else 30
+    policy.poll()
+    rows = policy.ports.telemetry.rows  # type: ignore[attr-defined]
+    assert [r["kind"] for r in rows] == ["share"] * 8  # 4 share-partitions, 2 polls
+    assert all(row_errors(r) is None for r in rows)
+    first, second = rows[:4], rows[4:]
+    assert [(r["partition"], r["lag"], r["members"]) for r in first] == [
+        (0, 40_000, ["w-0"]), (1, 50, ["w-1"]), (2, 50, ["w-2"]), (3, 50, ["w-0"]),
+    ]  # fmt: skip
+    assert {r["rate"] for r in first} == {None}  # one log end: no rate measured yet
+    assert [r["rate"] for r in second] == [100.0, 1.0, 1.0, 1.0]
+    assert [r["log_end"] for r in second] == [13_000, 10_030, 10_030, 10_030]
+    assert second[0]["ts_ms"] - first[0]["ts_ms"] == 30_000
+    key = {"cluster": "c", "namespace": "ns", "policy": "p", "group": "jobs-workers"}
+    history = share_history_from_rows(key, rows)
+    assert history.assignments[0] == {"w-0": (0, 3), "w-1": (1,), "w-2": (2,)}
+    assert history.rates[1] == [100.0, 1.0, 1.0, 1.0]

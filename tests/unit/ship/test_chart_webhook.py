@@ -180,3 +180,14 @@ def test_the_failure_policy_and_timeout_reach_the_webhook(helm: Path) -> None:
     (config,) = _of_kind(docs, "MutatingWebhookConfiguration")
     (hook,) = config["webhooks"]
     assert args[args.index("--webhook-timeout") + 1] == str(hook["timeoutSeconds"])
+
+
+def test_the_sidecar_log_level_value_becomes_a_flag_only_when_set(helm: Path) -> None:
+    assert "--sidecar-log-level" not in _operator_args(_render(helm, "webhook.enabled=true"))
+    args = _operator_args(_render(helm, "webhook.enabled=true", "webhook.sidecar.logLevel=debug"))
+    assert args[args.index("--sidecar-log-level") + 1] == "debug"
+    result = _helm(
+        helm, "template", "kro", str(CHART), "--set", "webhook.enabled=true",
+        "--set", "webhook.sidecar.logLevel=trace", check=False,
+    )  # fmt: skip
+    assert result.returncode != 0 and "logLevel" in result.stderr
