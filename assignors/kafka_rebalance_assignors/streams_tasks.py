@@ -21,6 +21,8 @@ only the move budget and the choice of destination for stateful tasks are applie
 - Budget: moves are kept in order of load per unit cost; the first always (so a big stateful
   task can move at all), the others while the cost fits; a move not kept leaves its task with
   its current owner. Tasks nobody present runs are granted, never counted.
+- Standbys (`streams_standbys`): with `standby_replicas` > 0, each stateful task gets its
+  standbys placed off its planned active's process, sticky to members holding its state.
 - Peak: the plan's `peak_before` / `peak_after` are the most loaded member's load over its
   capacity weight (the planner's own objective), so a plan that takes load off a slow member
   counts as the improvement it is even when the fast member's raw load rises.
@@ -32,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import kafka_rebalance_assignors as assignors
+from kafka_rebalance_assignors.streams_standbys import plan_standbys
 
 Task = tuple[str, int]
 TaskAssignment = dict[str, dict[str, list[int]]]  # member -> subtopology -> partitions
@@ -120,6 +123,8 @@ class TaskPlanInput:
     budget: float | None = None  # move cost units per round; None: no limit
     weights: Mapping[str, float] | None = None  # member -> capacity weight (absent: 1.0)
     drain_seconds: float = 300.0  # a task's load = lag + rate * drain_seconds
+    standby_replicas: int = 0  # the group's streams.num.standby.replicas (0: none planned)
+    processes: Mapping[str, str] | None = None  # member -> process id (absent: its own)
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,8 @@ class TaskPlan:
     peak_before: float  # max over members of load / weight now (unowned tasks left out)
     peak_after: float  # the same for the plan
     strategy: str
+    standby: TaskAssignment = field(default_factory=dict)  # every member present when planned
+    standbys_short: int = 0  # standbys wanted that no process other than the active's could take
 
 
 def task_load(lag: float | None, rate: float | None, drain_seconds: float) -> float:
@@ -251,6 +258,16 @@ def plan_tasks(inp: TaskPlanInput) -> TaskPlan:
     assignment: TaskAssignment = {m: {} for m in members}
     for (s, p), member in sorted(target.items()):
         assignment[member].setdefault(s, []).append(p)
+    standbys = plan_standbys(
+        assignment,
+        inp.standby,
+        inp.changelog,
+        inp.standby_replicas,
+        members,
+        previous_active=owned,
+        processes=inp.processes,
+        weights=inp.weights,
+    )
     return TaskPlan(
         assignment=assignment,
         moves=tuple(sorted(kept, key=lambda m: m.task)),
@@ -260,6 +277,8 @@ def plan_tasks(inp: TaskPlanInput) -> TaskPlan:
         peak_before=weighted_peak(before, load, members, inp.weights),
         peak_after=weighted_peak(target, load, members, inp.weights),
         strategy=planned.stats.strategy,
+        standby=standbys.standby,
+        standbys_short=standbys.short,
     )
 
 
