@@ -479,3 +479,32 @@ def test_a_policy_switched_to_observe_takes_its_trigger_tag_out_once() -> None:
     policy.ports.clock.advance(30)  # type: ignore[attr-defined]
     policy.poll()
     assert kafka.streams_cleared == ["app"]  # once
+
+
+def test_the_record_carries_standbys_planned_off_each_tasks_active_member() -> None:
+    kafka = _cluster(dataclasses.replace(_group(), standby_replicas=1))
+    policy = _policy(kafka)
+    policy.poll()
+    record = kafka.published[-1][2]
+    owner = {
+        (s, p): m
+        for m, tasks in record["members"].items()
+        for s, text in tasks.items()
+        for p in _parts(text)
+    }
+    holders = {
+        (s, p): m
+        for m, tasks in record["standbys"].items()
+        for s, text in tasks.items()
+        for p in _parts(text)
+    }
+    # one standby per stateful task (subtopology 1), never on the member running it
+    assert sorted(holders) == [("1", p) for p in range(4)]
+    assert all(holders[t] != owner[t] for t in holders), (record["members"], record["standbys"])
+
+
+def test_without_a_standby_count_the_record_leaves_standbys_to_the_plugin() -> None:
+    kafka = _cluster(_group())  # standby_replicas None: the config could not be read
+    policy = _policy(kafka)
+    policy.poll()
+    assert "standbys" not in kafka.published[-1][2]
