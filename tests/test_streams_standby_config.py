@@ -18,9 +18,7 @@ GROUP = ConfigResourceType.GROUP.value
 def _answer(*configs: tuple[str, str | None], error: int = 0, name: str = "app") -> NS:
     entries = [NS(name=k, value=v) for k, v in configs]
     return NS(
-        results=[
-            NS(resource_type=GROUP, resource_name=name, error_code=error, configs=entries)
-        ]
+        results=[NS(resource_type=GROUP, resource_name=name, error_code=error, configs=entries)]
     )
 
 
