@@ -174,3 +174,23 @@ def test_a_task_plan_carries_its_standbys_off_the_planned_actives():
     # moved tasks went to their standby holders (the state is there)
     assert all(m.to_standby for m in plan.moves)
     assert plan.standbys_short == 0
+
+
+def test_two_moved_tasks_swap_destinations_so_both_land_on_their_standbys():
+    # a leaves (weight ~0): 1_0 (standby on b) and 1_1 (standby on c) move; whichever way the
+    # strategy splits them, each lands on the member holding its state
+    plan = plan_tasks(
+        TaskPlanInput(
+            counts={"1": 6},
+            members=["a", "b", "c"],
+            active={"a": {"1": [0, 1]}, "b": {"1": [2, 3]}, "c": {"1": [4, 5]}},
+            standby={"b": {"1": [0]}, "c": {"1": [1]}},
+            lag={("1", p): 100.0 + p for p in range(6)},
+            rate={("1", p): 1.0 for p in range(6)},
+            changelog={("1", p): 1000 for p in range(6)},
+            weights={"a": 0.001, "b": 1.0, "c": 1.0},
+        )
+    )
+    owner = {t: m for m in plan.assignment for t in _tasks(plan.assignment, m)}
+    assert owner[("1", 0)] == "b" and owner[("1", 1)] == "c", plan.assignment
+    assert all(m.to_standby for m in plan.moves if m.task in {("1", 0), ("1", 1)})

@@ -17,7 +17,8 @@ only the move budget and the choice of destination for stateful tasks are applie
 - Standby preference (a tie-break on destinations): a stateful task the strategy moves to a
   member without its standby goes instead to the least loaded member holding its standby,
   when that does not raise the plan's peak member load (over weight) nor its largest task
-  count.
+  count; else it swaps destinations with a task moved to a holder of its standby, when neither
+  member then exceeds that peak (counts stay).
 - Budget: moves are kept in order of load per unit cost; the first always (so a big stateful
   task can move at all), the others while the cost fits; a move not kept leaves its task with
   its current owner. Tasks nobody present runs are granted, never counted.
@@ -292,8 +293,9 @@ def _prefer_standbys(
     weights: Mapping[str, float] | None = None,
 ) -> int:
     """Send moved stateful tasks to a standby holder where that costs no balance (module
-    docstring; loads over capacity weights); updates `target` in place and returns how many
-    were sent."""
+    docstring; loads over capacity weights), directly or by swapping destinations with a task
+    moved to the holder (`_swap_onto_standby`); updates `target` in place and returns how many
+    tasks were sent onto their standby."""
     w = {m: _weight(weights, m) for m in members}
     per_load = dict.fromkeys(members, 0.0)
     per_count = dict.fromkeys(members, 0)
@@ -320,6 +322,7 @@ def _prefer_standbys(
             and per_count[m] + 1 <= top
         ]
         if not holders:
+            sent += _swap_onto_standby(task, target, before, standby, load, w, per_load, peak)
             continue
         to = min(holders, key=lambda m: (per_load[m] / w[m], m))
         per_load[chosen] -= load.get(task, 0.0)
@@ -329,3 +332,43 @@ def _prefer_standbys(
         target[task] = to
         sent += 1
     return sent
+
+
+def _swap_onto_standby(
+    task: Task,
+    target: dict[Task, str],
+    before: Mapping[Task, str],
+    standby: Mapping[str, set[Task]],
+    load: Mapping[Task, float],
+    w: Mapping[str, float],
+    per_load: dict[str, float],
+    peak: float,
+) -> int:
+    """Swap destinations with another task moved this round to a holder of `task`'s standby
+    (and not onto its own standby there), when neither member then exceeds `peak` (load over
+    weight): task counts stay, both tasks still move once. Prefers a partner whose standby is
+    at `task`'s destination. Updates `target` and `per_load`; returns the tasks that land on
+    their standby (0 when no swap fits)."""
+    chosen = target[task]
+    options = []
+    for holder in sorted(m for m in w if task in standby.get(m, set()) and m != chosen):
+        for other, at in sorted(target.items()):
+            if at != holder or other == task or before.get(other, holder) == holder:
+                continue  # only a task moved onto `holder` this round
+            if other in standby.get(holder, set()):
+                continue  # it lands on its own state there
+            delta = load.get(task, 0.0) - load.get(other, 0.0)
+            if (per_load[holder] + delta) / w[holder] > peak:
+                continue
+            if (per_load[chosen] - delta) / w[chosen] > peak:
+                continue
+            both = other in standby.get(chosen, set())
+            options.append((not both, abs(delta), holder, other))
+    if not options:
+        return 0
+    first, delta, holder, other = min(options)
+    change = load.get(task, 0.0) - load.get(other, 0.0)
+    per_load[holder] += change
+    per_load[chosen] -= change
+    target[task], target[other] = holder, chosen
+    return 1 if first else 2
