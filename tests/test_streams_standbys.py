@@ -194,3 +194,25 @@ def test_two_moved_tasks_swap_destinations_so_both_land_on_their_standbys():
     owner = {t: m for m in plan.assignment for t in _tasks(plan.assignment, m)}
     assert owner[("1", 0)] == "b" and owner[("1", 1)] == "c", plan.assignment
     assert all(m.to_standby for m in plan.moves if m.task in {("1", 0), ("1", 1)})
+
+
+@pytest.mark.parametrize(("holder_lag", "lands_on_standby"), [(1_030.0, True), (1_200.0, False)])
+def test_a_moved_task_goes_to_its_standby_unless_that_raises_the_peak_beyond_the_slack(
+    holder_lag: float, lands_on_standby: bool
+):
+    # a leaves; its task 1_0 (lag 500) goes to b or c. c holds its standby but is a little
+    # (3%) or much (20%) more loaded than b: within STANDBY_SLACK the state wins.
+    plan = plan_tasks(
+        TaskPlanInput(
+            counts={"1": 3},
+            members=["a", "b", "c"],
+            active={"a": {"1": [0]}, "b": {"1": [1]}, "c": {"1": [2]}},
+            standby={"c": {"1": [0]}},
+            lag={("1", 0): 500.0, ("1", 1): 1_000.0, ("1", 2): holder_lag},
+            rate={},
+            changelog={("1", p): 1000 for p in range(3)},
+            weights={"a": 0.001, "b": 1.0, "c": 1.0},
+        )
+    )
+    owner = {t: m for m in plan.assignment for t in _tasks(plan.assignment, m)}
+    assert (owner[("1", 0)] == "c") is lands_on_standby, plan.assignment

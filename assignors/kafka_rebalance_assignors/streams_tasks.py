@@ -14,11 +14,12 @@ only the move budget and the choice of destination for stateful tasks are applie
   over the mean of the group's stateful tasks), so an average stateful task costs 2 and a big
   one more. A stateful task moved to a member that holds its standby costs 1 (the state is
   already there): the standby discount.
-- Standby preference (a tie-break on destinations): a stateful task the strategy moves to a
-  member without its standby goes instead to the least loaded member holding its standby,
-  when that does not raise the plan's peak member load (over weight) nor its largest task
-  count; else it swaps destinations with a task moved to a holder of its standby, when neither
-  member then exceeds that peak (counts stay).
+- Standby preference: a stateful task the strategy moves to a member without its standby goes
+  instead to the least loaded member holding its standby, when that raises neither the plan's
+  largest task count nor its peak member load (over weight) by more than `STANDBY_SLACK`
+  (landing elsewhere costs a restore of the whole changelog; load estimates are noisier than
+  that); else it swaps destinations with a task moved to a holder of its standby, under the
+  same peak bound (counts stay).
 - Budget: moves are kept in order of load per unit cost; the first always (so a big stateful
   task can move at all), the others while the cost fits; a move not kept leaves its task with
   its current owner. Tasks nobody present runs are granted, never counted.
@@ -39,6 +40,7 @@ from kafka_rebalance_assignors.streams_standbys import plan_standbys
 
 Task = tuple[str, int]
 TaskAssignment = dict[str, dict[str, list[int]]]  # member -> subtopology -> partitions
+STANDBY_SLACK = 0.05  # how far the standby preference may raise the plan's peak (a fraction)
 
 
 @dataclass(frozen=True)
@@ -292,17 +294,17 @@ def _prefer_standbys(
     members: Sequence[str],
     weights: Mapping[str, float] | None = None,
 ) -> int:
-    """Send moved stateful tasks to a standby holder where that costs no balance (module
-    docstring; loads over capacity weights), directly or by swapping destinations with a task
-    moved to the holder (`_swap_onto_standby`); updates `target` in place and returns how many
-    tasks were sent onto their standby."""
+    """Send moved stateful tasks to a standby holder where that costs no balance beyond the
+    slack (module docstring; loads over capacity weights), directly or by swapping
+    destinations with a task moved to the holder (`_swap_onto_standby`); updates `target` in
+    place and returns how many tasks were sent onto their standby."""
     w = {m: _weight(weights, m) for m in members}
     per_load = dict.fromkeys(members, 0.0)
     per_count = dict.fromkeys(members, 0)
     for task, member in target.items():
         per_load[member] += load.get(task, 0.0)
         per_count[member] += 1
-    peak = max((per_load[m] / w[m] for m in members), default=0.0)
+    peak = max((per_load[m] / w[m] for m in members), default=0.0) * (1.0 + STANDBY_SLACK)
     top = max(per_count.values(), default=0)
     moved = [
         t
