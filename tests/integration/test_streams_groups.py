@@ -724,6 +724,17 @@ def test_e_standbys_are_planned_and_a_moved_stateful_task_lands_on_its_standby(
             landed = sorted(t for t in moved if owner[t] == holders[t])
             for pod in pods:
                 assert not active_after.get(pod, frozenset()) & standby_after.get(pod, frozenset())
+            # the brokers' task assignor placed the plan's standbys, and refused none of them
+            followed = [
+                line
+                for line in env.broker.cluster.nodes[0].log.read_text(errors="replace").splitlines()
+                if f"plan for group '{harness.group}' epoch {second['epoch']} " in line
+                and "following" in line
+            ]
+            assert followed and all("standbys: 6 from the plan" in line for line in followed), (
+                followed[-3:]
+            )
+            assert not any("planned standbys not followed" in line for line in followed)
             # each holder can take one of the moved tasks without unbalancing the other two
             # instances (3 tasks each): every distinct holder gets its task
             assert len(landed) >= len({holders[t] for t in moved}), (moved, holders, owner)

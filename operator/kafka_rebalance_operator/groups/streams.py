@@ -104,10 +104,11 @@ class StreamsPlanned:
     peak_before: float  # the most loaded member's task load over its capacity weight
     peak_after: float
     unowned: bool  # some task has no active owner now: the group needs a plan
-    runs_already: bool  # the group runs exactly this plan now
+    runs_already: bool  # the group runs exactly this plan now, its planned standbys included
     measuring: bool  # weightFrom adaptive, no capacity measured yet
     proposal: Proposal | None = None  # the proposal on offer, when `assignment` is it
     weights: Mapping[str, float] | None = None  # capacity weights it was planned with
+    standbys_only: bool = False  # the group runs its actives, not its planned standbys
 
 
 def observe(
@@ -300,13 +301,38 @@ def plan(
         peak_before=tasks.peak_before,
         peak_after=tasks.peak_after,
         unowned=any((s, p) not in owned for s, n in observed.counts.items() for p in range(n)),
-        runs_already=not observed.group.members_off_plan(tasks.assignment),
+        runs_already=runs(observed, tasks.assignment, weights),
         measuring=adaptive is not None and not memory.capacity.measured,
         weights=weights,
+        standbys_only=not observed.group.members_off_plan(tasks.assignment)
+        and not runs(observed, tasks.assignment, weights),
     )
     if observed.spec.needs_approval:
         planned = _on_offer(ctx, observed, planned, memory)
     return planned
+
+
+def runs(
+    observed: StreamsObserved,
+    assignment: Mapping[str, Mapping[str, Sequence[int]]],
+    weights: Mapping[str, float] | None,
+) -> bool:
+    """Whether the group runs `assignment` now: every member its planned active tasks, and,
+    when standbys are planned (`planned_standbys`), its planned standby tasks. A group running
+    the actives with other standbys does not run the plan: it is published and triggered, or
+    the planned standbys would wait for an assignment that nothing brings."""
+    group = observed.group
+    if group.members_off_plan(assignment):
+        return False
+    standbys = planned_standbys(observed, assignment, weights)
+    if standbys is None:
+        return True
+    held = group.standbys()
+    return all(
+        {s: sorted(p) for s, p in standbys.get(m, {}).items() if p}
+        == {s: sorted(p) for s, p in held.get(m, {}).items() if p}
+        for m in observed.member_ids
+    )
 
 
 def _on_offer(
@@ -324,17 +350,20 @@ def _on_offer(
         peak_before=kept.before if kept.before is not None else planned.peak_before,
         peak_after=kept.after if kept.after is not None else planned.peak_after,
         unowned=planned.unowned,
-        runs_already=not observed.group.members_off_plan(kept.assignment),
+        runs_already=runs(observed, kept.assignment, planned.weights),
         measuring=planned.measuring,
         proposal=kept,
         weights=planned.weights,
+        standbys_only=not observed.group.members_off_plan(kept.assignment)
+        and not runs(observed, kept.assignment, planned.weights),
     )
 
 
 def facts(ctx: PolicyContext, observed: StreamsObserved, planned: StreamsPlanned) -> PlanFacts:
     """The plan in place is the published one, or the new plan itself when the group runs it
     already (then there is nothing to decide: it is recorded). Tasks without an owner, or a
-    spec change, make the plan structural."""
+    spec change, or a new plan whose actives the group runs but not its planned standbys (no
+    load gain to wait for; one trigger brings the standbys), make the plan structural."""
     applied = planned.hash if planned.runs_already else observed.published_hash
     return PlanFacts(
         new_hash=planned.hash,
@@ -344,7 +373,7 @@ def facts(ctx: PolicyContext, observed: StreamsObserved, planned: StreamsPlanned
         ratio_before=planned.peak_before,
         ratio_after=planned.peak_after,
         moves=planned.moves,
-        structural=planned.unowned or observed.spec_changed,
+        structural=planned.unowned or observed.spec_changed or planned.standbys_only,
         measuring=planned.measuring,
     )
 
