@@ -153,3 +153,37 @@ def test_assign_tolerates_foreign_user_data_and_unknown_topics() -> None:
         TopicPartition("orders", 1),
     ]
     assert received(result["x"]).user_data == b'{"claimEpoch":-1,"composedEpoch":-1}'
+
+
+def test_assign_gives_a_huge_claim_nothing_and_ignores_owned_of_an_old_generation() -> None:
+    """The leader (epoch 5) against a member claiming every partition at Long.MAX_VALUE, sent as a
+    Java client would (subscription v3, with its generation), and one reporting the partitions
+    it owned two generations ago."""
+    leader = PlanFollowingAssignor(tracker_at(5, {"orders": [0, 1]}, "pod-a"))
+    b = PlanFollowingAssignor(tracker_at(5, {"orders": [2, 3]}, "pod-b"))
+    rogue = ConsumerProtocolSubscription(
+        version=3,
+        topics=["orders"],
+        user_data=b'{"epoch":9223372036854775807,"partitions":{"orders":[0,1,2,3]}}',
+        owned_partitions=[],
+        generation_id=9,
+    )
+    stale = ConsumerProtocolSubscription(
+        version=3,
+        topics=["orders"],
+        user_data=b.metadata({"orders"}).user_data,
+        owned_partitions=[
+            ConsumerProtocolSubscription.TopicPartition(topic="orders", partitions=[0])
+        ],
+        generation_id=7,
+    )
+    members = [
+        over_the_wire("id-a", "pod-a", leader.metadata({"orders"})),
+        over_the_wire("id-b", "pod-b", stale),
+        over_the_wire("id-r", "pod-r", rogue),
+    ]
+    result = leader.assign(Cluster({"orders": 5}), members)
+    got = {m: sorted(tp.partition for tp in received(x).partitions()) for m, x in result.items()}
+    # b's stale report of partition 0 does not hold it back from a's claim
+    assert got == {"id-a": [0, 1], "id-b": [2, 3], "id-r": [4]}
+    assert received(result["id-r"]).user_data == b'{"claimEpoch":-1,"composedEpoch":5}'

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_rebalance_assignors import plan
 from kafka_rebalance_common.wire.user_data import NO_EPOCH, Claim
-from kafka_rebalance_sidecar.plan_following import Composition, MemberView, compose
+from kafka_rebalance_sidecar.plan_following import Composition, MemberView, compose, trusted
 
 
 def view(
@@ -328,3 +328,65 @@ def test_cooperative_rounds_never_double_assign_and_converge(
             best = best_claimant(members, topic, partition)
             if best is not None:
                 assert owners[(topic, partition)] == best.member_id
+
+
+# -- what the leader trusts (the Java assignor's rule, client-assignor/) ----------------------
+
+
+def test_a_claim_above_the_leaders_own_epoch_counts_as_none() -> None:
+    members = [
+        view("a", claim=Claim(3, {"t": (0,)})),
+        view("b", claim=Claim(3, {"t": (1,)})),
+        view("rogue", claim=Claim(2**63 - 1, {"t": (0, 1, 2, 3)})),
+    ]
+    checked = trusted(members, leader_epoch=3)
+    assert checked.untrusted_claims == (("rogue", 2**63 - 1),)
+    result = compose(checked.members, {"t": 4}, cooperative=True)
+    owners = owners_of(result)
+    assert owners[("t", 0)] == "a" and owners[("t", 1)] == "b"
+    # the rogue gets at most what nobody claims, through the fallback, never a claimed partition
+    assert set(result.assignment["rogue"].get("t", [])) <= {2, 3}
+    assert result.epoch == 3
+
+
+def test_without_a_document_the_leader_trusts_no_claim() -> None:
+    members = [view("a", claim=Claim(1, {"t": (0, 1)})), view("b")]
+    checked = trusted(members, leader_epoch=NO_EPOCH)
+    assert [m.claim for m in checked.members] == [None, None]
+    assert checked.untrusted_claims == (("a", 1),)
+
+
+def test_a_recreated_policy_at_epoch_one_overrides_the_old_incarnations_higher_claims() -> None:
+    """The leader reads the new incarnation's document (epoch 1); a member still on the deleted
+    policy's epoch 40 wins nothing with it."""
+    members = [
+        view("leader", claim=Claim(1, {"t": (0, 1)})),
+        view("behind", claim=Claim(40, {"t": (0, 1, 2)})),
+    ]
+    result = compose(trusted(members, leader_epoch=1).members, {"t": 3}, cooperative=False)
+    assert result.assignment["leader"] == {"t": [0, 1]}
+    assert result.assignment["behind"] == {"t": [2]}
+
+
+def test_owned_partitions_count_only_from_the_current_generation() -> None:
+    members = [
+        MemberView("a", "a", ("t",), Claim(2, {"t": (0,)}), {"t": [0]}, generation=7),
+        # a member still reporting the partitions of generation 5 (it lost its membership)
+        MemberView("old", "old", ("t",), Claim(2, {"t": (1,)}), {"t": [0, 2]}, generation=5),
+        # kafka-python's subscription v1 reports no generation: its owned partitions count
+        MemberView("v1", "v1", ("t",), None, {"t": [3]}),
+    ]
+    checked = trusted(members, leader_epoch=2)
+    assert checked.stale_owners == ("old",)
+    assert [dict(m.owned) for m in checked.members] == [{"t": [0]}, {}, {"t": [3]}]
+    result = compose(checked.members, {"t": 4}, cooperative=True)
+    # the stale owner's report does not hold back partition 0 nor 2; v1's partition 3 stays put
+    assert result.withheld == ()
+    assert result.assignment["v1"] == {"t": [3]}
+
+
+def test_trusted_keeps_members_unchanged_when_all_is_in_bounds() -> None:
+    members = [view("a", claim=Claim(2, {"t": (0,)})), view("b", claim=Claim(1, {"t": (1,)}))]
+    checked = trusted(members, leader_epoch=2)
+    assert checked.members == tuple(members)
+    assert checked.untrusted_claims == () and checked.stale_owners == ()

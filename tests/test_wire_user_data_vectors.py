@@ -8,10 +8,14 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka_rebalance_common import wire
+from kafka_rebalance_sidecar.assignor import PlanFollowingAssignor
+from kafka_rebalance_sidecar.document import AssignmentTracker
 from kafka_rebalance_sidecar.plan_following import MemberView, compose
 
 VECTORS = json.loads(
@@ -89,3 +93,57 @@ def test_a_sidecar_leader_composes_the_shared_assignment(case: dict[str, Any]) -
     assert {
         m: wire.encode_composed(composition.epoch, seen[m]).decode() for m in composition.assignment
     } == case["userData"]
+
+
+class _Cluster:
+    """The one method assignors use from kafka-python's ClusterMetadata."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.counts = counts
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        n = self.counts.get(topic)
+        return None if n is None else set(range(n))
+
+
+@pytest.mark.parametrize("case", VECTORS["lead"], ids=lambda c: c["about"][:40])
+def test_a_sidecar_leader_trusts_claims_as_the_shared_vectors_say(case: dict[str, Any]) -> None:
+    """The whole leader, over kafka-python's own encodings: its document at `leaderEpoch`, each
+    member's subscription v3 with its generation, as a Java client sends it."""
+    tracker = AssignmentTracker(group="g", member="pod-leader")
+    document = {
+        "group": "g",
+        "member": "pod-leader",
+        "epoch": case["leaderEpoch"],
+        "partitions": {},
+    }
+    assert tracker.offer(json.dumps(document), "test").accepted
+    leader = PlanFollowingAssignor(tracker)
+    members = []
+    for m in case["members"]:
+        subscription = ConsumerProtocolSubscription(
+            version=3,
+            topics=m["topics"],
+            user_data=m["claim"].encode(),
+            owned_partitions=[
+                ConsumerProtocolSubscription.TopicPartition(topic=t, partitions=ps)
+                for t, ps in sorted(m["owned"].items())
+            ],
+            generation_id=m["generation"],
+        )
+        members.append(
+            SimpleNamespace(
+                member_id=m["id"],
+                group_instance_id=m["instance"],
+                metadata=ConsumerProtocolSubscription.decode(subscription.encode()),
+            )
+        )
+    result = leader.assign(_Cluster(case["partitions"]), members)
+    assignment = {
+        member_id: {topic: sorted(parts) for topic, parts in a.assigned_partitions}
+        for member_id, a in result.items()
+    }
+    assert assignment == case["assignment"]
+    assert {m: a.user_data.decode() for m, a in result.items()} == case["userData"]
+    assert leader.last_composition is not None
+    assert [list(w) for w in leader.last_composition.withheld] == case["withheld"]

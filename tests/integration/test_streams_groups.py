@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka_rebalance_common.kafka_retry import RetryingAdmin, ensure_topic
 from kafka_rebalance_common.wire import partitions as wire_partitions
 from kafka_rebalance_dev.demo.cluster import policy_body, wait_for
@@ -34,6 +34,8 @@ from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.devenv import kafka_broker
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
+from kafka_rebalance_operator import streams_group, streams_trigger
+from kafka_rebalance_operator.streams_group import TRIGGER_CONFIG, TRIGGER_TAG
 
 from tests.integration.harnesses import group_harness, plan_flags
 from tests.integration.streams_apps import (
@@ -335,9 +337,21 @@ def _trigger_cost(harness: GroupHarness) -> str:
     )
 
 
+def _operator_log(harness: GroupHarness) -> str:
+    return harness.operator.log.read_text(errors="replace") if harness.operator.log else ""
+
+
+def _tags(bootstrap: str, group: str) -> str | None:
+    """The group's streams.rack.aware.assignment.tags as the brokers report them."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return streams_trigger.read_tags(admin, group)
+    finally:
+        admin.close()
+
+
 def _publishes(harness: GroupHarness) -> int:
-    log = harness.operator.log.read_text() if harness.operator.log else ""
-    return log.count("published to kafka-rebalance-plans")
+    return _operator_log(harness).count("published to kafka-rebalance-plans")
 
 
 # ---- (a) stateless: one hot partition, one slow instance; plan vs sticky in one run -------------
@@ -584,6 +598,35 @@ def test_c_membership_changes_are_planned_and_the_app_outlives_the_operator(
                 f"({sum(after.values()) - sum(progress.values())} records in 8 s) and the "
                 f"group caught up; trigger cost: {_trigger_cost(harness)}"
             )
+
+            # the policy is deleted while the operator is down: at its restart, the operator
+            # retires the plan (a tombstone) and takes its tag out of the group's tags,
+            # although it never polled the policy
+            if TRIGGER_TAG not in (_tags(env.bootstrap, harness.group) or ""):
+                # each trigger toggles the tag: an even number of them took it out already
+                admin = KafkaAdminClient(bootstrap_servers=env.bootstrap)
+                try:
+                    streams_group.alter(admin, harness.group, TRIGGER_CONFIG, TRIGGER_TAG)
+                finally:
+                    admin.close()
+                wait_for(
+                    "the tag in place",
+                    lambda: TRIGGER_TAG in (_tags(env.bootstrap, harness.group) or ""),
+                    30,
+                    0.5,
+                )
+            harness.cluster.delete_policy(harness.policy)
+            harness.operator.start()
+            wait_for(
+                "the restarted operator retiring the deleted policy's plan and tag",
+                lambda: (
+                    "(tombstone)" in _operator_log(harness)
+                    and TRIGGER_TAG not in (_tags(env.bootstrap, harness.group) or "")
+                ),
+                60,
+                0.5,
+            )
+            assert not harness.cluster.policy_status(harness.policy)
         finally:
             if producer._thread.is_alive():
                 producer.stop()
