@@ -234,13 +234,6 @@ def group_resource(group_id: str, configs: dict[str, Any] | None) -> ConfigResou
     return ConfigResource(ConfigResourceType.GROUP, group_id, configs=configs)
 
 
-def set_assignor(admin: Any, group_id: str, name: str) -> None:
-    """Set the group config `streams.assignor.name` to `name` (how a group selects the
-    plug-in; takes effect at the group's next assignment). Raises StreamsGroupError with the
-    broker's refusal, e.g. when no broker registered a task assignor of that name."""
-    alter(admin, group_id, ASSIGNOR_CONFIG, name)
-
-
 def alter(admin: Any, group_id: str, key: str, value: str | None) -> None:
     """SET `key` to `value`, or DELETE it when `value` is None."""
     change = (AlterConfigOp.DELETE, None) if value is None else (AlterConfigOp.SET, value)

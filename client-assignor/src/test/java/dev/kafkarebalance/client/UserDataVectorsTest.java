@@ -29,7 +29,7 @@ import org.junit.jupiter.api.TestFactory;
 
 /**
  * The shared user_data vectors (tests/data/wire/user_data_vectors.json), which the Python wire
- * module is checked against too (tests/test_wire_user_data_vectors.py): the same bytes out, the
+ * module is checked against too (tests/unit/wire/test_wire_user_data_vectors.py): the same bytes out, the
  * same values in, the same fields named on refusal.
  */
 class UserDataVectorsTest {
