@@ -99,6 +99,8 @@ class StreamsGroup:
     subtopologies: tuple[Subtopology, ...]
     members: tuple[StreamsMember, ...] = field(default_factory=tuple)
     assignor: str | None = None  # version 1 only: the assignor of the next computation
+    # the group config streams.num.standby.replicas (None: not read; no standbys are planned)
+    standby_replicas: int | None = None
 
     def active(self) -> dict[str, TaskSets]:
         """member id -> subtopology -> partitions it runs now (members without tasks kept)."""
@@ -111,6 +113,10 @@ class StreamsGroup:
 
     def standbys(self) -> dict[str, TaskSets]:
         return {m.member_id: m.standby for m in self.members}
+
+    def processes(self) -> dict[str, str]:
+        """member id -> process id (the Kafka Streams instance; its members share state)."""
+        return {m.member_id: m.process_id for m in self.members}
 
     def members_off_plan(self, plan: Mapping[str, Mapping[str, Sequence[int]]]) -> list[str]:
         """Member ids whose current active tasks differ from `plan` (member id -> subtopology

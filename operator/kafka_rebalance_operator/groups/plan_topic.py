@@ -144,8 +144,8 @@ class Delivered:
 class Target:
     """One group to deliver to: its kind (the record's `kind`), as described now, its member
     ids (what the record names), the plan this policy last published for it (hash and
-    assignment, None: none since the operator started), the epoch in place, and how to
-    trigger it (raises PollFailure).
+    assignment, None: none since the operator started), the epoch in place, how to
+    trigger it (raises PollFailure), and the standbys to publish beside an assignment.
 
     `pending_s`: how long a trigger that has not moved the group epoch yet may still be on its
     way (a streams group applies a config change at a member's next heartbeat; a second
@@ -160,6 +160,8 @@ class Target:
     published_plan: Assignment | None
     epoch: int
     trigger: Callable[[], None]
+    # the standbys to publish with an assignment (streams: planned for it; None: no field)
+    standbys: Callable[[Assignment], Assignment | None] = lambda _assignment: None
     pending_s: float = 0.0
     settle_s: float = 0.0
 
@@ -266,6 +268,7 @@ def publish(
         incarnation=ctx.uid,
         member_ids=target.member_ids,
         kind=target.kind,
+        standbys=target.standbys(planned.assignment),
     )
     headers = value_headers(settings, group_id, record)
     observer = memory.observer

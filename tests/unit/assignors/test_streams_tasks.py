@@ -5,6 +5,7 @@ move budget, and standbys are preferred destinations."""
 from __future__ import annotations
 
 from kafka_rebalance_assignors.streams_tasks import (
+    STANDBY_SLACK,
     SubtopologyTopics,
     TaskPlanInput,
     changelog_sizes,
@@ -137,7 +138,8 @@ def test_a_moved_stateful_task_goes_to_its_standby_when_that_costs_no_balance() 
     assert plan.redirected >= 1
     on_standby = [m for m in plan.moves if m.to_standby]
     assert on_standby and all(m.cost == 1.0 for m in on_standby)  # the standby discount
-    assert plan.peak_after <= free.peak_after  # the preference never raises the peak load
+    # the preference raises the peak load by STANDBY_SLACK at most
+    assert plan.peak_after <= free.peak_after * (1 + STANDBY_SLACK)
     assert _covered(plan.assignment) == _covered(free.assignment)
 
 

@@ -502,3 +502,69 @@ def test_a_policy_switched_to_observe_takes_its_trigger_tag_out_once() -> None:
     policy.ports.clock.advance(30)  # type: ignore[attr-defined]
     policy.poll()
     assert kafka.streams_cleared == ["app"]  # once
+
+
+def test_the_record_carries_standbys_planned_off_each_tasks_active_member() -> None:
+    kafka = _cluster(dataclasses.replace(_group(), standby_replicas=1))
+    policy = _policy(kafka)
+    policy.poll()
+    record = kafka.published[-1][2]
+    owner = {
+        (s, p): m
+        for m, tasks in record["members"].items()
+        for s, text in tasks.items()
+        for p in _parts(text)
+    }
+    holders = {
+        (s, p): m
+        for m, tasks in record["standbys"].items()
+        for s, text in tasks.items()
+        for p in _parts(text)
+    }
+    # one standby per stateful task (subtopology 1), never on the member running it
+    assert sorted(holders) == [("1", p) for p in range(4)]
+    assert all(holders[t] != owner[t] for t in holders), (record["members"], record["standbys"])
+
+
+def test_without_a_standby_count_the_record_leaves_standbys_to_the_plugin() -> None:
+    kafka = _cluster(_group())  # standby_replicas None: the config could not be read
+    policy = _policy(kafka)
+    policy.poll()
+    assert "standbys" not in kafka.published[-1][2]
+
+
+def test_a_group_running_the_actives_with_other_standbys_is_triggered_onto_the_plans() -> None:
+    # m-c holds every standby; balanced, the plan gives m-a two of them: the actives already
+    # run as planned, yet the record is published with a trigger so the standbys move
+    group = dataclasses.replace(
+        _group(),
+        members=(
+            _member("m-a", {"0": [0, 1], "1": [0, 1]}, {}),
+            _member("m-b", {"0": [2, 3], "1": [2, 3]}, {}),
+            _member("m-c", {}, {"1": [0, 1, 2, 3]}),
+        ),
+        standby_replicas=1,
+    )
+    kafka = _cluster(group)
+    kafka.lag("words", {0: 0, 1: 0, 2: 0, 3: 0})
+    policy = _policy(kafka)
+    policy.poll()
+    record = kafka.published[-1][2]
+    assert record["members"]["m-c"] == {}, record  # the actives stay as they run
+    assert record["standbys"] == {"m-a": {"1": "2-3"}, "m-c": {"1": "0-1"}}, record
+    assert kafka.streams_triggers == ["app"]
+    # once the group runs the planned standbys too, it runs the plan
+    moved = dataclasses.replace(
+        group,
+        members=(
+            _member("m-a", {"0": [0, 1], "1": [0, 1]}, {"1": [2, 3]}),
+            _member("m-b", {"0": [2, 3], "1": [2, 3]}, {}),
+            _member("m-c", {}, {"1": [0, 1]}),
+        ),
+        group_epoch=6,
+        assignment_epoch=6,
+    )
+    kafka.streams_groups["app"] = moved
+    policy.poll()
+    assert policy.condition("Ready")["status"] == "True", policy.condition("Ready")
+    assert len(kafka.published) == 1 and kafka.streams_triggers == ["app"]

@@ -102,6 +102,17 @@ def test_a_consumer_record_has_no_kind_and_an_unknown_kind_is_refused() -> None:
         plan_record.encode_plan("g", 1, "h", "x", {}, kind="queue")
 
 
+def test_standbys_are_written_for_streams_plans_only_and_absent_unless_given() -> None:
+    value = plan_record.encode_plan("g", 1, "h", "x", {"a": {"0": [0]}}, kind="streams")
+    assert b"standbys" not in value  # the bytes of records before planned standbys
+    with_standbys = plan_record.encode_plan(
+        "g", 1, "h", "x", {"a": {"0": [0]}}, kind="streams", standbys={"a": {}, "b": {"0": [0]}}
+    )
+    assert json.loads(with_standbys)["standbys"] == {"b": {"0": "0"}}
+    with pytest.raises(ValueError, match="only a streams plan has standbys, not a consumer plan"):
+        plan_record.encode_plan("g", 1, "h", "x", {}, standbys={})
+
+
 PLUGIN_VECTORS = Path(__file__).parents[2] / "data" / "wire" / "streams_plan_vectors.json"
 
 
@@ -121,6 +132,7 @@ def test_the_plugins_streams_vectors_are_what_the_operator_encodes_and_signs() -
             incarnation=given["incarnation"],
             member_ids=given["member_ids"],
             kind="streams",
+            standbys=given.get("standbys"),
         )
         assert value == vector["value"].encode(), given["group"]
         assert plan_record.sign(key, given["group"], value) == vector["signature"].encode()

@@ -236,7 +236,7 @@ final class PlanRecords {
                 tasks.put(member, Map.copyOf(copy));
             });
             store(Plan.streams(document.group(), document.incarnation(), document.epoch(), document.planHash(),
-                document.generatedAtMs(), document.memberIds(), tasks), null);
+                document.generatedAtMs(), document.memberIds(), tasks).withStandbys(document.standbys()), null);
             return;
         }
         Map<String, Uuid> ids = new HashMap<>();
