@@ -256,7 +256,8 @@ class Cluster:
 
     def applied_assignment(self, namespace: str, name: str) -> dict[str, dict[str, list[int]]]:
         """What the policy's ConfigMaps say each member owns (the operator's own reader)."""
-        from kafka_rebalance_operator import assignment_doc, names
+        from kafka_rebalance_operator import names
+        from kafka_rebalance_operator.kube import assignment_doc
 
         response = self._call(
             Request("list", namespace, resource="configmaps"),

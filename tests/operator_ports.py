@@ -16,16 +16,16 @@ from typing import Any
 
 from kafka_rebalance_common.wire import plan_record
 from kafka_rebalance_operator import reconcile
-from kafka_rebalance_operator.cluster_identity import Rival
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
+from kafka_rebalance_operator.kafka.cluster_identity import Rival
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
+from kafka_rebalance_operator.kafka.share_group import ShareGroupError, SharePartitionOffset
+from kafka_rebalance_operator.kafka.streams_group import StreamsGroupError
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.lag import PartitionOffsets
-from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError, WriteConflict
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.share_group import ShareGroupError, SharePartitionOffset
-from kafka_rebalance_operator.streams_group import StreamsGroupError
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 

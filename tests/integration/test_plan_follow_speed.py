@@ -39,12 +39,12 @@ from kafka_rebalance_common.kafka_retry import RetryingAdmin, ensure_topic
 from kafka_rebalance_common.wire import plan_record
 from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
-from kafka_rebalance_operator import kip848, streams_group
 from kafka_rebalance_operator.groups import plan_topic
 from kafka_rebalance_operator.groups.streams import TRIGGER_PENDING_S
-from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kafka import kip848, streams_group
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kafka.verify import recompute_pending, target_differs
 from kafka_rebalance_operator.memory import PolicyMemory
-from kafka_rebalance_operator.verify import recompute_pending, target_differs
 
 from tests.conftest import PLAN_KEY
 from tests.integration.streams_apps import StreamsApps, compile_app, end_offsets

@@ -27,7 +27,7 @@ from kafka_rebalance_common.wire import plan_record
 
 from kafka_rebalance_operator import planning
 from kafka_rebalance_operator.conditions import Health
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso, parse_iso

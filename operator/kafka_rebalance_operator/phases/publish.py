@@ -12,15 +12,15 @@ from typing import Any
 from kafka_rebalance_common.wire import plan_record
 
 from kafka_rebalance_operator import planning
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator.kafka.plan_keys import signing_key
+from kafka_rebalance_operator.kafka.verify import recompute_pending, target_differs
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.apply import Applied
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.observe import Observed
-from kafka_rebalance_operator.plan_keys import signing_key
 from kafka_rebalance_operator.ports import MetricsSink
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.verify import recompute_pending, target_differs
 
 log = logging.getLogger(__name__)
 

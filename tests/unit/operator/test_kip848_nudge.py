@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from kafka.errors import NotCoordinatorError, UnknownMemberIdError
-from kafka_rebalance_operator import group_leave, kip848, share_group
+from kafka_rebalance_operator.kafka import group_leave, kip848, share_group
 
 
 class ScriptedAdmin:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kafka_rebalance_common.replanning import Action
 from kafka_rebalance_common.wire import partitions, plan_record
-from kafka_rebalance_operator import admission
-from kafka_rebalance_operator.cluster_identity import Rival, servers_of
 from kafka_rebalance_operator.groups.consumer import facts, wait
+from kafka_rebalance_operator.kafka import admission
+from kafka_rebalance_operator.kafka.cluster_identity import Rival, servers_of
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext
 from kafka_rebalance_operator.phases.decide import Stop, decide
@@ -741,7 +741,7 @@ class TestBrokerMode:
         original = subject.memory.observer.publish_plan
 
         def refuse(*args: Any) -> None:
-            from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+            from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable
 
             raise KafkaUnavailable("publishing the plan to kafka-rebalance-plans: timed out")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from kafka_rebalance_operator.groups.share import PLAN_SETTLE_S
+from kafka_rebalance_operator.kafka.share_group import ShareGroup, ShareMember
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
-from kafka_rebalance_operator.share_group import ShareGroup, ShareMember
 from operator_ports import MemoryKafka, Policy, memory_ports
 
 SPEC: dict[str, Any] = {

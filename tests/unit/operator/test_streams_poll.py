@@ -9,11 +9,11 @@ import dataclasses
 from typing import Any
 
 import pytest
-from kafka_rebalance_operator import trigger_cleanup
 from kafka_rebalance_operator.groups.streams import TRIGGER_PENDING_S
-from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.kafka import trigger_cleanup
+from kafka_rebalance_operator.kafka.streams_group import StreamsGroup, StreamsMember, Subtopology
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
-from kafka_rebalance_operator.streams_group import StreamsGroup, StreamsMember, Subtopology
 from operator_ports import MemoryKafka, MemoryObserver, Policy, memory_ports
 
 SPEC: dict[str, Any] = {

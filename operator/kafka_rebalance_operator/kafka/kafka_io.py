@@ -26,7 +26,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
-from kafka_rebalance_operator import (
+from kafka_rebalance_operator.kafka import (
     kip848,
     offset_codecs,
     share_group,
@@ -34,7 +34,7 @@ from kafka_rebalance_operator import (
     streams_standby_config,
     streams_trigger,
 )
-from kafka_rebalance_operator.kafka_offsets import OffsetReader
+from kafka_rebalance_operator.kafka.kafka_offsets import OffsetReader
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.topic_pattern import TopicPattern

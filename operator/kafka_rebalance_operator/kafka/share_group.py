@@ -37,7 +37,7 @@ from kafka import errors
 from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_message import ApiMessage
 
-from kafka_rebalance_operator import group_leave, kip848_messages
+from kafka_rebalance_operator.kafka import group_leave, kip848_messages
 
 TRIGGER_RACK = "kafka-rebalance-trigger"  # PlanFollowingShareAssignor.TRIGGER_RACK
 PLAN_ASSIGNOR = "kafka-rebalance-plan"  # PlanFollowingShareAssignor.NAME

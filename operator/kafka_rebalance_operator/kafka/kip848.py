@@ -26,7 +26,7 @@ from kafka import errors
 from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_message import ApiMessage
 
-from kafka_rebalance_operator import group_leave, kip848_messages
+from kafka_rebalance_operator.kafka import group_leave, kip848_messages
 
 NUDGE_REBALANCE_TIMEOUT_MS = 10_000
 LEAVE_EPOCH = -1  # MemberEpoch that leaves the group
