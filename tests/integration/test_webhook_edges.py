@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -473,7 +474,9 @@ def test_per_pod_annotations_shape_the_sidecar_and_bad_values_are_named_in_event
             assert _sample(bad, annotation=annotation) == ignored[annotation] + times, annotation
 
 
-PODS = 150  # admitted and deleted in one test (under a minute on the shared 2-core machine)
+PODS = 500  # admitted and deleted in one test
+CREATORS = 4  # concurrent `kubectl create`s: admissions race on the Role (conflicts retried)
+CHUNK = 25  # pods per `kubectl create` (each call well inside kubectl's timeout)
 LONG_POLICY = "orders-" + "x" * 246  # 253 characters: the longest legal object name
 
 
@@ -494,8 +497,8 @@ def _role_names(k8s: Any, namespace: str) -> list[str] | None:
 def test_pods_admitted_and_deleted_leave_the_role_as_large_as_the_pods_left(
     k8s: Any, helm: Path, relay: Relay, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A policy name of 253 characters; PODS pods admitted, all but one deleted: the Role
-    grants the one pod's document only."""
+    """A policy name of 253 characters; PODS pods admitted by CREATORS concurrent creators,
+    all but one deleted: the Role grants the one pod's document only."""
     with serving_webhook(k8s, helm, monkeypatch, LONG_POLICY) as (namespace, create):
         wait_for(
             "the webhook injecting",
@@ -505,20 +508,41 @@ def test_pods_admitted_and_deleted_leave_the_role_as_large_as_the_pods_left(
         )
         pods = [f"pod-{i}" for i in range(PODS)]
         started = time.monotonic()
-        admitted = create(pods)
+        with ThreadPoolExecutor(CREATORS) as creators:
+            chunks = [pods[i : i + CHUNK] for i in range(0, PODS, CHUNK)]
+            admitted = [pod for chunk in creators.map(create, chunks) for pod in chunk]
+        assert len(admitted) == PODS
         assert all(SIDECAR_CONTAINER in _containers(p) for p in admitted)
         documents = {names.configmap_name(LONG_POLICY, p) for p in pods}
         grown = _role_names(k8s, namespace) or []
         assert documents <= set(grown)  # each admission granted its pod's document
         peak = len(grown)
-        k8s.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
-        keeper = create(["keeper"])
-        assert SIDECAR_CONTAINER in _containers(keeper[0])
-        wanted = [names.configmap_name(LONG_POLICY, "keeper")]
+        k8s.kubectl(
+            "delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force",
+            "--wait=false", timeout=300,
+        )  # fmt: skip
+        wait_for(
+            "the pods gone",
+            lambda: not k8s.kubectl("get", "pods", "-n", namespace, "-o", "name").stdout.strip(),
+            240,
+            2.0,
+        )
+
+        def injected_keeper() -> str | None:
+            """A new pod, once one is injected (on an overloaded API the webhook admits a pod
+            unchanged, as failurePolicy Ignore says; that pod goes again)."""
+            name = f"keeper-{uuid.uuid4().hex[:4]}"
+            if SIDECAR_CONTAINER in _containers(create([name])[0]):
+                return name
+            k8s.kubectl("delete", "pod", name, "-n", namespace, "--grace-period=0", "--force")
+            return None
+
+        keeper = wait_for("a pod injected after the deletions", injected_keeper, 120, 2.0)
+        wanted = [names.configmap_name(LONG_POLICY, keeper)]
         final = wait_for(
             "the Role pruned to the pod left",
             lambda: (got := _role_names(k8s, namespace)) == wanted and got,
-            90,
+            240,
             1.0,
         )
         print(
