@@ -498,6 +498,21 @@ def _real_ports(api: Any) -> tuple[Any, Path]:
     return adapters.real_ports(api, Telemetry([JsonLinesSink(str(telemetry_file))])), telemetry_file
 
 
+def _counting_kafka_clients(real: Any) -> tuple[Any, list[Any]]:
+    """`real` with its shared Kafka clients made through a factory that lists each one it makes
+    (the fleet report's client count)."""
+    from kafka_rebalance_operator.clients import SharedObservers
+    from kafka_rebalance_operator.kafka_io import KafkaObserver
+
+    made: list[Any] = []
+
+    def connect(servers: str, security: Any, timeout_s: float) -> Any:
+        made.append(KafkaObserver(servers, security, timeout_s))
+        return made[-1]
+
+    return replace(real, kafka=SharedObservers(connect)), made
+
+
 def _no_metadata_cache() -> None:
     """One policy polled every 30 s never finds its client's cached whole-cluster metadata
     (kept 5 s): the steady polls here, back to back, must not either."""
@@ -687,6 +702,7 @@ def fleet(
     _commit_lagging(args, bootstrap, names, groups)
     policies = _fleet_policies(args, bootstrap, api, names, namespace, label, groups, run)
     real, telemetry_file = _real_ports(api)
+    real, made = _counting_kafka_clients(real)
     # an --interval below the operator's default --min-poll-interval (5s) is polled too, not
     # Stalled: down to the CRD's 1s floor
     settings = OperatorSettings(min_poll_interval_s=1.0)
@@ -725,7 +741,7 @@ def fleet(
         lambda i: pool.submit(poll_one, i),
     )
     pool.shutdown(wait=True)
-    clients = real.kafka.created if hasattr(real.kafka, "created") else "one per policy"
+    clients = len(made)
     for memory in memories:
         memory.close()
     print(f"load average at end: {load_average()}")

@@ -2,7 +2,7 @@
 test inputs for speed-only changes (`benchmarks.digests` covers the benchmark inputs).
 
     OUTPUT_RECORD=before.txt .venv/bin/python -m pytest -p benchmarks.output_record \
-        --hypothesis-seed=0 tests/test_model.py ...
+        --hypothesis-seed=0 tests/unit/assignors/test_model.py ...
     OUTPUT_RECORD=after.txt  ... (same command)
     .venv/bin/python -m benchmarks.output_record before.txt after.txt [--ignore STRATEGY ...]
 

@@ -24,12 +24,7 @@ if TYPE_CHECKING:  # the operator's modules load only when it runs (the `operato
     from kafka_rebalance_operator.telemetry import Telemetry
 
 # --log-level: the names the chart's logLevel value takes, and the levels they set
-LOG_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}
+LOG_LEVELS = logformat.LEVELS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -334,6 +329,12 @@ def _webhook_arguments(parser: argparse.ArgumentParser) -> None:
         help="an extra sidecar flag, e.g. --session-timeout-ms=30000 (repeatable)",
     )
     hook.add_argument(
+        "--sidecar-log-level",
+        choices=LOG_LEVELS,
+        help="the injected sidecar's --log-level (a pod's kafka-rebalance.io/sidecar-log-level "
+        "annotation overrides it); default: the sidecar's own, info",
+    )
+    hook.add_argument(
         "--sidecar-env",
         action="append",
         default=[],
@@ -376,6 +377,7 @@ def _webhook_config(args: argparse.Namespace) -> object | None:
         image_pull_policy=args.sidecar_image_pull_policy,
         extra_args=tuple(args.sidecar_arg),
         extra_env=tuple(env),
+        log_level=args.sidecar_log_level,
         **extra,
     )
     secret = None

@@ -62,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--kafka", metavar="BOOTSTRAP", help="produce to this Kafka cluster")
     gen.add_argument("--topic", default=TELEMETRY_TOPIC)
     gen.add_argument("--truth", type=Path, help="write the generator's ground truth (JSON)")
+    gen.add_argument(
+        "--share-groups",
+        type=int,
+        default=0,
+        help="also this many share groups with one hot partition on `simple` (docs/pipeline.md)",
+    )
     gen.set_defaults(handler=run_generate)
 
     rates = steps.add_parser("rates", help="rates, measured capacity, lag stats -> Parquet")
@@ -152,12 +158,27 @@ def _print(summary: Any) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_fleet
+    from kafka_rebalance_pipeline.generate import (
+        FleetSpec,
+        GroupTruth,
+        ShareFleetSpec,
+        generate_fleet,
+        generate_share_fleet,
+    )
     from kafka_rebalance_pipeline.sinks import write_files, write_kafka
 
     if not args.out and not args.kafka:
         print("pipeline generate: give --out DIR and/or --kafka BOOTSTRAP", file=sys.stderr)
         return 2
+    if args.share_groups < 0:
+        print("pipeline generate: --share-groups must be >= 0", file=sys.stderr)
+        return 2
+    shares = ShareFleetSpec(groups=args.share_groups, polls=args.polls, interval_s=args.interval)
+
+    def fleet(truth: list[GroupTruth]) -> Iterator[dict[str, Any]]:
+        yield from generate_fleet(spec, truth)
+        yield from generate_share_fleet(shares, truth)
+
     spec = FleetSpec(
         groups=args.groups,
         polls=args.polls,
@@ -172,15 +193,16 @@ def run_generate(args: argparse.Namespace) -> int:
     summary: dict[str, Any] = {}
     truth: list[GroupTruth] = []
     if args.out:
-        summary["file_rows"] = write_files(generate_fleet(spec, truth), args.out)
+        summary["file_rows"] = write_files(fleet(truth), args.out)
         summary["out"] = str(args.out)
     if args.kafka:
         summary["kafka_rows"] = write_kafka(
-            generate_fleet(spec, [] if args.out else truth), args.kafka, args.topic
+            fleet([] if args.out else truth), args.kafka, args.topic
         )
         summary["topic"] = args.topic
     summary["seconds"] = round(time.perf_counter() - started, 3)
     summary["groups"] = len(truth)
+    summary["share_groups"] = args.share_groups
     summary["slow_members"] = sum(t.slow_member is not None for t in truth)
     if args.truth:
         args.truth.parent.mkdir(parents=True, exist_ok=True)

@@ -183,7 +183,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="while behind (full batches), commit at most this often; 0: every batch (default 200)",
     )
     _register_security(parser)
-    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.add_argument(
+        "--verbose", "-v", action="store_true", help="the same as --log-level debug"
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=logformat.LEVELS,
+        default="info",
+        help="the sidecar's own log level (kafka-python and the Kubernetes client log warnings "
+        "and above unless debug); default info",
+    )
     logformat.add_argument(parser)  # --log-format text|json
     parser.set_defaults(handler=run)
 
@@ -287,14 +296,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    level = logging.DEBUG if args.verbose else logformat.LEVELS[args.log_level]
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logformat.apply(args.log_format, group=args.group, member=args.member)
-    if not args.verbose:
-        logging.getLogger("kafka").setLevel(logging.WARNING)
-        logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    if level > logging.DEBUG:
+        logging.getLogger("kafka").setLevel(max(level, logging.WARNING))
+        logging.getLogger("kubernetes").setLevel(max(level, logging.WARNING))
 
 
 def _sink(args: argparse.Namespace) -> Any:

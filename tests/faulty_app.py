@@ -1,7 +1,8 @@
 """A real HTTP application that fails the way applications do: answers a status, hangs past the
 sidecar's timeout, or resets the connection, as a test's `fault(records)` says per request.
 
-Used by the failure-class tests (unit: tests/test_sidecar_failure_classes.py; against the broker:
+Used by the failure-class tests (unit: tests/unit/sidecar/test_sidecar_failure_classes.py; against
+the broker:
 tests/integration/test_sidecar_faults.py). It records every request's body size and every record
 it accepted (2xx), so a test counts records lost and delivered twice from what the application
 actually took.

@@ -7,7 +7,8 @@ changes owner is left out of the first rebalance's assignment (its old owner rev
 granted to the new owner in the follow-up rebalance, once nobody owns it. The plan's target is
 that converged assignment and its `moves` list is exactly the set of partitions that take the two
 rounds (revoke, then grant); partitions nobody owned are granted in the first round.
-`tests/test_sticky_properties.py` simulates the two rounds and checks that they converge.
+`tests/unit/assignors/test_sticky_properties.py` simulates the two rounds and checks that they
+converge.
 """
 
 from __future__ import annotations

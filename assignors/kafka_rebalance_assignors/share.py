@@ -177,15 +177,6 @@ class _State:
         self.squares = sum(v * v for v in self.pressures.values())
         return self.squares
 
-    def pressure_if(self, tp: TopicPartition, member: str, parts: set[TopicPartition]) -> float:
-        """`tp`'s pressure if `member` held `parts` instead of what it holds."""
-        served = self.served[tp]
-        if tp in self.holdings[member]:
-            served -= self.share(member)
-        if tp in parts:
-            served += self.share(member, parts)
-        return math.inf if served <= 1e-12 else self.loads[tp] / served
-
     def apply(self, member: str, parts: set[TopicPartition]) -> None:
         """`member` holds `parts` from now on."""
         affected = self.holdings[member] | parts

@@ -6,11 +6,13 @@ Input (docs/planning.md#previewing-a-streams-task-plan; examples/plans/streams-t
     {"groupType": "streams", "strategy": "lag-aware",
      "tasks": {"0": 6, "1": 4},                      subtopology -> number of tasks
      "members": [{"id": "m-a", "weight": 1.0,        weight optional (1.0)
+                  "process": "p-a",                  process id optional (its own)
                   "active": {"0": [0, 1]}, "standby": {"1": [0]}}],
      "lag": {"0": [900, 10, ...]},                   per task, by partition (null: unknown)
      "rate": {"0": [4.0, 0.5, ...]},                 records/s, same shape (optional)
      "changelog": {"1": [50000, ...]},               stateful subtopologies only (optional)
-     "targetDrainSeconds": 300, "maxMovesPerRound": 8, "minImprovement": 0.1}
+     "targetDrainSeconds": 300, "maxMovesPerRound": 8, "minImprovement": 0.1,
+     "standbyReplicas": 1}                          standbys per stateful task (optional, 0)
 
 Every error names its field (`PlanInputError`), so the command exits 2 with one line.
 """
@@ -104,6 +106,7 @@ def parse_task_request(document: Any, strategy: str | None = None) -> TaskPlanIn
     active: dict[str, dict[str, list[int]]] = {}
     standby: dict[str, dict[str, list[int]]] = {}
     weights: dict[str, float] = {}
+    processes: dict[str, str] = {}
     for i, entry in enumerate(members_doc):
         entry = _mapping(entry, f"members[{i}]")
         member = entry.get("id")
@@ -114,6 +117,11 @@ def parse_task_request(document: Any, strategy: str | None = None) -> TaskPlanIn
         members.append(member)
         active[member] = _task_sets(entry.get("active"), f"members[{i}].active", counts)
         standby[member] = _task_sets(entry.get("standby"), f"members[{i}].standby", counts)
+        if "process" in entry:
+            process = entry["process"]
+            if not isinstance(process, str) or not process:
+                raise PlanInputError(f"members[{i}].process", "must be a non-empty string")
+            processes[member] = process
         if "weight" in entry:
             weights[member] = _number(entry["weight"], f"members[{i}].weight", minimum=1e-9)
     changelog = {
@@ -126,6 +134,9 @@ def parse_task_request(document: Any, strategy: str | None = None) -> TaskPlanIn
     min_improvement = _number(doc.get("minImprovement", 0.0), "minImprovement")
     if min_improvement >= 1:
         raise PlanInputError("minImprovement", f"must be in [0, 1), got {min_improvement!r}")
+    replicas = doc.get("standbyReplicas", 0)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise PlanInputError("standbyReplicas", f"must be a count >= 0, got {replicas!r}")
     chosen = strategy or doc.get("strategy") or "lag-aware"
     if not isinstance(chosen, str):
         raise PlanInputError("strategy", f"must be a strategy name, got {chosen!r}")
@@ -142,6 +153,8 @@ def parse_task_request(document: Any, strategy: str | None = None) -> TaskPlanIn
         budget=budget,
         weights=weights or None,
         drain_seconds=drain,
+        standby_replicas=replicas,
+        processes=processes or None,
     )
 
 
@@ -165,6 +178,8 @@ def task_plan_document(plan: TaskPlan) -> dict[str, Any]:
         "groupType": GROUP_TYPE,
         "strategy": plan.strategy,
         "assignment": plan.assignment,
+        "standby": {m: tasks for m, tasks in plan.standby.items() if tasks},
+        "standbysShort": plan.standbys_short,
         "moves": moves(plan.moves),
         "deferred": moves(plan.deferred),
         "moveCost": round(plan.cost, 3),

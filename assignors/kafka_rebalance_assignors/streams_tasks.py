@@ -14,13 +14,17 @@ only the move budget and the choice of destination for stateful tasks are applie
   over the mean of the group's stateful tasks), so an average stateful task costs 2 and a big
   one more. A stateful task moved to a member that holds its standby costs 1 (the state is
   already there): the standby discount.
-- Standby preference (a tie-break on destinations): a stateful task the strategy moves to a
-  member without its standby goes instead to the least loaded member holding its standby,
-  when that does not raise the plan's peak member load (over weight) nor its largest task
-  count.
+- Standby preference: a stateful task the strategy moves to a member without its standby goes
+  instead to the least loaded member holding its standby, when that raises neither the plan's
+  largest task count nor its peak member load (over weight) by more than `STANDBY_SLACK`
+  (landing elsewhere costs a restore of the whole changelog; load estimates are noisier than
+  that); else it swaps destinations with a task moved to a holder of its standby, under the
+  same peak bound (counts stay).
 - Budget: moves are kept in order of load per unit cost; the first always (so a big stateful
   task can move at all), the others while the cost fits; a move not kept leaves its task with
   its current owner. Tasks nobody present runs are granted, never counted.
+- Standbys (`streams_standbys`): with `standby_replicas` > 0, each stateful task gets its
+  standbys placed off its planned active's process, sticky to members holding its state.
 - Peak: the plan's `peak_before` / `peak_after` are the most loaded member's load over its
   capacity weight (the planner's own objective), so a plan that takes load off a slow member
   counts as the improvement it is even when the fast member's raw load rises.
@@ -32,9 +36,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import kafka_rebalance_assignors as assignors
+from kafka_rebalance_assignors.streams_standbys import plan_standbys
 
 Task = tuple[str, int]
 TaskAssignment = dict[str, dict[str, list[int]]]  # member -> subtopology -> partitions
+STANDBY_SLACK = 0.05  # how far the standby preference may raise the plan's peak (a fraction)
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,8 @@ class TaskPlanInput:
     budget: float | None = None  # move cost units per round; None: no limit
     weights: Mapping[str, float] | None = None  # member -> capacity weight (absent: 1.0)
     drain_seconds: float = 300.0  # a task's load = lag + rate * drain_seconds
+    standby_replicas: int = 0  # the group's streams.num.standby.replicas (0: none planned)
+    processes: Mapping[str, str] | None = None  # member -> process id (absent: its own)
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,8 @@ class TaskPlan:
     peak_before: float  # max over members of load / weight now (unowned tasks left out)
     peak_after: float  # the same for the plan
     strategy: str
+    standby: TaskAssignment = field(default_factory=dict)  # every member present when planned
+    standbys_short: int = 0  # standbys wanted that no process other than the active's could take
 
 
 def task_load(lag: float | None, rate: float | None, drain_seconds: float) -> float:
@@ -251,6 +261,16 @@ def plan_tasks(inp: TaskPlanInput) -> TaskPlan:
     assignment: TaskAssignment = {m: {} for m in members}
     for (s, p), member in sorted(target.items()):
         assignment[member].setdefault(s, []).append(p)
+    standbys = plan_standbys(
+        assignment,
+        inp.standby,
+        inp.changelog,
+        inp.standby_replicas,
+        members,
+        previous_active=owned,
+        processes=inp.processes,
+        weights=inp.weights,
+    )
     return TaskPlan(
         assignment=assignment,
         moves=tuple(sorted(kept, key=lambda m: m.task)),
@@ -260,6 +280,8 @@ def plan_tasks(inp: TaskPlanInput) -> TaskPlan:
         peak_before=weighted_peak(before, load, members, inp.weights),
         peak_after=weighted_peak(target, load, members, inp.weights),
         strategy=planned.stats.strategy,
+        standby=standbys.standby,
+        standbys_short=standbys.short,
     )
 
 
@@ -272,16 +294,17 @@ def _prefer_standbys(
     members: Sequence[str],
     weights: Mapping[str, float] | None = None,
 ) -> int:
-    """Send moved stateful tasks to a standby holder where that costs no balance (module
-    docstring; loads over capacity weights); updates `target` in place and returns how many
-    were sent."""
+    """Send moved stateful tasks to a standby holder where that costs no balance beyond the
+    slack (module docstring; loads over capacity weights), directly or by swapping
+    destinations with a task moved to the holder (`_swap_onto_standby`); updates `target` in
+    place and returns how many tasks were sent onto their standby."""
     w = {m: _weight(weights, m) for m in members}
     per_load = dict.fromkeys(members, 0.0)
     per_count = dict.fromkeys(members, 0)
     for task, member in target.items():
         per_load[member] += load.get(task, 0.0)
         per_count[member] += 1
-    peak = max((per_load[m] / w[m] for m in members), default=0.0)
+    peak = max((per_load[m] / w[m] for m in members), default=0.0) * (1.0 + STANDBY_SLACK)
     top = max(per_count.values(), default=0)
     moved = [
         t
@@ -301,6 +324,7 @@ def _prefer_standbys(
             and per_count[m] + 1 <= top
         ]
         if not holders:
+            sent += _swap_onto_standby(task, target, before, standby, load, w, per_load, peak)
             continue
         to = min(holders, key=lambda m: (per_load[m] / w[m], m))
         per_load[chosen] -= load.get(task, 0.0)
@@ -310,3 +334,43 @@ def _prefer_standbys(
         target[task] = to
         sent += 1
     return sent
+
+
+def _swap_onto_standby(
+    task: Task,
+    target: dict[Task, str],
+    before: Mapping[Task, str],
+    standby: Mapping[str, set[Task]],
+    load: Mapping[Task, float],
+    w: Mapping[str, float],
+    per_load: dict[str, float],
+    peak: float,
+) -> int:
+    """Swap destinations with another task moved this round to a holder of `task`'s standby
+    (and not onto its own standby there), when neither member then exceeds `peak` (load over
+    weight): task counts stay, both tasks still move once. Prefers a partner whose standby is
+    at `task`'s destination. Updates `target` and `per_load`; returns the tasks that land on
+    their standby (0 when no swap fits)."""
+    chosen = target[task]
+    options = []
+    for holder in sorted(m for m in w if task in standby.get(m, set()) and m != chosen):
+        for other, at in sorted(target.items()):
+            if at != holder or other == task or before.get(other, holder) == holder:
+                continue  # only a task moved onto `holder` this round
+            if other in standby.get(holder, set()):
+                continue  # it lands on its own state there
+            delta = load.get(task, 0.0) - load.get(other, 0.0)
+            if (per_load[holder] + delta) / w[holder] > peak:
+                continue
+            if (per_load[chosen] - delta) / w[chosen] > peak:
+                continue
+            both = other in standby.get(chosen, set())
+            options.append((not both, abs(delta), holder, other))
+    if not options:
+        return 0
+    first, delta, holder, other = min(options)
+    change = load.get(task, 0.0) - load.get(other, 0.0)
+    per_load[holder] += change
+    per_load[chosen] -= change
+    target[task], target[other] = holder, chosen
+    return 1 if first else 2

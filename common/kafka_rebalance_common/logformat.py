@@ -23,6 +23,14 @@ import logging
 from typing import Any
 
 FORMATS = ("text", "json")
+# --log-level of the operator and the sidecar: the names (the chart's values and the webhook's
+# sidecar-log-level annotation take the same) and the levels they set
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FIELDS = ("namespace", "policy", "group", "member")
 

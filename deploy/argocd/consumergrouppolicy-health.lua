@@ -4,7 +4,7 @@
 --   resource.customizations.health.kafka-rebalance.io_ConsumerGroupPolicy
 -- (docs/install.md). Argo CD runs it with gopher-lua (Lua 5.1 semantics); the project's tests run
 -- it with Lua 5.1 and 5.4 against status objects the operator wrote on a real API server
--- (tests/test_argocd_health.py).
+-- (tests/unit/ship/test_argocd_health.py).
 --
 -- It reads the kstatus conditions the operator writes (Ready, Reconciling, Stalled), and gives
 -- the same verdict as kstatus: a spec the operator has not processed yet is Progressing, Stalled

@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 class _Entry:
     observer: Observer
     users: int = 0
-    retired: bool = False
 
 
 class SharedObservers:
@@ -51,7 +50,6 @@ class SharedObservers:
         self._entries: dict[Hashable, _Entry] = {}
         self._creating: dict[Hashable, threading.Lock] = {}
         self._live: dict[int, _Entry] = {}  # every shared observer not yet closed
-        self.created = 0  # observers made so far (tests, benchmarks)
 
     def __call__(
         self,
@@ -63,7 +61,6 @@ class SharedObservers:
         """A lease on the observer for `key` (made now if there is none); without a key, an
         observer of the caller's own."""
         if key is None:
-            self.created += 1
             return self.factory(bootstrap_servers, security, timeout_s)
         full = (key, timeout_s)
         with self._lock:
@@ -76,7 +73,6 @@ class SharedObservers:
                     return Lease(self, full, entry)
             observer = self.factory(bootstrap_servers, security, timeout_s)  # may raise
             with self._lock:
-                self.created += 1
                 entry = self._entries[full] = _Entry(observer, users=1)
                 self._live[id(entry)] = entry
                 return Lease(self, full, entry)
@@ -91,7 +87,6 @@ class SharedObservers:
         with self._lock:
             if self._entries.get(full) is entry:
                 del self._entries[full]
-            entry.retired = True
 
     def _release(self, full: Hashable, entry: _Entry) -> None:
         with self._lock:
@@ -182,12 +177,6 @@ class Lease:
 
     def clear_streams_trigger(self, group_id: str) -> bool:
         return self._entry.observer.clear_streams_trigger(group_id)
-
-    def __getattr__(self, name: str) -> Any:
-        """Anything else the observer offers (`Observer` may grow), on the shared observer."""
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._entry.observer, name)
 
     def close(self) -> None:
         if not self._closed:

@@ -27,6 +27,8 @@ from kafka_rebalance_operator import allocator, cluster_identity, metrics, names
 from kafka_rebalance_operator.health import Liveness
 from kafka_rebalance_operator.members import PodSummary, summarise_pod
 from kafka_rebalance_operator.memory import PolicyMemory
+from kafka_rebalance_operator.phases import connect
+from kafka_rebalance_operator.phases.context import PollFailure
 from kafka_rebalance_operator.phases.publish import retire
 from kafka_rebalance_operator.pod_audit import PodAudit
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
@@ -290,15 +292,65 @@ def forget_deleted(type: str, namespace: str, name: str, memo: kopf.Memo, **_: A
     """A deleted policy leaves the liveness check, retires its broker-mode plan record (a
     tombstone), takes the streams trigger tag out of its streams group's tags and closes its
     Kafka client. (Its ConfigMaps go by ownerReferences, through
-    Kubernetes' garbage collector.)"""
+    Kubernetes' garbage collector.) A policy the operator has not polled since it started
+    (deleted while it was down, or before its first poll) has its plan retired and its tag
+    removed all the same, from what its object says it published (`_published_memory`)."""
     if type != "DELETED":
         return
-    memo.operator.liveness.forget(f"{namespace}/{name}")
-    memo.operator.ports.clusters.forget((namespace, name))
+    operator: Operator = memo.operator
+    operator.liveness.forget(f"{namespace}/{name}")
+    operator.ports.clusters.forget((namespace, name))
     metrics.forget(namespace, name)
     memory: PolicyMemory | None = memo.get("memory")
+    if memory is None:
+        memory = _published_memory(namespace, name, _.get("body") or {}, operator)
     if memory is not None:
-        retire(memory, memo.operator.settings, f"{namespace}/{name}")
+        retire(memory, operator.settings, f"{namespace}/{name}")
         group = trigger_cleanup.streams_group_of(_.get("spec"))
         trigger_cleanup.clear_trigger(memory.observer, group, f"{namespace}/{name}")
         memory.close()
+
+
+def _published_memory(
+    namespace: str, name: str, body: Mapping[str, Any], operator: Operator
+) -> PolicyMemory | None:
+    """What a broker-mode policy published, rebuilt from its object (group, uid as the
+    incarnation, status.epoch) with a Kafka client of its own; None when its status names no
+    applied plan (it published nothing, so there is nothing to retire and no tag of its), or
+    when no client can be had (logged: the plan expires by the brokers' max age and the tag,
+    which the plug-in ignores, stays)."""
+    status = body.get("status") or {}
+    metadata = body.get("metadata") or {}
+    if not status.get("appliedPlan"):
+        return None
+    try:
+        spec = parse_spec(_plain(dict(body.get("spec") or {})))
+    except PolicyError:
+        return None
+    if spec.apply_mode != "broker":
+        return None
+    context = PolicyContext(
+        namespace=namespace,
+        name=name,
+        uid=str(metadata.get("uid") or ""),
+        generation=int(metadata.get("generation") or 0),
+        spec=_plain(dict(body.get("spec") or {})),
+        status=_plain(dict(status)),
+    )
+    memory = PolicyMemory()
+    try:
+        connect.kafka_client(spec, context, memory, operator.ports, operator.settings)
+    except PollFailure as failure:
+        log.warning(
+            "%s/%s deleted: its plan and trigger tag stay until they expire (%s: %s)",
+            namespace,
+            name,
+            failure.reason,
+            failure.message,
+        )
+        memory.close()
+        return None
+    memory.published_group = spec.group_id
+    memory.published_incarnation = context.uid
+    memory.published_epoch = int(status.get("epoch") or 0)
+    return memory

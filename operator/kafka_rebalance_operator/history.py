@@ -154,7 +154,8 @@ class PolicyHistory:
     flat runs kept as their first and last point, oldest first) and the lag last reported.
 
     The same arithmetic as the per-partition objects, in the same order, so rates and time lags
-    are those the objects give (tests/test_operator_columnar.py). A point is 4 bytes: its time
+    are those the objects give (tests/unit/operator/test_operator_columnar.py). A point is 4 bytes:
+    its time
     as an int16 index into the policy's table of poll times (all partitions of a policy are
     read at the same times, so a time is stored once; the table is compacted to the times still
     referred to when it grows past `4 * points + 1024`, and the index widened to int32 should

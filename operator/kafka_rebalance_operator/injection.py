@@ -2,8 +2,9 @@
 
 `inject(pod, policy, spec, defaults)` returns the pod's new `spec.containers` and
 `spec.volumes`: the sidecar container (flags from the policy, image, ports, probes and
-resources from the operator's defaults) and the pod's own assignment document, wired without
-a per-ordinal list:
+resources from `defaults`: the operator's, with the pod's own annotations applied by
+sidecar_annotations.py) and the pod's own assignment document, wired without a per-ordinal
+list:
 
 - source `watch` (the default): the sidecar watches ConfigMap `<policy>.<pod>` through the API
   (`--assignment-configmap`); a new document reaches it in well under a second. The name is
@@ -64,6 +65,7 @@ class SidecarDefaults:
     image_pull_policy: str | None = None
     extra_args: tuple[str, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = ()  # (name, value), after POD_NAME/POD_NAMESPACE
+    log_level: str | None = None  # --log-level, after extra_args; None: the sidecar's own (info)
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -133,6 +135,7 @@ def inject(
         f"--metrics-port={defaults.metrics_port}",
         "--bind=0.0.0.0",  # the kubelet probes, and Prometheus scrapes, the pod's address
         *defaults.extra_args,
+        *([f"--log-level={defaults.log_level}"] if defaults.log_level else []),
     ]
     containers.append(_sidecar(defaults, args, mounts))
     return Injected(containers, volumes, exact, watches)

@@ -15,6 +15,7 @@ cannot be read is Kafka unreachable.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from kafka_rebalance_operator import (
     offset_codecs,
     share_group,
     streams_group,
+    streams_standby_config,
     streams_trigger,
 )
 from kafka_rebalance_operator.kafka_offsets import OffsetReader
@@ -151,14 +153,23 @@ class KafkaObserver:
     # -- streams groups (KIP-1071) ------------------------------------------------------------
 
     def describe_streams_group(self, group_id: str) -> streams_group.StreamsGroup | None:
-        """The streams group as its coordinator describes it (None: no such streams group);
+        """The streams group as its coordinator describes it (None: no such streams group),
+        with its `streams.num.standby.replicas` (None when it could not be read, logged);
         raises KafkaUnavailable when the describe fails."""
         try:
-            return streams_group.describe(self.admin, group_id)
+            group = streams_group.describe(self.admin, group_id)
         except Exception as error:
             raise KafkaUnavailable(
                 f"describing streams group {group_id}: {_short(error)}"
             ) from error
+        if group is None:
+            return None
+        try:
+            replicas = streams_standby_config.read_standby_replicas(self.admin, group_id)
+        except Exception as error:  # standbys are then left to the plug-in, not guessed
+            log.warning("%s; standbys are left to the brokers' task assignor", _short(error))
+            return group
+        return dataclasses.replace(group, standby_replicas=replicas)
 
     def trigger_streams_group(self, group_id: str) -> str:
         """Make the streams group's coordinator recompute its target assignment

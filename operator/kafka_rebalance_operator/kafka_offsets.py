@@ -157,7 +157,6 @@ class OffsetReader:
         self._lock = threading.Lock()
         self._starts: dict[str, _Starts] = {}
         self._cluster: tuple[float, dict[str, offset_codecs.TopicMetadata]] | None = None
-        self.start_reads = 0  # ListOffsets EARLIEST requests made (benchmarks, tests)
 
     # -- versions -----------------------------------------------------------------------------
 
@@ -282,7 +281,6 @@ class OffsetReader:
                 self._decode_offsets(answer, into, kind, leader, asked[(kind, leader)], errors)
             for name in due:
                 self._starts[name] = _Starts(now, starts[name])
-                self.start_reads += 1
             # a log end below the log start we hold: the topic was recreated or truncated
             stale = [
                 name for name in topics if name not in due and self._below_start(name, ends[name])
@@ -305,7 +303,6 @@ class OffsetReader:
                     )
                 for name in stale:
                     self._starts[name] = _Starts(now, again[name])
-                    self.start_reads += 1
             for name in list(self._starts):
                 if name not in topics and now - self._starts[name].read_at > LOG_START_MAX_AGE_S:
                     del self._starts[name]  # no policy of this client reads it any more

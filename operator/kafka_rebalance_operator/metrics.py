@@ -159,6 +159,22 @@ WEBHOOK_ADMISSIONS = Counter(
     ("namespace", "policy", "outcome"),
     registry=REGISTRY,
 )
+WEBHOOK_PODS = Counter(
+    "kafka_rebalance_webhook_pods_total",
+    "Pods the injection webhook answered, one outcome each: mutated (the sidecar added), "
+    "admitted (unchanged: it already had its sidecar), skipped (admitted without the sidecar: "
+    "an internal error with failurePolicy Ignore), failed (refused); reason from a fixed set "
+    "(docs/operator.md, Metrics)",
+    ("outcome", "reason"),
+    registry=REGISTRY,
+)
+WEBHOOK_BAD_ANNOTATIONS = Counter(
+    "kafka_rebalance_webhook_bad_annotations_total",
+    "Per-pod sidecar annotations the injection webhook ignored (a bad value: the default used, "
+    "a SidecarAnnotationInvalid event posted), by annotation",
+    ("annotation",),
+    registry=REGISTRY,
+)
 WEBHOOK_CERT_EXPIRY = Gauge(
     "kafka_rebalance_webhook_certificate_expiry_timestamp_seconds",
     "When the injection webhook's serving certificate expires (Unix time; absent without the "

@@ -9,7 +9,8 @@ arrays indexed by partition number. Where every entry of a topic has the same si
 always; Metadata when all of a topic's partitions have the same replica and ISR counts, and no
 tagged fields), a topic's entries are read as one structured numpy array; otherwise entry by
 entry. Pure functions over bytes, no I/O: `kafka_io` sends and receives them on kafka-python's
-own connections; `tests/test_operator_wire.py` checks every decoder against kafka-python's
+own connections; `tests/unit/operator/test_operator_offset_codecs.py` checks every decoder against
+kafka-python's
 decoding of the same responses.
 
 Invariants: array indexes are partition numbers (entries may arrive in any order); an offset

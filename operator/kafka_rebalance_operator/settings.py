@@ -25,7 +25,6 @@ class OperatorSettings:
     kafka_timeout_s: float = 10.0
     cluster: str = "default"  # the `cluster` field of telemetry rows
     event_min_interval_s: float = 60.0  # at most one PlanApplied event per policy per interval
-    describe_group: bool = True  # group mode: read the actual assignment back (verify)
     # status.proposal.assignment is left out above this size (phases/report.py)
     proposal_budget_bytes: int = 512_000
     # --allowed-bootstrap-servers, parsed (admission.py); empty: any server

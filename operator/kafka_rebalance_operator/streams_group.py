@@ -99,6 +99,8 @@ class StreamsGroup:
     subtopologies: tuple[Subtopology, ...]
     members: tuple[StreamsMember, ...] = field(default_factory=tuple)
     assignor: str | None = None  # version 1 only: the assignor of the next computation
+    # the group config streams.num.standby.replicas (None: not read; no standbys are planned)
+    standby_replicas: int | None = None
 
     def active(self) -> dict[str, TaskSets]:
         """member id -> subtopology -> partitions it runs now (members without tasks kept)."""
@@ -111,6 +113,10 @@ class StreamsGroup:
 
     def standbys(self) -> dict[str, TaskSets]:
         return {m.member_id: m.standby for m in self.members}
+
+    def processes(self) -> dict[str, str]:
+        """member id -> process id (the Kafka Streams instance; its members share state)."""
+        return {m.member_id: m.process_id for m in self.members}
 
     def members_off_plan(self, plan: Mapping[str, Mapping[str, Sequence[int]]]) -> list[str]:
         """Member ids whose current active tasks differ from `plan` (member id -> subtopology
@@ -226,13 +232,6 @@ def without_trigger(current: str | None) -> str | None:
 
 def group_resource(group_id: str, configs: dict[str, Any] | None) -> ConfigResource:
     return ConfigResource(ConfigResourceType.GROUP, group_id, configs=configs)
-
-
-def set_assignor(admin: Any, group_id: str, name: str) -> None:
-    """Set the group config `streams.assignor.name` to `name` (how a group selects the
-    plug-in; takes effect at the group's next assignment). Raises StreamsGroupError with the
-    broker's refusal, e.g. when no broker registered a task assignor of that name."""
-    alter(admin, group_id, ASSIGNOR_CONFIG, name)
 
 
 def alter(admin: Any, group_id: str, key: str, value: str | None) -> None:

@@ -90,6 +90,49 @@ def plan_row(
     }
 
 
+def share_rows(
+    *,
+    ts_ms: int,
+    cluster: str,
+    namespace: str,
+    policy: str,
+    group: str,
+    partitions: Mapping[str, int],
+    log_ends: Mapping[tuple[str, int], int],
+    backlog: Mapping[tuple[str, int], int],
+    rates: Mapping[tuple[str, int], float],
+    holders: Mapping[tuple[str, int], Sequence[str]],
+    epoch: int,
+) -> list[dict[str, Any]]:
+    """One `kind: "share"` row per share-partition of a share group's poll (topic -> partition
+    count in `partitions`): its log end, backlog (`lag`; null when unknown, never 0), production
+    rate (records/s; null until measured) and the member ids on it, sorted. Every partition
+    every poll, in (topic, partition) order."""
+    rows = []
+    for topic, count in sorted(partitions.items()):
+        for p in range(count):
+            key = (topic, p)
+            rate = rates.get(key)
+            rows.append(
+                {
+                    "ts_ms": ts_ms,
+                    "kind": "share",
+                    "cluster": cluster,
+                    "namespace": namespace,
+                    "policy": policy,
+                    "group": group,
+                    "topic": topic,
+                    "partition": p,
+                    "log_end": log_ends.get(key),
+                    "lag": backlog.get(key),
+                    "rate": None if rate is None else round(rate, 3),
+                    "members": sorted(holders.get(key, ())),
+                    "epoch": epoch,
+                }
+            )
+    return rows
+
+
 class Sink(Protocol):
     def write(self, rows: Iterable[Mapping[str, Any]]) -> None: ...
     def close(self) -> None: ...

@@ -7,7 +7,9 @@ only reads policies and grants read access, it plans nothing), and the Service s
 all. Its registry (`registry(config)`) holds:
 
 - a policy index (`injection_policies`: the spec of every policy, per namespace and name);
-- the mutating handler `inject` on pods (CREATE) annotated `kafka-rebalance.io/policy`;
+- the mutating handler `inject` on pods (CREATE) annotated `kafka-rebalance.io/policy`,
+  building each sidecar from the chart's defaults and the pod's own annotations
+  (sidecar_annotations.py) and counting each pod once (webhook_outcomes.py);
 - a startup handler that points `settings.admission.server` at a `kopf.WebhookServer` wrapped
   in `ChartConfiguredServer`.
 
@@ -29,7 +31,10 @@ names the policy and the field; a policy missing from the index (a replica that 
 started) is read from the API before a pod is refused; every API call has a request timeout
 and the admission a deadline a second under the configuration's timeoutSeconds; with
 failurePolicy Ignore an internal error admits the pod unchanged (no sidecar), with a Warning
-event on the policy, an admission warning and a metric.
+event on the policy, an admission warning and a metric; a bad per-pod annotation never refuses
+a pod: its default is used, with an admission warning and a `SidecarAnnotationInvalid` Warning
+event on the pod's owner (or the pod), at most one per owner, annotation and value every ten
+minutes.
 """
 
 from __future__ import annotations
@@ -46,19 +51,46 @@ from typing import Any
 
 import kopf
 
-from kafka_rebalance_operator import document_access, metrics, names, webhook_events
+from kafka_rebalance_operator import (
+    document_access,
+    metrics,
+    names,
+    sidecar_annotations,
+    webhook_events,
+    webhook_outcomes,
+)
 from kafka_rebalance_operator.injection import (
     ANNOTATION_POLICY,
     SIDECAR_CONTAINER,
     Injected,
     InjectionError,
     SidecarDefaults,
+    already_injected,
     inject,
 )
 
 log = logging.getLogger(__name__)
 
 HANDLER_ID = "inject"
+BAD_ANNOTATION = "SidecarAnnotationInvalid"  # the Warning event's reason
+
+
+class Refused(kopf.AdmissionError):
+    """A pod that cannot get a working sidecar (400); `reason` is one of
+    webhook_outcomes.REFUSALS."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message, code=400)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """What an admission gives the pod and the annotations it ignored."""
+
+    injected: Injected
+    problems: list[sidecar_annotations.Problem]
+    unchanged: bool  # the pod had its sidecar already
 
 
 @dataclass(frozen=True)
@@ -177,6 +209,7 @@ def register(
 ) -> None:
     policies = (names.GROUP, names.VERSION, names.PLURAL)
     locks = PolicyLocks()
+    throttle = webhook_events.Throttle()
     # kopf's callback protocols type `namespace` as `str | None` (cluster-scoped resources);
     # policies and ConfigMaps are namespaced.
     kopf.index(*policies, id="injection_policies", registry=handlers)(injection_policies)  # type: ignore[arg-type]
@@ -190,7 +223,7 @@ def register(
         ignore_failures=True,  # the chart's configuration decides; kopf's is not used
         annotations={ANNOTATION_POLICY: kopf.PRESENT},
         registry=handlers,
-    )(_mutate(config, locks))
+    )(_mutate(config, locks, throttle))
     kopf.on.event(
         "",
         "v1",
@@ -245,7 +278,7 @@ class PolicyLocks:
         return self._locks.setdefault((namespace, policy), asyncio.Lock())
 
 
-def _mutate(config: WebhookConfig, locks: PolicyLocks) -> Any:
+def _mutate(config: WebhookConfig, locks: PolicyLocks, throttle: webhook_events.Throttle) -> Any:
     async def mutate(
         body: kopf.Body,
         patch: kopf.Patch,
@@ -258,21 +291,24 @@ def _mutate(config: WebhookConfig, locks: PolicyLocks) -> Any:
         policy = str(body.metadata.annotations.get(ANNOTATION_POLICY) or "").strip()
         try:
             found = list(injection_policies.get((namespace, policy), []))
-            injected = await asyncio.wait_for(
+            admitted = await asyncio.wait_for(
                 _admit(config, locks, body, dryrun, warnings, found),
                 config.deadline_s,
             )
-        except kopf.AdmissionError:
-            _count(namespace, policy, "refused")
+        except Refused as refusal:
+            webhook_outcomes.count(namespace, policy, "failed", refusal.reason)
             raise
         except Exception as error:
             reason = _short(error)
             if config.failure_policy != "Ignore":
                 log.warning("injection webhook: %s/%s refused: %s", namespace, policy, reason)
+                webhook_outcomes.count(
+                    namespace, policy, "failed", webhook_outcomes.reason_of(error)
+                )
                 raise kopf.AdmissionError(
                     f"kafka-rebalance sidecar injection failed: {reason}", code=500
                 ) from None
-            _count(namespace, policy, "admitted_unchanged")
+            webhook_outcomes.count(namespace, policy, "skipped", webhook_outcomes.reason_of(error))
             log.warning(
                 "injection webhook: pod admitted without the sidecar for policy %s/%s "
                 "(failurePolicy Ignore): %s",
@@ -283,11 +319,47 @@ def _mutate(config: WebhookConfig, locks: PolicyLocks) -> Any:
             _event(config, injection_policies, namespace, policy, reason)
             warnings.append(f"admitted without the kafka-rebalance sidecar: {reason}")
             return
-        patch.spec["containers"] = injected.containers
-        patch.spec["volumes"] = injected.volumes
-        _count(namespace, policy, "injected")
+        if admitted.unchanged:
+            webhook_outcomes.count(namespace, policy, "admitted", "already_injected")
+            return
+        patch.spec["containers"] = admitted.injected.containers
+        patch.spec["volumes"] = admitted.injected.volumes
+        if admitted.problems:
+            _report(config, throttle, body, admitted.problems, dryrun, warnings)
+        reason = "defaults_used" if admitted.problems else "injected"
+        webhook_outcomes.count(namespace, policy, "mutated", reason)
 
     return mutate
+
+
+def _report(
+    config: WebhookConfig,
+    throttle: webhook_events.Throttle,
+    body: kopf.Body,
+    problems: list[sidecar_annotations.Problem],
+    dryrun: bool,
+    warnings: list[str],
+) -> None:
+    """Each ignored annotation: counted and an admission warning; not on a dry run, a log line
+    and a Warning event on the pod's owner or the pod, both at most once per owner (or pod),
+    annotation and value within the throttle's window."""
+    pod = _plain(dict(body))
+    metadata = pod.get("metadata") or {}
+    namespace = str(metadata.get("namespace") or "")
+    name = metadata.get("name") or f"{metadata.get('generateName') or ''}<generated>"
+    involved = webhook_events.pod_reference(pod)
+    about = involved or {"namespace": namespace, "name": name}
+    for problem in problems:
+        metrics.WEBHOOK_BAD_ANNOTATIONS.labels(problem.annotation).inc()
+        warnings.append(f"kafka-rebalance sidecar: {problem.message()}")
+        if dryrun or not throttle.due((*about.values(), problem.annotation, problem.value)):
+            continue
+        text = f"pod {name}: {problem.message()}"
+        log.warning("injection webhook: %s/%s", namespace, text)
+        if involved is not None:
+            webhook_events.post_warning(
+                involved, BAD_ANNOTATION, text, timeout_s=config.request_timeout_s
+            )
 
 
 async def _admit(
@@ -297,26 +369,31 @@ async def _admit(
     dryrun: bool,
     warnings: list[str],
     found: list[dict[str, Any]],
-) -> Injected:
+) -> Admitted:
     """The pod's sidecar, after granting its ServiceAccount its document (not on a dry run).
-    Raises kopf.AdmissionError for a pod that cannot get one (400), anything else for an
-    internal error; every API call times out after `config.request_timeout_s`."""
+    Raises Refused for a pod that cannot get one (400), anything else for an internal error;
+    every API call times out after `config.request_timeout_s`."""
     namespace = str(body.metadata.get("namespace") or "")
     policy = str(body.metadata.annotations.get(ANNOTATION_POLICY) or "").strip()
     if not found and policy:
         # The index fills in the first moments of a replica's start: ask the API.
         found = await asyncio.to_thread(_read_policy, namespace, policy, config.request_timeout_s)
     if not found:
-        raise kopf.AdmissionError(
+        raise Refused(
             f"{ANNOTATION_POLICY}: no ConsumerGroupPolicy {policy!r} in namespace "
             f"{namespace!r} (the sidecar is injected from its policy)",
-            code=400,
+            "policy_not_found",
         )
     pod = _plain(dict(body))
+    unchanged = already_injected(pod)
+    settings, problems = config.sidecar, list[sidecar_annotations.Problem]()
+    if not unchanged:
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        settings, problems = sidecar_annotations.read(annotations, config.sidecar)
     try:
-        injected = inject(pod, policy, found[0]["spec"], config.sidecar)
+        injected = inject(pod, policy, found[0]["spec"], settings)
     except InjectionError as error:
-        raise kopf.AdmissionError(str(error), code=400) from None
+        raise Refused(str(error), "policy_unusable") from None
     if injected.watches and not dryrun:
         account = str(body.spec.get("serviceAccountName") or "default")
         if body.spec.get("automountServiceAccountToken") is False:
@@ -336,7 +413,7 @@ async def _admit(
                 documents,
                 config.request_timeout_s,
             )
-    return injected
+    return Admitted(injected, problems, unchanged)
 
 
 def _short(error: BaseException) -> str:
@@ -345,10 +422,6 @@ def _short(error: BaseException) -> str:
         return "the Kubernetes API did not answer within the webhook's deadline"
     text = " ".join(str(error).split())
     return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
-
-
-def _count(namespace: str, policy: str, outcome: str) -> None:
-    metrics.WEBHOOK_ADMISSIONS.labels(namespace, policy or "-", outcome).inc()
 
 
 def _event(
@@ -362,9 +435,7 @@ def _event(
     be what failed, so the admission never waits for it."""
     for entry in injection_policies.get((namespace, policy), []):
         webhook_events.post_warning(
-            namespace,
-            policy,
-            entry["uid"],
+            webhook_events.policy_reference(namespace, policy, entry["uid"]),
             "SidecarNotInjected",
             f"a pod was admitted without the sidecar (failurePolicy Ignore): {reason}",
             timeout_s=config.request_timeout_s,

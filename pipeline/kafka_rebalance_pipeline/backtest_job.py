@@ -2,7 +2,8 @@
 
 Spark groups the telemetry by consumer group and hands each group's rows to `replay` through
 `applyInPandas`; capacities and current strategies (small tables from `pipeline rates`) travel
-to the executors inside the function's closure.
+to the executors inside the function's closure. Share groups (rows of the share kinds) go the
+same way to `share_replay`, which needs nothing from `rates`; both write one output table.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from kafka_rebalance_pipeline.progress import QUIET, Progress
 from kafka_rebalance_pipeline.rates_job import KEY
 from kafka_rebalance_pipeline.replay import backtest_group, history_from_rows
+from kafka_rebalance_pipeline.share_replay import backtest_share_group, share_history_from_rows
 from kafka_rebalance_pipeline.spark_io import read_telemetry, write_json
 
 OUTPUT_SCHEMA = (
@@ -23,7 +25,8 @@ OUTPUT_SCHEMA = (
     "cooldown_s double, is_current boolean, current_strategy string, partitions int, polls int, "
     "error string, utilisation_json string, weights_json string, capacity_json string, "
     "lag_series_json string, max_lag double, p99_lag double, mean_lag double, "
-    "time_over_slo_s double, duration_s double, moves int, epochs int, plans int"
+    "time_over_slo_s double, duration_s double, moves int, epochs int, plans int, "
+    "group_type string, drain_s double, members_per_partition_json string"
 )
 OUTPUT_COLUMNS = [c.split()[0].strip("`") for c in OUTPUT_SCHEMA.split(", ")]
 
@@ -76,6 +79,23 @@ def make_group_function(
     return run
 
 
+def make_share_function(slo_s: float, replayed: Any = None) -> Any:
+    """The applyInPandas function for share groups: one group's share rows in, one row per
+    share candidate out (`share_replay.share_grid`)."""
+
+    def run(key: tuple[Any, ...], rows: Any) -> Any:
+        import pandas as pd
+
+        names = dict(zip(KEY, (k or "" for k in key), strict=True))
+        history = share_history_from_rows(names, rows.to_dict("records"))
+        out = backtest_share_group(history, slo_s=slo_s)
+        if replayed is not None:
+            replayed.add(1)
+        return pd.DataFrame(out, columns=OUTPUT_COLUMNS)
+
+    return run
+
+
 def run_backtest(
     spark: Any,
     sources: Sequence[str],
@@ -110,6 +130,14 @@ def run_backtest(
         replayed,
     )
     results = frame.groupBy(*KEY).applyInPandas(function, schema=OUTPUT_SCHEMA)
+    shares = telemetry.shares
+    if groups:
+        shares = shares.where(F.col("group").isin(list(groups)))
+    results = results.unionByName(
+        shares.groupBy(*KEY).applyInPandas(
+            make_share_function(slo_s, replayed), schema=OUTPUT_SCHEMA
+        )
+    )
     progress.stage("replaying groups")
     results.write.mode("overwrite").parquet(str(out / "backtest"))
     progress.stage("summarising")

@@ -238,3 +238,87 @@ def generate_fleet(
 ) -> Iterator[dict[str, Any]]:
     for index in range(spec.groups):
         yield from generate_group(spec, index, truth)
+
+
+# ------------------------------------------------------------------------------ share groups
+
+
+@dataclass(frozen=True)
+class ShareFleetSpec:
+    """Share groups (KIP-932) on `simple`'s shape with one hot partition: partition 0 of each
+    group's one topic produces `hot_factor` times the others' rate, and the members' capacity
+    (equal, `headroom` times the group's production in all) would keep up if it were where the
+    backlog is. `simple` gives partition 0 one member (partitions >= members), so its backlog
+    grows: the case a share plan is for."""
+
+    groups: int = 1
+    polls: int = 40
+    interval_s: float = 30.0
+    partitions: int = 4
+    members: int = 3
+    rate: float = 10.0  # records/s of a cold partition
+    hot_factor: float = 10.0
+    headroom: float = 1.5
+    initial_backlog_s: float = 60.0  # of each partition's production, waiting at the start
+    member_rows: bool = True  # one share-member row per member and poll, with its throughput
+    start_ms: int = 1_767_225_600_000
+    cluster: str = "local"
+    namespace: str = "queues"
+
+
+def share_group_name(index: int) -> str:
+    return f"share-{index:04d}"
+
+
+def generate_share_group(
+    spec: ShareFleetSpec, index: int, truth: list[GroupTruth] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Rows of one share group, poll by poll: a `share` row per partition (backlog in `lag`,
+    `rate`, `members`), then a `share-member` row per member (its capacity as `throughput`, a
+    consumer's own records-per-second while busy). Deterministic: no random draws. Consumption
+    follows the backtest's share model (`share_simulate.share_drain_step`) under `simple`."""
+    from kafka_rebalance_assignors.share_simple import simple_assignment
+
+    from kafka_rebalance_pipeline.share_simulate import share_drain_step
+
+    name = share_group_name(index)
+    topic = f"{name}-jobs"
+    rates = [spec.rate * (spec.hot_factor if p == 0 else 1.0) for p in range(spec.partitions)]
+    members = [f"{name}-consumer-{i}" for i in range(spec.members)]
+    capacity = {m: spec.headroom * sum(rates) / spec.members for m in members}
+    keyed = simple_assignment(members, [(topic, p) for p in range(spec.partitions)])
+    assignment = {m: tuple(sorted(p for _t, p in parts)) for m, parts in keyed.items()}
+    holders = {
+        p: sorted(m for m, parts in assignment.items() if p in parts)
+        for p in range(spec.partitions)
+    }
+    record = GroupTruth(name, spec.namespace, name, members, capacity, None, spec.partitions)
+    record.extra["simple"] = {m: list(parts) for m, parts in assignment.items()}
+    if truth is not None:
+        truth.append(record)
+    backlog = [r * spec.initial_backlog_s for r in rates]
+    log_end = [100_000.0 + b for b in backlog]
+    for t in range(spec.polls):
+        if t > 0:
+            backlog, _used = share_drain_step(backlog, rates, assignment, capacity, spec.interval_s)
+            log_end = [e + r * spec.interval_s for e, r in zip(log_end, rates, strict=True)]
+        ts_ms = spec.start_ms + int(t * spec.interval_s * 1000)
+        head = {"ts_ms": ts_ms, "cluster": spec.cluster, "namespace": spec.namespace,
+                "policy": name, "group": name}  # fmt: skip
+        for p in range(spec.partitions):
+            record.rows += 1
+            yield {**head, "kind": "share", "topic": topic, "partition": p,
+                   "log_end": int(log_end[p]), "lag": round(backlog[p]), "rate": rates[p],
+                   "members": holders[p], "epoch": 0}  # fmt: skip
+        if spec.member_rows:
+            for member in members:
+                record.rows += 1
+                yield {**head, "kind": "share-member", "owner": member,
+                       "throughput": round(capacity[member], 3)}  # fmt: skip
+
+
+def generate_share_fleet(
+    spec: ShareFleetSpec, truth: list[GroupTruth] | None = None
+) -> Iterator[dict[str, Any]]:
+    for index in range(spec.groups):
+        yield from generate_share_group(spec, index, truth)

@@ -20,13 +20,16 @@ from typing import Any
 
 from kafka_rebalance_pipeline.polls import at_every_poll
 from kafka_rebalance_pipeline.progress import QUIET, Progress
+from kafka_rebalance_pipeline.schema import SHARE_KINDS
 from kafka_rebalance_pipeline.spark_io import Telemetry, read_raw, with_errors, write_json
 
 KEY = ["cluster", "namespace", "policy", "group"]
 PARTITION_HASH = "_pk"
-# NULL on a valid partition row; "plan" on a valid plan row; else why the row is dropped.
+# NULL on a valid partition row; "plan" on a valid plan row; "share" on a valid share row (of
+# either share kind: counted valid, read by the backtest only); else why the row is dropped.
 SIDE = "_side"
 PLAN = "plan"
+SHARE_SIDE = "share"
 # The plan rows' own values (group_plans), NULL on every other row.
 PLAN_VALUES = ["strategy", "epoch", "moves"]
 # The values of a partition row that the intervals use (the others are validated, not needed).
@@ -281,7 +284,11 @@ def one_pass_rows(telemetry: Any) -> Any:
     from pyspark.sql import functions as F
 
     is_plan = F.col("kind") == PLAN
-    side = F.when(F.col("_error").isNotNull(), F.col("_error")).when(is_plan, F.lit(PLAN))
+    side = (
+        F.when(F.col("_error").isNotNull(), F.col("_error"))
+        .when(is_plan, F.lit(PLAN))
+        .when(F.col("kind").isin(*SHARE_KINDS), F.lit(SHARE_SIDE))
+    )
     return telemetry.select(
         *ROW_COLUMNS,
         *[F.when(is_plan, F.col(c)).alias(c) for c in PLAN_VALUES],
@@ -347,7 +354,7 @@ def run_rates(
             else:
                 spark.conf.set(key, previous)
     progress.stage("schema error report")
-    error = F.when(F.col(SIDE) != PLAN, F.col(SIDE)).alias("_error")
+    error = F.when(~F.col(SIDE).isin(PLAN, SHARE_SIDE), F.col(SIDE)).alias("_error")
     report = Telemetry(None, None, windowed.select(error), samples_from=every)
     errors = report.error_report()
     write_json(out / "schema_errors.json", errors)

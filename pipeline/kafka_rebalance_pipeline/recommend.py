@@ -134,6 +134,8 @@ def patch_document(rec: Recommendation) -> dict[str, Any]:
     recommended strategy, weights and rebalance options. Weights select pods by the label
     StatefulSets put on every pod; a list in a merge patch replaces the whole list."""
     row = rec.chosen
+    if row.get("group_type") == "share":
+        return _share_patch(rec, row)
     spec: dict[str, Any] = {"strategy": row["strategy"]}
     weights = json.loads(row.get("weights_json") or "{}")
     if row["weights"] == "capacity" and weights:
@@ -151,6 +153,26 @@ def patch_document(rec: Recommendation) -> dict[str, Any]:
         mm = row["max_moves"]
         rebalance["maxMovesPerRound"] = mm if str(mm).endswith("%") else int(mm)
     spec["rebalance"] = rebalance
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ConsumerGroupPolicy",
+        "metadata": {"name": rec.policy, "namespace": rec.namespace},
+        "spec": spec,
+    }
+
+
+def _share_patch(rec: Recommendation, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch for a share group's policy (`spec.groupType: share`): the planner's drain
+    time and rebalance options. Recommending `simple` itself patches nothing but the comment:
+    a share policy in `observe` mode leaves the group on `simple`."""
+    spec: dict[str, Any] = {}
+    if row["strategy"] != "simple" and row.get("drain_s") is not None:
+        spec["load"] = {"targetDrainSeconds": round(float(row["drain_s"]))}
+        rebalance: dict[str, Any] = {"cooldown": duration_text(row["cooldown_s"])}
+        if row.get("max_moves"):
+            mm = row["max_moves"]
+            rebalance["maxMovesPerRound"] = mm if str(mm).endswith("%") else int(mm)
+        spec["rebalance"] = rebalance
     return {
         "apiVersion": API_VERSION,
         "kind": "ConsumerGroupPolicy",

@@ -490,6 +490,9 @@ def result_row(history: GroupHistory, result: ReplayResult, is_current: bool) ->
             {m: round(v, 3) for m, v in sorted(history.capacity.items())}, sort_keys=True
         ),
         "lag_series_json": json.dumps(result.lag_series),
+        "group_type": "consumer",
+        "drain_s": None,
+        "members_per_partition_json": None,
     }
     for name, value in result.score.as_dict().items():
         row[name] = float(value) if isinstance(value, float) else int(value)

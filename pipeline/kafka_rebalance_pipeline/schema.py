@@ -1,7 +1,11 @@
 """The telemetry row schema (docs/architecture.md, "Telemetry") and its validation rules.
 
 Partition rows and plan rows share one stream (a Kafka topic or JSON-lines files); plan rows
-carry `kind: "plan"`, partition rows no kind (or `"partition"`). The rules are SQL expressions so
+carry `kind: "plan"`, partition rows no kind (or `"partition"`). Share groups add two kinds
+(docs/pipeline.md, "Share telemetry"): `"share"`, one row per poll and share-partition (its
+backlog in `lag`, its production `rate`, the `members` on it), and `"share-member"`, one row per
+poll and member with its measured `throughput` where one is known. The share fields are
+optional, so every row valid before them is valid as it was. The rules are SQL expressions so
 Spark checks millions of rows without a Python round trip; `row_errors` evaluates the same rules
 on one Python dict (for writers, and for tests that need no Spark).
 """
@@ -34,7 +38,15 @@ FIELDS: dict[str, str] = {
     "moves": "bigint",
     "max_load_ratio_before": "double",
     "max_load_ratio_after": "double",
+    "rate": "double",
+    "members": "array<string>",
+    "throughput": "double",
 }
+SHARE = "share"
+SHARE_MEMBER = "share-member"
+SHARE_KINDS = (SHARE, SHARE_MEMBER)
+# The fields only share rows carry.
+SHARE_ONLY_FIELDS = ["rate", "members", "throughput"]
 PARTITION_FIELDS = [
     "ts_ms",
     "cluster",
@@ -64,12 +76,42 @@ PLAN_FIELDS = [
 ]
 # The plan statistics: the fields only plan rows carry.
 PLAN_ONLY_FIELDS = [f for f in PLAN_FIELDS if f != "kind" and f not in PARTITION_FIELDS]
+SHARE_FIELDS = [
+    "ts_ms",
+    "kind",
+    "cluster",
+    "namespace",
+    "policy",
+    "group",
+    "topic",
+    "partition",
+    "log_end",
+    "lag",
+    "rate",
+    "members",
+    "epoch",
+]
+SHARE_MEMBER_FIELDS = [
+    "ts_ms",
+    "kind",
+    "cluster",
+    "namespace",
+    "policy",
+    "group",
+    "owner",
+    "throughput",
+]
 # The columns of the validated plan table (spark_io.read_telemetry), in FIELDS order: a plan row's
 # fields but its kind, and where it came from (optional on a plan row, as on partition rows).
 PLAN_COLUMNS = [
     f
     for f in FIELDS
     if f != "kind" and (f in PLAN_FIELDS or f in ("cluster", "namespace", "policy"))
+]
+# The columns of the validated share table (spark_io.read_telemetry): both share kinds' fields.
+SHARE_COLUMNS = [
+    "kind",
+    *dict.fromkeys(f for f in [*SHARE_FIELDS, *SHARE_MEMBER_FIELDS] if f != "kind"),
 ]
 CORRUPT = "_corrupt_record"
 
@@ -95,6 +137,22 @@ PLAN_RULES: tuple[tuple[str, str], ...] = (
     ("missing-ts_ms", "ts_ms IS NULL"),
     ("missing-group", "`group` IS NULL OR `group` = ''"),
     ("missing-strategy", "strategy IS NULL OR strategy = ''"),
+)
+SHARE_RULES: tuple[tuple[str, str], ...] = (
+    ("malformed-json", f"`{CORRUPT}` IS NOT NULL"),
+    ("missing-ts_ms", "ts_ms IS NULL"),
+    ("missing-group", "`group` IS NULL OR `group` = ''"),
+    ("missing-topic", "topic IS NULL OR topic = ''"),
+    ("bad-partition", "`partition` IS NULL OR `partition` < 0"),
+    ("negative-offset", "log_end < 0 OR lag < 0"),
+    ("negative-rate", "rate < 0"),
+)
+SHARE_MEMBER_RULES: tuple[tuple[str, str], ...] = (
+    ("malformed-json", f"`{CORRUPT}` IS NOT NULL"),
+    ("missing-ts_ms", "ts_ms IS NULL"),
+    ("missing-group", "`group` IS NULL OR `group` = ''"),
+    ("missing-owner", "owner IS NULL OR owner = ''"),
+    ("negative-rate", "throughput < 0"),
 )
 
 
@@ -127,6 +185,8 @@ def _type_ok(value: Any, kind: str) -> bool:
         return _int(value) and -(2**63) <= value < 2**63
     if kind == "double":
         return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "array<string>":
+        return isinstance(value, list) and all(not isinstance(v, dict | list) for v in value)
     return not isinstance(value, dict | list)
 
 
@@ -139,7 +199,7 @@ def row_errors(row: Any) -> str | None:
     if any(not _type_ok(row.get(name), kind) for name, kind in FIELDS.items()):
         return "malformed-json"
     kind = row.get("kind")
-    if kind not in (None, "partition", "plan"):
+    if kind not in (None, "partition", "plan", *SHARE_KINDS):
         return "unknown-kind"
     if row.get("ts_ms") is None:
         return "missing-ts_ms"
@@ -147,10 +207,18 @@ def row_errors(row: Any) -> str | None:
         return "missing-group"
     if kind == "plan":
         return None if row.get("strategy") else "missing-strategy"
+    if kind == SHARE_MEMBER:
+        if not row.get("owner"):
+            return "missing-owner"
+        return "negative-rate" if (row.get("throughput") or 0) < 0 else None
     if not row.get("topic"):
         return "missing-topic"
     if row.get("partition") is None or row["partition"] < 0:
         return "bad-partition"
+    if kind == SHARE:
+        if any((row.get(n) or 0) < 0 for n in ("log_end", "lag")):
+            return "negative-offset"
+        return "negative-rate" if (row.get("rate") or 0) < 0 else None
     state = row.get("lag_state")
     if state not in LAG_STATES:
         return "bad-lag_state"

@@ -5,7 +5,8 @@ object per line or per Kafka record (keys sorted, no spaces), keyed by group so 
 stay ordered in one partition. The operator has its own writer
 (`kafka_rebalance_operator.telemetry`): the pipeline may not import the operator, and the
 operator's image does not ship `pipeline/`, so the few lines of format are written twice and
-`tests/test_pipeline_schema.py` holds the two to the same bytes; the Spark integration test reads
+`tests/unit/pipeline/test_pipeline_schema.py` holds the two to the same bytes; the Spark
+integration test reads
 what the operator's writer wrote.
 """
 

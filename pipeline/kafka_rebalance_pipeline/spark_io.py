@@ -6,7 +6,9 @@ dropped the same way wherever it came from; dropped rows are counted by reason, 
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import sys
 from collections.abc import Sequence
@@ -21,6 +23,13 @@ from kafka_rebalance_pipeline.schema import (
     PLAN_COLUMNS,
     PLAN_ONLY_FIELDS,
     PLAN_RULES,
+    SHARE,
+    SHARE_COLUMNS,
+    SHARE_KINDS,
+    SHARE_MEMBER,
+    SHARE_MEMBER_RULES,
+    SHARE_ONLY_FIELDS,
+    SHARE_RULES,
     ddl,
     reason_expression,
 )
@@ -146,10 +155,12 @@ def _kafka_frame(spark: Any, uri: str) -> Any:
         F.col("value").cast("string").alias("_value"),
     )
     # from_json leaves the corrupt column empty for some failures (a non-object value, an
-    # all-null struct): a row with no field at all is malformed too.
-    fields = [F.col(f"row.`{name}`") for name in FIELDS]
+    # all-null struct): a row with no field at all is malformed too. (Each field is tested on
+    # its own: a coalesce of them needs one common type, which an array field does not have.)
+    present = [F.col(f"row.`{name}`").isNotNull() for name in FIELDS]
     corrupt = F.when(
-        F.col(f"row.`{CORRUPT}`").isNotNull() | F.coalesce(*fields).isNull(), F.col("_value")
+        F.col(f"row.`{CORRUPT}`").isNotNull() | ~functools.reduce(operator.or_, present),
+        F.col("_value"),
     )
     return parsed.select(*[F.col(f"row.`{n}`").alias(n) for n in FIELDS], corrupt.alias(CORRUPT))
 
@@ -179,6 +190,8 @@ def with_errors(frame: Any) -> Any:
         "_error",
         F.when(malformed, F.lit("malformed-json"))
         .when(is_plan, F.expr(reason_expression(PLAN_RULES)))
+        .when(F.col("kind") == SHARE, F.expr(reason_expression(SHARE_RULES)))
+        .when(F.col("kind") == SHARE_MEMBER, F.expr(reason_expression(SHARE_MEMBER_RULES)))
         .when(is_partition, F.expr(reason_expression(PARTITION_RULES)))
         .otherwise(F.lit("unknown-kind")),
     )
@@ -186,7 +199,8 @@ def with_errors(frame: Any) -> Any:
 
 @dataclass
 class Telemetry:
-    """Validated telemetry: partition rows, plan rows, and the error report.
+    """Validated telemetry: partition rows, plan rows, share rows (both share kinds, with
+    `kind`), and the error report.
 
     `checked` has every row's `_error` (NULL: valid) and is what the counts come from; the
     samples come from `samples_from` when given (every column of every row, read again, for a
@@ -197,6 +211,7 @@ class Telemetry:
     plans: Any
     checked: Any  # every row with `_error` (cached), for the report
     samples_from: Any = None
+    shares: Any = None
 
     def error_report(self, samples: int = 5) -> dict[str, Any]:
         from pyspark.sql import functions as F
@@ -238,10 +253,11 @@ def read_telemetry(spark: Any, sources: Sequence[str], cache: bool = True) -> Te
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
     good = checked.where(F.col("_error").isNull())
     partitions = good.where(F.col("kind").isNull() | (F.col("kind") == "partition")).drop(
-        "_error", CORRUPT, "kind", *PLAN_ONLY_FIELDS
+        "_error", CORRUPT, "kind", *PLAN_ONLY_FIELDS, *SHARE_ONLY_FIELDS
     )
     plans = good.where(F.col("kind") == "plan").select(*PLAN_COLUMNS)
-    return Telemetry(partitions, plans, checked)
+    shares = good.where(F.col("kind").isin(*SHARE_KINDS)).select(*SHARE_COLUMNS)
+    return Telemetry(partitions, plans, checked, shares=shares)
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -1,7 +1,8 @@
 """`kafka-rebalance-plan`: a kafka-python 3.0 client-side assignor that follows the operator's plan.
 
 Each member advertises its own document's claim in the subscription user_data; the elected
-leader composes the group assignment from all claims (`sidecar.plan_following.compose`). Nothing
+leader composes the group assignment from the claims it trusts (`plan_following.trusted`, then
+`plan_following.compose`: none above its own document's epoch). Nothing
 here does I/O: `assign` and `metadata` run on the client's network thread, inside the JoinGroup
 handling, where a blocking call would stall heartbeats and fetches of the whole consumer.
 
@@ -33,7 +34,13 @@ from kafka_rebalance_common.wire.user_data import (
 )
 
 from kafka_rebalance_sidecar.document import AssignmentTracker
-from kafka_rebalance_sidecar.plan_following import Composition, MemberView, compose
+from kafka_rebalance_sidecar.plan_following import (
+    NO_GENERATION,
+    Composition,
+    MemberView,
+    compose,
+    trusted,
+)
 
 log = logging.getLogger("kafka_rebalance_sidecar.assignor")
 
@@ -138,6 +145,7 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
             owned: dict[str, list[int]] = defaultdict(list)
             for entry in getattr(subscription, "owned_partitions", None) or ():
                 owned[entry.topic].extend(entry.partitions)
+            generation = getattr(subscription, "generation_id", None)
             views.append(
                 MemberView(
                     member_id=member.member_id,
@@ -145,8 +153,20 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
                     topics=tuple(subscription.topics),
                     claim=decode_claim(subscription.user_data),
                     owned=dict(owned),
+                    generation=generation if isinstance(generation, int) else NO_GENERATION,
                 )
             )
+        own = self.tracker.current
+        checked = trusted(views, own.epoch if own is not None else NO_EPOCH)
+        for member_id, epoch in checked.untrusted_claims:
+            log.warning(
+                "ignored the claim of epoch %d from member %s: above epoch %d of the plan this "
+                "leader read",
+                epoch,
+                member_id,
+                own.epoch if own is not None else NO_EPOCH,
+            )
+        views = list(checked.members)
         counts = {}
         for topic in sorted(topics):
             partitions = cluster.partitions_for_topic(topic)
@@ -161,11 +181,14 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
         epochs = sorted({v.claim.epoch for v in views if v.claim is not None})
         log.info(
             "composed assignment for %d members from epoch %d (claim epochs %s, members "
-            "without a claim %d): %d claimed, %d by fallback, %d withheld, %d claims ignored",
+            "without a claim %d, claims above the leader's plan %d, members of an older generation "
+            "%d): %d claimed, %d by fallback, %d withheld, %d claims ignored",
             len(views),
             composition.epoch,
             epochs,
             sum(1 for v in views if v.claim is None),
+            len(checked.untrusted_claims),
+            len(checked.stale_owners),
             composition.claimed_partitions,
             composition.fallback_partitions,
             len(composition.withheld),

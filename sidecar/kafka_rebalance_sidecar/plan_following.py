@@ -13,6 +13,11 @@ some claims are a plan behind. The rule:
 - cooperative (KIP-429): a partition currently owned by another present member is withheld this
   round; its owner sees it revoked, rejoins, and the next round grants it once nobody owns it.
 
+Before composing, the leader trusts the plan, not the claims (`trusted`, the Java assignor's
+rule): a claim above the epoch of the leader's own document counts as no claim, and owned
+partitions count only from members of the group's current generation (or from members that
+report no generation, such as kafka-python's subscription v1).
+
 This runs on the Kafka client's network thread, inside the JoinGroup handling: it must stay fast.
 The claimed part is linear in partitions; the planner runs only when something is unclaimed, and
 only over the unclaimed partitions.
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from kafka_rebalance_assignors import MemberRequest, PlanRequest, plan_request
 from kafka_rebalance_common.wire.user_data import NO_EPOCH, Claim
 
+NO_GENERATION = -1  # a subscription before v2 (KIP-792) reports no generation
 FALLBACK_STRATEGY = "cooperative-sticky"
 # Placed in the owner table for a partition held back this round (never equal to a member id).
 _WITHHELD: str = "\x00withheld"
@@ -41,6 +47,47 @@ class MemberView:
     topics: Iterable[str]
     claim: Claim | None = None
     owned: Mapping[str, Iterable[int]] = field(default_factory=dict)
+    generation: int = NO_GENERATION  # the member's generation as its subscription says
+
+
+@dataclass(frozen=True)
+class Trusted:
+    """The members as the leader composes from them, and what it set aside."""
+
+    members: tuple[MemberView, ...]
+    untrusted_claims: tuple[tuple[str, int], ...]  # (member id, claimed epoch) treated as none
+    stale_owners: tuple[str, ...]  # members whose owned partitions were not counted
+
+
+def trusted(members: Sequence[MemberView], leader_epoch: int) -> Trusted:
+    """The members with only what the leader may believe. Invariants: no claim kept is above
+    `leader_epoch` (the epoch of the leader's own document; NO_EPOCH when it has none, so then no
+    claim is kept), so a member claiming a huge epoch wins nothing and, after a policy is
+    recreated (a new incarnation starting again at epoch 1), claims of the old incarnation's
+    higher epochs no longer override the new plan; owned partitions are kept only from members
+    of the current generation (the highest any member reports) or from members reporting none."""
+    current = max((m.generation for m in members), default=NO_GENERATION)
+    kept: list[MemberView] = []
+    untrusted: list[tuple[str, int]] = []
+    stale: list[str] = []
+    for view in members:
+        claim, owned = view.claim, view.owned
+        if claim is not None and claim.epoch > leader_epoch:
+            untrusted.append((view.member_id, claim.epoch))
+            claim = None
+        if view.generation >= 0 and view.generation != current:
+            if any(True for parts in owned.values() for _ in parts):
+                stale.append(view.member_id)
+            owned = {}
+        if claim is view.claim and owned is view.owned:
+            kept.append(view)
+        else:
+            kept.append(
+                MemberView(
+                    view.member_id, view.instance_id, view.topics, claim, owned, view.generation
+                )
+            )
+    return Trusted(tuple(kept), tuple(untrusted), tuple(stale))
 
 
 @dataclass(frozen=True)

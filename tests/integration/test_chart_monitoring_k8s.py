@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_chart_monitoring import ALL_ON
+from tests.unit.ship.test_chart_monitoring import ALL_ON
 
 pytestmark = pytest.mark.integration
 

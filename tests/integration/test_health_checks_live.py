@@ -7,7 +7,7 @@ old owners' acknowledgement) and Stalled (no pod matches the selector). The obje
 from the API server and judged by the repository's Lua script (tests/health_checks.py).
 
 With KAFKA_REBALANCE_RECORD_HEALTH=1 the three objects are also written to tests/data/health/,
-the vectors tests/test_argocd_health.py checks on every run without a cluster.
+the vectors tests/unit/ship/test_argocd_health.py checks on every run without a cluster.
 """
 
 from __future__ import annotations

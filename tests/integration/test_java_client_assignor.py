@@ -12,6 +12,9 @@ projects a mounted ConfigMap (a new file swapped in atomically). Nothing but the
 own assignors makes the group follow the first plan change: no sidecar is in the group yet to
 ask for a rebalance.
 Every member writes the project's ledger before committing: 0 lost, 0 concurrent owners.
+
+A second test has one member lie (issue 34): its subscription claims every partition at
+`Long.MAX_VALUE`; the honest leader gives it its planned share and nothing more.
 """
 
 from __future__ import annotations
@@ -148,9 +151,9 @@ class JavaMembers:
             )
         return self
 
-    def start(self, member: str, kind: str) -> None:
+    def start(self, member: str, kind: str, *args: str) -> None:
         assert self.process is not None and self.process.stdin is not None
-        self.process.stdin.write(f"start {member} {kind}\n".encode())
+        self.process.stdin.write(" ".join(["start", member, kind, *args, "\n"]).encode())
         self.process.stdin.flush()
 
     def crashed(self) -> str | None:
@@ -264,3 +267,54 @@ def test_java_consumers_and_a_spring_listener_follow_plans_through_a_change_and_
         if report.conflicts:
             print(f"label collisions with the sidecar (no double assignment): {report.conflicts}")
         assert report.per_member.get(pods[4]), report.per_member
+
+
+HUGE_EPOCH = 2**63 - 1  # Long.MAX_VALUE
+
+
+def test_a_java_client_claiming_a_huge_epoch_gets_no_partition_beyond_the_plan(
+    kafka: str, k8s: Any, tools: Toolchain, tmp_path: Path
+) -> None:
+    """Issue 34: a member whose subscription claims every partition at `Long.MAX_VALUE` (a
+    rogue, or a broken client) joins a group led by an honest Java member. The leader trusts
+    claims only up to its own document's epoch, so the rogue consumes its planned share and
+    never one partition more, at every sample from its join to the end."""
+    with _java_group(kafka, k8s, tools, tmp_path) as (harness, java):
+        members = harness.pods(3)
+        harness.operator.start()
+        harness.produce({p: RATE for p in range(PARTITIONS)})
+        harness.apply_policy("range", "enforce")
+        for member in members:  # the honest members join first: one of them leads
+            java.start(member, "plain")
+        first, took = _converged(harness, java, 1, members)
+        print(f"\nrange epoch {first} over three followed after {took:.1f} s")
+
+        harness.scale(4)
+        pods = harness.pods(4)
+        rogue = pods[3]
+        joined = len(harness.samples)
+        java.start(rogue, "rogue", str(PARTITIONS))
+        grown, took = _converged(harness, java, first + 1, pods)
+        _, planned = harness.planned_owners()
+        share = {p for p, m in planned.items() if m == rogue}
+        assert share, planned  # range over four gives the rogue's pod a partition
+        harness.watch(8)
+        print(f"epoch {grown} over four, with the rogue, followed after {took:.1f} s: {planned}")
+
+        beyond = [
+            (round(s.t, 1), sorted(p for p, m in s.owners.items() if m == rogue and p not in share))
+            for s in harness.samples[joined:]
+        ]
+        beyond = [b for b in beyond if b[1]]
+        assert beyond == [], f"the rogue owned partitions beyond its plan {sorted(share)}: {beyond}"
+        assert harness.samples[-1].owners == planned, harness.samples[-1].owners
+        log = java.log.read_text(errors="replace")
+        ignored = len(re.findall(rf"ignored the claim of epoch {HUGE_EPOCH} from member", log))
+        assert ignored > 0, java.tail()
+        report = ledger_verdict(harness)
+        print(
+            f"samples since the rogue joined: {len(harness.samples) - joined}, rogue partitions "
+            f"beyond the plan: 0, huge claims ignored by the leader: {ignored}, records per "
+            f"member: {dict(sorted(report.per_member.items()))}"
+        )
+        assert report.per_member.get(rogue), report.per_member

@@ -23,7 +23,13 @@ import pytest
 import yaml
 from kafka_rebalance_common.kafka_retry import ensure_topic
 from kafka_rebalance_pipeline.backtest_job import run_backtest
-from kafka_rebalance_pipeline.generate import FleetSpec, GroupTruth, generate_group
+from kafka_rebalance_pipeline.generate import (
+    FleetSpec,
+    GroupTruth,
+    ShareFleetSpec,
+    generate_group,
+    generate_share_group,
+)
 from kafka_rebalance_pipeline.polls import REFRESH_MS, at_every_poll
 from kafka_rebalance_pipeline.rates_job import (
     KEY,
@@ -39,6 +45,7 @@ from kafka_rebalance_pipeline.recommend import POD_NAME_LABEL
 from kafka_rebalance_pipeline.recommend_job import run_recommend
 from kafka_rebalance_pipeline.replay import default_grid, strategies_grid
 from kafka_rebalance_pipeline.schema import FIELDS, row_errors
+from kafka_rebalance_pipeline.share_replay import share_grid
 from kafka_rebalance_pipeline.sinks import encode, write_files, write_kafka
 from kafka_rebalance_pipeline.spark_io import read_telemetry
 
@@ -311,7 +318,7 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
     kafka: str, spark: Any, tmp_path: Path
 ) -> None:
     from kafka import KafkaProducer
-    from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink
+    from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, share_rows
 
     topic = f"kafka-rebalance.telemetry-{uuid.uuid4().hex[:8]}"
     ensure_topic(kafka, topic, 3)
@@ -326,6 +333,16 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
     # the failed committed read (every partition) and the unread partition; one plan row
     assert states["unknown"] == record.partitions + 1
     assert states["ok"] == len(emitted) - 1 - states["unknown"]
+    # a share group's poll, as groups/share.py writes it: members as a JSON array, nulls kept
+    share = share_rows(
+        ts_ms=1_767_225_600_000, cluster="local", namespace="queues", policy="jobs",
+        group="jobs", partitions={"jobs": 2}, log_ends={("jobs", 0): 10, ("jobs", 1): 5},
+        backlog={("jobs", 0): 4}, rates={("jobs", 0): 1.5},
+        holders={("jobs", 0): ["b", "a"], ("jobs", 1): ["b"]}, epoch=3,
+    )  # fmt: skip
+    for sink in (KafkaSink(kafka, topic), JsonLinesSink(str(lines)), recorder):  # those closed
+        sink.write(share)
+        sink.close()
     producer = KafkaProducer(bootstrap_servers=kafka)
     for line in MALFORMED_LINES:
         producer.send(topic, value=line)
@@ -341,7 +358,11 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
         read = [r.asDict() for r in telemetry.checked.collect()]
         # Every field of the schema, row for row, as the operator wrote it.
         assert canonical(r for r in read if r["_error"] is None) == canonical(emitted)
-        assert telemetry.partitions.count() == len(emitted) - 1
+        assert telemetry.partitions.count() == len(emitted) - 1 - len(share)
+        shares = sorted(telemetry.shares.collect(), key=lambda r: r["partition"])
+        assert [(r["members"], r["lag"], r["rate"]) for r in shares] == [
+            (["a", "b"], 4, 1.5), (["b"], None, None),
+        ]  # fmt: skip
         assert [r["strategy"] for r in telemetry.plans.collect()] == ["range"]
         report = telemetry.error_report()
         assert report["errors"] == {"malformed-json": len(MALFORMED_LINES)}
@@ -615,3 +636,57 @@ def test_dense_telemetry_skips_the_rebuild_and_gives_the_golden_outputs(
     for name in ("partition_rates", "member_capacity", "group_lag"):
         want = [r for r in golden[name]["rows"] if r[0] != "sparse"]
         assert_golden_rows(tmp_path / "rates" / name, golden[name]["columns"], want, name)
+
+
+def test_the_backtest_replays_share_plans_against_simple(
+    pipeline_spark: Any, tmp_path: Path
+) -> None:
+    """Share telemetry (one hot partition, `simple`'s shape) beside a consumer group's, through
+    rates, backtest and recommend: the planned candidate's simulated backlog is at most half of
+    `simple`'s, and the recommendation is a share policy's patch."""
+    truth: list[GroupTruth] = []
+    share = list(generate_share_group(ShareFleetSpec(polls=40), 0, truth))
+    consumer = list(generate_group(uniform_fleet(polls=12), 1, truth))
+    telemetry = tmp_path / "telemetry"
+    write_files([*share, *consumer], telemetry, rows_per_file=200)
+
+    rates = run_rates(pipeline_spark, [str(telemetry)], tmp_path / "rates")
+    assert rates["rows_valid"] == len(share) + len(consumer) and rates["rows_dropped"] == 0
+    members = {
+        r["member"]
+        for r in pipeline_spark.read.parquet(str(tmp_path / "rates" / "member_capacity")).collect()
+    }
+    assert members == set(truth[1].members)  # share rows are counted valid, never measured here
+
+    backtest = run_backtest(
+        pipeline_spark, [str(telemetry)], tmp_path / "rates", tmp_path / "bt", grid="strategies"
+    )
+    assert backtest["groups"] == 2 and backtest["replay_errors"] == 0
+    assert backtest["candidates_replayed"] == len(share_grid()) + len(strategies_grid("range"))
+    out = pipeline_spark.read.parquet(str(tmp_path / "bt" / "backtest"))
+    rows = {r["candidate"]: r.asDict() for r in out.where(out.group_type == "share").collect()}
+    assert set(rows) == {c.id for c in share_grid()}
+    simple = rows["simple"]
+    assert simple["is_current"] and json.loads(simple["members_per_partition_json"]) == [1, 1, 1, 1]
+
+    summary = run_recommend(tmp_path / "bt", tmp_path / "rec")
+    assert summary["groups"] == 2
+    recs = {
+        r["group"]: r for r in json.loads((tmp_path / "rec" / "recommendations.json").read_text())
+    }
+    chosen = recs[truth[0].group]
+    assert chosen["change"] is True and chosen["strategy"] == "share"
+    planned = rows[chosen["recommended"]]
+    assert json.loads(planned["members_per_partition_json"])[0] >= 2
+    assert planned["mean_lag"] <= 0.5 * simple["mean_lag"]
+    assert planned["max_lag"] <= 0.5 * simple["max_lag"]
+    patch = yaml.safe_load(
+        (tmp_path / "rec" / "patches" / truth[0].namespace / f"{truth[0].policy}.yaml").read_text()
+    )
+    assert patch["spec"]["load"]["targetDrainSeconds"] == planned["drain_s"]
+    print(
+        f"\nshare backtest: simple mean/max backlog "
+        f"{simple['mean_lag']:.0f}/{simple['max_lag']:.0f}, {chosen['recommended']}: "
+        f"{planned['mean_lag']:.0f}/{planned['max_lag']:.0f}, "
+        f"moves {planned['moves']}, backtest {backtest['seconds']}s"
+    )

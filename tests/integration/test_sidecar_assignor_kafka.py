@@ -5,7 +5,8 @@ join with `PlanFollowingAssignor`. Their assignment documents are offered to the
 the group must end up exactly as the documents say. Then a new epoch moves a partition: a rejoin
 (the sidecar's only hook, `request_rejoin`) must move it; cooperatively in two rounds, never
 granted while another member still owns it, or eagerly in one. Finally describe_groups must show
-the assignor by name and the claims as readable JSON text.
+the assignor by name and the claims as readable JSON text. A last test has a fourth member claim
+every partition at Long.MAX_VALUE: the sidecar leader gives it nothing.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer
 from kafka.admin import NewTopic
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_sidecar.assignor import ASSIGNOR_NAME, PlanFollowingAssignor
 from kafka_rebalance_sidecar.document import AssignmentTracker
@@ -236,3 +239,82 @@ def test_group_follows_the_documents_and_moves_the_partition(
         )
         for pod in PODS
     }
+
+
+HUGE_EPOCH = 2**63 - 1  # Long.MAX_VALUE, the largest epoch a Java client can send
+
+
+class RogueAssignor(PlanFollowingAssignor):
+    """A member that lies: its subscription claims every partition at HUGE_EPOCH, whatever its
+    document says."""
+
+    def __init__(self, tracker: AssignmentTracker, topic: str) -> None:
+        super().__init__(tracker)
+        self.topic = topic
+
+    def metadata(self, topics: Any) -> ConsumerProtocolSubscription:
+        honest = super().metadata(topics)
+        claim = {"epoch": HUGE_EPOCH, "partitions": {self.topic: list(range(PARTITIONS))}}
+        return ConsumerProtocolSubscription(
+            version=honest.version,
+            topics=honest.topics,
+            user_data=json.dumps(claim, separators=(",", ":")).encode(),
+            owned_partitions=honest.owned_partitions,
+        )
+
+
+def test_a_member_claiming_a_huge_epoch_gets_nothing_from_a_sidecar_leader(kafka: str) -> None:
+    """Issue 34, the sidecar's end: three honest sidecar members (one of them leads) follow
+    their documents; a fourth joins claiming every partition at Long.MAX_VALUE. The leader
+    trusts no claim above its own document's epoch, so the rogue gets no partition, ever, and
+    the honest members keep theirs."""
+    topic = f"plan-following-{uuid.uuid4().hex[:8]}"
+    group = f"plan-following-group-{uuid.uuid4().hex[:8]}"
+    admin = RetryingAdmin(bootstrap_servers=kafka, client_id="plan-following-admin")
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    admin.close()
+    honest = []
+    for pod in PODS:
+        tracker = AssignmentTracker(group=group, member=pod)
+        assert tracker.offer(document(group, pod, 1, EPOCH_1[pod], topic), "test").accepted
+        member = Member(pod, tracker, PlanFollowingAssignor(tracker))
+        record_compositions(member)
+        honest.append(member)
+    rogue_tracker = AssignmentTracker(group=group, member="pod-3")
+    rogue = Member("pod-3", rogue_tracker, RogueAssignor(rogue_tracker, topic))
+    stop = threading.Event()
+
+    def start(member: Member) -> threading.Thread:
+        thread = threading.Thread(
+            target=run_consumer, args=(member, kafka, group, topic, stop), name=member.pod
+        )
+        thread.daemon = True
+        thread.start()
+        return thread
+
+    threads = [start(m) for m in honest]
+    try:
+        wait_until(lambda: assignments(honest) == EPOCH_1, honest, timeout=30)
+        threads.append(start(rogue))
+        everyone = [*honest, rogue]
+        # the rogue is in the group once a leader composed for four members
+        wait_until(
+            lambda: any(len(c.assignment) == 4 for m in honest for _, c in m.compositions),
+            everyone,
+            timeout=30,
+        )
+        time.sleep(3)  # a few more heartbeats: nothing moves
+        assert assignments(honest) == EPOCH_1
+        assert all(not a for a in rogue.history), rogue.history
+        led = [c for m in honest for _, c in m.compositions if len(c.assignment) == 4]
+        assert all(c.epoch == 1 and not c.assignment[_id(c, rogue)] for c in led), led
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+
+
+def _id(composition: Composition, rogue: Member) -> str:
+    """The rogue's member id in a composition (kafka-python's member ids start with the
+    client id, the pod name)."""
+    return next(m for m in composition.assignment if m.startswith(rogue.pod))

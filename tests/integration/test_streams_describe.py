@@ -179,7 +179,9 @@ def test_without_the_plug_in_the_brokers_refuse_its_assignor_name(
     streams_app: str, observer: KafkaObserver
 ) -> None:
     with pytest.raises(streams_group.StreamsGroupError, match=r"streams\.assignor\.name"):
-        streams_group.set_assignor(observer.admin, streams_app, streams_group.PLAN_ASSIGNOR)
+        streams_group.alter(
+            observer.admin, streams_app, streams_group.ASSIGNOR_CONFIG, streams_group.PLAN_ASSIGNOR
+        )
     group = observer.describe_streams_group(streams_app)
     assert group is not None and group.assignor == "sticky"
 

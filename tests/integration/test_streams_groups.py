@@ -16,6 +16,7 @@ groups are named per test) to keep CI minutes down.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 import zipfile
@@ -25,12 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka_rebalance_common.kafka_retry import RetryingAdmin, ensure_topic
+from kafka_rebalance_common.wire import partitions as wire_partitions
 from kafka_rebalance_dev.demo.cluster import policy_body, wait_for
 from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.devenv import kafka_broker
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
+from kafka_rebalance_operator import streams_group, streams_trigger
+from kafka_rebalance_operator.streams_group import TRIGGER_CONFIG, TRIGGER_TAG
 
 from tests.integration.harnesses import group_harness, plan_flags
 from tests.integration.streams_apps import (
@@ -332,9 +337,21 @@ def _trigger_cost(harness: GroupHarness) -> str:
     )
 
 
+def _operator_log(harness: GroupHarness) -> str:
+    return harness.operator.log.read_text(errors="replace") if harness.operator.log else ""
+
+
+def _tags(bootstrap: str, group: str) -> str | None:
+    """The group's streams.rack.aware.assignment.tags as the brokers report them."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return streams_trigger.read_tags(admin, group)
+    finally:
+        admin.close()
+
+
 def _publishes(harness: GroupHarness) -> int:
-    log = harness.operator.log.read_text() if harness.operator.log else ""
-    return log.count("published to kafka-rebalance-plans")
+    return _operator_log(harness).count("published to kafka-rebalance-plans")
 
 
 # ---- (a) stateless: one hot partition, one slow instance; plan vs sticky in one run -------------
@@ -581,6 +598,212 @@ def test_c_membership_changes_are_planned_and_the_app_outlives_the_operator(
                 f"({sum(after.values()) - sum(progress.values())} records in 8 s) and the "
                 f"group caught up; trigger cost: {_trigger_cost(harness)}"
             )
+
+            # the policy is deleted while the operator is down: at its restart, the operator
+            # retires the plan (a tombstone) and takes its tag out of the group's tags,
+            # although it never polled the policy
+            if TRIGGER_TAG not in (_tags(env.bootstrap, harness.group) or ""):
+                # each trigger toggles the tag: an even number of them took it out already
+                admin = KafkaAdminClient(bootstrap_servers=env.bootstrap)
+                try:
+                    streams_group.alter(admin, harness.group, TRIGGER_CONFIG, TRIGGER_TAG)
+                finally:
+                    admin.close()
+                wait_for(
+                    "the tag in place",
+                    lambda: TRIGGER_TAG in (_tags(env.bootstrap, harness.group) or ""),
+                    30,
+                    0.5,
+                )
+            harness.cluster.delete_policy(harness.policy)
+            harness.operator.start()
+            wait_for(
+                "the restarted operator retiring the deleted policy's plan and tag",
+                lambda: (
+                    "(tombstone)" in _operator_log(harness)
+                    and TRIGGER_TAG not in (_tags(env.bootstrap, harness.group) or "")
+                ),
+                60,
+                0.5,
+            )
+            assert not harness.cluster.policy_status(harness.policy)
+        finally:
+            if producer._thread.is_alive():
+                producer.stop()
+            apps.stop_all()
+
+
+# ---- (e) standbys are part of the plan ----------------------------------------------------------
+
+PLAN_TOPIC = "kafka-rebalance-plans"  # the operator's default plan topic
+
+
+def _plan_record(bootstrap: str, group: str) -> dict[str, Any] | None:
+    """The latest plan record the operator published for `group` (None: none yet)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        parts = [
+            TopicPartition(PLAN_TOPIC, p) for p in consumer.partitions_for_topic(PLAN_TOPIC) or []
+        ]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        ends = consumer.end_offsets(parts)
+        last: dict[str, Any] | None = None
+        while any(consumer.position(p) < ends[p] for p in parts):
+            for records in consumer.poll(timeout_ms=1000).values():
+                for record in records:
+                    if record.key == group.encode() and record.value is not None:
+                        last = json.loads(record.value)
+        return last
+    finally:
+        consumer.close()
+
+
+def _task_names(tasks: dict[str, Any]) -> frozenset[str]:
+    """A record's subtopology -> partitions (a list or "0-2,5") as Kafka Streams task names."""
+    names = set()
+    for subtopology, parts in tasks.items():
+        numbers = wire_partitions.decode_set(parts, subtopology)
+        names |= {f"{subtopology}_{p}" for p in numbers}
+    return frozenset(names)
+
+
+def _by_instance(harness: GroupHarness, record: dict[str, Any], field: str) -> dict[str, Any]:
+    """A record's `members` or `standbys` keyed by instance (the member's client id before
+    -StreamThread-, as the operator's status names it)."""
+    streams = harness.cluster.policy_status(harness.policy).get("streams") or {}
+    instance = {
+        m["memberId"]: m["clientId"].split("-StreamThread-")[0]
+        for m in streams.get("members") or []
+    }
+    return {instance.get(m, m): _task_names(t) for m, t in (record.get(field) or {}).items()}
+
+
+def test_e_standbys_are_planned_and_a_moved_stateful_task_lands_on_its_standby(
+    streams_env: StreamsEnv, k8s: Any, plan_keys: Path, tmp_path: Path
+) -> None:
+    env = streams_env
+    partitions = 6
+    holder: list[StreamsApps] = []
+    with _policy_harness(
+        env.bootstrap,
+        k8s,
+        tmp_path,
+        "standby",
+        partitions,
+        3,
+        plan_keys,
+        lambda: holder[0].evidence() if holder else "",
+    ) as harness:
+        source = harness.topic
+        set_group_configs(env.admin, harness.group, {"streams.num.standby.replicas": "1"})
+        apps = env.apps(
+            harness.group, "count", source, env.topic(f"{source}-out", partitions), tmp_path
+        )
+        holder.append(apps)
+        pods = harness.pods(3)
+        producer = PacedProducer(
+            env.bootstrap, source, dict.fromkeys(range(partitions), 5.0), keys=5
+        )
+        # rates dominate the task loads (lag + rate x 300 s), so lag noise does not decide
+        load = {"model": "drain", "targetDrainSeconds": 300}
+        try:
+            began = time.monotonic()
+            for pod in pods:
+                apps.start(pod)
+            harness.operator.start()
+            _apply_streams_policy(harness, load=load)
+            producer.start()
+
+            def runs_the_record(after_epoch: int = 0) -> Any:
+                """The latest record, once the group follows it and every instance runs
+                exactly its planned active and standby tasks."""
+                if not _following(harness):
+                    return None
+                record = _plan_record(env.bootstrap, harness.group)
+                if record is None or record["epoch"] <= after_epoch or "standbys" not in record:
+                    return None
+                active = _by_instance(harness, record, "members")
+                standby = _by_instance(harness, record, "standbys")
+                for pod in pods:
+                    tasks = apps.tasks(pod)
+                    if tasks.active != active.get(pod, frozenset()):
+                        return None
+                    if tasks.standby != standby.get(pod, frozenset()):
+                        return None
+                return record, active, standby
+
+            first, active, standby = wait_for(
+                "three instances running the plan's actives and standbys",
+                runs_the_record,
+                150,
+                1.0,
+                apps.crashed,
+            )
+            placed = time.monotonic() - began
+            all_tasks = {f"0_{p}" for p in range(partitions)}
+            holders = {t: pod for pod in pods for t in standby.get(pod, ())}
+            assert set(holders) == all_tasks, standby  # one standby per stateful task
+            for pod in pods:
+                assert not active.get(pod, frozenset()) & standby.get(pod, frozenset()), pod
+
+            # the first instance gets (almost) no capacity: its tasks move, onto their standbys
+            slow = pods[0]
+            moved = set(active[slow])
+            assert moved, active
+            changed = time.monotonic()
+            _apply_streams_policy(harness, load=load, weights={slow: 0.01})
+            second, active_after, standby_after = wait_for(
+                f"a plan that moves {sorted(moved)} off {slow}, followed with its standbys",
+                lambda: (
+                    (found := runs_the_record(first["epoch"])) and not found[1].get(slow) and found
+                ),
+                120,
+                1.0,
+                apps.crashed,
+            )
+            took = time.monotonic() - changed
+            owner = {t: pod for pod in pods for t in active_after.get(pod, ())}
+            landed = sorted(t for t in moved if owner[t] == holders[t])
+            for pod in pods:
+                assert not active_after.get(pod, frozenset()) & standby_after.get(pod, frozenset())
+            # the brokers' task assignor placed the plan's standbys, and refused none of them
+            followed = [
+                line
+                for line in env.broker.cluster.nodes[0].log.read_text(errors="replace").splitlines()
+                if f"plan for group '{harness.group}' epoch {second['epoch']} " in line
+                and "following" in line
+            ]
+            assert followed and all("standbys: 6 from the plan" in line for line in followed), (
+                followed[-3:]
+            )
+            assert not any("planned standbys not followed" in line for line in followed)
+            # each holder can take one of the moved tasks without unbalancing the other two
+            # instances (3 tasks each): every distinct holder gets its task
+            assert len(landed) >= len({holders[t] for t in moved}), (moved, holders, owner)
+
+            producer.stop()
+            total = sum(producer.sent.values())
+            wait_for(
+                "the group caught up",
+                lambda: sum(lag(env.admin, harness.group, source, partitions).values()) == 0,
+                90,
+                0.5,
+                apps.crashed,
+            )
+            output = read_committed_output(env.bootstrap, f"{source}-out", timeout=5)
+            lost, duplicated, examples = _count_check(output, producer.per_key)
+            print(
+                f"\nplanned standbys: 6 stateful tasks on 3 instances ran the plan's actives and "
+                f"standbys {placed:.1f} s after start (epoch {first['epoch']}); after {slow}'s "
+                f"weight fell to 0.01, {len(landed)} of {len(moved)} moved tasks "
+                f"({sorted(moved)}) landed on their standby holder (distinct holders: "
+                f"{len({holders[t] for t in moved})}), followed {took:.1f} s after the change "
+                f"(epoch {second['epoch']}); {total} input records, {len(output)} committed "
+                f"outputs, lost {lost}, duplicated {duplicated}; {_trigger_cost(harness)}"
+            )
+            assert len(output) == total, (len(output), total, examples)
+            assert (lost, duplicated) == (0, 0), examples
         finally:
             if producer._thread.is_alive():
                 producer.stop()

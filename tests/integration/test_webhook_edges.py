@@ -25,16 +25,32 @@ from typing import Any
 
 import pytest
 import yaml
-from kafka_rebalance_dev.demo.cluster import wait_for
-from kafka_rebalance_operator import document_access, kube_io, metrics, names, webhook
+from kafka_rebalance_dev.demo.cluster import pause_statefulset, wait_for
+from kafka_rebalance_operator import (
+    document_access,
+    kube_io,
+    metrics,
+    names,
+    webhook,
+    webhook_outcomes,
+)
 from kafka_rebalance_operator.injection import (
     ANNOTATION_POLICY,
     SIDECAR_CONTAINER,
     SidecarDefaults,
 )
+from kafka_rebalance_operator.sidecar_annotations import (
+    CPU_LIMIT,
+    CPU_REQUEST,
+    DELIVER_PATH,
+    DELIVER_PORT,
+    LOG_LEVEL,
+    MEMORY_LIMIT,
+    MEMORY_REQUEST,
+)
 
-from tests.test_chart_static import _of_kind, _render
-from tests.test_chart_static import helm as _helm_fixture
+from tests.unit.ship.test_chart_static import _of_kind, _render
+from tests.unit.ship.test_chart_static import helm as _helm_fixture
 
 pytestmark = [pytest.mark.integration]
 
@@ -130,6 +146,19 @@ def _admitted_unchanged(namespace: str) -> float:
     )
 
 
+def _skipped() -> dict[str, float]:
+    """kafka_rebalance_webhook_pods_total{outcome="skipped"} by reason."""
+    return {
+        reason: float(
+            metrics.REGISTRY.get_sample_value(
+                "kafka_rebalance_webhook_pods_total", {"outcome": "skipped", "reason": reason}
+            )
+            or 0.0
+        )
+        for reason in webhook_outcomes.ERRORS
+    }
+
+
 @contextlib.contextmanager
 def serving_webhook(
     k8s: Any,
@@ -204,24 +233,7 @@ def serving_webhook(
         served.append(config)
 
     def create(pods: list[str]) -> list[dict[str, Any]]:
-        items = [
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": pod, "annotations": {ANNOTATION_POLICY: policy}},
-                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
-            }
-            for pod in pods
-        ]
-        path = manifests / f"pods-{uuid.uuid4().hex[:6]}.json"
-        path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-        created = k8s.kubectl("create", "-n", namespace, "-f", str(path), "-o", "json")
-        decoder, text, at, answers = json.JSONDecoder(), created.stdout, 0, []
-        while text[at:].strip():  # one JSON document per pod, concatenated
-            at += len(text[at:]) - len(text[at:].lstrip())
-            answer, at = decoder.raw_decode(text, at)
-            answers += list(answer["items"]) if answer.get("kind") == "List" else [answer]
-        return answers
+        return create_pods(k8s, namespace, [annotated_pod(pod, policy) for pod in pods])[0]
 
     serving = threading.Event()
     thread = webhook.start(config, clusterwide=False, namespaces=[namespace], serving=serving)
@@ -232,6 +244,33 @@ def serving_webhook(
         thread.stop()
         k8s.kubectl("delete", "mutatingwebhookconfiguration", name, "--ignore-not-found")
         k8s.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def annotated_pod(name: str, policy: str, **annotations: str) -> dict[str, Any]:
+    """A pod manifest annotated for `policy` (and with `annotations`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {ANNOTATION_POLICY: policy, **annotations}},
+        "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
+    }
+
+
+def create_pods(
+    k8s: Any, namespace: str, items: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str]:
+    """`kubectl create` the pods in `namespace`: the pods as admitted, and kubectl's stderr
+    (where the admission warnings are)."""
+    manifests = Path(k8s.directory) / namespace
+    path = manifests / f"pods-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    created = k8s.kubectl("create", "-n", namespace, "-f", str(path), "-o", "json")
+    decoder, text, at, answers = json.JSONDecoder(), created.stdout, 0, []
+    while text[at:].strip():  # one JSON document per pod, concatenated
+        at += len(text[at:]) - len(text[at:].lstrip())
+        answer, at = decoder.raw_decode(text, at)
+        answers += list(answer["items"]) if answer.get("kind") == "List" else [answer]
+    return answers, created.stderr
 
 
 def _containers(pod: dict[str, Any]) -> list[str]:
@@ -258,6 +297,7 @@ def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
             for mode in ("reset", "stall"):
                 relay.mode = mode
                 before = _admitted_unchanged(namespace)
+                skipped = _skipped()
                 started = time.monotonic()
                 (pod,) = create([f"{mode}-pod"])
                 took = time.monotonic() - started
@@ -265,6 +305,9 @@ def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
                 assert _containers(pod) == ["app"], mode  # admitted unchanged
                 assert took < TIMEOUT_S, (mode, took)  # the webhook answered, not the timeout
                 assert _admitted_unchanged(namespace) == before + 1, mode
+                now = _skipped()
+                assert sum(now.values()) == sum(skipped.values()) + 1, (mode, now)
+                assert now["internal"] == skipped["internal"], mode  # an API error, named so
                 relay.mode = "pass"
         finally:
             relay.mode = "pass"
@@ -284,6 +327,153 @@ def test_an_unreachable_or_slow_api_admits_the_pod_unchanged_with_ignore(
 
         posted = wait_for("the SidecarNotInjected events on the policy", events, 30, 0.5)
         assert "admitted without the sidecar" in posted[0], posted
+
+
+def _sample(name: str, **labels: str) -> float:
+    return float(metrics.REGISTRY.get_sample_value(name, labels) or 0.0)
+
+
+def _sidecar(pod: dict[str, Any]) -> dict[str, Any]:
+    (found,) = [c for c in pod["spec"]["containers"] if c["name"] == SIDECAR_CONTAINER]
+    return found
+
+
+def _bad_annotation_events(k8s: Any, namespace: str, kind: str, name: str) -> list[str]:
+    got = k8s.kubectl(
+        "get", "events", "-n", namespace, "-o", "json", "--field-selector",
+        f"reason={webhook.BAD_ANNOTATION},involvedObject.kind={kind},involvedObject.name={name}",
+    )  # fmt: skip
+    return sorted(e["message"] for e in json.loads(got.stdout)["items"])
+
+
+def test_per_pod_annotations_shape_the_sidecar_and_bad_values_are_named_in_events(
+    k8s: Any, helm: Path, relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Good annotations reach the injected container as the API server stores it; bad ones are
+    ignored (the pod admitted with the defaults, never refused), each named with its value and
+    rule in an admission warning and a SidecarAnnotationInvalid event on the pod, or on its
+    StatefulSet once for all its pods; every pod and ignored annotation is counted."""
+    pods, bad = (
+        "kafka_rebalance_webhook_pods_total",
+        "kafka_rebalance_webhook_bad_annotations_total",
+    )
+    with serving_webhook(k8s, helm, monkeypatch, "orders") as (namespace, create):
+        wait_for(
+            "the webhook injecting",
+            lambda: SIDECAR_CONTAINER in _containers(create([f"first-{uuid.uuid4().hex[:4]}"])[0]),
+            60,
+            1.0,
+        )
+        injected = _sample(pods, outcome="mutated", reason="injected")
+        with_defaults = _sample(pods, outcome="mutated", reason="defaults_used")
+        ignored = {
+            a: _sample(bad, annotation=a)
+            for a in (DELIVER_PORT, MEMORY_REQUEST, LOG_LEVEL, CPU_LIMIT)
+        }
+        started = time.monotonic()
+
+        good = {
+            DELIVER_PORT: "9000", DELIVER_PATH: "/v1/in", CPU_REQUEST: "200m", CPU_LIMIT: "1",
+            MEMORY_REQUEST: "64Mi", MEMORY_LIMIT: "512Mi", LOG_LEVEL: "debug",
+        }  # fmt: skip
+        (pod,), stderr = create_pods(k8s, namespace, [annotated_pod("good", "orders", **good)])
+        sidecar = _sidecar(pod)
+        assert "--deliver-to=http://127.0.0.1:9000/v1/in" in sidecar["args"]
+        assert sidecar["args"][-1] == "--log-level=debug"
+        assert sidecar["resources"] == {
+            "requests": {"cpu": "200m", "memory": "64Mi"},
+            "limits": {"cpu": "1", "memory": "512Mi"},
+        }
+        assert [(p["name"], p["containerPort"]) for p in sidecar["ports"]] == [
+            ("krb-health", 8081),
+            ("krb-metrics", 9101),
+        ]
+        assert [e["name"] for e in sidecar["env"]] == ["POD_NAME", "POD_NAMESPACE"]
+        assert "kafka-rebalance sidecar" not in stderr
+        assert _sample(pods, outcome="mutated", reason="injected") == injected + 1
+
+        # A server-side dry run gets the warning, and writes no event (sideEffects NoneOnDryRun).
+        dry = Path(k8s.directory) / namespace / "dry.json"
+        dry.write_text(json.dumps(annotated_pod("dry", "orders", **{LOG_LEVEL: "loud"})))
+        previewed = k8s.kubectl("create", "-n", namespace, "--dry-run=server", "-f", str(dry))
+        assert f"{LOG_LEVEL}: 'loud' ignored" in previewed.stderr, previewed.stderr
+
+        wrong = {
+            DELIVER_PORT: "8081",  # the sidecar's own health port
+            DELIVER_PATH: "/ok",  # good: kept beside the bad ones
+            MEMORY_REQUEST: "2Gi",  # above the chart's limit, 256Mi
+            LOG_LEVEL: "trace",
+        }
+        (pod,), stderr = create_pods(k8s, namespace, [annotated_pod("bad", "orders", **wrong)])
+        sidecar = _sidecar(pod)  # admitted and injected, with the defaults
+        assert "--deliver-to=http://127.0.0.1:8000/ok" in sidecar["args"]
+        assert not [a for a in sidecar["args"] if a.startswith("--log-level")]
+        assert sidecar["resources"] == {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"memory": "256Mi"},
+        }
+        for annotation in (DELIVER_PORT, MEMORY_REQUEST, LOG_LEVEL):
+            assert f"kafka-rebalance sidecar: {annotation}: " in stderr, stderr
+        messages = wait_for(
+            "three events on the pod",
+            lambda: (
+                (got := _bad_annotation_events(k8s, namespace, "Pod", "bad"))
+                and len(got) == 3
+                and got
+            ),
+            30,
+            0.5,
+        )
+        assert messages == [
+            "pod bad: kafka-rebalance.io/deliver-port: '8081' ignored, it must be a port "
+            "1-65535 other than the sidecar's own 8081 and 9101; the default 8000 is used",
+            "pod bad: kafka-rebalance.io/sidecar-log-level: 'trace' ignored, it must be one of "
+            "debug, info, warning, error; the default info is used",
+            "pod bad: kafka-rebalance.io/sidecar-memory-request: '2Gi' ignored, it must be at "
+            "most the memory limit 256Mi; the default 128Mi is used",
+        ]
+
+        # A StatefulSet's pods: created by its controller, the event on the StatefulSet, once.
+        service, statefulset = pause_statefulset("web", 2)
+        template = statefulset["spec"]["template"]
+        template["metadata"]["annotations"] = {ANNOTATION_POLICY: "orders", CPU_LIMIT: "lots"}
+        manifest = Path(k8s.directory) / namespace / "web.yaml"
+        manifest.write_text(yaml.safe_dump_all([service, statefulset]))
+        k8s.kubectl("apply", "-n", namespace, "-f", str(manifest))
+
+        def web_pods() -> list[dict[str, Any]]:
+            got = k8s.kubectl("get", "pods", "-n", namespace, "-l", "app=web", "-o", "json")
+            return list(json.loads(got.stdout)["items"])
+
+        admitted = wait_for("both web pods", lambda: len(got := web_pods()) == 2 and got, 60, 0.5)
+        for web in admitted:
+            assert _sidecar(web)["resources"]["limits"] == {"memory": "256Mi"}
+        (message,) = wait_for(
+            "the event on the StatefulSet",
+            lambda: _bad_annotation_events(k8s, namespace, "StatefulSet", "web"),
+            30,
+            0.5,
+        )
+        assert (
+            "kafka-rebalance.io/sidecar-cpu-limit: 'lots' ignored, it must be a Kubernetes quantity"
+            in message
+        )
+        time.sleep(2)  # a second event would have been posted by now
+        assert len(_bad_annotation_events(k8s, namespace, "StatefulSet", "web")) == 1
+        assert _bad_annotation_events(k8s, namespace, "Pod", "dry") == []
+        took = time.monotonic() - started
+        print(f"per-pod annotations: 4 pods and a dry run admitted, events checked in {took:.1f} s")
+
+        assert (
+            _sample(pods, outcome="mutated", reason="defaults_used") == with_defaults + 4
+        )  # dry run too
+        for annotation, times in (
+            (DELIVER_PORT, 1),
+            (MEMORY_REQUEST, 1),
+            (LOG_LEVEL, 2),  # the dry run's too
+            (CPU_LIMIT, 2),
+        ):
+            assert _sample(bad, annotation=annotation) == ignored[annotation] + times, annotation
 
 
 PODS = 150  # admitted and deleted in one test (under a minute on the shared 2-core machine)
@@ -398,8 +588,14 @@ def test_a_renewed_certificate_is_served_without_a_restart(
             0.2,
         )
         print(f"renewed certificate served after {time.monotonic() - started:.1f} s")
-        assert metrics.REGISTRY.get_sample_value(expiry) == (
-            certs.not_after(renewed.cert).timestamp()
+        # The gauge follows once the configuration is pointed at the new bundle (an API call
+        # after the new certificate is served), so it may trail the served certificate briefly.
+        wanted = certs.not_after(renewed.cert).timestamp()
+        wait_for(
+            "the expiry metric of the renewed certificate",
+            lambda: metrics.REGISTRY.get_sample_value(expiry) == wanted,
+            10,
+            0.1,
         )
         (pod,) = create(["after-renewal"])
         assert SIDECAR_CONTAINER in _containers(pod)  # the API server trusts the new one

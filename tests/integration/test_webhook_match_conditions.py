@@ -18,8 +18,8 @@ import pytest
 from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_operator.injection import ANNOTATION_POLICY
 
-from tests.test_chart_static import _of_kind, _render
-from tests.test_chart_static import helm as _helm_fixture
+from tests.unit.ship.test_chart_static import _of_kind, _render
+from tests.unit.ship.test_chart_static import helm as _helm_fixture
 
 pytestmark = [pytest.mark.integration]
 

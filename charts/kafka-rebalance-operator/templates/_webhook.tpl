@@ -52,6 +52,10 @@ its own objects). Each renders nothing unless webhook.enabled. */}}
 - {{ $sidecar.deliverTo | quote }}
 - --sidecar-resources
 - {{ toJson $sidecar.resources | quote }}
+{{- with $sidecar.logLevel }}
+- --sidecar-log-level
+- {{ . | quote }}
+{{- end }}
 - --sidecar-arg=--transient-retry-budget={{ $sidecar.transientRetryBudget }}
 - --sidecar-arg=--max-batch-bytes={{ $sidecar.maxBatchBytes }}
 {{- range $sidecar.extraArgs }}

@@ -7,7 +7,8 @@
 - `assignment`: the canonical text of a whole assignment and the plan hash made from it.
 
 Decoders raise `WireError` subclasses whose message is one line naming the field. Compatibility
-rule: what an earlier release wrote must keep decoding (tests/test_wire_compat.py holds texts
+rule: what an earlier release wrote must keep decoding (tests/unit/wire/test_wire_compat.py holds
+texts
 captured from the encoders before this module existed).
 """
 

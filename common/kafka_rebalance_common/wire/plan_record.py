@@ -11,6 +11,10 @@ id, so the topic holds each group's latest plan.
 - A streams group's record (`kind: "streams"`, KIP-1071) is keyed the same way and has the
   same fields, its members keyed by streams member id and their inner maps by subtopology id
   (active tasks); `memberIds` are all the group's streams member ids.
+- A streams record may carry `standbys`: streams member id -> subtopology id -> partitions of
+  the standby tasks the plan places (members without standbys left out). Absent (records
+  before planned standbys, or the group's standby count unknown), the plug-in places standbys
+  itself; a plug-in that predates the field ignores it.
 - A share group's record (`kind: "share"`, KIP-932, docs/share-groups.md) has the same fields,
   its members keyed by share member id and their inner maps by topic name; unlike the other
   kinds one partition may be planned for several members (a share partition is consumed by
@@ -71,6 +75,7 @@ def encode_plan(
     incarnation: str = "",
     member_ids: Iterable[str] = (),
     kind: str = "consumer",
+    standbys: Mapping[str, Mapping[str, Iterable[int]]] | None = None,
 ) -> bytes:
     """The record value: deterministic (sorted keys, compact separators) for the same input.
 
@@ -80,9 +85,13 @@ def encode_plan(
     share group's plan: share member id -> topic -> partitions, a partition under several
     members where the plan puts several on it; only the plug-in's share assignor follows it.
     A consumer plan carries no
-    `kind` field, so its bytes are those of records written before streams groups existed."""
+    `kind` field, so its bytes are those of records written before streams groups existed.
+    `standbys` (streams only) writes the planned standby tasks the same way; None writes no
+    field, so such a record's bytes are those of records written before standbys were planned."""
     if kind not in KINDS:
         raise ValueError(f"plan kind: one of {', '.join(KINDS)}, got {kind!r}")
+    if standbys is not None and kind != "streams":
+        raise ValueError(f"plan standbys: only a streams plan has standbys, not a {kind} plan")
     members = {
         member: wire_partitions.encode_sets(wire_partitions.normalise(topics))
         for member, topics in sorted(assignment.items())
@@ -99,6 +108,9 @@ def encode_plan(
     }
     if kind != "consumer":
         record["kind"] = kind
+    if standbys is not None:
+        placed = {m: wire_partitions.normalise(tasks) for m, tasks in sorted(standbys.items())}
+        record["standbys"] = {m: wire_partitions.encode_sets(t) for m, t in placed.items() if t}
     return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
 
 

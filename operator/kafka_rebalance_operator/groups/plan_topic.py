@@ -141,8 +141,8 @@ class Delivered:
 class Target:
     """One group to deliver to: its kind (the record's `kind`), as described now, its member
     ids (what the record names), the plan this policy last published for it (hash and
-    assignment, None: none since the operator started), the epoch in place, and how to
-    trigger it (raises PollFailure)."""
+    assignment, None: none since the operator started), the epoch in place, how to
+    trigger it (raises PollFailure), and the standbys to publish beside an assignment."""
 
     kind: str
     group: DescribedGroup
@@ -151,6 +151,8 @@ class Target:
     published_plan: Assignment | None
     epoch: int
     trigger: Callable[[], None]
+    # the standbys to publish with an assignment (streams: planned for it; None: no field)
+    standbys: Callable[[Assignment], Assignment | None] = lambda _assignment: None
 
 
 def carry_out(
@@ -247,6 +249,7 @@ def publish(
         incarnation=ctx.uid,
         member_ids=target.member_ids,
         kind=target.kind,
+        standbys=target.standbys(planned.assignment),
     )
     headers = value_headers(settings, group_id, record)
     observer = memory.observer

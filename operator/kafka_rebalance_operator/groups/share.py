@@ -7,7 +7,8 @@ subscribed topics (rates, as for every kind) and each share-partition's backlog
 every partition members in proportion to its load (rate plus backlog over the drain time)
 against their capacity (`kafka_rebalance_assignors.share`, pure). Decide is the common one; a
 plan reaches the group through the plan topic (`plan_topic`, record kind "share") and a trigger
-(a member joins and leaves: two group epoch bumps, `share_group.trigger`).
+(a member joins and leaves: two group epoch bumps, `share_group.trigger`). Each poll's report
+writes a telemetry row per share-partition (`telemetry.share_rows`) for the pipeline.
 
 Invariants: nothing is published and nothing triggered while the brokers' share assignor is not
 the plug-in's (the policy is Stalled naming the assignor in use); a partition whose backlog is
@@ -25,7 +26,7 @@ from typing import Any
 from kafka_rebalance_assignors.model import PlanInputError
 from kafka_rebalance_assignors.share import plan_share
 
-from kafka_rebalance_operator import planning, share_group, share_planning
+from kafka_rebalance_operator import planning, share_group, share_planning, telemetry
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.groups import plan_topic
 from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
@@ -61,6 +62,7 @@ class ShareObserved:
     spec_changed: bool
     published_hash: str | None = None  # the plan this policy last published for the group
     published_plan: dict[str, dict[str, list[int]]] | None = None
+    log_ends: dict[TopicPartition, int] = field(default_factory=dict)
 
     @property
     def rates_known(self) -> bool:
@@ -145,6 +147,7 @@ def observe(
         {key: float(rate) for key, rate in rates.items() if rate is not None},
         share_group.share_backlog(starts, ends),
         **dataclasses.asdict(plan_topic.in_place(ctx, memory, spec.group_id)),
+        log_ends=ends,
     )
     plan_topic.count_bumps(ctx, group, "share", memory, ports)
     return observed
@@ -357,6 +360,36 @@ def _report_fields(
     return fields
 
 
+def _telemetry(
+    ctx: PolicyContext,
+    observed: ShareObserved,
+    epoch: int,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> None:
+    """The poll's share rows (`telemetry.share_rows`): every share-partition's backlog, rate
+    and members, for the pipeline's backtest. Share consumers report no throughput to any
+    admin API, so no `share-member` row is written."""
+    if not ports.telemetry.enabled:
+        return
+    ports.telemetry.emit(
+        telemetry.share_rows(
+            ts_ms=int(now * 1000),
+            cluster=settings.cluster,
+            namespace=ctx.namespace,
+            policy=ctx.name,
+            group=observed.spec.group_id,
+            partitions=observed.partitions,
+            log_ends=observed.log_ends,
+            backlog=observed.backlog,
+            rates=observed.rates,
+            holders=observed.group.holders(),
+            epoch=epoch,
+        )
+    )
+
+
 def waited(
     ctx: PolicyContext,
     observed: ShareObserved,
@@ -367,6 +400,7 @@ def waited(
     now: float,
 ) -> report.PollOutcome:
     fields = _report_fields(observed, {}, memory, observed.epoch)
+    _telemetry(ctx, observed, observed.epoch, ports, settings, now)
     return plan_topic.outcome(ctx, wait.health, fields, [], wait.stop, memory, ports, now)
 
 
@@ -384,6 +418,7 @@ def polled(
     fields = _report_fields(
         observed, _per_partition(observed.group.assignment()), memory, applied.epoch
     )
+    _telemetry(ctx, observed, applied.epoch, ports, settings, now)
     offered, events, note = report.proposal_fields(
         ctx, applied.proposal, applied.epoch, decision, settings
     )

@@ -1,7 +1,8 @@
 """Streams groups (KIP-1071) as a group kind (`spec.groupType: streams`; docs/streams.md).
 
-Observe describes the group and reads its input offsets and changelog ends; plan places the
-active tasks (`kafka_rebalance_assignors.streams_tasks`, pure); decide is the common one; a
+Observe describes the group (and its `streams.num.standby.replicas`) and reads its input
+offsets and changelog ends; plan places the active tasks and their standbys
+(`kafka_rebalance_assignors.streams_tasks`, pure); decide is the common one; a
 plan is carried out by publishing its record (`kind: "streams"`) to the plan topic, where the
 brokers' plan-following task assignor reads it, and by triggering the coordinator's recompute
 (toggling a reserved tag in the group's assignment configs: `streams_group`).
@@ -18,6 +19,9 @@ Invariants:
 - the published plan is the one the group runs or is moving to: a new plan the group already
   runs (the plug-in's fallback placed a changed membership as the plan would) is recorded,
   untriggered, so its record names the members that run it;
+- a published record carries the standbys planned for its active tasks
+  (`streams_standbys.plan_standbys`), none on a task's active process; when the group's
+  standby count could not be read it carries none, and the plug-in places them;
 - observe mode publishes nothing; propose mode and approval Manual publish only the approved
   plan (`status.proposal`, `kubectl cgp approve`).
 """
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kafka_rebalance_assignors as assignors
-from kafka_rebalance_assignors import streams_tasks
+from kafka_rebalance_assignors import streams_standbys, streams_tasks
 
 from kafka_rebalance_operator import planning, streams_group, trigger_cleanup
 from kafka_rebalance_operator.capacity import confirmed_owners
@@ -100,9 +104,11 @@ class StreamsPlanned:
     peak_before: float  # the most loaded member's task load over its capacity weight
     peak_after: float
     unowned: bool  # some task has no active owner now: the group needs a plan
-    runs_already: bool  # the group runs exactly this plan now
+    runs_already: bool  # the group runs exactly this plan now, its planned standbys included
     measuring: bool  # weightFrom adaptive, no capacity measured yet
     proposal: Proposal | None = None  # the proposal on offer, when `assignment` is it
+    weights: Mapping[str, float] | None = None  # capacity weights it was planned with
+    standbys_only: bool = False  # the group runs its actives, not its planned standbys
 
 
 def observe(
@@ -261,6 +267,8 @@ def _task_plan(observed: StreamsObserved, weights: Mapping[str, float]) -> strea
                 budget=spec.move_budget(sum(counts.values())),
                 drain_seconds=spec.target_drain_seconds,
                 weights=weights,
+                standby_replicas=group.standby_replicas or 0,
+                processes=group.processes(),
             )
         )
     except assignors.PlanInputError as error:
@@ -293,12 +301,38 @@ def plan(
         peak_before=tasks.peak_before,
         peak_after=tasks.peak_after,
         unowned=any((s, p) not in owned for s, n in observed.counts.items() for p in range(n)),
-        runs_already=not observed.group.members_off_plan(tasks.assignment),
+        runs_already=runs(observed, tasks.assignment, weights),
         measuring=adaptive is not None and not memory.capacity.measured,
+        weights=weights,
+        standbys_only=not observed.group.members_off_plan(tasks.assignment)
+        and not runs(observed, tasks.assignment, weights),
     )
     if observed.spec.needs_approval:
         planned = _on_offer(ctx, observed, planned, memory)
     return planned
+
+
+def runs(
+    observed: StreamsObserved,
+    assignment: Mapping[str, Mapping[str, Sequence[int]]],
+    weights: Mapping[str, float] | None,
+) -> bool:
+    """Whether the group runs `assignment` now: every member its planned active tasks, and,
+    when standbys are planned (`planned_standbys`), its planned standby tasks. A group running
+    the actives with other standbys does not run the plan: it is published and triggered, or
+    the planned standbys would wait for an assignment that nothing brings."""
+    group = observed.group
+    if group.members_off_plan(assignment):
+        return False
+    standbys = planned_standbys(observed, assignment, weights)
+    if standbys is None:
+        return True
+    held = group.standbys()
+    return all(
+        {s: sorted(p) for s, p in standbys.get(m, {}).items() if p}
+        == {s: sorted(p) for s, p in held.get(m, {}).items() if p}
+        for m in observed.member_ids
+    )
 
 
 def _on_offer(
@@ -316,16 +350,20 @@ def _on_offer(
         peak_before=kept.before if kept.before is not None else planned.peak_before,
         peak_after=kept.after if kept.after is not None else planned.peak_after,
         unowned=planned.unowned,
-        runs_already=not observed.group.members_off_plan(kept.assignment),
+        runs_already=runs(observed, kept.assignment, planned.weights),
         measuring=planned.measuring,
         proposal=kept,
+        weights=planned.weights,
+        standbys_only=not observed.group.members_off_plan(kept.assignment)
+        and not runs(observed, kept.assignment, planned.weights),
     )
 
 
 def facts(ctx: PolicyContext, observed: StreamsObserved, planned: StreamsPlanned) -> PlanFacts:
     """The plan in place is the published one, or the new plan itself when the group runs it
     already (then there is nothing to decide: it is recorded). Tasks without an owner, or a
-    spec change, make the plan structural."""
+    spec change, or a new plan whose actives the group runs but not its planned standbys (no
+    load gain to wait for; one trigger brings the standbys), make the plan structural."""
     applied = planned.hash if planned.runs_already else observed.published_hash
     return PlanFacts(
         new_hash=planned.hash,
@@ -335,7 +373,7 @@ def facts(ctx: PolicyContext, observed: StreamsObserved, planned: StreamsPlanned
         ratio_before=planned.peak_before,
         ratio_after=planned.peak_after,
         moves=planned.moves,
-        structural=planned.unowned or observed.spec_changed,
+        structural=planned.unowned or observed.spec_changed or planned.standbys_only,
         measuring=planned.measuring,
     )
 
@@ -360,7 +398,7 @@ def carry_out(
         memory.trigger_tag_left = not removed
     return plan_topic.carry_out(
         ctx,
-        _target(ctx, observed, memory, ports),
+        _target(ctx, observed, memory, ports, planned.weights),
         planned,
         lambda: plan_topic.offer(
             planned.proposal,
@@ -382,8 +420,35 @@ def carry_out(
     )
 
 
+def planned_standbys(
+    observed: StreamsObserved,
+    assignment: Mapping[str, Mapping[str, Sequence[int]]],
+    weights: Mapping[str, float] | None = None,
+) -> dict[str, dict[str, list[int]]] | None:
+    """The standbys to publish with `assignment` (the plan's active tasks): placed off each
+    task's active process, sticky to the members that hold its state now (their standbys, and
+    the tasks' owners before the plan). None when the group's standby count is unknown."""
+    group = observed.group
+    if group.standby_replicas is None:
+        return None
+    return streams_standbys.plan_standbys(
+        assignment,
+        group.standbys(),
+        observed.changelog,
+        group.standby_replicas,
+        observed.member_ids,
+        previous_active=group.targets(),
+        processes=group.processes(),
+        weights=weights,
+    ).standby
+
+
 def _target(
-    ctx: PolicyContext, observed: StreamsObserved, memory: PolicyMemory, ports: Ports
+    ctx: PolicyContext,
+    observed: StreamsObserved,
+    memory: PolicyMemory,
+    ports: Ports,
+    weights: Mapping[str, float] | None = None,
 ) -> plan_topic.Target:
     group = observed.group
 
@@ -413,6 +478,7 @@ def _target(
         observed.published_plan,
         observed.epoch,
         trigger,
+        lambda assignment: planned_standbys(observed, assignment, weights),
     )
 
 

@@ -148,7 +148,7 @@ def _read_group(
             spec.group_id,
             spec.topics,
             spec.topic_pattern,
-            describe=settings.describe_group,
+            describe=True,  # group mode: the actual assignment, for verify
             kip848_group=spec.apply_mode == "broker",
             max_partitions=settings.max_partitions_per_policy,
         )

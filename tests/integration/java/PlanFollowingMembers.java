@@ -9,14 +9,19 @@
 //   plain  - a KafkaConsumer poll loop: write, flush, commitSync (retried after the next poll
 //            when a rebalance is in progress; revoked partitions committed on revocation);
 //   spring - a Spring Kafka @KafkaListener (batch) in its own application context, no Spring Boot;
-//            the container commits after the listener returns (AckMode BATCH).
+//            the container commits after the listener returns (AckMode BATCH);
+//   rogue  - a plain poll loop whose assignor lies: its subscription claims every partition
+//            (0..N-1, `start MEMBER rogue N`) at epoch Long.MAX_VALUE, whatever its document says,
+//            and it never asks for a rebalance. A plan-following leader must give it nothing
+//            beyond the plan.
 //
-// Commands on stdin, one per line: `start MEMBER plain|spring`, `quit`.
+// Commands on stdin, one per line: `start MEMBER plain|spring`, `start MEMBER rogue N`, `quit`.
 // Arguments: BOOTSTRAP GROUP TOPIC DOCUMENTS_DIR LEDGER_DIR
 import java.io.BufferedReader;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -24,9 +29,11 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.Collection;
+import dev.kafkarebalance.client.PlanFollowingAssignor;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -74,6 +81,30 @@ public class PlanFollowingMembers {
         return p;
     }
 
+    /** The rogue's assignor: the real one, except for the claim it sends. */
+    public static class RogueAssignor extends PlanFollowingAssignor {
+        static volatile int partitions;
+
+        @Override
+        public ByteBuffer subscriptionUserData(Set<String> topics) {
+            super.subscriptionUserData(topics); // its own bookkeeping, as an honest member's
+            StringBuilder claim = new StringBuilder("{\"epoch\":" + Long.MAX_VALUE + ",\"partitions\":{\"");
+            claim.append(topic).append("\":[");
+            for (int p = 0; p < partitions; p++) {
+                claim.append(p == 0 ? "" : ",").append(p);
+            }
+            claim.append("]}}");
+            return ByteBuffer.wrap(claim.toString().getBytes(StandardCharsets.US_ASCII));
+        }
+    }
+
+    static Map<String, Object> rogueSettings(String member) {
+        Map<String, Object> p = settings(member);
+        p.put("partition.assignment.strategy", List.of(RogueAssignor.class));
+        p.put("kafka-rebalance.rejoin", "false");
+        return p;
+    }
+
     static synchronized void write(String member, int generation, List<ConsumerRecord<byte[], byte[]>> records)
             throws IOException {
         long ts = System.currentTimeMillis();
@@ -108,8 +139,12 @@ public class PlanFollowingMembers {
         final KafkaConsumer<byte[], byte[]> consumer;
 
         Plain(String member) {
+            this(member, settings(member));
+        }
+
+        Plain(String member, Map<String, Object> settings) {
             this.member = member;
-            this.consumer = new KafkaConsumer<>(settings(member));
+            this.consumer = new KafkaConsumer<>(settings);
         }
 
         @Override
@@ -227,7 +262,14 @@ public class PlanFollowingMembers {
             if (words[0].equals("quit")) {
                 break;
             }
-            if (words[0].equals("start") && words.length == 3) {
+            if (words[0].equals("start") && words.length == 4 && words[2].equals("rogue")) {
+                String member = words[1];
+                RogueAssignor.partitions = Integer.parseInt(words[3]);
+                Plain plain = new Plain(member, rogueSettings(member));
+                plains.add(plain);
+                new Thread(plain, "member-" + member).start();
+                System.out.println("started " + member + " rogue");
+            } else if (words[0].equals("start") && words.length == 3) {
                 String member = words[1];
                 if (words[2].equals("spring")) {
                     SpringApp.member = member;

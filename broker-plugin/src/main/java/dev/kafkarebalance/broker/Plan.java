@@ -30,6 +30,10 @@ import org.apache.kafka.common.Uuid;
  * @param kind        which assignor follows it
  * @param tasks       streams plans: member id -> subtopology id -> partitions of its active tasks
  *                    (empty for consumer plans)
+ * @param standbys    streams plans: member id -> subtopology id -> partitions of its planned standby
+ *                    tasks; null when the plan places none (records before planned standbys, other
+ *                    kinds): the task assignor then places standbys itself. A task may have several
+ *                    standbys, on different members.
  */
 public record Plan(
     String group,
@@ -41,13 +45,39 @@ public record Plan(
     Map<String, Map<Uuid, Set<Integer>>> members,
     Set<String> unresolved,
     PlanKind kind,
-    Map<String, Map<String, Set<Integer>>> tasks
+    Map<String, Map<String, Set<Integer>>> tasks,
+    Map<String, Map<String, Set<Integer>>> standbys
 ) {
     public Plan {
         memberIds = Set.copyOf(memberIds);
         members = Map.copyOf(members);
         unresolved = Set.copyOf(unresolved);
         tasks = Map.copyOf(tasks);
+        standbys = standbys == null ? null : copy(standbys);
+    }
+
+    /** A plan of any kind without planned standbys. */
+    public Plan(String group, String incarnation, long epoch, String planHash, long generatedAtMs,
+                Set<String> memberIds, Map<String, Map<Uuid, Set<Integer>>> members, Set<String> unresolved,
+                PlanKind kind, Map<String, Map<String, Set<Integer>>> tasks) {
+        this(group, incarnation, epoch, planHash, generatedAtMs, memberIds, members, unresolved, kind, tasks, null);
+    }
+
+    /** This streams plan with `standbys` (member id -> subtopology id -> partitions; null: none planned). */
+    public Plan withStandbys(Map<String, ? extends Map<String, ? extends Set<Integer>>> standbys) {
+        return new Plan(group, incarnation, epoch, planHash, generatedAtMs, memberIds, members, unresolved, kind,
+            tasks, standbys == null ? null : copy(standbys));
+    }
+
+    private static Map<String, Map<String, Set<Integer>>> copy(
+        Map<String, ? extends Map<String, ? extends Set<Integer>>> tasks) {
+        Map<String, Map<String, Set<Integer>>> out = new java.util.HashMap<>();
+        tasks.forEach((member, subtopologies) -> {
+            Map<String, Set<Integer>> inner = new java.util.HashMap<>();
+            subtopologies.forEach((subtopology, partitions) -> inner.put(subtopology, Set.copyOf(partitions)));
+            out.put(member, Map.copyOf(inner));
+        });
+        return Map.copyOf(out);
     }
 
     /** A consumer-group plan. */

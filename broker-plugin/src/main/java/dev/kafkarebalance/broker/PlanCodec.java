@@ -38,6 +38,9 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  *  "members":{"<streams member id>":{"0":"0-2,7","1":[3]}}}
  * </pre>
  * The same bounds apply (a task counts as a partition), and no task may be planned twice.
+ * A streams record may also carry {@code "standbys"}, the planned standby tasks in the same form
+ * ({@code {"<member id>":{"1":"0,3"}}}); a task may be a standby of several members. Without it
+ * the task assignor places standbys itself; on any other kind it is refused.
  *
  * <p>{@code "share"}: a share group's plan (KIP-932), keyed by share member id and then by topic
  * name like a consumer plan; the one difference is that a partition may be planned for several
@@ -158,7 +161,53 @@ public final class PlanCodec {
             }
             decoded.put(instance, topics);
         }
-        return new PlanDocument(kind, group, incarnation, epoch.asLong(), hash, generatedAt, memberIds, decoded);
+        Map<String, Map<String, SortedSet<Integer>>> standbys = standbys(root.get("standbys"), kind, bounds, record);
+        return new PlanDocument(kind, group, incarnation, epoch.asLong(), hash, generatedAt, memberIds, decoded,
+            standbys);
+    }
+
+    /**
+     * The planned standbys of a streams record (null when the record has none): member id ->
+     * subtopology id -> partitions, written as {@code members} writes them. A task may be a
+     * standby of several members (one per replica); each occurrence counts against the bounds.
+     */
+    private static Map<String, Map<String, SortedSet<Integer>>> standbys(
+        JsonNode node, PlanKind kind, PlanBounds bounds, Budget record
+    ) throws PlanFormatException {
+        if (node == null) {
+            return null;
+        }
+        if (kind != PlanKind.STREAMS) {
+            throw new PlanFormatException("standbys: only a streams plan has standbys, this is a " + kind.wire()
+                + " plan");
+        }
+        if (!node.isObject()) {
+            throw new PlanFormatException("standbys: not an object");
+        }
+        Map<String, Map<String, SortedSet<Integer>>> out = new HashMap<>();
+        for (Iterator<Map.Entry<String, JsonNode>> it = node.fields(); it.hasNext(); ) {
+            Map.Entry<String, JsonNode> member = it.next();
+            String field = "standbys." + member.getKey();
+            if (member.getKey().isEmpty()) {
+                throw new PlanFormatException("standbys: an empty member id");
+            }
+            if (!member.getValue().isObject()) {
+                throw new PlanFormatException(field + ": not an object");
+            }
+            Budget own = new Budget(bounds.maxPartitionsPerMember(), PluginConfig.MAX_PARTITIONS_PER_MEMBER,
+                "member '" + member.getKey() + "'");
+            Map<String, SortedSet<Integer>> tasks = new HashMap<>();
+            for (Iterator<Map.Entry<String, JsonNode>> t = member.getValue().fields(); t.hasNext(); ) {
+                Map.Entry<String, JsonNode> subtopology = t.next();
+                if (subtopology.getKey().isEmpty()) {
+                    throw new PlanFormatException(field + ": an empty subtopology id");
+                }
+                tasks.put(subtopology.getKey(),
+                    partitions(field + "." + subtopology.getKey(), subtopology.getValue(), bounds, own, record));
+            }
+            out.put(member.getKey(), tasks);
+        }
+        return out;
     }
 
     /** The member a partition was planned for first (only looked up to name it in an error). */

@@ -12,6 +12,9 @@ import java.util.SortedSet;
  * @param members for {@link PlanKind#CONSUMER}: instance id -> topic name -> partitions; for
  *                {@link PlanKind#STREAMS}: streams member id -> subtopology id -> partitions
  *                (its active tasks)
+ * @param standbys {@link PlanKind#STREAMS} only: streams member id -> subtopology id -> partitions
+ *                of the standby tasks the plan places; null when the record has no
+ *                {@code standbys} (the plug-in then places standbys itself)
  */
 public record PlanDocument(
     PlanKind kind,
@@ -21,10 +24,18 @@ public record PlanDocument(
     String planHash,
     long generatedAtMs,
     Set<String> memberIds,
-    Map<String, Map<String, SortedSet<Integer>>> members
+    Map<String, Map<String, SortedSet<Integer>>> members,
+    Map<String, Map<String, SortedSet<Integer>>> standbys
 ) {
     public PlanDocument {
         memberIds = Set.copyOf(memberIds);
         members = Map.copyOf(members);
+        standbys = standbys == null ? null : Map.copyOf(standbys);
+    }
+
+    /** A document without planned standbys. */
+    public PlanDocument(PlanKind kind, String group, String incarnation, long epoch, String planHash,
+                        long generatedAtMs, Set<String> memberIds, Map<String, Map<String, SortedSet<Integer>>> members) {
+        this(kind, group, incarnation, epoch, planHash, generatedAtMs, memberIds, members, null);
     }
 }

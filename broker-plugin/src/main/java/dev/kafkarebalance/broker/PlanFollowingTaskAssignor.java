@@ -27,8 +27,9 @@ import org.slf4j.LoggerFactory;
  * broker's built-in streams {@link StickyTaskAssignor} assigns the group with the plan presented
  * as the members' previous tasks ({@link PlanHintedGroupSpec}), and {@link TaskPlacement} then
  * moves each planned task to its planned member and re-places the standbys so that no process
- * holds a task twice. Without a usable plan (none, another group's, another kind, stale) the group
- * gets exactly the sticky assignor's result, and the broker log says why. Whatever the plan says,
+ * holds a task twice: the plan's standbys when it places them (dropping, counted by reason, those
+ * on their active's process or for tasks the group does not have), else the fallback's. Without a
+ * usable plan (none, another group's, another kind, stale) the group gets exactly the sticky assignor's result, and the broker log says why. Whatever the plan says,
  * every task of every subtopology is assigned exactly once as active: a planned task of an unknown
  * subtopology or partition is ignored, an unplanned one goes to the fallback.
  *
@@ -108,10 +109,13 @@ public class PlanFollowingTaskAssignor implements TaskAssignor, Configurable, Au
             return fallback.assign(groupSpec, topology);
         }
         String summary = "{}: following {}: {} of {} tasks planned ({} moved from where sticky put them), {} by "
-            + "sticky fallback; standbys: {} dropped, {} re-placed, {} short";
+            + "sticky fallback; standbys: {} from the plan, {} dropped, {} re-placed, {} short{}";
+        String refused = outcome.standbyRefusals().isEmpty() ? ""
+            : "; planned standbys not followed: " + outcome.standbyRefusals();
         Object[] args = {name(), plan.get().describe(), planned.planned(), total, outcome.movedByPlan(),
-            total - planned.planned(), outcome.standbysDropped(), outcome.standbysPlaced(), outcome.standbysMissing()};
-        if (planned.ignored() > 0 || planned.absentMembers() > 0) {
+            total - planned.planned(), planned.hasStandbys() ? String.valueOf(outcome.standbysFollowed()) : "none",
+            outcome.standbysDropped(), outcome.standbysPlaced(), outcome.standbysMissing(), refused};
+        if (planned.ignored() > 0 || planned.absentMembers() > 0 || !outcome.standbyRefusals().isEmpty()) {
             LOG.warn(summary + "; {} planned tasks ignored (unknown subtopology or partition), {} planned members "
                 + "not in the group", append(args, planned.ignored(), planned.absentMembers()));
         } else {

@@ -7,8 +7,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.TreeMap;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.common.Uuid;
@@ -49,7 +47,6 @@ final class PlanRecords {
     private final AtomicLong refused = new AtomicLong();
     private final AtomicLong unauthenticated = new AtomicLong();
     private final AtomicLong stale = new AtomicLong();
-    private final Map<String, AtomicLong> byReason = new ConcurrentHashMap<>();
 
     PlanRecords(PlanStore store, PlanBounds bounds, TopicResolver resolver) {
         this(store, PlanKeys.none(), bounds, resolver);
@@ -80,13 +77,11 @@ final class PlanRecords {
 
     /** Records refused so far, by reason (logged with each refusal; for operators and tests). */
     Map<String, Long> refusedByReason() {
-        Map<String, Long> counts = new TreeMap<>();
-        byReason.forEach((reason, count) -> counts.put(reason, count.get()));
-        return counts;
+        return store.refusals().counted();
     }
 
     private long count(String reason) {
-        return byReason.computeIfAbsent(reason, r -> new AtomicLong()).incrementAndGet();
+        return store.refusals().increment(reason);
     }
 
     /** Re-reads the key file if it changed (reader thread). */
@@ -118,6 +113,7 @@ final class PlanRecords {
             apply(key, value, signature, incarnation, epoch, where);
         } catch (Throwable t) {  // an Error too: one record must never stop plan reading
             refused.incrementAndGet();
+            count("failed");
             if (key != null) {
                 store.remove(key);
                 unresolved.remove(key);
@@ -240,7 +236,7 @@ final class PlanRecords {
                 tasks.put(member, Map.copyOf(copy));
             });
             store(Plan.streams(document.group(), document.incarnation(), document.epoch(), document.planHash(),
-                document.generatedAtMs(), document.memberIds(), tasks), null);
+                document.generatedAtMs(), document.memberIds(), tasks).withStandbys(document.standbys()), null);
             return;
         }
         Map<String, Uuid> ids = new HashMap<>();

@@ -54,6 +54,7 @@ public final class PlanStore {
     private final long maxPartitions;
     private long partitions;
     private final AtomicLong evictions = new AtomicLong();
+    private final RefusalCounts refusals = new RefusalCounts();
 
     /** A store without bounds or expiry (tests). */
     public PlanStore() {
@@ -179,6 +180,11 @@ public final class PlanStore {
         }
         return current == null ? Optional.empty() : Optional.of(new Refusal(Refusal.OTHER_INCARNATION,
             "the group is bound to another incarnation '" + current.incarnation() + "'"));
+    }
+
+    /** Records refused for this store, per reason (counted by its reader; JMX: {@link PlanStoreMetrics}). */
+    public RefusalCounts refusals() {
+        return refusals;
     }
 
     /** Plans evicted to stay within the bound on groups. */

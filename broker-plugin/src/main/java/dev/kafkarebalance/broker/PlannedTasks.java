@@ -18,6 +18,11 @@ import org.apache.kafka.coordinator.group.api.streams.assignor.TopologyDescriber
  *
  * <p>Invariant: each task has at most one planned owner (the codec refuses a plan that names a
  * task twice; {@link #of} checks again, keeping the first owner by member id).
+ *
+ * <p>Planned standbys (when the plan has them, {@link #hasStandbys}) are kept for members in the
+ * group and tasks of stateful subtopologies the topology has; the others are counted by reason
+ * ({@link #standbyRefusals}). Whether a kept standby sits on its active's process is decided by
+ * {@link TaskPlacement}, which knows where the actives end up.
  */
 final class PlannedTasks {
     private final Map<String, String[]> owners;          // subtopology -> owner per partition (null: unplanned)
@@ -25,14 +30,24 @@ final class PlannedTasks {
     private final int planned;
     private final int ignored;
     private final int absentMembers;
+    private final Map<String, Map<String, Set<Integer>>> standbys;  // null: the plan places none
+    private final Map<String, Integer> standbyRefusals;
+
+    /** Why a planned standby is not followed (the keys of {@link #standbyRefusals}). */
+    static final String UNKNOWN_TASK = "unknown task";
+    static final String STATELESS_TASK = "stateless task";
+    static final String ABSENT_MEMBER = "member not in the group";
 
     private PlannedTasks(Map<String, String[]> owners, Map<String, Map<String, Set<Integer>>> byMember,
-                         int planned, int ignored, int absentMembers) {
+                         int planned, int ignored, int absentMembers,
+                         Map<String, Map<String, Set<Integer>>> standbys, Map<String, Integer> standbyRefusals) {
         this.owners = owners;
         this.byMember = byMember;
         this.planned = planned;
         this.ignored = ignored;
         this.absentMembers = absentMembers;
+        this.standbys = standbys;
+        this.standbyRefusals = standbyRefusals;
     }
 
     /** The followable part of `plan` for a group of `members` with `topology`. */
@@ -71,7 +86,43 @@ final class PlannedTasks {
                 }
             }
         }
-        return new PlannedTasks(owners, byMember, planned, ignored, absent);
+        Map<String, Integer> refusals = new TreeMap<>();
+        Map<String, Map<String, Set<Integer>>> standbys = null;
+        if (plan.standbys() != null) {
+            standbys = new TreeMap<>();
+            for (Map.Entry<String, Map<String, Set<Integer>>> member : new TreeMap<>(plan.standbys()).entrySet()) {
+                for (Map.Entry<String, Set<Integer>> entry : new TreeMap<>(member.getValue()).entrySet()) {
+                    Integer count = counts.get(entry.getKey());
+                    for (int partition : new TreeSet<>(entry.getValue())) {
+                        String refusal = !present.contains(member.getKey()) ? ABSENT_MEMBER
+                            : count == null || partition >= count ? UNKNOWN_TASK
+                            : !topology.isStateful(entry.getKey()) ? STATELESS_TASK : null;
+                        if (refusal != null) {
+                            refusals.merge(refusal, 1, Integer::sum);
+                            continue;
+                        }
+                        standbys.computeIfAbsent(member.getKey(), m -> new TreeMap<>())
+                            .computeIfAbsent(entry.getKey(), x -> new TreeSet<>()).add(partition);
+                    }
+                }
+            }
+        }
+        return new PlannedTasks(owners, byMember, planned, ignored, absent, standbys, refusals);
+    }
+
+    /** Whether the plan places standbys (then they are followed, else the assignor places them). */
+    boolean hasStandbys() {
+        return standbys != null;
+    }
+
+    /** The member's planned standby tasks that can be followed (subtopology -> partitions), by member id. */
+    Map<String, Map<String, Set<Integer>>> standbys() {
+        return standbys == null ? Map.of() : standbys;
+    }
+
+    /** Planned standbys not followed, by reason ({@link #UNKNOWN_TASK}, ...). */
+    Map<String, Integer> standbyRefusals() {
+        return standbyRefusals;
     }
 
     /** The planned owner of the task, or null if the plan does not place it. */

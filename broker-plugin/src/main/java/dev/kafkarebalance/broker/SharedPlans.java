@@ -4,6 +4,8 @@ import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
 
+import javax.management.ObjectName;
+
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -21,10 +23,12 @@ final class SharedPlans {
     private static final class Shared {
         final PlanStore store;
         final PlanTopicReader reader;
+        final ObjectName metrics;
         int users;
 
         Shared(PluginConfig config) {
             store = new PlanStore(config.maxAgeMs(), config.maxGroups(), config.maxTotalPartitions());
+            metrics = PlanStoreMetrics.register(store, config.topic());
             PlanKeys keys = config.keysFile().isEmpty() ? PlanKeys.none() : PlanKeys.fromFile(Path.of(config.keysFile()));
             reader = new PlanTopicReader(config, store, keys);
             if (keys.required()) {
@@ -65,6 +69,7 @@ final class SharedPlans {
         if (shared.users <= 0) {
             SHARED.remove(config);
             shared.reader.close();
+            PlanStoreMetrics.unregister(shared.metrics);
         }
     }
 

@@ -25,9 +25,12 @@ import org.apache.kafka.coordinator.group.api.streams.assignor.TopologyDescriber
  *   <li>Active: every planned task goes to its planned member; every other task stays where the
  *       fallback put it. The fallback assigns each task of the topology once, so the result does
  *       too (checked: {@link #activeCount}).</li>
- *   <li>Standby (stateful subtopologies only, as Kafka assigns them): a standby is dropped where
- *       its process now holds the task already (as active or as an earlier standby: the members of
- *       a process share its state directory), so no member, and no process, holds a task twice.</li>
+ *   <li>Standby (stateful subtopologies only, as Kafka assigns them): the plan's standbys when it
+ *       places them ({@link PlannedTasks#hasStandbys}), else the fallback's. A standby is dropped
+ *       where its process now holds the task already (as active or as an earlier standby: the
+ *       members of a process share its state directory), so no member, and no process, holds a
+ *       task twice; a planned one also beyond {@code numStandbyReplicas} for its task. Planned
+ *       standbys dropped are counted by reason ({@link Outcome#standbyRefusals}).</li>
  *   <li>Each stateful task then gets up to {@code numStandbyReplicas} standbys again, first on the
  *       member the fallback had made its active owner (its state is there, and the standby takes
  *       over what the plan moved away), then on members holding its state (previous active,
@@ -43,9 +46,19 @@ final class TaskPlacement {
     record Task(String subtopology, int partition) {
     }
 
-    /** The result, and what following the plan changed (for the broker log). */
+    /** Why a planned standby is dropped here (keys of {@link Outcome#standbyRefusals}). */
+    static final String ON_ACTIVE = "on its active's process";
+    static final String TWICE = "twice on one process";
+    static final String OVER_COUNT = "over the standby count";
+
+    /**
+     * The result, and what following the plan changed (for the broker log): standbys dropped (on a
+     * process holding the task already, or refused), placed by this assignor, short of the count,
+     * followed from the plan, and the plan's standbys not followed by reason (those
+     * {@link PlannedTasks} refused included).
+     */
     record Outcome(GroupAssignment assignment, int movedByPlan, int standbysDropped, int standbysPlaced,
-                   int standbysMissing) {
+                   int standbysMissing, int standbysFollowed, Map<String, Integer> standbyRefusals) {
     }
 
     static Outcome follow(GroupSpec group, List<String> memberIds, TopologyDescriber topology,
@@ -98,29 +111,49 @@ final class TaskPlacement {
         });
 
         int dropped = 0;
+        int followed = 0;
+        int wanted = group.configs().numStandbyReplicas();
+        boolean fromPlan = planned.hasStandbys();
+        Map<String, Integer> refusals = new TreeMap<>(planned.standbyRefusals());
         Map<Task, Integer> standbys = new HashMap<>();
         for (String member : memberIds) {
-            MemberAssignment given = fallback.members().get(member);
-            if (given == null) {
-                continue;
+            Map<String, Set<Integer>> given;
+            if (fromPlan) {
+                given = planned.standbys().getOrDefault(member, Map.of());
+            } else {
+                MemberAssignment assigned = fallback.members().get(member);
+                given = assigned == null ? Map.of() : assigned.standbyTasks();
             }
-            for (Map.Entry<String, Set<Integer>> e : new TreeMap<>(given.standbyTasks()).entrySet()) {
+            for (Map.Entry<String, Set<Integer>> e : new TreeMap<>(given).entrySet()) {
                 for (int p : new TreeSet<>(e.getValue())) {
                     Task task = new Task(e.getKey(), p);
-                    if (!holders.computeIfAbsent(task, t -> new HashSet<>()).add(process.get(member))) {
+                    Set<String> held = holders.computeIfAbsent(task, t -> new HashSet<>());
+                    String refusal = null;
+                    if (fromPlan && standbys.getOrDefault(task, 0) >= wanted) {
+                        refusal = OVER_COUNT;
+                    } else if (held.contains(process.get(member))) {
+                        refusal = activeOn(active, process, task, process.get(member)) ? ON_ACTIVE : TWICE;
+                    }
+                    if (refusal != null) {
                         dropped++;
+                        if (fromPlan) {
+                            refusals.merge(refusal, 1, Integer::sum);
+                        }
                         continue;
                     }
+                    held.add(process.get(member));
                     add(standby, member, e.getKey(), p);
                     standbys.merge(task, 1, Integer::sum);
                     load.merge(member, 1, Integer::sum);
+                    if (fromPlan) {
+                        followed++;
+                    }
                 }
             }
         }
 
         int placed = 0;
         int missing = 0;
-        int wanted = group.configs().numStandbyReplicas();
         if (wanted > 0) {
             Map<Task, List<String>> stateHolders = null;  // built on first need
             TreeSet<String> byLoad = new TreeSet<>(Comparator.<String>comparingInt(load::get).thenComparing(m -> m));
@@ -186,7 +219,20 @@ final class TaskPlacement {
         for (String member : memberIds) {
             members.put(member, new MemberAssignment(freeze(active.get(member)), freeze(standby.get(member))));
         }
-        return new Outcome(new GroupAssignment(members), moved, dropped, placed, missing);
+        return new Outcome(new GroupAssignment(members), moved, dropped, placed, missing, followed,
+            Collections.unmodifiableMap(refusals));
+    }
+
+    /** Whether a member of `processId` runs `task` as active. */
+    private static boolean activeOn(Map<String, Map<String, Set<Integer>>> active, Map<String, String> process,
+                                    Task task, String processId) {
+        for (Map.Entry<String, Map<String, Set<Integer>>> e : active.entrySet()) {
+            if (processId.equals(process.get(e.getKey()))
+                && e.getValue().getOrDefault(task.subtopology(), Set.of()).contains(task.partition())) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

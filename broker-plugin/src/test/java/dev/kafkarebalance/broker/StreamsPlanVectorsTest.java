@@ -66,6 +66,28 @@ class StreamsPlanVectorsTest {
                 actual.put(member, copy);
             });
             assertEquals(expected, actual);
+            JsonNode standbys = input.get("standbys");
+            if (standbys == null) {
+                assertNull(decoded.standbys(), group);
+            } else {
+                Map<String, Map<String, Set<Integer>>> want = new HashMap<>();
+                standbys.fields().forEachRemaining(m -> {
+                    Map<String, Set<Integer>> subtopologies = new HashMap<>();
+                    m.getValue().fields().forEachRemaining(s -> {
+                        Set<Integer> partitions = new HashSet<>();
+                        s.getValue().forEach(p -> partitions.add(p.asInt()));
+                        subtopologies.put(s.getKey(), partitions);
+                    });
+                    want.put(m.getKey(), subtopologies);
+                });
+                Map<String, Map<String, Set<Integer>>> got = new HashMap<>();
+                decoded.standbys().forEach((member, subtopologies) -> {
+                    Map<String, Set<Integer>> copy = new HashMap<>();
+                    subtopologies.forEach((s, p) -> copy.put(s, new HashSet<>(p)));
+                    got.put(member, copy);
+                });
+                assertEquals(want, got, group);
+            }
             assertNull(keys.verify(group, value, record.get("signature").asText().getBytes(StandardCharsets.US_ASCII)));
             records++;
         }

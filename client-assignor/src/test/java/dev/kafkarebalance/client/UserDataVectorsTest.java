@@ -8,20 +8,28 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.stream.Stream;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor;
+import org.apache.kafka.common.Cluster;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
 
 /**
  * The shared user_data vectors (tests/data/wire/user_data_vectors.json), which the Python wire
- * module is checked against too (tests/test_wire_user_data_vectors.py): the same bytes out, the
+ * module is checked against too (tests/unit/wire/test_wire_user_data_vectors.py): the same bytes out, the
  * same values in, the same fields named on refusal.
  */
 class UserDataVectorsTest {
@@ -142,6 +150,54 @@ class UserDataVectorsTest {
             assertEquals(entry.get("ignored").intValue(), composition.ignoredClaims());
             entry.get("userData").fields().forEachRemaining(e -> assertEquals(e.getValue().asText(),
                 new String(UserData.encodeComposed(composition.epoch(), claimEpochs.get(e.getKey())), StandardCharsets.US_ASCII)));
+        }));
+    }
+
+    @TestFactory
+    Stream<DynamicTest> aJavaLeaderTrustsClaimsAsTheSharedVectorsSay() {
+        return entries("lead").map(entry -> DynamicTest.dynamicTest(entry.get("about").asText(), () -> {
+            PlanFollowingAssignor leader = PlanFollowingAssignorTest.leaderAt(entry.get("leaderEpoch").longValue());
+            Map<String, ConsumerPartitionAssignor.Subscription> members = new TreeMap<>();
+            for (JsonNode m : entry.get("members")) {
+                List<String> topics = new ArrayList<>();
+                m.get("topics").forEach(t -> topics.add(t.asText()));
+                List<TopicPartition> owned = new ArrayList<>();
+                partitions(m.get("owned")).forEach((t, ps) -> ps.forEach(p -> owned.add(new TopicPartition(t, p))));
+                ConsumerPartitionAssignor.Subscription s = new ConsumerPartitionAssignor.Subscription(topics,
+                    ByteBuffer.wrap(m.get("claim").asText().getBytes(StandardCharsets.UTF_8)), owned,
+                    m.get("generation").intValue(), Optional.empty());
+                s.setGroupInstanceId(Optional.ofNullable(m.get("instance").isNull() ? null : m.get("instance").asText()));
+                members.put(m.get("id").asText(), s);
+            }
+            List<PartitionInfo> infos = new ArrayList<>();
+            entry.get("partitions").fields().forEachRemaining(e -> {
+                for (int p = 0; p < e.getValue().intValue(); p++) {
+                    infos.add(new PartitionInfo(e.getKey(), p, null, new Node[0], new Node[0]));
+                }
+            });
+            Map<String, ConsumerPartitionAssignor.Assignment> result = leader.assign(
+                new Cluster("c", List.of(), infos, Set.of(), Set.of()),
+                new ConsumerPartitionAssignor.GroupSubscription(members)).groupAssignment();
+            Map<String, Map<String, List<Integer>>> got = new TreeMap<>();
+            Map<String, String> userData = new TreeMap<>();
+            result.forEach((member, a) -> {
+                Map<String, List<Integer>> byTopic = new TreeMap<>();
+                a.partitions().forEach(tp -> byTopic.computeIfAbsent(tp.topic(), t -> new ArrayList<>()).add(tp.partition()));
+                byTopic.values().forEach(java.util.Collections::sort);
+                got.put(member, byTopic);
+                userData.put(member, new String(UserData.bytes(a.userData()), StandardCharsets.US_ASCII));
+            });
+            Map<String, Map<String, List<Integer>>> expected = new TreeMap<>();
+            entry.get("assignment").fields().forEachRemaining(e -> expected.put(e.getKey(), partitions(e.getValue())));
+            assertEquals(expected, got);
+            Map<String, String> expectedUserData = new TreeMap<>();
+            entry.get("userData").fields().forEachRemaining(e -> expectedUserData.put(e.getKey(), e.getValue().asText()));
+            assertEquals(expectedUserData, userData);
+            List<String> withheld = new ArrayList<>();
+            leader.lastComposition().withheld().forEach(tp -> withheld.add(tp.topic() + "-" + tp.partition()));
+            List<String> expectedWithheld = new ArrayList<>();
+            entry.get("withheld").forEach(w -> expectedWithheld.add(w.get(0).asText() + "-" + w.get(1).asInt()));
+            assertEquals(expectedWithheld, withheld);
         }));
     }
 }
