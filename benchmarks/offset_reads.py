@@ -102,8 +102,8 @@ def operator_reads(
 ) -> Callable[[], int]:
     """The operator's own reader (`kafka_offsets`, `wire`): metadata, log ends, commits and,
     with `starts`, log starts every round (else only when due: every 300 s)."""
-    from kafka_rebalance_operator import kafka_offsets
-    from kafka_rebalance_operator.kafka_io import KafkaObserver
+    from kafka_rebalance_operator.kafka import kafka_offsets
+    from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver
 
     observer = KafkaObserver(bootstrap, {}, timeout_s=120)
     topics = sorted({t for t, _p in keys})

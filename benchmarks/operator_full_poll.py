@@ -343,7 +343,7 @@ def _ready(pod: Any) -> bool:
 
 def pod_index(api: Any, namespace: str, label: str, slot: int | None = None) -> list[Any]:
     """What kopf's pod index holds for the namespace, built the way the operator builds it."""
-    from kafka_rebalance_operator.members import summarise_pod
+    from kafka_rebalance_operator.kube.members import summarise_pod
     from kubernetes import client
 
     core = client.CoreV1Api(api)
@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{args.members} pods Ready in {time.perf_counter() - started:.1f} s")
         if args.reads == "admin":
             with contextlib.suppress(ImportError):
-                from kafka_rebalance_operator import kafka_offsets
+                from kafka_rebalance_operator.kafka import kafka_offsets
 
                 kafka_offsets.OffsetReader.supported = property(lambda self: False)  # type: ignore[method-assign,assignment]
         if args.fleet:
@@ -501,8 +501,8 @@ def _real_ports(api: Any) -> tuple[Any, Path]:
 def _counting_kafka_clients(real: Any) -> tuple[Any, list[Any]]:
     """`real` with its shared Kafka clients made through a factory that lists each one it makes
     (the fleet report's client count)."""
-    from kafka_rebalance_operator.clients import SharedObservers
-    from kafka_rebalance_operator.kafka_io import KafkaObserver
+    from kafka_rebalance_operator.kafka.clients import SharedObservers
+    from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver
 
     made: list[Any] = []
 
@@ -517,7 +517,7 @@ def _no_metadata_cache() -> None:
     """One policy polled every 30 s never finds its client's cached whole-cluster metadata
     (kept 5 s): the steady polls here, back to back, must not either."""
     with contextlib.suppress(ImportError):
-        from kafka_rebalance_operator import kafka_offsets
+        from kafka_rebalance_operator.kafka import kafka_offsets
 
         kafka_offsets.METADATA_MAX_AGE_S = -1.0
 

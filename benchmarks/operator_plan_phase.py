@@ -28,7 +28,7 @@ from kafka_rebalance_assignors.context import prepare
 from kafka_rebalance_assignors.registry import strategy_function
 from kafka_rebalance_assignors.validation import validate
 from kafka_rebalance_operator import planning
-from kafka_rebalance_operator.assignment_doc import parse_document, render_documents
+from kafka_rebalance_operator.kube.assignment_doc import parse_document, render_documents
 from kafka_rebalance_operator.policy import parse_spec
 
 from benchmarks import cases as casegen

@@ -28,9 +28,9 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator import adapters, planning, reconcile
-from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.lag import classify
-from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.policy import PolicySpec, parse_spec
 from kafka_rebalance_operator.settings import OperatorSettings

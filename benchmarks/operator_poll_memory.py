@@ -44,7 +44,7 @@ class ArrayKafka:
         return self
 
     def observe(self, *args: Any, **kwargs: Any) -> Any:
-        from kafka_rebalance_operator.kafka_io import Observation
+        from kafka_rebalance_operator.kafka.kafka_io import Observation
         from kafka_rebalance_operator.lag import PolicyOffsets
 
         self.reads = min(self.reads + 1, 2)
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse_args(argv)
 
     from kafka_rebalance_operator import adapters, ports, reconcile
-    from kafka_rebalance_operator.members import PodSummary
+    from kafka_rebalance_operator.kube.members import PodSummary
     from kafka_rebalance_operator.memory import PolicyMemory
     from kafka_rebalance_operator.metrics import REGISTRY
     from kafka_rebalance_operator.settings import OperatorSettings

@@ -426,7 +426,7 @@ def operator_request(case: casegen.Case, strategy: str) -> Any:
     if not case.identical:
         return None
     try:
-        from kafka_rebalance_operator.assignment_doc import render_documents
+        from kafka_rebalance_operator.kube.assignment_doc import render_documents
         from kafka_rebalance_operator.planning import build_request
         from kafka_rebalance_operator.policy import parse_spec
     except ImportError:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver
 from kafka_rebalance_operator.topic_pattern import compile_topic_pattern
 
 PATTERNS = {

@@ -349,8 +349,8 @@ def _webhook_config(args: argparse.Namespace) -> object | None:
         return None
     import json
 
-    from kafka_rebalance_operator.injection import SidecarDefaults
-    from kafka_rebalance_operator.webhook import WebhookConfig
+    from kafka_rebalance_operator.webhook.injection import SidecarDefaults
+    from kafka_rebalance_operator.webhook.server import WebhookConfig
 
     if not args.sidecar_image:
         raise ValueError("--webhook-port needs --sidecar-image")
@@ -418,7 +418,7 @@ def _lead(args: argparse.Namespace) -> Any:
     policy series."""
     import socket
 
-    from kafka_rebalance_operator import kube_io, leadership
+    from kafka_rebalance_operator.kube import kube_io, leadership
 
     log = logging.getLogger(__name__)
     identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
@@ -453,7 +453,7 @@ def _plan_credentials(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     unsigned), and the plan-topic client settings (ValueError: one line)."""
     import json
 
-    from kafka_rebalance_operator.plan_keys import PlanKeyRing
+    from kafka_rebalance_operator.kafka.plan_keys import PlanKeyRing
 
     keys = PlanKeyRing(args.plan_key_file) if args.plan_key_file else None
     client: dict[str, Any] = {}
@@ -550,7 +550,7 @@ def run(args: argparse.Namespace) -> int:
     clusterwide = args.all_namespaces or not namespaces
     served = None
     if webhook_config is not None:
-        from kafka_rebalance_operator import webhook
+        from kafka_rebalance_operator.webhook import server as webhook
 
         # Before the campaign: every replica, a standby too, answers admissions.
         served = webhook.start(
@@ -567,7 +567,7 @@ def run(args: argparse.Namespace) -> int:
     operator = _operator(args, settings, telemetry, liveness, elector)
 
     import kopf
-    from kafka_rebalance_operator import kube_io, namespace_scope
+    from kafka_rebalance_operator.kube import kube_io, namespace_scope
 
     # say which namespaces are watched, and name each policy outside them once (with the fix)
     listing = kube_io.connect()
@@ -608,7 +608,7 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 def _settings(args: argparse.Namespace) -> OperatorSettings:
     """The operator-wide settings from the flags; raises ValueError naming a bad flag."""
-    from kafka_rebalance_operator import admission
+    from kafka_rebalance_operator.kafka import admission
     from kafka_rebalance_operator.settings import OperatorSettings
 
     allowlist = admission.parse_allowlist(args.allowed_bootstrap_servers)
@@ -671,8 +671,9 @@ def _operator(
     elector: Any,
 ) -> Operator:
     """What every handler is given: the settings and the real ports on one API client."""
-    from kafka_rebalance_operator import adapters, handlers, kube_io
-    from kafka_rebalance_operator.pod_audit import PodAudit
+    from kafka_rebalance_operator import adapters, handlers
+    from kafka_rebalance_operator.kube import kube_io
+    from kafka_rebalance_operator.kube.pod_audit import PodAudit
 
     api_client = kube_io.connect()
     return handlers.Operator(

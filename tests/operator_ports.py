@@ -16,16 +16,16 @@ from typing import Any
 
 from kafka_rebalance_common.wire import plan_record
 from kafka_rebalance_operator import reconcile
-from kafka_rebalance_operator.cluster_identity import Rival
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
+from kafka_rebalance_operator.kafka.cluster_identity import Rival
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
+from kafka_rebalance_operator.kafka.share_group import ShareGroupError, SharePartitionOffset
+from kafka_rebalance_operator.kafka.streams_group import StreamsGroupError
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.lag import PartitionOffsets
-from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.ports import Ports, SecretMissing, StoreError, WriteConflict
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.share_group import ShareGroupError, SharePartitionOffset
-from kafka_rebalance_operator.streams_group import StreamsGroupError
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 
@@ -133,6 +133,7 @@ class MemoryKafka:
     published: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     signatures: list[bytes | None] = field(default_factory=list)
     headers: list[dict[str, bytes]] = field(default_factory=list)
+    settles: list[float] = field(default_factory=list)  # each publish's wait after the write
     # the id DescribeCluster reports (None: it cannot be read)
     cluster_id: str | None = "memory-cluster"
     # broker mode: why the group describe fails (None: it succeeds)
@@ -225,7 +226,9 @@ class MemoryObserver:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes]] = (),
         client: Mapping[str, Any] | None = None,
+        settle_s: float = 0.0,
     ) -> None:
+        self.cluster.settles.append(settle_s)
         if not self.cluster.reachable:
             raise KafkaUnavailable(f"publishing the plan to {topic}: connection refused")
         self.cluster.published.append(

@@ -16,10 +16,11 @@ from typing import Any
 import urllib3
 from kubernetes import client
 
-from kafka_rebalance_operator import kube_io, names
 from kafka_rebalance_operator import metrics as prometheus
-from kafka_rebalance_operator.clients import SharedObservers
-from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator import names
+from kafka_rebalance_operator.kafka.clients import SharedObservers
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kube import kube_io
 from kafka_rebalance_operator.ports import (
     AlwaysLeader,
     Leadership,

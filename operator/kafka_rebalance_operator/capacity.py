@@ -47,7 +47,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kafka_rebalance_operator.members import ADAPTIVE_MAX, ADAPTIVE_MIN
+from kafka_rebalance_operator.kube.members import ADAPTIVE_MAX, ADAPTIVE_MIN
 from kafka_rebalance_operator.partition_key import PartitionKey
 
 # How much evidence an estimate needs: busy (or, for throughput, stable) intervals, and the

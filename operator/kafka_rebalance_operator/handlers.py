@@ -23,14 +23,15 @@ from typing import Any
 import kopf
 from kafka_rebalance_common import redaction
 
-from kafka_rebalance_operator import allocator, cluster_identity, metrics, names, trigger_cleanup
+from kafka_rebalance_operator import allocator, metrics, names
 from kafka_rebalance_operator.health import Liveness
-from kafka_rebalance_operator.members import PodSummary, summarise_pod
+from kafka_rebalance_operator.kafka import cluster_identity, trigger_cleanup
+from kafka_rebalance_operator.kube.members import PodSummary, summarise_pod
+from kafka_rebalance_operator.kube.pod_audit import PodAudit
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import connect
 from kafka_rebalance_operator.phases.context import PollFailure
 from kafka_rebalance_operator.phases.publish import retire
-from kafka_rebalance_operator.pod_audit import PodAudit
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
 from kafka_rebalance_operator.ports import Ports, StoreError
 from kafka_rebalance_operator.reconcile import PolicyContext, PollOutcome, poll

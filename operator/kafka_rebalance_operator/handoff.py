@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from kafka_rebalance_common import wire
 
-from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
+from kafka_rebalance_operator.kube.assignment_doc import Assignment, MemberDocument
 from kafka_rebalance_operator.lag import PartitionOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
 

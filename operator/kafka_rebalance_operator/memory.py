@@ -12,9 +12,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
-from kafka_rebalance_operator.assignment_doc import MemberDocument
 from kafka_rebalance_operator.capacity import CapacityEstimator
 from kafka_rebalance_operator.history import PolicyHistory
+from kafka_rebalance_operator.kube.assignment_doc import MemberDocument
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.ports import Observer
 from kafka_rebalance_operator.telemetry import Emitted

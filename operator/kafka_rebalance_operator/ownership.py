@@ -31,9 +31,9 @@ from typing import Any
 from kafka_rebalance_common import wire
 
 from kafka_rebalance_operator import names
-from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
+from kafka_rebalance_operator.kube.assignment_doc import CurrentState, MemberDocument
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
-from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.partition_key import PartitionKey
 
 

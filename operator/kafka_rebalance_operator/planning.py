@@ -18,7 +18,7 @@ import kafka_rebalance_assignors as assignors
 import numpy as np
 from kafka_rebalance_common import wire
 
-from kafka_rebalance_operator.assignment_doc import Assignment, MemberDocument
+from kafka_rebalance_operator.kube.assignment_doc import Assignment, MemberDocument
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.partition_sets import TopicPartitions
 from kafka_rebalance_operator.policy import PolicySpec

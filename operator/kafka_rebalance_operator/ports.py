@@ -14,13 +14,13 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kafka_rebalance_operator import kube_io
-from kafka_rebalance_operator.cluster_identity import ClusterIds
+from kafka_rebalance_operator.kafka.cluster_identity import ClusterIds
+from kafka_rebalance_operator.kube import kube_io
 
 if TYPE_CHECKING:  # types only: the adapters that produce them import this module's Protocols
-    from kafka_rebalance_operator.kafka_io import Observation
-    from kafka_rebalance_operator.share_group import ShareGroup, SharePartitionOffset
-    from kafka_rebalance_operator.streams_group import StreamsGroup
+    from kafka_rebalance_operator.kafka.kafka_io import Observation
+    from kafka_rebalance_operator.kafka.share_group import ShareGroup, SharePartitionOffset
+    from kafka_rebalance_operator.kafka.streams_group import StreamsGroup
     from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 # (topic, partition, lag state, lag, time lag in seconds)
@@ -114,6 +114,7 @@ class Observer(Protocol):
         value: bytes | None,
         headers: Sequence[tuple[str, bytes]],
         client: Mapping[str, Any],
+        settle_s: float = 0.0,
     ) -> None: ...
     def nudge(self, group_id: str) -> None: ...
     def cluster_id(self) -> str: ...

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kafka_rebalance_operator.cluster_identity import servers_of
 from kafka_rebalance_operator.groups import kind_for
-from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.kafka.cluster_identity import servers_of
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafka_rebalance_operator.admission import AllowedServer
+from kafka_rebalance_operator.kafka.admission import AllowedServer
 
 if TYPE_CHECKING:
-    from kafka_rebalance_operator.plan_keys import PlanKeyRing
+    from kafka_rebalance_operator.kafka.plan_keys import PlanKeyRing
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class OperatorSettings:
     event_min_interval_s: float = 60.0  # at most one PlanApplied event per policy per interval
     # status.proposal.assignment is left out above this size (phases/report.py)
     proposal_budget_bytes: int = 512_000
-    # --allowed-bootstrap-servers, parsed (admission.py); empty: any server
+    # --allowed-bootstrap-servers, parsed (kafka/admission.py); empty: any server
     allowed_bootstrap_servers: tuple[AllowedServer, ...] = ()
     # broker mode: the compacted topic the brokers' plug-in reads plans from (docs/kip848.md)
     plan_topic: str = "kafka-rebalance-plans"

@@ -21,7 +21,7 @@ from kafka_rebalance_assignors.share import (
     ShareRequest,
 )
 
-from kafka_rebalance_operator.share_group import ShareGroup, TopicPartition
+from kafka_rebalance_operator.kafka.share_group import ShareGroup, TopicPartition
 
 
 def share_request(

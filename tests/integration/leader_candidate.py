@@ -12,7 +12,7 @@ import datetime
 import sys
 import time
 
-from kafka_rebalance_operator import leadership
+from kafka_rebalance_operator.kube import leadership
 from kubernetes import config
 
 

@@ -30,7 +30,7 @@ from kafka_rebalance_dev.demo.ledger import ledger_path
 from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
-from kafka_rebalance_operator import kip848
+from kafka_rebalance_operator.kafka import kip848
 
 from tests.integration.harnesses import group_harness, ledger_verdict, plan_flags
 

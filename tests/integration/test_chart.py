@@ -432,7 +432,7 @@ def test_the_operator_lists_policies_outside_its_namespaces_only_when_allowed(
 ) -> None:
     """rbac.listPoliciesClusterWide grants `list` on policies everywhere and nothing more, so
     namespace_scope can name a policy the operator would ignore; by default it may not."""
-    from kafka_rebalance_operator.namespace_scope import list_policies
+    from kafka_rebalance_operator.kube.namespace_scope import list_policies
 
     home = _namespace(k8s, "kro")
     elsewhere = _namespace(k8s, "app")

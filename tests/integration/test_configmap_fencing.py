@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from kafka_rebalance_dev.demo.cluster import install_crd, policy_body
-from kafka_rebalance_operator import assignment_doc
 from kafka_rebalance_operator.adapters import KubeConfigMaps
-from kafka_rebalance_operator.assignment_doc import MemberDocument
+from kafka_rebalance_operator.kube import assignment_doc
+from kafka_rebalance_operator.kube.assignment_doc import MemberDocument
 from kafka_rebalance_operator.ports import WriteConflict
 
 pytestmark = pytest.mark.integration

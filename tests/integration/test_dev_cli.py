@@ -143,7 +143,7 @@ def test_dev_up_with_the_broker_plugin_serves_kip848_groups_by_the_plan_assignor
 ) -> None:
     """`dev up --broker-plugin`: the broker's default server-side assignor is the project's
     `kafka-rebalance-plan` (a KIP-848 group joined by the operator's nudge is assigned by it)."""
-    from kafka_rebalance_operator import kip848
+    from kafka_rebalance_operator.kafka import kip848
 
     up = _dev(state_dir, "up", "--only", "kafka", "--broker-plugin", "--print-env")
     assert up.returncode == 0, up.stderr

@@ -566,7 +566,8 @@ def test_replicas_starting_at_once_settle_on_one_certificate_and_renew_it(k8s: A
     """shared_cert.load against the real API server: four replicas racing for an empty Secret
     all serve the one certificate that was written; one starting near its expiry renews it and
     keeps it in the bundle beside the new one."""
-    from kafka_rebalance_operator import certs, kube_io, shared_cert
+    from kafka_rebalance_operator.kube import kube_io
+    from kafka_rebalance_operator.webhook import certs, shared_cert
 
     namespace = f"cert-{uuid.uuid4().hex[:6]}"
     k8s.kubectl("create", "namespace", namespace)

@@ -32,8 +32,8 @@ from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_dev.demo import ledger
 from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_dev.devenv.kafka_secured import DEV_PASSWORD, DEV_USERNAME
-from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable
-from kafka_rebalance_operator.kafka_security import client_settings
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver, KafkaUnavailable
+from kafka_rebalance_operator.kafka.kafka_security import client_settings
 
 pytestmark = pytest.mark.integration
 
@@ -387,7 +387,7 @@ def _store_secret(core: Any, namespace: str, name: str, data: dict[str, str | by
 @pytest.fixture
 def strimzi_namespace(k8s) -> Iterator[tuple[Any, str]]:
     """A namespace on the real API server, with kube_io pointed at it (restored afterwards)."""
-    from kafka_rebalance_operator import kube_io
+    from kafka_rebalance_operator.kube import kube_io
     from kubernetes import client
 
     api = k8s.api_client()
@@ -411,7 +411,7 @@ def test_operator_uses_strimzi_secrets_with_binary_values(
     `user.key` next to the binary `user.p12`) and the cluster CA Secret (`ca.crt` next to the
     binary `ca.p12`), read from the API server as the poll reads them, reach the broker's
     SASL_SSL and SSL listeners; nothing is decoded that the operator does not use."""
-    from kafka_rebalance_operator import kube_io
+    from kafka_rebalance_operator.kube import kube_io
 
     core, namespace = strimzi_namespace
     cluster = kafka_broker_4.cluster

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 from kafka_rebalance_dev.devenv.kube_api import write_kubeconfig
-from kafka_rebalance_operator import assignment_doc, conditions, planning
+from kafka_rebalance_operator import conditions, planning
 from kafka_rebalance_operator.conditions import Health
+from kafka_rebalance_operator.kube import assignment_doc
 
 from tests.integration.harnesses import kubectl_cgp
 

@@ -1,4 +1,4 @@
-"""Lease-based leader election (kafka_rebalance_operator.leadership) between real processes on
+"""Lease-based leader election (kafka_rebalance_operator.kube.leadership) between real processes on
 the real API server: a live leader keeps the lease (also against a candidate whose clock is ten
 minutes ahead), a killed leader is replaced within the lease duration plus a few retries, and
 leaseTransitions only grows."""

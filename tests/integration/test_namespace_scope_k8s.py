@@ -58,12 +58,12 @@ def test_a_policy_outside_the_watched_namespaces_is_logged_once_with_its_fix(
     k8s: Any, namespaces: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     from kafka_rebalance_operator import metrics
-    from kafka_rebalance_operator.namespace_scope import report_at_start
+    from kafka_rebalance_operator.kube.namespace_scope import report_at_start
 
     watched, other = namespaces
     api = k8s.api_client()
     try:
-        with caplog.at_level(logging.INFO, logger="kafka_rebalance_operator.namespace_scope"):
+        with caplog.at_level(logging.INFO, logger="kafka_rebalance_operator.kube.namespace_scope"):
             outside = report_at_start(api, [watched])
     finally:
         api.close()
@@ -84,7 +84,7 @@ def test_without_a_cluster_wide_list_permission_nothing_is_logged(
     import math
 
     from kafka_rebalance_operator import metrics
-    from kafka_rebalance_operator.namespace_scope import list_policies, report_at_start
+    from kafka_rebalance_operator.kube.namespace_scope import list_policies, report_at_start
     from kubernetes import config
 
     watched, _ = namespaces
@@ -99,7 +99,7 @@ def test_without_a_cluster_wide_list_permission_nothing_is_logged(
     api = config.new_client_from_config(config_file=str(kubeconfig))
     try:
         assert list_policies(api) is None
-        with caplog.at_level(logging.INFO, logger="kafka_rebalance_operator.namespace_scope"):
+        with caplog.at_level(logging.INFO, logger="kafka_rebalance_operator.kube.namespace_scope"):
             assert report_at_start(api, [watched]) == []
     finally:
         api.close()
@@ -112,7 +112,7 @@ def test_without_a_cluster_wide_list_permission_nothing_is_logged(
 def test_an_unreachable_api_server_is_one_line_and_no_answer(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from kafka_rebalance_operator.namespace_scope import list_policies
+    from kafka_rebalance_operator.kube.namespace_scope import list_policies
     from kubernetes import client
 
     configuration = client.Configuration()
@@ -120,7 +120,7 @@ def test_an_unreachable_api_server_is_one_line_and_no_answer(
     configuration.retries = 0
     api = client.ApiClient(configuration)
     try:
-        with caplog.at_level(logging.INFO, logger="kafka_rebalance_operator.namespace_scope"):
+        with caplog.at_level(logging.INFO, logger="kafka_rebalance_operator.kube.namespace_scope"):
             assert list_policies(api) is None
     finally:
         api.close()

@@ -12,7 +12,7 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
-from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver, KafkaUnavailable
 from kafka_rebalance_operator.lag import LagState, classify
 
 pytestmark = pytest.mark.integration
@@ -254,7 +254,7 @@ def test_broker_mode_publishes_nothing_while_the_groups_members_cannot_be_descri
     its ConfigMaps written, but no record goes to the plan topic (the topic is never even
     made) and the policy says MembershipUnknown; before, it published `memberIds: []`."""
     from kafka_rebalance_operator.adapters import SystemClock
-    from kafka_rebalance_operator.clients import SharedObservers
+    from kafka_rebalance_operator.kafka.clients import SharedObservers
     from kafka_rebalance_operator.ports import Ports
     from kafka_rebalance_operator.settings import OperatorSettings
 

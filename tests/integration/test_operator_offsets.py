@@ -14,9 +14,9 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
-from kafka_rebalance_operator import kafka_offsets
-from kafka_rebalance_operator.clients import SharedObservers
-from kafka_rebalance_operator.kafka_io import KafkaObserver, TooManyPartitions
+from kafka_rebalance_operator.kafka import kafka_offsets
+from kafka_rebalance_operator.kafka.clients import SharedObservers
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver, TooManyPartitions
 from kafka_rebalance_operator.lag import PolicyOffsets
 
 pytestmark = pytest.mark.integration

@@ -20,9 +20,9 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_operator.adapters import PrometheusMetrics, SystemClock
-from kafka_rebalance_operator.clients import SharedObservers
-from kafka_rebalance_operator.kafka_io import KafkaObserver
-from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.kafka.clients import SharedObservers
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.telemetry import JsonLinesSink, Telemetry
 

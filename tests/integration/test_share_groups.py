@@ -1,7 +1,7 @@
 """Share groups (KIP-932) on the real 4.4 broker: the broker plug-in's share assignor
 (`PlanFollowingShareAssignor`, the `kafka_plans` broker's `group.share.assignors`) follows a
 signed share plan, and a group without one gets what Kafka's `simple` assignor gives; the
-operator's share-group calls (`kafka_rebalance_operator.share_group`: ShareGroupDescribe,
+operator's share-group calls (`kafka_rebalance_operator.kafka.share_group`: ShareGroupDescribe,
 DescribeShareGroupOffsets and the join-and-leave trigger) against the live groups. Marked `share`.
 
 Consumers are real Java `KafkaShareConsumer`s with explicit acknowledgement
@@ -36,13 +36,13 @@ from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.devenv import java_classes, kafka_broker
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
-from kafka_rebalance_operator import share_group
 from kafka_rebalance_operator.adapters import SystemClock
-from kafka_rebalance_operator.clients import SharedObservers
-from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kafka import share_group
+from kafka_rebalance_operator.kafka.clients import SharedObservers
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kafka.share_group import ShareGroup
 from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.share_group import ShareGroup
 
 from tests.integration.harnesses import group_harness, kubectl_cgp, plan_flags
 from tests.integration.streams_apps import PacedProducer

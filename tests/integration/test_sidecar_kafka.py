@@ -34,7 +34,7 @@ from kafka_rebalance_dev.demo import ledger
 from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_dev.demo.operator_process import free_port
 from kafka_rebalance_operator.handoff import acknowledged
-from kafka_rebalance_operator.verify import actual_assignment
+from kafka_rebalance_operator.kafka.verify import actual_assignment
 from kafka_rebalance_sidecar.records import Batch
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The operator's StreamsGroupDescribe (streams_group.py, its own schema files) against a real
+"""The operator's StreamsGroupDescribe (kafka/streams_group.py, its own schema files) against a real
 Kafka 4.4 streams group, the task lags it reads for it, and the assignor switch the brokers
 refuse without the plug-in. Marked `streams`.
 
@@ -26,10 +26,10 @@ from kafka_rebalance_dev.demo.cluster import wait_for
 from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
-from kafka_rebalance_operator import streams_group, streams_trigger
 from kafka_rebalance_operator.adapters import SystemClock
-from kafka_rebalance_operator.clients import SharedObservers
-from kafka_rebalance_operator.kafka_io import KafkaObserver
+from kafka_rebalance_operator.kafka import streams_group, streams_trigger
+from kafka_rebalance_operator.kafka.clients import SharedObservers
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver
 from kafka_rebalance_operator.lag import PolicyOffsets, classify
 from kafka_rebalance_operator.ports import Ports
 

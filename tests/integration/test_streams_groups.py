@@ -34,8 +34,8 @@ from kafka_rebalance_dev.demo.environment import Endpoints
 from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.devenv import kafka_broker
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
-from kafka_rebalance_operator import streams_group, streams_trigger
-from kafka_rebalance_operator.streams_group import TRIGGER_CONFIG, TRIGGER_TAG
+from kafka_rebalance_operator.kafka import streams_group, streams_trigger
+from kafka_rebalance_operator.kafka.streams_group import TRIGGER_CONFIG, TRIGGER_TAG
 
 from tests.integration.harnesses import group_harness, plan_flags
 from tests.integration.streams_apps import (

@@ -1,4 +1,4 @@
-"""The streams recompute trigger (operator streams_trigger.py) changes only its own tag, on a
+"""The streams recompute trigger (operator kafka/streams_trigger.py) changes only its own tag, on a
 real Kafka 4.4 broker that authorizes (StandardAuthorizer): a describe the broker refuses
 for the group leaves the app's tags as they were and fails the trigger as Kafka being
 unavailable (the poll's `TriggerFailed`); a writer racing the trigger keeps its tags; the
@@ -38,8 +38,8 @@ from kafka_rebalance_dev.devenv.kafka_secured import DEV_PASSWORD, DEV_USERNAME
 from kafka_rebalance_dev.devenv.processes import StateFile
 from kafka_rebalance_dev.devenv.supervisor import Supervisor
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
-from kafka_rebalance_operator import streams_group, streams_trigger
-from kafka_rebalance_operator.kafka_io import KafkaObserver, KafkaUnavailable
+from kafka_rebalance_operator.kafka import streams_group, streams_trigger
+from kafka_rebalance_operator.kafka.kafka_io import KafkaObserver, KafkaUnavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.streams]
 

@@ -26,20 +26,17 @@ from typing import Any
 import pytest
 import yaml
 from kafka_rebalance_dev.demo.cluster import pause_statefulset, wait_for
-from kafka_rebalance_operator import (
-    document_access,
-    kube_io,
-    metrics,
-    names,
-    webhook,
-    webhook_outcomes,
-)
-from kafka_rebalance_operator.injection import (
+from kafka_rebalance_operator import metrics, names
+from kafka_rebalance_operator.kube import kube_io
+from kafka_rebalance_operator.webhook import document_access
+from kafka_rebalance_operator.webhook import outcomes as webhook_outcomes
+from kafka_rebalance_operator.webhook import server as webhook
+from kafka_rebalance_operator.webhook.injection import (
     ANNOTATION_POLICY,
     SIDECAR_CONTAINER,
     SidecarDefaults,
 )
-from kafka_rebalance_operator.sidecar_annotations import (
+from kafka_rebalance_operator.webhook.sidecar_annotations import (
     CPU_LIMIT,
     CPU_REQUEST,
     DELIVER_PATH,
@@ -546,7 +543,7 @@ def test_a_renewed_certificate_is_served_without_a_restart(
     """Another replica renews the shared certificate in its Secret: this webhook serves the new
     one on the same port, the API server trusts it (the bundle moved first), and the expiry
     metric follows."""
-    from kafka_rebalance_operator import certs
+    from kafka_rebalance_operator.webhook import certs
 
     served: list[webhook.WebhookConfig] = []
     with serving_webhook(k8s, helm, monkeypatch, "orders", True, served) as (namespace, create):

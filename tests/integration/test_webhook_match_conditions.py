@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from kafka_rebalance_dev.demo.cluster import wait_for
-from kafka_rebalance_operator.injection import ANNOTATION_POLICY
+from kafka_rebalance_operator.webhook.injection import ANNOTATION_POLICY
 
 from tests.unit.ship.test_chart_static import _of_kind, _render
 from tests.unit.ship.test_chart_static import helm as _helm_fixture

@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 from kafka_rebalance_common import wire
 from kafka_rebalance_common.wire import document as wire_document
-from kafka_rebalance_operator.assignment_doc import configmap_body, read_current, render_documents
+from kafka_rebalance_operator.kube.assignment_doc import (
+    configmap_body,
+    read_current,
+    render_documents,
+)
 from kafka_rebalance_sidecar.document import AssignmentTracker
 
 pytestmark = pytest.mark.integration

@@ -92,7 +92,7 @@ its own objects). Each renders nothing unless webhook.enabled. */}}
 {{- end -}}
 
 {{- /* What the operator needs in each watched namespace to grant injected sidecars read access
-to their policy's ConfigMaps (document_access.py). */}}
+to their policy's ConfigMaps (webhook/document_access.py). */}}
 {{- define "kro.webhookRules" -}}
 {{- if .Values.webhook.enabled }}
 - apiGroups: [rbac.authorization.k8s.io]

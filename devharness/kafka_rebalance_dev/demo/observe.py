@@ -16,7 +16,7 @@ from pathlib import Path
 from kafka import TopicPartition
 from kafka.admin import OffsetSpec
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
-from kafka_rebalance_operator.verify import actual_assignment
+from kafka_rebalance_operator.kafka.verify import actual_assignment
 
 LIVE_RETRY_BUDGET_S = 1.0  # a sample after the first: retry this long, then show the last one
 

@@ -8,8 +8,9 @@ report); this module states what it tells decide.
 
 from __future__ import annotations
 
-from kafka_rebalance_operator import assignment_doc, handoff, planning
+from kafka_rebalance_operator import handoff, planning
 from kafka_rebalance_operator.conditions import Health
+from kafka_rebalance_operator.kube import assignment_doc
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.apply import Applied, apply

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext
 from kafka_rebalance_operator.phases.decide import Decision, PlanFacts, Wait

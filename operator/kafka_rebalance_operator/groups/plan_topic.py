@@ -6,8 +6,11 @@ described (`DescribedGroup`), its plan (`TopicPlan`) and how to trigger it.
 Invariants:
 - a plan is published whole, with the member ids it was made for, signed (`value_headers`);
 - a trigger is sent once per published plan, and again only when the last one did not bring
-  the plan (the group epoch has not moved since, or the group settled on something else) and a
-  poll interval has passed: never while members reconcile towards a recomputed assignment;
+  the plan (the group epoch has not moved within the kind's `Target.pending_s` of it, or the
+  group settled on something else) and a poll interval has passed: never while a recompute is
+  pending or members reconcile towards a recomputed assignment;
+- the trigger follows the acknowledged write at once, except for kinds whose trigger makes the
+  coordinator recompute in the same call (`Target.settle_s`);
 - a new plan the group already runs is recorded, untriggered, so the record names the members
   that run it; the published plan is republished every `settings.plan_refresh_s`;
 - observe mode publishes nothing; PROPOSE only offers the plan.
@@ -24,7 +27,7 @@ from kafka_rebalance_common.wire import plan_record
 
 from kafka_rebalance_operator import planning
 from kafka_rebalance_operator.conditions import Health
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso, parse_iso
@@ -142,7 +145,13 @@ class Target:
     """One group to deliver to: its kind (the record's `kind`), as described now, its member
     ids (what the record names), the plan this policy last published for it (hash and
     assignment, None: none since the operator started), the epoch in place, how to
-    trigger it (raises PollFailure), and the standbys to publish beside an assignment."""
+    trigger it (raises PollFailure), and the standbys to publish beside an assignment.
+
+    `pending_s`: how long a trigger that has not moved the group epoch yet may still be on its
+    way (a streams group applies a config change at a member's next heartbeat; a second
+    toggle inside that time would undo the first). `settle_s`: the wait between the
+    acknowledged write and the trigger, for a trigger that recomputes in its own call before
+    the brokers' reader may hold the record (share groups)."""
 
     kind: str
     group: DescribedGroup
@@ -153,6 +162,8 @@ class Target:
     trigger: Callable[[], None]
     # the standbys to publish with an assignment (streams: planned for it; None: no field)
     standbys: Callable[[Assignment], Assignment | None] = lambda _assignment: None
+    pending_s: float = 0.0
+    settle_s: float = 0.0
 
 
 def carry_out(
@@ -196,7 +207,8 @@ def carry_out(
         return Delivered(target.epoch)
     if target.group.members_off_plan(in_place):
         last = memory.triggered_at or memory.published_at or now
-        if now - last >= poll_interval and recompute_missed(target.group, memory):
+        missed = recompute_missed(target.group, memory, now, target.pending_s)
+        if now - last >= poll_interval and missed:
             _trigger(ctx, target, memory, ports, now)
             return Delivered(target.epoch, triggered=True)
     elif now - (memory.published_at or now) >= settings.plan_refresh_s:
@@ -217,14 +229,21 @@ class _Refresh:
     runs_already: bool = True
 
 
-def recompute_missed(group: DescribedGroup, memory: PolicyMemory) -> bool:
-    """The last trigger did not bring the published plan: the group epoch has not moved since
-    it was sent, or the group settled (Stable, its assignment at the group epoch) on something
-    else. While members reconcile towards a recomputed assignment, another trigger would only
-    cost an epoch bump and restart the reconciliation."""
+def recompute_missed(
+    group: DescribedGroup, memory: PolicyMemory, now: float, pending_s: float = 0.0
+) -> bool:
+    """The last trigger did not bring the published plan: the group epoch has not moved
+    `pending_s` after it was sent, or the group settled (Stable, its assignment at the group
+    epoch) on something else. While the trigger may still be on its way, while a recompute is
+    pending (group epoch past the assignment epoch) and while members reconcile towards a
+    recomputed assignment, another trigger would only cost an epoch bump, restart the
+    reconciliation, or (a streams toggle) undo the trigger still on its way."""
     sent_at = memory.triggered_group_epoch
-    if sent_at is None or group.group_epoch <= sent_at:
+    if sent_at is None:
         return True
+    if group.group_epoch <= sent_at:
+        sent = memory.triggered_at
+        return sent is None or now - sent >= pending_s
     return group.state == "Stable" and group.assignment_epoch >= group.group_epoch
 
 
@@ -256,7 +275,14 @@ def publish(
     if observer is None:
         raise PollFailure("PublishFailed", "no Kafka client to publish the plan with")
     try:
-        observer.publish_plan(settings.plan_topic, group_id, record, headers, settings.plan_client)
+        observer.publish_plan(
+            settings.plan_topic,
+            group_id,
+            record,
+            headers,
+            settings.plan_client,
+            target.settle_s,
+        )
     except KafkaUnavailable as error:
         raise PollFailure("PublishFailed", str(error)) from None
     memory.published_hash, memory.published_at = planned.hash, now

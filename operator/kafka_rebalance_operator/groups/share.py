@@ -26,12 +26,14 @@ from typing import Any
 from kafka_rebalance_assignors.model import PlanInputError
 from kafka_rebalance_assignors.share import plan_share
 
-from kafka_rebalance_operator import planning, share_group, share_planning, telemetry
+from kafka_rebalance_operator import planning, share_planning, telemetry
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.groups import plan_topic
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
+from kafka_rebalance_operator.kafka import share_group
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable, TooManyPartitions
+from kafka_rebalance_operator.kafka.share_group import ShareGroup, TopicPartition
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.lag import PolicyOffsets
-from kafka_rebalance_operator.members import PodSummary
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
@@ -41,12 +43,14 @@ from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.share_group import ShareGroup, TopicPartition
 
 log = logging.getLogger(__name__)
 
 NOT_PLAN_FOLLOWING = "AssignorNotPlanFollowing"
 TRIGGER_REFUSED = "TriggerRefused"
+# The share trigger's join recomputes in its own heartbeat, and the share assignor cannot tell
+# a record is on its way: the write is given this long to reach the brokers' readers first.
+PLAN_SETTLE_S = 1.0
 MAX_PER_PARTITION_TEXT = 1000  # status.share.consumersPerPartition is cut to this many characters
 
 
@@ -287,6 +291,7 @@ def carry_out(
         observed.published_plan,
         observed.epoch,
         trigger,
+        settle_s=PLAN_SETTLE_S,
     )
     return plan_topic.carry_out(
         ctx,

@@ -37,13 +37,16 @@ from typing import Any
 import kafka_rebalance_assignors as assignors
 from kafka_rebalance_assignors import streams_standbys, streams_tasks
 
-from kafka_rebalance_operator import planning, streams_group, trigger_cleanup
+from kafka_rebalance_operator import planning
 from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.groups import plan_topic
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, TooManyPartitions
+from kafka_rebalance_operator.kafka import streams_group, trigger_cleanup
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable, TooManyPartitions
+from kafka_rebalance_operator.kafka.streams_group import StreamsGroup
+from kafka_rebalance_operator.kube.members import PodSummary, resolve_weights
+from kafka_rebalance_operator.kube.selectors import matches
 from kafka_rebalance_operator.lag import OK, PolicyLags, PolicyOffsets
-from kafka_rebalance_operator.members import PodSummary, resolve_weights
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
@@ -52,15 +55,17 @@ from kafka_rebalance_operator.phases.decide import Action, Decision, PlanFacts, 
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.ports import Ports
-from kafka_rebalance_operator.selectors import matches
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.streams_group import StreamsGroup
 
 log = logging.getLogger(__name__)
 
 MAX_STATUS_MEMBERS = 50  # status.streams.members lists at most this many (CRD maxItems)
 NOT_PLAN_FOLLOWING = "AssignorNotPlanFollowing"
 TRIGGER_REFUSED = "TriggerRefused"
+# A toggled tag takes effect at a member's next heartbeat (at most the group's heartbeat
+# interval; 15 s is the longest the brokers allow by default, group.streams.max.heartbeat.
+# interval.ms): until then the trigger is on its way, and toggling again would undo it.
+TRIGGER_PENDING_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -479,6 +484,7 @@ def _target(
         observed.epoch,
         trigger,
         lambda assignment: planned_standbys(observed, assignment, weights),
+        pending_s=TRIGGER_PENDING_S,
     )
 
 

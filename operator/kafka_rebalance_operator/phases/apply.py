@@ -11,8 +11,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from kafka_rebalance_operator import assignment_doc, handoff, names, ownership, planning, telemetry
-from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument, Writes
+from kafka_rebalance_operator import handoff, names, ownership, planning, telemetry
+from kafka_rebalance_operator.kube import assignment_doc
+from kafka_rebalance_operator.kube.assignment_doc import CurrentState, MemberDocument, Writes
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from kafka_rebalance_common import redaction
 
-from kafka_rebalance_operator import admission, cluster_identity, kafka_security
 from kafka_rebalance_operator.history import PolicyHistory
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator.kafka import admission, cluster_identity, kafka_security
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable
 from kafka_rebalance_operator.lag import (
     OK,
     UNKNOWN,

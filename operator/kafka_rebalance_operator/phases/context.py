@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_rebalance_operator.cluster_identity import Rival
+from kafka_rebalance_operator.kafka.cluster_identity import Rival
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kafka_rebalance_operator import assignment_doc, handoff, ownership, protocol
-from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
+from kafka_rebalance_operator import handoff, ownership, protocol
 from kafka_rebalance_operator.handoff import Pending
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
+from kafka_rebalance_operator.kube import assignment_doc
+from kafka_rebalance_operator.kube.assignment_doc import CurrentState, MemberDocument
+from kafka_rebalance_operator.kube.members import PodSummary, select_members
 from kafka_rebalance_operator.lag import UNKNOWN, PolicyLags, PolicyOffsets
-from kafka_rebalance_operator.members import PodSummary, select_members
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, parse_iso

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field, replace
 import kafka_rebalance_assignors as assignors
 
 from kafka_rebalance_operator import handoff, planning
-from kafka_rebalance_operator.assignment_doc import MemberDocument
 from kafka_rebalance_operator.capacity import confirmed_owners
+from kafka_rebalance_operator.kafka.verify import actual_assignment
+from kafka_rebalance_operator.kube.assignment_doc import MemberDocument
+from kafka_rebalance_operator.kube.members import resolve_weights
 from kafka_rebalance_operator.lag import OK
-from kafka_rebalance_operator.members import resolve_weights
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure
 from kafka_rebalance_operator.phases.observe import Observed
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.verify import actual_assignment
 
 log = logging.getLogger(__name__)
 

@@ -12,15 +12,15 @@ from typing import Any
 from kafka_rebalance_common.wire import plan_record
 
 from kafka_rebalance_operator import planning
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator.kafka.plan_keys import signing_key
+from kafka_rebalance_operator.kafka.verify import recompute_pending, target_differs
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.apply import Applied
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.observe import Observed
-from kafka_rebalance_operator.plan_keys import signing_key
 from kafka_rebalance_operator.ports import MetricsSink
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.verify import target_differs
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +71,10 @@ def publish(
     """Broker mode: the plan in place goes to the brokers' plug-in (the plan topic), and the
     group's coordinator is nudged to recompute its target assignment.
 
-    When: once per plan hash (published and nudged); again, nudged, when the coordinator's
-    target still differs from the plan a poll interval after the last publish (the record was
-    lost or overwritten, the nudge did not take); again, not nudged, every
+    When: once per plan hash (published and nudged, the nudge right after the acknowledged
+    write); again, nudged, when the coordinator's target still differs from the plan a poll
+    interval after the last publish and no recompute is pending (the record was lost or
+    overwritten, the nudge did not take); again, not nudged, every
     `settings.plan_refresh_s` (the brokers let plans expire) and when the group's members all
     changed since the record named them (the plug-in ties a plan to its group by member id).
     A publish that fails is retried at the next poll (the ConfigMaps hold the plan).
@@ -115,7 +116,8 @@ def publish(
         patience = observed.spec.poll_interval
         waited = now - (memory.published_at or now)
         strangers = bool(member_ids) and not set(member_ids) & set(memory.published_member_ids)
-        if target_differs(group, applied.assignment) and waited >= patience:
+        missed = target_differs(group, applied.assignment) and not recompute_pending(group)
+        if missed and waited >= patience:
             nudge = True
         elif waited >= settings.plan_refresh_s or strangers:
             nudge = False

@@ -18,6 +18,7 @@ from kafka_rebalance_common import redaction
 
 from kafka_rebalance_operator import conditions, planning, telemetry
 from kafka_rebalance_operator.conditions import Health
+from kafka_rebalance_operator.kafka.verify import verify
 from kafka_rebalance_operator.lag import Layout
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.metrics import PartitionRows
@@ -29,7 +30,6 @@ from kafka_rebalance_operator.phases.observe import Observed
 from kafka_rebalance_operator.phases.plan import Planned
 from kafka_rebalance_operator.ports import Ports
 from kafka_rebalance_operator.settings import OperatorSettings
-from kafka_rebalance_operator.verify import verify
 
 CONVERGENCE_POLLS = 5  # group mode: polls an applied epoch may take before NotConverged
 

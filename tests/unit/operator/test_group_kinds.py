@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kafka_rebalance_operator.kafka.share_group import ShareGroup, ShareMember
+from kafka_rebalance_operator.kafka.streams_group import StreamsGroup, StreamsMember, Subtopology
 from kafka_rebalance_operator.phases.decide import Action
-from kafka_rebalance_operator.share_group import ShareGroup, ShareMember
-from kafka_rebalance_operator.streams_group import StreamsGroup, StreamsMember, Subtopology
 from operator_ports import MemoryKafka, Policy, memory_ports, pods
 
 TOPIC = "t"

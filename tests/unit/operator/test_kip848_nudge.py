@@ -1,18 +1,20 @@
-"""The nudge's leave is retried (`kip848.leave`): a coordinator that refuses or drops the leave
-heartbeat does not leave the nudge member in the group until its session times out. The
+"""The nudge's leave is retried with jittered waits (`kip848.leave`, `group_leave`): a
+coordinator that refuses or drops the leave heartbeat does not leave the nudge member in the
+group until its session times out. The
 requests go to a scripted stand-in for kafka-python's connection manager; the real-broker
 proof of the nudge is tests/integration/test_broker_mode.py."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from kafka.errors import NotCoordinatorError, UnknownMemberIdError
-from kafka_rebalance_operator import kip848
+from kafka_rebalance_operator.kafka import group_leave, kip848, share_group
 
 
 class ScriptedAdmin:
@@ -38,8 +40,11 @@ class ScriptedAdmin:
 
 
 @pytest.fixture(autouse=True)
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kip848.time, "sleep", lambda s: None)
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits between leave attempts, recorded instead of slept."""
+    slept: list[float] = []
+    monkeypatch.setattr(group_leave.time, "sleep", slept.append)
+    return slept
 
 
 def test_a_refused_or_lost_leave_is_retried_until_the_member_is_gone() -> None:
@@ -58,9 +63,34 @@ def test_a_member_the_coordinator_no_longer_knows_has_left() -> None:
 
 
 def test_a_member_that_never_leaves_is_named_for_a_later_retry() -> None:
-    admin = ScriptedAdmin([0] + [NotCoordinatorError.errno] * kip848.LEAVE_ATTEMPTS)
+    admin = ScriptedAdmin([0] + [NotCoordinatorError.errno] * group_leave.LEAVE_ATTEMPTS)
     with pytest.raises(kip848.NudgeLeftBehind) as raised:
         kip848.nudge(admin, "g")
     assert raised.value.group_id == "g"
     assert raised.value.member_id == admin.sent[0].member_id
     assert "did not leave" in str(raised.value)
+
+
+def test_the_waits_between_attempts_are_jittered_and_bounded(waits: list[float]) -> None:
+    """Full jitter: each wait is drawn from [0, min(max, scale x 2^attempt)], so policies that
+    failed together do not retry in step; two draws of the same failures wait differently."""
+    drawn = []
+    for seed in (1, 2):
+        random.seed(seed)
+        waits.clear()
+        admin = ScriptedAdmin([0] + [NotCoordinatorError.errno] * group_leave.LEAVE_ATTEMPTS)
+        with pytest.raises(kip848.NudgeLeftBehind):
+            kip848.nudge(admin, "g")
+        assert len(waits) == group_leave.LEAVE_ATTEMPTS - 1
+        for attempt, wait in enumerate(waits, start=1):
+            bound = min(group_leave.LEAVE_WAIT_MAX_S, group_leave.LEAVE_WAIT_S * 2**attempt)
+            assert 0 <= wait <= bound, (attempt, wait, bound)
+        drawn.append(list(waits))
+    assert drawn[0] != drawn[1]
+
+
+def test_a_share_trigger_member_that_never_leaves_is_reported() -> None:
+    admin = ScriptedAdmin([NotCoordinatorError.errno] * group_leave.LEAVE_ATTEMPTS)
+    with pytest.raises(share_group.ShareGroupError, match="did not leave after 4 attempts"):
+        share_group.leave(admin, "g", "m-1")
+    assert len(admin.sent) == group_leave.LEAVE_ATTEMPTS

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kafka_rebalance_operator import metrics
-from kafka_rebalance_operator.namespace_scope import fix_text, unwatched
+from kafka_rebalance_operator.kube.namespace_scope import fix_text, unwatched
 
 
 def test_only_policies_outside_the_watched_namespaces_are_named_sorted() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kafka_rebalance_operator.admission import (
+from kafka_rebalance_operator.kafka.admission import (
     AllowlistError,
     bootstrap_allowed,
     parse_allowlist,

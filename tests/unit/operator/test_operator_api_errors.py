@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 import urllib3
-from kafka_rebalance_operator import kube_io
 from kafka_rebalance_operator.adapters import api_errors
+from kafka_rebalance_operator.kube import kube_io
 from kafka_rebalance_operator.ports import StoreError
 
 

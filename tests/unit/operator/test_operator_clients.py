@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from kafka_rebalance_common.replanning import Action
-from kafka_rebalance_operator.clients import SharedObservers
+from kafka_rebalance_operator.kafka.clients import SharedObservers
 from kafka_rebalance_operator.memory import PolicyMemory
 
 from tests.operator_ports import MemoryKafka, MemoryObserver, Policy, memory_ports, pods
@@ -140,7 +140,7 @@ def test_a_lease_offers_every_observer_method_with_the_observers_signature() -> 
     the port's parameters, or a caller written against the port fails only at run time."""
     import inspect
 
-    from kafka_rebalance_operator.clients import Lease
+    from kafka_rebalance_operator.kafka.clients import Lease
     from kafka_rebalance_operator.ports import Observer
 
     port_methods = {

@@ -3,7 +3,7 @@ manage a group, and the record of what each policy's polls learned."""
 
 from __future__ import annotations
 
-from kafka_rebalance_operator.cluster_identity import (
+from kafka_rebalance_operator.kafka.cluster_identity import (
     CONFLICT_REASON,
     PENDING_REASON,
     ClusterIds,

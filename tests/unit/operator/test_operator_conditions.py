@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafka_rebalance_operator.conditions import Health, build
 from kafka_rebalance_operator.health import Liveness
-from kafka_rebalance_operator.verify import verify
+from kafka_rebalance_operator.kafka.verify import verify
 
 
 def by_type(conditions):

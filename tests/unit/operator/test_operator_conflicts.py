@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_rebalance_operator.cluster_identity import ClusterIds, servers_of, verdict
 from kafka_rebalance_operator.handlers import _rivals, policies_by_namespace
+from kafka_rebalance_operator.kafka.cluster_identity import ClusterIds, servers_of, verdict
 
 # what the brokers behind each spelling report (one cluster under three names, and another)
 CLUSTER_IDS = {

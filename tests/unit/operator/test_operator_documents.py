@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from kafka_rebalance_operator import names
-from kafka_rebalance_operator.assignment_doc import (
+from kafka_rebalance_operator.kube.assignment_doc import (
     configmap_body,
     diff,
     parse_document,

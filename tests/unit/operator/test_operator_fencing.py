@@ -17,8 +17,9 @@ import pytest
 import urllib3
 from kafka_rebalance_common import wire
 from kafka_rebalance_common.replanning import Action
-from kafka_rebalance_operator import leadership, ownership
-from kafka_rebalance_operator.assignment_doc import MemberDocument
+from kafka_rebalance_operator import ownership
+from kafka_rebalance_operator.kube import leadership
+from kafka_rebalance_operator.kube.assignment_doc import MemberDocument
 from kafka_rebalance_operator.phases.decide import Stop
 from kafka_rebalance_operator.ports import AlwaysLeader
 from kafka_rebalance_sidecar.document import AssignmentTracker, OfferStatus

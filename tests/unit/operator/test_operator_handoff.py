@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from kafka_rebalance_operator.assignment_doc import render_documents
 from kafka_rebalance_operator.handoff import acknowledged, first_step, pending
+from kafka_rebalance_operator.kube.assignment_doc import render_documents
 from kafka_rebalance_operator.lag import PartitionOffsets
 
 
@@ -57,7 +57,7 @@ def test_pending_until_acknowledged_or_timed_out_or_owner_gone() -> None:
 
 
 def test_revoking_round_trips_through_the_configmap() -> None:
-    from kafka_rebalance_operator.assignment_doc import parse_document
+    from kafka_rebalance_operator.kube.assignment_doc import parse_document
 
     docs = render_documents("g", {"a": {"t": [0]}}, 5, "h", "T", revoking={"a": {"t": [3, 1]}})
     assert json.loads(docs["a"].to_json())["revoking"] == {"t": [1, 3]}

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 import pytest
-from kafka_rebalance_operator.injection import (
+from kafka_rebalance_operator.webhook.injection import (
     SIDECAR_CONTAINER,
     InjectionError,
     SidecarDefaults,

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from kafka_rebalance_operator.members import (
+from kafka_rebalance_operator.kube.members import (
     PodSummary,
     parse_cpu,
     resolve_weights,
     select_members,
     summarise_pod,
 )
+from kafka_rebalance_operator.kube.selectors import matches
 from kafka_rebalance_operator.policy import parse_spec
-from kafka_rebalance_operator.selectors import matches
 
 
 def policy(**members):

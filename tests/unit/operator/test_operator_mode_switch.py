@@ -12,7 +12,7 @@ from typing import Any
 from kafka_rebalance_common import wire
 from kafka_rebalance_common.replanning import Action
 from kafka_rebalance_operator import ownership
-from kafka_rebalance_operator.assignment_doc import CurrentState, MemberDocument
+from kafka_rebalance_operator.kube.assignment_doc import CurrentState, MemberDocument
 from kafka_rebalance_operator.phases.decide import Stop
 
 from tests.operator_ports import MemoryKafka, Policy, memory_ports, pods

@@ -12,7 +12,7 @@ import pytest
 from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
-from kafka_rebalance_operator import offset_codecs
+from kafka_rebalance_operator.kafka import offset_codecs
 
 LIST = ListOffsetsResponse.ListOffsetsTopicResponse
 

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 from kafka_rebalance_operator import planning
-from kafka_rebalance_operator.assignment_doc import MemberDocument, parse_document
+from kafka_rebalance_operator.kube.assignment_doc import MemberDocument, parse_document
 from kafka_rebalance_operator.lag import Layout
 from kafka_rebalance_operator.partition_sets import TopicPartitions
 from kafka_rebalance_operator.phases.report import owner_codes

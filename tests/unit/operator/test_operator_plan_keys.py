@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from kafka_rebalance_common.wire import plan_record
-from kafka_rebalance_operator.plan_keys import PlanKeyRing, signing_key
+from kafka_rebalance_operator.kafka.plan_keys import PlanKeyRing, signing_key
 from kafka_rebalance_operator.settings import OperatorSettings
 
 OLD, NEW = "old-key-0123456789", "new-key-0123456789"

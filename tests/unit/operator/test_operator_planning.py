@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import kafka_rebalance_assignors as assignors
 import pytest
-from kafka_rebalance_operator.assignment_doc import render_documents
+from kafka_rebalance_operator.kube.assignment_doc import render_documents
 from kafka_rebalance_operator.planning import (
     build_request,
     moves_between,

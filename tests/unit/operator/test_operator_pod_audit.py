@@ -4,8 +4,8 @@ tests/integration/test_pod_audit.py)."""
 
 from __future__ import annotations
 
-from kafka_rebalance_operator.members import PodSummary
-from kafka_rebalance_operator.pod_audit import PodAudit
+from kafka_rebalance_operator.kube.members import PodSummary
+from kafka_rebalance_operator.kube.pod_audit import PodAudit
 
 
 def pod(name: str, uid: str) -> PodSummary:

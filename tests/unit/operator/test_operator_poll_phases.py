@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kafka_rebalance_common.replanning import Action
 from kafka_rebalance_common.wire import partitions, plan_record
-from kafka_rebalance_operator import admission
-from kafka_rebalance_operator.cluster_identity import Rival, servers_of
 from kafka_rebalance_operator.groups.consumer import facts, wait
+from kafka_rebalance_operator.kafka import admission
+from kafka_rebalance_operator.kafka.cluster_identity import Rival, servers_of
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext
 from kafka_rebalance_operator.phases.decide import Stop, decide
@@ -698,6 +698,40 @@ class TestBrokerMode:
         assert subject.poll().action is Action.APPLY
         assert [r[2]["epoch"] for r in kafka.published] == [1, 2]
 
+    def test_a_target_that_differs_while_a_recompute_is_pending_is_not_nudged_again(
+        self,
+    ) -> None:
+        # a nudge's leave bumps the group epoch; the coordinator computes the target at a
+        # member's next heartbeat: until then the old target is on its way out, not missed
+        kafka = self.kip848()
+        subject = policy(kafka, members=2, apply={"mode": "broker"})
+        subject.poll()
+        names = sorted(subject.ports.configmaps.documents())
+
+        def group(group_epoch: int, assignment_epoch: int) -> dict[str, Any]:
+            members = [
+                {
+                    "member_id": f"uuid-{name}",
+                    "group_instance_id": name,
+                    "target_assignment": {"assigned_partitions": []},  # not the plan
+                }
+                for name in names
+            ]
+            return {
+                "group_epoch": group_epoch,
+                "assignment_epoch": assignment_epoch,
+                "members": members,
+            }
+
+        kafka.group = group(6, 5)
+        subject.ports.clock.advance(30)
+        subject.poll()
+        assert len(kafka.nudges) == 1, "a pending recompute is waited for"
+        kafka.group = group(6, 6)  # computed, and still not the plan: the nudge missed
+        subject.ports.clock.advance(30)
+        subject.poll()
+        assert len(kafka.nudges) == 2
+
     def test_a_publish_that_fails_is_retried_at_the_next_poll(self) -> None:
         kafka = self.kip848()
         subject = policy(kafka, members=2, apply={"mode": "broker"})
@@ -707,7 +741,7 @@ class TestBrokerMode:
         original = subject.memory.observer.publish_plan
 
         def refuse(*args: Any) -> None:
-            from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+            from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable
 
             raise KafkaUnavailable("publishing the plan to kafka-rebalance-plans: timed out")
 

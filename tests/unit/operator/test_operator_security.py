@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from kafka_rebalance_common import redaction
-from kafka_rebalance_operator.kafka_security import (
+from kafka_rebalance_operator.kafka.kafka_security import (
     SECRET_KEYS,
     SecretError,
     client_settings,

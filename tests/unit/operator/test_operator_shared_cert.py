@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 
-from kafka_rebalance_operator import certs, shared_cert
+from kafka_rebalance_operator.webhook import certs, shared_cert
 
 NOW = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.UTC)
 HOSTS = ["kro-webhook.ops.svc", "kro-webhook.ops.svc.cluster.local"]

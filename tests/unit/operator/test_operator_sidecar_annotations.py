@@ -8,9 +8,12 @@ import argparse
 from typing import Any
 
 import pytest
-from kafka_rebalance_operator import metrics, sidecar_annotations, webhook_events, webhook_outcomes
-from kafka_rebalance_operator.injection import SIDECAR_CONTAINER, SidecarDefaults, inject
-from kafka_rebalance_operator.sidecar_annotations import (
+from kafka_rebalance_operator import metrics
+from kafka_rebalance_operator.webhook import events as webhook_events
+from kafka_rebalance_operator.webhook import outcomes as webhook_outcomes
+from kafka_rebalance_operator.webhook import sidecar_annotations
+from kafka_rebalance_operator.webhook.injection import SIDECAR_CONTAINER, SidecarDefaults, inject
+from kafka_rebalance_operator.webhook.sidecar_annotations import (
     CPU_LIMIT,
     CPU_REQUEST,
     DELIVER_PATH,

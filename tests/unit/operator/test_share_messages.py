@@ -9,8 +9,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kafka_rebalance_operator import share_group
-from kafka_rebalance_operator.share_group import (
+from kafka_rebalance_operator.kafka import share_group
+from kafka_rebalance_operator.kafka.share_group import (
     DescribeShareGroupOffsetsResponse,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,

@@ -7,7 +7,7 @@ import json
 
 from kafka_rebalance_assignors.share import plan_share
 from kafka_rebalance_common.wire import plan_record
-from kafka_rebalance_operator.share_group import TRIGGER_RACK, ShareGroup, ShareMember
+from kafka_rebalance_operator.kafka.share_group import TRIGGER_RACK, ShareGroup, ShareMember
 from kafka_rebalance_operator.share_planning import record_assignment, share_request
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kafka_rebalance_operator.groups.share import PLAN_SETTLE_S
+from kafka_rebalance_operator.kafka.share_group import ShareGroup, ShareMember
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
-from kafka_rebalance_operator.share_group import ShareGroup, ShareMember
 from operator_ports import MemoryKafka, Policy, memory_ports
 
 SPEC: dict[str, Any] = {
@@ -61,6 +62,8 @@ def test_the_partition_that_falls_behind_gets_more_consumers_and_the_plan_is_tri
     on_hot = [m for m, topics in record["members"].items() if "0" in topics.get("jobs", "")]
     assert len(on_hot) >= 2, record["members"]
     assert kafka.share_triggers == ["jobs-workers"]
+    # the share trigger recomputes in its own call: the write is given time to reach the readers
+    assert kafka.settles == [PLAN_SETTLE_S] and PLAN_SETTLE_S > 0
     share = policy.status["share"]
     assert (share["partitions"], share["backlog"], share["triggers"]) == (4, 40_150, 1)
     assert policy.status["share"]["groupEpoch"] == 4

@@ -11,13 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 from kafka.admin import ConfigResourceType
-from kafka_rebalance_operator import streams_group, streams_trigger, trigger_cleanup
-from kafka_rebalance_operator.streams_group import (
+from kafka_rebalance_operator.kafka import streams_group, streams_trigger, trigger_cleanup
+from kafka_rebalance_operator.kafka.streams_group import (
     StreamsGroupDescribeRequest,
     StreamsGroupDescribeResponse,
     StreamsGroupError,
 )
-from kafka_rebalance_operator.streams_trigger import TriggerFailed
+from kafka_rebalance_operator.kafka.streams_trigger import TriggerFailed
 
 
 def uvarint(n: int) -> bytes:

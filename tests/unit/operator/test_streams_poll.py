@@ -9,10 +9,11 @@ import dataclasses
 from typing import Any
 
 import pytest
-from kafka_rebalance_operator import trigger_cleanup
-from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.groups.streams import TRIGGER_PENDING_S
+from kafka_rebalance_operator.kafka import trigger_cleanup
+from kafka_rebalance_operator.kafka.streams_group import StreamsGroup, StreamsMember, Subtopology
+from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.policy import PolicyError, parse_spec
-from kafka_rebalance_operator.streams_group import StreamsGroup, StreamsMember, Subtopology
 from operator_ports import MemoryKafka, MemoryObserver, Policy, memory_ports
 
 SPEC: dict[str, Any] = {
@@ -105,6 +106,7 @@ def test_a_lag_aware_task_plan_is_published_as_a_streams_record_and_triggered() 
     # the hot input partitions no longer all sit on m-a
     assert record["members"]["m-b"].get("0")
     assert kafka.streams_triggers == ["app"]
+    assert kafka.settles == [0.0]  # triggered right after the acknowledged write
     streams = policy.status["streams"]
     assert streams["triggers"] == 1
     assert streams["tasks"] == 8 and streams["statefulTasks"] == 4
@@ -426,6 +428,26 @@ def test_a_group_reconciling_after_the_trigger_is_not_triggered_again() -> None:
     kafka.streams_groups["app"] = dataclasses.replace(_group(epoch=6), state="Stable")
     policy.ports.clock.advance(30)  # type: ignore[attr-defined]
     policy.poll()
+    assert kafka.streams_triggers == ["app", "app"]
+
+
+def test_a_trigger_that_has_not_moved_the_epoch_yet_is_not_undone_by_another() -> None:
+    # A toggled tag takes effect at a member's next heartbeat: toggling it back before then
+    # would undo the trigger, so a trigger that has not bumped the epoch is on its way for
+    # TRIGGER_PENDING_S, however short the poll interval.
+    kafka = _cluster(_group())
+    rebalance = {"mode": "enforce", "cooldown": "5m", "pollInterval": "5s"}
+    policy = Policy({**SPEC, "rebalance": rebalance}, [], memory_ports(kafka))
+    policy.poll()
+    assert kafka.streams_triggers == ["app"]
+    waited = 0.0
+    while waited + 5 < TRIGGER_PENDING_S:
+        policy.ports.clock.advance(5)  # type: ignore[attr-defined]
+        waited += 5
+        policy.poll()
+        assert kafka.streams_triggers == ["app"], f"triggered again after {waited} s"
+    policy.ports.clock.advance(5)  # type: ignore[attr-defined]
+    policy.poll()  # the epoch never moved: that trigger was lost, another is due
     assert kafka.streams_triggers == ["app", "app"]
 
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 from kafka.admin import ConfigResourceType
-from kafka_rebalance_operator.streams_standby_config import (
+from kafka_rebalance_operator.kafka.streams_standby_config import (
     StandbyConfigUnknown,
     standby_replicas_in,
 )

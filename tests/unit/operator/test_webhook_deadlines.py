@@ -4,9 +4,9 @@ runs against the real API server in tests/integration/test_webhook_fail_open.py)
 from __future__ import annotations
 
 import pytest
-from kafka_rebalance_operator import document_access
-from kafka_rebalance_operator.injection import SidecarDefaults
-from kafka_rebalance_operator.webhook import WebhookConfig
+from kafka_rebalance_operator.webhook import document_access
+from kafka_rebalance_operator.webhook.injection import SidecarDefaults
+from kafka_rebalance_operator.webhook.server import WebhookConfig
 from kubernetes.client.rest import ApiException
 
 

@@ -163,7 +163,7 @@ def test_the_sidecar_delivery_values_become_its_flags_and_bad_ones_are_refused(h
 
 
 def test_only_annotated_pods_reach_the_webhook(helm: Path) -> None:
-    from kafka_rebalance_operator.injection import ANNOTATION_POLICY
+    from kafka_rebalance_operator.webhook.injection import ANNOTATION_POLICY
 
     (config,) = _of_kind(_render(helm, "webhook.enabled=true"), "MutatingWebhookConfiguration")
     (hook,) = config["webhooks"]

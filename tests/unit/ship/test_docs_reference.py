@@ -118,7 +118,7 @@ def test_the_slug_is_githubs() -> None:
 
 
 def test_the_unwatched_policy_log_line_points_at_an_existing_entry() -> None:
-    from kafka_rebalance_operator.namespace_scope import RUNBOOK
+    from kafka_rebalance_operator.kube.namespace_scope import RUNBOOK
 
     path, _, anchor = RUNBOOK.partition("#")
     assert path == "docs/troubleshooting.md"

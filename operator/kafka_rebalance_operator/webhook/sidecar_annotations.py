@@ -34,7 +34,7 @@ from kafka_rebalance_common.logformat import LEVELS
 from kubernetes.utils import parse_quantity
 
 from kafka_rebalance_operator import names
-from kafka_rebalance_operator.injection import SidecarDefaults
+from kafka_rebalance_operator.webhook.injection import SidecarDefaults
 
 DELIVER_PORT = f"{names.GROUP}/deliver-port"
 DELIVER_PATH = f"{names.GROUP}/deliver-path"

@@ -26,7 +26,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
-from kafka_rebalance_operator import (
+from kafka_rebalance_operator.kafka import (
     kip848,
     offset_codecs,
     share_group,
@@ -34,15 +34,12 @@ from kafka_rebalance_operator import (
     streams_standby_config,
     streams_trigger,
 )
-from kafka_rebalance_operator.kafka_offsets import OffsetReader
+from kafka_rebalance_operator.kafka.kafka_offsets import OffsetReader
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 log = logging.getLogger(__name__)
-
-
-PLAN_SETTLE_S = 1.0  # broker mode: from a confirmed plan write to the nudge
 
 
 class KafkaUnavailable(RuntimeError):
@@ -238,6 +235,7 @@ class KafkaObserver:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes]],
         client: Mapping[str, Any],
+        settle_s: float = 0.0,
     ) -> None:
         """Write the group's plan record (compacted topic, keyed by group id; `value` None
         writes a tombstone) with `headers` (its signature; a tombstone's incarnation and epoch:
@@ -248,7 +246,11 @@ class KafkaObserver:
         (`client`: kafka-python settings from --plan-client-config) to the plan cluster its
         `bootstrap_servers` names, never with the policy's Secret (no tenant needs Write on
         it) and never to the policy's bootstrap (a tenant's server never sees the operator's
-        credentials). Without `bootstrap_servers` nothing is written."""
+        credentials). Without `bootstrap_servers` nothing is written.
+
+        Returns once the write is acknowledged (acks=all), then waits `settle_s` more when
+        the caller's trigger makes the coordinator recompute at once (docs/kip848.md, "How
+        fast a plan is followed")."""
         settings = dict(client)
         servers = settings.pop("bootstrap_servers", None)
         if not servers:
@@ -285,11 +287,8 @@ class KafkaObserver:
             sent.get(timeout=self.timeout_ms / 1000)
         except Exception as error:
             raise KafkaUnavailable(f"publishing the plan to {topic}: {_short(error)}") from error
-        if value is None:
-            return
-        # The brokers' readers fetch the topic continuously (long polls of at most 0.5 s); a
-        # nudge sent before they hold the record recomputes with the previous plan.
-        time.sleep(PLAN_SETTLE_S)
+        if value is not None and settle_s > 0:
+            time.sleep(settle_s)
 
     def nudge(self, group_id: str) -> None:
         """Make the group's coordinator recompute its target assignment (kip848.nudge). A nudge

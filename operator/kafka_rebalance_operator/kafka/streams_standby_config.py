@@ -15,7 +15,7 @@ from typing import Any
 from kafka import errors
 from kafka.admin import ConfigResourceType
 
-from kafka_rebalance_operator import streams_group
+from kafka_rebalance_operator.kafka import streams_group
 
 STANDBY_CONFIG = "streams.num.standby.replicas"
 

@@ -14,9 +14,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable
+from kafka_rebalance_operator.kafka.streams_group import (
+    TRIGGER_CONFIG,
+    TRIGGER_TAG,
+    StreamsGroupError,
+)
 from kafka_rebalance_operator.ports import Observer
-from kafka_rebalance_operator.streams_group import TRIGGER_CONFIG, TRIGGER_TAG, StreamsGroupError
 
 log = logging.getLogger(__name__)
 

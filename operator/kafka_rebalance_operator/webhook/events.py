@@ -21,7 +21,8 @@ from typing import Any
 from kubernetes import client
 from tenacity import Retrying, stop_after_delay, wait_random_exponential
 
-from kafka_rebalance_operator import kube_io, names
+from kafka_rebalance_operator import names
+from kafka_rebalance_operator.kube import kube_io
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kafka_rebalance_operator import certs, metrics, shared_cert
+from kafka_rebalance_operator import metrics
+from kafka_rebalance_operator.webhook import certs, shared_cert
 
 log = logging.getLogger(__name__)
 

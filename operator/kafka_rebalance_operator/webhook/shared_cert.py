@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from kafka_rebalance_operator import certs, kube_io
+from kafka_rebalance_operator.kube import kube_io
+from kafka_rebalance_operator.webhook import certs
 
 RENEW_BEFORE = datetime.timedelta(days=30)
 CERT, KEY, BUNDLE = "tls.crt", "tls.key", "ca.crt"

@@ -50,6 +50,18 @@ def target_differs(
     return False
 
 
+def recompute_pending(group: Mapping[str, Any] | None) -> bool:
+    """KIP-848 groups: has the group epoch moved past the epoch of the last target assignment?
+    The coordinator then computes the next target at a member's next heartbeat (a nudge's leave
+    bumps the epoch but computes nothing; KIP-1263 batches computations), so a target that
+    still differs is on its way, not missed. False when nothing says so."""
+    group_epoch = (group or {}).get("group_epoch")
+    assignment_epoch = (group or {}).get("assignment_epoch")
+    if not isinstance(group_epoch, int) or not isinstance(assignment_epoch, int):
+        return False
+    return group_epoch > assignment_epoch
+
+
 def verify(
     group: Mapping[str, Any] | None, plan: Mapping[str, Mapping[str, list[int]]]
 ) -> Verification:

@@ -9,7 +9,7 @@ all. Its registry (`registry(config)`) holds:
 - a policy index (`injection_policies`: the spec of every policy, per namespace and name);
 - the mutating handler `inject` on pods (CREATE) annotated `kafka-rebalance.io/policy`,
   building each sidecar from the chart's defaults and the pod's own annotations
-  (sidecar_annotations.py) and counting each pod once (webhook_outcomes.py);
+  (sidecar_annotations.py) and counting each pod once (outcomes.py);
 - a startup handler that points `settings.admission.server` at a `kopf.WebhookServer` wrapped
   in `ChartConfiguredServer`.
 
@@ -51,15 +51,11 @@ from typing import Any
 
 import kopf
 
-from kafka_rebalance_operator import (
-    document_access,
-    metrics,
-    names,
-    sidecar_annotations,
-    webhook_events,
-    webhook_outcomes,
-)
-from kafka_rebalance_operator.injection import (
+from kafka_rebalance_operator import metrics, names
+from kafka_rebalance_operator.webhook import document_access, sidecar_annotations
+from kafka_rebalance_operator.webhook import events as webhook_events
+from kafka_rebalance_operator.webhook import outcomes as webhook_outcomes
+from kafka_rebalance_operator.webhook.injection import (
     ANNOTATION_POLICY,
     SIDECAR_CONTAINER,
     Injected,
@@ -431,7 +427,7 @@ def _event(
     policy: str,
     reason: str,
 ) -> None:
-    """A Warning event on the policy, posted in the background (webhook_events.py): the API may
+    """A Warning event on the policy, posted in the background (events.py): the API may
     be what failed, so the admission never waits for it."""
     for entry in injection_policies.get((namespace, policy), []):
         webhook_events.post_warning(
@@ -448,7 +444,7 @@ def _read_policy(namespace: str, name: str, timeout_s: float) -> list[dict[str, 
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
-    from kafka_rebalance_operator import kube_io
+    from kafka_rebalance_operator.kube import kube_io
 
     try:
         body = client.CustomObjectsApi(kube_io.api()).get_namespaced_custom_object(
@@ -502,7 +498,8 @@ def _serve(config: WebhookConfig, serving: threading.Event) -> Any:
         import tempfile
         from pathlib import Path
 
-        from kafka_rebalance_operator import certs, webhook_cert
+        from kafka_rebalance_operator.webhook import certs
+        from kafka_rebalance_operator.webhook import serving_cert as webhook_cert
 
         refresher = None
         if config.cert_dir:
@@ -553,7 +550,7 @@ class ChartConfiguredServer:
     """kopf's webhook server, keeping the chart's MutatingWebhookConfiguration in step with the
     certificate it serves (caBundle) and, with `url_host`, pointing it at that URL; with a
     shared certificate (`refresher`), refreshing it from its Secret while serving
-    (webhook_cert.py). Every (re)start exports the served certificate's expiry."""
+    (serving_cert.py). Every (re)start exports the served certificate's expiry."""
 
     def __init__(
         self,
@@ -568,7 +565,7 @@ class ChartConfiguredServer:
     async def __call__(self, fn: Any) -> AsyncIterator[Any]:
         from pathlib import Path
 
-        from kafka_rebalance_operator import webhook_cert
+        from kafka_rebalance_operator.webhook import serving_cert as webhook_cert
 
         task = None
         if self.refresher is not None:

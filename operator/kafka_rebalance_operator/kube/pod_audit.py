@@ -17,7 +17,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 
-from kafka_rebalance_operator.members import PodSummary
+from kafka_rebalance_operator.kube.members import PodSummary
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_message import ApiMessage
 
-from kafka_rebalance_operator import kip848_messages
+from kafka_rebalance_operator.kafka import kip848_messages
 
 ASSIGNOR_CONFIG = "streams.assignor.name"
 PLAN_ASSIGNOR = "kafka-rebalance-plan"

@@ -28,7 +28,6 @@ coordinator refuses a first share heartbeat without a subscription.
 from __future__ import annotations
 
 import base64
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,14 +37,12 @@ from kafka import errors
 from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_message import ApiMessage
 
-from kafka_rebalance_operator import kip848_messages
+from kafka_rebalance_operator.kafka import group_leave, kip848_messages
 
 TRIGGER_RACK = "kafka-rebalance-trigger"  # PlanFollowingShareAssignor.TRIGGER_RACK
 PLAN_ASSIGNOR = "kafka-rebalance-plan"  # PlanFollowingShareAssignor.NAME
 LEAVE_EPOCH = -1
 JOIN_EPOCH = 0
-LEAVE_ATTEMPTS = 3
-LEAVE_BACKOFF_S = (0.5, 1.0)
 
 TopicPartition = tuple[str, int]
 
@@ -330,29 +327,18 @@ async def _heartbeat(
 
 
 def leave(admin: Any, group_id: str, member_id: str) -> None:
-    """Make `member_id` leave the share group (member epoch -1), retried LEAVE_ATTEMPTS times. A
-    member the coordinator no longer knows has left. Raises ShareGroupError when it did not."""
-    last = ""
-    for attempt in range(LEAVE_ATTEMPTS):
-        if attempt:
-            time.sleep(LEAVE_BACKOFF_S[min(attempt, len(LEAVE_BACKOFF_S)) - 1])
+    """Make `member_id` leave the share group (member epoch -1), retried with jittered waits
+    (`group_leave`). Raises ShareGroupError when it did not."""
 
-        async def call() -> Any:
-            coordinator = await admin._find_coordinator_id(group_id)
-            return await _heartbeat(admin, coordinator, group_id, member_id, LEAVE_EPOCH, None)
+    def heartbeat(coordinator: int) -> Any:
+        return _heartbeat(admin, coordinator, group_id, member_id, LEAVE_EPOCH, None)
 
-        try:
-            left = admin._manager.run(call)
-        except Exception as error:  # a timeout, a lost connection: try again
-            last = f"{type(error).__name__}: {error}"
-            continue
-        if not left.error_code or left.error_code == errors.UnknownMemberIdError.errno:
-            return
-        last = _error(left)
-    raise ShareGroupError(
-        f"triggering {group_id}: the trigger member {member_id} did not leave after "
-        f"{LEAVE_ATTEMPTS} attempts ({last}); its session times out"
-    )
+    reason = group_leave.leave(admin, group_id, heartbeat, _error)
+    if reason is not None:
+        raise ShareGroupError(
+            f"triggering {group_id}: the trigger member {member_id} did not leave after "
+            f"{group_leave.LEAVE_ATTEMPTS} attempts ({reason}); its session times out"
+        )
 
 
 def trigger(admin: Any, group_id: str, topics: Iterable[str]) -> int:

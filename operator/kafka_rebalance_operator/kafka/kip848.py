@@ -17,7 +17,6 @@ nothing to give it, so no real member loses or gains a partition because of the 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from kafka import errors
 from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_message import ApiMessage
 
-from kafka_rebalance_operator import kip848_messages
+from kafka_rebalance_operator.kafka import group_leave, kip848_messages
 
 NUDGE_REBALANCE_TIMEOUT_MS = 10_000
 LEAVE_EPOCH = -1  # MemberEpoch that leaves the group
@@ -76,10 +75,13 @@ class ConsumerGroup:
     def as_describe_groups(self) -> dict[str, Any]:
         """The shape kafka-python's describe_groups gives a classic group, so the plan is
         verified against either kind by one check (`verify.verify`), plus each member's
-        `target_assignment` (`verify.target_differs`)."""
+        `target_assignment` (`verify.target_differs`) and the group and assignment epochs
+        (`verify.recompute_pending`)."""
         return {
             "group_id": self.group_id,
             "group_state": self.state,
+            "group_epoch": self.group_epoch,
+            "assignment_epoch": self.assignment_epoch,
             "protocol_type": "consumer",
             "protocol": self.assignor,
             "members": [
@@ -165,10 +167,6 @@ def describe(admin: Any, group_id: str) -> ConsumerGroup | None:
     )
 
 
-LEAVE_ATTEMPTS = 4
-LEAVE_BACKOFF_S = (0.2, 0.5, 1.0)  # between the leave attempts of one nudge
-
-
 class NudgeLeftBehind(Kip848Error):
     """The nudge member joined but could not leave: it stays a member (with nothing assigned)
     until it leaves or its session times out, so the caller retries `leave` later."""
@@ -176,7 +174,7 @@ class NudgeLeftBehind(Kip848Error):
     def __init__(self, group_id: str, member_id: str, reason: str) -> None:
         super().__init__(
             f"nudging {group_id}: the nudge member {member_id} did not leave after "
-            f"{LEAVE_ATTEMPTS} attempts: {reason}"
+            f"{group_leave.LEAVE_ATTEMPTS} attempts: {reason}"
         )
         self.group_id, self.member_id = group_id, member_id
 
@@ -201,27 +199,15 @@ async def _heartbeat(
 
 
 def leave(admin: Any, group_id: str, member_id: str) -> None:
-    """Make `member_id` leave the group (a leave heartbeat, member epoch -1), retried
-    LEAVE_ATTEMPTS times, the coordinator looked up again each time (it may have moved). A
-    member the coordinator no longer knows has left. Raises NudgeLeftBehind."""
-    last = ""
-    for attempt in range(LEAVE_ATTEMPTS):
-        if attempt:
-            time.sleep(LEAVE_BACKOFF_S[min(attempt, len(LEAVE_BACKOFF_S)) - 1])
+    """Make `member_id` leave the group (a leave heartbeat, member epoch -1), retried with
+    jittered waits (`group_leave`). Raises NudgeLeftBehind."""
 
-        async def call() -> Any:
-            coordinator = await admin._find_coordinator_id(group_id)
-            return await _heartbeat(admin, coordinator, group_id, member_id, LEAVE_EPOCH, None)
+    def heartbeat(coordinator: int) -> Any:
+        return _heartbeat(admin, coordinator, group_id, member_id, LEAVE_EPOCH, None)
 
-        try:
-            left = admin._manager.run(call)
-        except Exception as error:  # a timeout, a lost connection: try again
-            last = f"{type(error).__name__}: {error}"
-            continue
-        if not left.error_code or left.error_code == errors.UnknownMemberIdError.errno:
-            return
-        last = _error(left)
-    raise NudgeLeftBehind(group_id, member_id, last)
+    reason = group_leave.leave(admin, group_id, heartbeat, _error)
+    if reason is not None:
+        raise NudgeLeftBehind(group_id, member_id, reason)
 
 
 def nudge(admin: Any, group_id: str) -> int:

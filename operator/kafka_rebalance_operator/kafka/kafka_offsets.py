@@ -33,7 +33,7 @@ from kafka import errors as kafka_errors
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.metadata import CoordinatorType
 
-from kafka_rebalance_operator import offset_codecs
+from kafka_rebalance_operator.kafka import offset_codecs
 from kafka_rebalance_operator.lag import NONE, Layout, PolicyOffsets
 
 LOG_START_MAX_AGE_S = 300.0

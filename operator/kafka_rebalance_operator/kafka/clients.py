@@ -22,12 +22,12 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kafka_rebalance_operator.kafka_io import KafkaUnavailable, Observation
+from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable, Observation
 
 if TYPE_CHECKING:  # types only
+    from kafka_rebalance_operator.kafka.share_group import ShareGroup, SharePartitionOffset
+    from kafka_rebalance_operator.kafka.streams_group import StreamsGroup
     from kafka_rebalance_operator.ports import Observer
-    from kafka_rebalance_operator.share_group import ShareGroup, SharePartitionOffset
-    from kafka_rebalance_operator.streams_group import StreamsGroup
     from kafka_rebalance_operator.topic_pattern import TopicPattern
 
 log = logging.getLogger(__name__)
@@ -137,8 +137,9 @@ class Lease:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes]],
         client: Mapping[str, Any],
+        settle_s: float = 0.0,
     ) -> None:
-        self._entry.observer.publish_plan(topic, group_id, value, headers, client)
+        self._entry.observer.publish_plan(topic, group_id, value, headers, client, settle_s)
 
     def nudge(self, group_id: str) -> None:
         self._entry.observer.nudge(group_id)

@@ -36,7 +36,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from kafka_rebalance_operator import kube_io, names
+from kafka_rebalance_operator import names
+from kafka_rebalance_operator.kube import kube_io
 
 log = logging.getLogger(__name__)
 

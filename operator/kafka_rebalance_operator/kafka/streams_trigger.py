@@ -35,8 +35,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from kafka_rebalance_operator import streams_group
-from kafka_rebalance_operator.streams_group import TRIGGER_CONFIG
+from kafka_rebalance_operator.kafka import streams_group
+from kafka_rebalance_operator.kafka.streams_group import TRIGGER_CONFIG
 
 ATTEMPTS = 5  # compare-and-set rounds before giving up (each a read, a write and a read-back)
 SETTLE_S = 3.0  # how long a read-back may still show the value before the write

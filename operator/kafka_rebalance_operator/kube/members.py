@@ -13,8 +13,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from kafka_rebalance_operator.kube.selectors import matches
 from kafka_rebalance_operator.policy import PolicySpec
-from kafka_rebalance_operator.selectors import matches
 
 ADAPTIVE_MIN, ADAPTIVE_MAX = 0.1, 10.0
 
