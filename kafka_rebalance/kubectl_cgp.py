@@ -135,6 +135,26 @@ def build_parser(prog: str = "kubectl cgp") -> argparse.ArgumentParser:
     return parser
 
 
+def owned_by_member(configmaps: list[dict[str, Any]]) -> dict[str, dict[str, list[int]]]:
+    """Each member's partitions from its assignment ConfigMap, read with the wire module the
+    operator and the sidecars share (not the operator's reader: it needs numpy, which the
+    `kubectl` extra does not install). A ConfigMap without a readable document is skipped, as
+    the operator skips it (and rewrites it)."""
+    from kafka_rebalance_common import wire
+    from kafka_rebalance_operator import names
+
+    owned: dict[str, dict[str, list[int]]] = {}
+    for item in configmaps:
+        text = (item.get("data") or {}).get(names.DATA_KEY)
+        try:
+            document = wire.decode_document(text) if text else None
+        except wire.DocumentError:
+            continue
+        if document is not None:
+            owned[document.member] = {t: sorted(p) for t, p in document.partitions.items()}
+    return owned
+
+
 class Cluster:
     """The few API calls the plugin makes, through the official client."""
 
@@ -255,9 +275,8 @@ class Cluster:
                 raise CommandError(cgp_errors.unreachable(self.server, error)) from None
 
     def applied_assignment(self, namespace: str, name: str) -> dict[str, dict[str, list[int]]]:
-        """What the policy's ConfigMaps say each member owns (the operator's own reader)."""
+        """What the policy's ConfigMaps say each member owns."""
         from kafka_rebalance_operator import names
-        from kafka_rebalance_operator.kube import assignment_doc
 
         response = self._call(
             Request("list", namespace, resource="configmaps"),
@@ -267,9 +286,7 @@ class Cluster:
             f"{names.LABEL_MANAGED_BY}={names.MANAGER}",
             _preload_content=False,
         )
-        items = json.loads(response.data).get("items") or []
-        current = assignment_doc.read_current(items)
-        return {m: dict(d.partitions) for m, d in current.by_member.items()}
+        return owned_by_member(json.loads(response.data).get("items") or [])
 
     def approve(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self._call(

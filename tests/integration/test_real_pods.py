@@ -7,7 +7,9 @@ Restricted Pod Security Standard, the operator's probes, and its in-cluster logi
 chart's ServiceAccount. The node is `kafka-rebalance dev up --kubelet` (containerd, CNI bridge,
 kubelet) started in a temp state dir for this module; its tests share it (one `dev up --kubelet`
 and one image load for the module). The first test is sidecar injection by the chart's webhook
-on this node.
+on this node. The last is a newcomer's first hour (issue 38): the release archives built by
+`scripts/release --images`, the operator's OCI archive loaded into the node's containerd (not the
+Docker-built image the others use), and a policy taken from observe to an approved plan.
 
 A machine without the system packages or the provisioned node tools FAILS these tests (CI
 installs and provisions them; a silently skipped real-node suite would prove nothing).
@@ -19,7 +21,9 @@ import contextlib
 import datetime
 import json
 import os
+import re
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,13 +35,15 @@ from typing import Any
 import pytest
 import yaml
 from kafka_rebalance_common.kafka_retry import ensure_topic
+from kafka_rebalance_common.wire.document import decode_document
+from kafka_rebalance_dev.demo.ledger import reconcile
 from kafka_rebalance_dev.demo.pods import (
     ConsumerPods,
     consumer_statefulset,
     ledger_app_configmap,
     newest_container_log,
 )
-from kafka_rebalance_dev.devenv import image
+from kafka_rebalance_dev.devenv import image, system_packages
 from kafka_rebalance_dev.devenv.control_plane import REAL_NODE_NAME
 from kafka_rebalance_dev.devenv.environment import ALL_PARTS, DevEnvironment
 from kafka_rebalance_dev.devenv.supervisor import StartupError
@@ -770,3 +776,278 @@ def test_demo_runs_its_story_with_the_sidecars_as_real_pods(
     assert summary["lost"] == 0, summary
     assert summary["epochs"] >= 1, "the operator applied no plan"
     assert set(summary["per_member"]) == {"consumer-0", "consumer-1", "consumer-2"}, summary
+
+
+# ---- a newcomer's first hour: the release archives, observe -> propose -> approve --------------
+def _quickstart_consumers(namespace: str, bootstrap: str, ledger_dir: Path) -> list[dict[str, Any]]:
+    """examples/consumer-statefulset.yaml as the docs give it, changed only where it cannot run
+    here: its app (`registry.example.com/orders-app:1.0`, "your application") becomes the ledger
+    app (examples/ledger-app/app.py on the same image as the sidecar, with a lower CPU request:
+    the node has two cores), the sidecar's `kafka:9092` becomes the broker as pods reach it (as
+    the docs' `sed` does for the policy), and the pods are pinned to the real node (KWOK's fake
+    node runs nothing)."""
+    documents = list(
+        yaml.safe_load_all((ROOT / "examples" / "consumer-statefulset.yaml").read_text())
+    )
+    statefulset = next(d for d in documents if d["kind"] == "StatefulSet")
+    spec = statefulset["spec"]["template"]["spec"]
+    sidecar = next(c for c in spec["containers"] if c["name"] == "kafka-rebalance")
+    sidecar["args"] = [a.replace("kafka:9092", bootstrap) for a in sidecar["args"]]
+    app = next(c for c in spec["containers"] if c["name"] == "app")
+    app.update(
+        image=sidecar["image"],
+        command=["python3", "/app/app.py"],
+        env=[{"name": "LEDGER_DIR", "value": "/ledger"}],
+        resources={"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+        volumeMounts=[{"name": "app", "mountPath": "/app", "readOnly": True},
+                      {"name": "ledger", "mountPath": "/ledger"}],
+    )  # fmt: skip
+    spec["volumes"] += [
+        {"name": "app", "configMap": {"name": ledger_app_configmap()["metadata"]["name"]}},
+        {"name": "ledger", "persistentVolumeClaim": {"claimName": "ledger"}},
+    ]
+    spec["nodeSelector"] = {"kubernetes.io/hostname": REAL_NODE_NAME}
+    return [*documents, ledger_app_configmap(), *ledger_volume(namespace, ledger_dir)]
+
+
+class Steps:
+    """Each step's wall time, printed as it ends and summed up at the end."""
+
+    def __init__(self) -> None:
+        self.times: list[tuple[str, float]] = []
+        self._started = time.monotonic()
+
+    def done(self, what: str) -> None:
+        now = time.monotonic()
+        self.times.append((what, now - self._started))
+        print(f"newcomer: {what}: {now - self._started:.1f}s", flush=True)
+        self._started = now
+
+    def summary(self) -> str:
+        return "; ".join(f"{w} {s:.1f}s" for w, s in self.times)
+
+
+def test_newcomer_installs_from_the_release_archives_and_approves_a_proposal(
+    real_node: RealNode, tmp_path: Path
+) -> None:
+    """Issue 38's "done when", from the docs (install.md "From the release archives" and "On a
+    real node", adopting.md step 1, kubectl-plugin.md): `scripts/release --images` into a fresh
+    dist, `sha256sum --check`, the operator image's OCI archive imported into the node's
+    containerd, `helm install` of the chart archive with its default image, `kubectl cgp` from
+    the wheel in a fresh virtualenv, the example policy and consumers; the policy observes
+    (nothing written), proposes (`kubectl cgp plan`), and `kubectl cgp approve --wait` applies
+    it; the sidecars follow the plan and the ledger loses nothing. Prints each step's time."""
+    node = real_node
+    steps = Steps()
+    dist = tmp_path / "dist"
+    release = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "release"), "--images", "--skip-krew",
+         "--out", str(dist)],
+        capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert release.returncode == 0, release.stdout + release.stderr
+    print(release.stdout)
+    steps.done("scripts/release --images --skip-krew")
+    checked = subprocess.run(["sha256sum", "--check", "SHA256SUMS"], cwd=dist,
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count(": OK") == len((dist / "SHA256SUMS").read_text().splitlines())
+    (operator_archive,) = (dist / "images").glob("kafka-rebalance-operator-*.oci.tar")
+    (chart,) = (dist / "charts").glob("kafka-rebalance-operator-*.tgz")
+    (wheel,) = dist.glob("kafka_rebalance-*-py3-none-any.whl")
+    steps.done("sha256sum --check SHA256SUMS")
+
+    # install.md, "Loading the images onto your nodes": into the node's containerd (CRI's
+    # namespace, k8s.io), under the name the kubelet looks up for the chart's default image.
+    socket = str(node.info["containerd_socket"])
+    ctr = [system_packages.command("ctr"), "--address", socket, "-n", "k8s.io"]
+    name = operator_archive.name.removesuffix(".oci.tar")
+    repository, version = name.rsplit("-", 1)
+    for args in (
+        ["images", "import", str(operator_archive)],
+        ["images", "tag", f"{repository}:{version}", f"docker.io/library/{repository}:{version}"],
+    ):
+        done = subprocess.run([*ctr, *args], capture_output=True, text=True, timeout=600,
+                              check=False)  # fmt: skip
+        assert done.returncode == 0, f"ctr {' '.join(args)}: {done.stdout}{done.stderr}"
+    steps.done(f"ctr images import + tag {operator_archive.name}")
+
+    # install.md, "On a real node": restricted namespaces, the chart from the archive with the
+    # environment's values and nothing else (its default image is the imported one).
+    operator_ns = restricted_namespace(node, "kafka-rebalance")
+    namespace = restricted_namespace(node, "orders")
+    home = tmp_path / "helm"
+    release_name = "kafka-rebalance-operator"
+    ledger_dir = node.state_dir / f"ledger-{namespace}"
+    producers: list[Producer] = []
+    watch: subprocess.Popen[bytes] | None = None
+    try:
+        notes = node.helm(
+            "install", release_name, str(chart), "--namespace", operator_ns,
+            "-f", str(node.info["chart_values"]), "--set", f"watchNamespaces={{{namespace}}}",
+            "--wait", "--timeout", "300s",
+            home=home,
+        )  # fmt: skip
+        assert "ctr -n k8s.io images import" in notes, notes  # NOTES say how to load the image
+        pod = wait_for(
+            "the operator pod Ready",
+            lambda: is_ready(p := operator_pod(node, operator_ns)) and p,
+            timeout=120,
+        )
+        assert pod["spec"]["containers"][0]["image"] == f"{repository}:{version}"
+        steps.done("helm install --wait (chart archive)")
+
+        # kubectl-plugin.md: the wheel's `kubectl` extra in a fresh virtualenv; kubectl finds
+        # `kubectl-cgp` on $PATH.
+        venv = tmp_path / "venv"
+        for args in (
+            [sys.executable, "-m", "venv", str(venv)],
+            [str(venv / "bin" / "pip"), "install", "--quiet", f"{wheel}[kubectl]"],
+        ):
+            done = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+            assert done.returncode == 0, f"{' '.join(args)}: {done.stdout}{done.stderr}"
+        env = {**os.environ, "KUBECONFIG": node.kubeconfig,
+               "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
+
+        def cgp(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+            done = subprocess.run([str(node.tools.kubectl), "cgp", *args],
+                                  env=env, capture_output=True, text=True, timeout=300,
+                                  check=False)  # fmt: skip
+            if check:
+                assert done.returncode == 0, f"kubectl cgp {' '.join(args)}: {done.stderr}"
+            return done
+
+        assert cgp("version").stdout.startswith(f"kubectl-cgp {version}")
+        steps.done("pip install the wheel's [kubectl] into a fresh venv")
+
+        # The example's topics and consumers, and the example policy with the docs' `sed`.
+        ensure_topic(node.bootstrap, "orders", 6)
+        ensure_topic(node.bootstrap, "payments", 3)
+        consumers = tmp_path / "consumers.json"
+        items = _quickstart_consumers(namespace, node.pod_bootstrap, ledger_dir)
+        consumers.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+        node.kubectl("apply", "-n", namespace, "-f", str(consumers))
+        producers = [Producer(node.bootstrap, "orders", 6, rate=12).start(),
+                     Producer(node.bootstrap, "payments", 3, rate=6).start()]  # fmt: skip
+        policy_file = tmp_path / "lag-aware.yaml"
+        policy_file.write_text((ROOT / "examples" / "policies" / "lag-aware.yaml").read_text()
+                               .replace("kafka:9092", node.pod_bootstrap))  # fmt: skip
+        node.kubectl("apply", "-n", namespace, "-f", str(policy_file))
+        watch_log = tmp_path / "watch.jsonl"
+        watch_err = tmp_path / "watch.err"
+        with watch_log.open("wb") as out, watch_err.open("wb") as err:
+            watch = subprocess.Popen(
+                # the namespace's policies (with a NAME, `get` prints that one and ends)
+                [str(node.tools.kubectl), "cgp", "get", "-w", "-o", "json", "-n", namespace],
+                env=env, stdout=out, stderr=err,
+            )  # fmt: skip
+        steps.done("topics, consumers and policy applied")
+
+        def status() -> dict[str, Any]:
+            return json.loads(cgp("status", "orders", "-n", namespace, "-o", "json").stdout)
+
+        def ready() -> dict[str, Any]:
+            return next((c for c in status().get("conditions", []) if c["type"] == "Ready"), {})
+
+        def documents() -> list[dict[str, Any]]:
+            listing = node.kubectl("get", "configmap", "-n", namespace, "-o", "json",
+                                   "-l", "kafka-rebalance.io/policy=orders")  # fmt: skip
+            return json.loads(listing)["items"]
+
+        # Observe: Ready, Observing, three members, what a plan would move; nothing written.
+        observing = wait_for(
+            "the policy observing its three members",
+            lambda: (c := ready()).get("reason") == "Observing" and status()["members"] == 3 and c,
+            timeout=300, interval=2,
+        )  # fmt: skip
+        assert "a plan would move" in observing["message"], observing
+        assert documents() == [], "observe mode wrote an assignment"
+        steps.done(f"observing ({observing['message']})")
+
+        # Propose (adopting.md): the plan waits in status.proposal; still nothing written.
+        node.kubectl("-n", namespace, "patch", "cgp", "orders", "--type", "merge",
+                     "-p", '{"spec":{"rebalance":{"mode":"propose"}}}')  # fmt: skip
+        proposal = wait_for("a proposal", lambda: status().get("proposal"), timeout=120)
+        plan = cgp("plan", "orders", "-n", namespace).stdout
+        assert f"Proposal {proposal} for {namespace}/orders" in plan, plan
+        assert f"Approve it with: kubectl cgp approve orders -n {namespace}" in plan, plan
+        print(plan)
+        got = json.loads(node.kubectl("get", "cgp", "orders", "-n", namespace, "-o", "json"))
+        proposed = json.loads(got["status"]["proposal"]["assignment"])
+        assert documents() == [], "propose mode wrote an assignment before approval"
+        steps.done(f"proposal {proposal} on offer")
+
+        # Approve and wait (kubectl-plugin.md).
+        approved = cgp("approve", "orders", "-n", namespace, "--expect", proposal, "--wait",
+                       "--timeout", "2m")  # fmt: skip
+        assert f"plan {proposal} applied (epoch " in approved.stdout, approved.stdout
+        epoch = int(approved.stdout.split("(epoch ")[1].split(")")[0])
+        got = json.loads(node.kubectl("get", "cgp", "orders", "-n", namespace, "-o", "json"))
+        assert got["status"]["appliedPlan"] == proposal, got["status"]
+        written = {cm["metadata"]["name"]: decode_document(cm["data"]["assignment.json"])
+                   for cm in documents()}  # fmt: skip
+        assert set(written) == {f"orders.orders-{i}" for i in range(3)}, sorted(written)
+        for document in written.values():  # the ConfigMaps say what the proposal said
+            assert document.epoch == epoch, document
+            assert document.owned() == {(t, p) for t, parts in proposed[document.member].items()
+                                        for p in parts}, (document, proposed)  # fmt: skip
+        steps.done(f"kubectl cgp approve --wait ({approved.stdout.splitlines()[-1]})")
+
+        # The consumers follow: each sidecar accepts its mounted document (the kubelet's
+        # ConfigMap refresh, about a minute) and the group's next assignment is composed from it.
+        members = [f"orders-{i}" for i in range(3)]
+        pod_logs = node.state_dir / "node" / "pod-logs"
+
+        def composed(member: str) -> bool:
+            log = newest_container_log(pod_logs, namespace, member, "kafka-rebalance")
+            rebalances = re.findall(r"rebalance: generation \d+, composed from epoch (-?\d+)", log)
+            return bool(rebalances) and int(rebalances[-1]) == epoch
+
+        wait_for(f"every sidecar's assignment composed from epoch {epoch}",
+                 lambda: all(composed(m) for m in members), timeout=300, interval=3)  # fmt: skip
+        listing = json.loads(node.kubectl("get", "pods", "-n", namespace, "-l", "app=orders",
+                                          "-o", "json"))["items"]  # fmt: skip
+        assert all(p["spec"]["nodeName"] == REAL_NODE_NAME for p in listing)
+        steps.done(f"every sidecar consuming under epoch {epoch}")
+
+        # `kubectl cgp get -w` saw the story as it happened: observing, the proposal, the epoch.
+        watch.terminate()
+        watch.wait(timeout=30)
+        rows = [json.loads(line) for line in watch_log.read_text().splitlines()]
+        assert rows, watch_err.read_text()
+        # (a Ready row leaves REASON empty: observing is Ready, with three members, no proposal
+        # and no epoch; then the proposal's hash; then the applied epoch, in that order)
+        observed = [i for i, r in enumerate(rows) if r["ready"] == "True" and r["members"] == 3
+                    and not r["proposal"] and not r["epoch"]]  # fmt: skip
+        offered = [i for i, r in enumerate(rows) if r["proposal"] == proposal]
+        applied = [i for i, r in enumerate(rows) if r["epoch"] == epoch]
+        assert observed and offered and applied, rows
+        assert observed[0] < offered[0] < applied[0], rows
+
+        # Nothing lost: every acknowledged record is in the app's ledger.
+        produced = sum(p.stop() for p in producers)
+        acked = [coordinate for p in producers for coordinate in p.acked]
+        producers = []
+
+        def caught_up() -> Any:
+            report = reconcile(acked, ledger_dir)
+            return report if report.lost == 0 else None
+
+        try:
+            report = wait_for("every produced record in the ledger", caught_up, timeout=180,
+                              interval=3)  # fmt: skip
+        except AssertionError:
+            raise AssertionError(reconcile(acked, ledger_dir).summary()) from None
+        steps.done(f"ledger: {produced} produced, {report.unique} processed, lost "
+                   f"{report.lost}, duplicates {report.duplicates}")  # fmt: skip
+        print(f"newcomer ({len(rows)} watch rows): {steps.summary()}")
+        assert report.nothing_lost, report.summary()
+    finally:
+        if watch is not None and watch.poll() is None:
+            watch.terminate()
+            watch.wait(timeout=30)
+        for producer in producers:
+            producer.stop()
+        with contextlib.suppress(AssertionError):
+            node.helm("uninstall", release_name, "--namespace", operator_ns, home=home)
+        node.kubectl("delete", "namespace", namespace, operator_ns, "--wait=false", check=False)
