@@ -18,6 +18,7 @@ from typing import Any
 import kafka_rebalance_assignors as assignors
 from kafka_rebalance_common import replanning
 
+from kafka_rebalance_pipeline.poll_grid import carry_forward, log_end_rates
 from kafka_rebalance_pipeline.simulate import Score, drain_step, score, time_lag
 
 # Strategies whose plan depends on load: the operator replans them every poll (subject to the
@@ -169,22 +170,11 @@ def history_from_rows(
         log_end[t][p] = float(end) if end == end and end is not None else None
         lag[t][p] = float(lg) if lg == lg and lg is not None else None
         owner[t][p] = own if isinstance(own, str) and own else None
-    for t in range(1, polls):  # carry gaps forward
-        for p in range(count):
-            if log_end[t][p] is None:
-                log_end[t][p] = log_end[t - 1][p]
-            if lag[t][p] is None:
-                lag[t][p] = lag[t - 1][p]
-            if owner[t][p] is None:
-                owner[t][p] = owner[t - 1][p]
+    carry_forward(log_end)
+    carry_forward(lag)
+    carry_forward(owner)
     ts_s = [ts / 1000.0 for ts in ts_ms]
-    rates = [[0.0] * count for _ in range(polls)]
-    for t in range(1, polls):
-        dt = ts_s[t] - ts_s[t - 1]
-        for p in range(count):
-            a, b = log_end[t - 1][p], log_end[t][p]
-            if a is not None and b is not None and dt > 0 and b >= a:
-                rates[t][p] = (b - a) / dt
+    rates = [[r or 0.0 for r in row] for row in log_end_rates(log_end, ts_s)]
     if polls > 1:
         rates[0] = list(rates[1])
     members = [tuple(sorted({o for o in owner[t] if o is not None})) for t in range(polls)]

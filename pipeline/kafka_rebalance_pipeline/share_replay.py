@@ -33,6 +33,7 @@ from kafka_rebalance_assignors.share import (
 from kafka_rebalance_assignors.share_simple import simple_assignment
 from kafka_rebalance_common import replanning
 
+from kafka_rebalance_pipeline.poll_grid import carry_forward, log_end_rates
 from kafka_rebalance_pipeline.schema import SHARE, SHARE_MEMBER
 from kafka_rebalance_pipeline.share_simulate import estimate_capacity, share_drain_step
 from kafka_rebalance_pipeline.simulate import Score, percentile, score, time_lag
@@ -149,24 +150,14 @@ def share_history_from_rows(
         rate[t][p] = _number(r.get("rate"))
         members = r.get("members")
         holders[t][p] = tuple(sorted(str(m) for m in members)) if members is not None else None
-    for t in range(1, polls):  # carry gaps forward
-        for p in range(count):
-            if log_end[t][p] is None:
-                log_end[t][p] = log_end[t - 1][p]
-            if backlog[t][p] is None:
-                backlog[t][p] = backlog[t - 1][p]
-            if holders[t][p] is None:
-                holders[t][p] = holders[t - 1][p]
+    carry_forward(log_end)
+    carry_forward(backlog)
+    carry_forward(holders)
     ts_s = [ts / 1000.0 for ts in ts_ms]
-    rates = [[0.0] * count for _ in range(polls)]
-    for t in range(polls):
-        dt = ts_s[t] - ts_s[t - 1] if t else 0.0
-        for p in range(count):
-            a, b = (log_end[t - 1][p], log_end[t][p]) if t else (None, None)
-            if a is not None and b is not None and dt > 0 and b >= a:
-                rates[t][p] = (b - a) / dt
-            else:
-                rates[t][p] = max(0.0, rate[t][p] or 0.0)
+    rates = [  # the log end's advance, else the rate the operator reported
+        [a if a is not None else max(0.0, rate[t][p] or 0.0) for p, a in enumerate(row)]
+        for t, row in enumerate(log_end_rates(log_end, ts_s))
+    ]
     if polls > 1 and all(rate[0][p] is None for p in range(count)):
         rates[0] = list(rates[1])
     observed = [[b if b is not None else 0.0 for b in row] for row in backlog]
