@@ -68,12 +68,16 @@ def _blob(layout: Path, digest: str) -> bytes:
 
 
 def _layout(archive: Path, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
-    """The archive unpacked as an OCI layout, and its one image's manifest."""
+    """The archive unpacked as an OCI layout, and its one image's manifest. The image is named
+    as a kubelet looks the chart's `<name>:<version>` up (`ctr images import` takes the name)."""
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path / "layout", filter="data")
     layout = tmp_path / "layout"
     assert json.loads((layout / "oci-layout").read_text()) == {"imageLayoutVersion": "1.0.0"}
     (entry,) = json.loads((layout / "index.json").read_text())["manifests"]
+    name, version = archive.name.removesuffix(".oci.tar").rsplit("-", 1)
+    named = entry["annotations"]["io.containerd.image.name"]
+    assert named == f"docker.io/library/{name}:{version}", named
     return layout, json.loads(_blob(layout, entry["digest"]))
 
 
