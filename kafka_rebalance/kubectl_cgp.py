@@ -224,17 +224,20 @@ class Cluster:
         )
 
     def watch_policies(
-        self, namespace: str | None, selector: str | None
+        self, namespace: str | None, selector: str | None, name: str | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """("ADDED", policy) for the current list, then (type, policy) for every change,
-        for ever. The watch resumes from the last resourceVersion it saw when the API server ends
-        it (it does, every few minutes) and lists again when that version has expired (410)."""
+        for ever; `name`: that policy only (a field selector, as kubectl's). The watch resumes
+        from the last resourceVersion it saw when the API server ends it (it does, every few
+        minutes) and lists again when that version has expired (410)."""
         from kubernetes import watch
         from kubernetes.client.rest import ApiException
         from urllib3.exceptions import HTTPError
 
         request = Request("watch", namespace)
         options: dict[str, Any] = {"label_selector": selector} if selector else {}
+        if name is not None:
+            options["field_selector"] = f"metadata.name={name}"
         fn: Any
         args: tuple[str, ...]
         if namespace is None:
@@ -306,6 +309,8 @@ def cmd_status(cluster: Cluster, args: argparse.Namespace) -> int:
     if args.name is not None:
         if args.all_namespaces or args.selector:
             raise CommandError("a policy NAME excludes -A and -l")
+        if args.watch:
+            return _watch(cluster, args.namespace or cluster.default_namespace, args, args.name)
         return _status_of_one(cluster, args)
     namespace = None if args.all_namespaces else (args.namespace or cluster.default_namespace)
     if args.watch:
@@ -326,13 +331,16 @@ def cmd_status(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch(cluster: Cluster, namespace: str | None, args: argparse.Namespace) -> int:
+def _watch(
+    cluster: Cluster, namespace: str | None, args: argparse.Namespace, name: str | None = None
+) -> int:
     """`-w`: the current rows, then one per change the API's watch reports, until Ctrl-C (exit
-    0, like kubectl). Rows keep the first rows' column widths, widening only when they must."""
+    0, like kubectl); with a NAME, that policy's. Rows keep the first rows' column widths,
+    widening only when they must."""
     columns = STATUS_COLUMNS + ([("message", "MESSAGE")] if args.output == "wide" else [])
     widths: list[int] | None = None
     try:
-        for _, policy in cluster.watch_policies(namespace, args.selector):
+        for _, policy in cluster.watch_policies(namespace, args.selector, name):
             row = cgp_report.status_row(policy)
             if args.output == "name":
                 print(f"{RESOURCE}/{row['name']}", flush=True)

@@ -442,21 +442,26 @@ def test_approve_wait_times_out_in_one_line(k8s: Any, namespace: str) -> None:
     assert _read_policy(k8s, namespace, "orders")["spec"]["approvedPlan"] == proposal_hash
 
 
-def test_get_watch_prints_a_row_per_change_until_interrupted(k8s: Any, namespace: str) -> None:
-    create_policy(k8s, namespace, "first")
+def _watcher(k8s: Any, namespace: str, *args: str) -> subprocess.Popen[str]:
+    """`kubectl cgp get -w ARGS` running; kubectl execs the plugin, so this process is
+    kubectl-cgp itself and gets the SIGINT."""
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "KUBECONFIG": str(k8s.kubeconfig),
     }
-    # kubectl execs the plugin, so this process is kubectl-cgp itself and gets the SIGINT.
-    watcher = subprocess.Popen(
-        [str(k8s.tools.kubectl), "cgp", "get", "-w", "-n", namespace],
+    return subprocess.Popen(
+        [str(k8s.tools.kubectl), "cgp", "get", *args, "-w", "-n", namespace],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_get_watch_prints_a_row_per_change_until_interrupted(k8s: Any, namespace: str) -> None:
+    create_policy(k8s, namespace, "first")
+    watcher = _watcher(k8s, namespace)
     # A row that never comes must fail the test, not hang it: interrupt the watcher then.
     guard = threading.Timer(120, watcher.send_signal, args=(signal.SIGINT,))
     guard.start()
@@ -473,6 +478,27 @@ def test_get_watch_prints_a_row_per_change_until_interrupted(k8s: Any, namespace
         # Kept under the header the first rows set (the same widths; wider only when it must).
         assert changed.index(" later ") == header.index(" NAME ")
         assert changed.rstrip().rindex(" ") + 1 == header.index("AGE")
+    finally:
+        guard.cancel()
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def test_get_name_watch_follows_that_policy_only(k8s: Any, namespace: str) -> None:
+    create_policy(k8s, namespace, "watched")
+    watcher = _watcher(k8s, namespace, "watched")
+    guard = threading.Timer(120, watcher.send_signal, args=(signal.SIGINT,))
+    guard.start()
+    try:
+        assert watcher.stdout is not None
+        header, first = watcher.stdout.readline(), watcher.stdout.readline()
+        assert header.split()[:2] == ["NAMESPACE", "NAME"] and first.split()[1] == "watched"
+        create_policy(k8s, namespace, "unwatched")  # no row: another policy
+        write_status(k8s, namespace, "watched", {"epoch": 4, "totalLag": 31})
+        changed = watcher.stdout.readline()
+        assert changed.split()[1] == "watched" and {"31", "4"} <= set(changed.split()), changed
     finally:
         guard.cancel()
         watcher.send_signal(signal.SIGINT)
