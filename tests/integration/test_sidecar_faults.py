@@ -55,7 +55,9 @@ def dead_letters(b: Bench, topic: str) -> list[Any]:
         reader.close()
 
 
-def run_with(b: Bench, app: FaultyApp, member: str) -> tuple[Any, str]:
+def run_with(
+    b: Bench, app: FaultyApp, member: str, engine: str = "kafka-python"
+) -> tuple[Any, str]:
     dead_letter = f"{b.topic}.dlq"
     b.admin.create_topics([NewTopic(dead_letter, 1, 1)])
     b.write(member, 1, list(range(b.partitions)))
@@ -63,7 +65,7 @@ def run_with(b: Bench, app: FaultyApp, member: str) -> tuple[Any, str]:
         member,
         mode="assign",
         deliver_to=app.url,
-        extra=(*FAST, "--dead-letter-topic", dead_letter),
+        extra=(*FAST, "--dead-letter-topic", dead_letter, "--engine", engine),
     )
     wait_for("ready", car.ready, timeout=30)
     b.produce(PER_PARTITION)
@@ -71,17 +73,22 @@ def run_with(b: Bench, app: FaultyApp, member: str) -> tuple[Any, str]:
 
 
 @pytest.mark.parametrize(
-    "fault, seconds",
-    [(("status", 500), 8), (("hang", 3.0), 12), (("reset",), 12)],
-    ids=["500-burst-8s", "hang-12s", "resets-12s"],
+    "fault, seconds, engine",
+    [
+        (("status", 500), 8, "kafka-python"),
+        (("hang", 3.0), 12, "kafka-python"),
+        (("reset",), 12, "kafka-python"),
+        (("status", 500), 8, "librdkafka"),
+    ],
+    ids=["500-burst-8s", "hang-12s", "resets-12s", "500-burst-8s-librdkafka"],
 )
 def test_a_transient_fault_longer_than_the_budget_loses_and_dead_letters_nothing(
-    bench, fault, seconds
+    bench, fault, seconds, engine
 ):
-    b: Bench = bench(3, "fault")
+    b: Bench = bench(3, f"fault-{engine}")
     app = FaultyApp(during(seconds, fault))
     try:
-        car, dead_letter = run_with(b, app, "f-0")
+        car, dead_letter = run_with(b, app, "f-0", engine)
         everything = {(b.topic, p, o) for p in range(3) for o in range(PER_PARTITION)}
         wait_for("every record taken", lambda: app.unique() == everything or None, timeout=60)
         wait_for(
@@ -95,7 +102,7 @@ def test_a_transient_fault_longer_than_the_budget_loses_and_dead_letters_nothing
         assert dead_letters(b, dead_letter) == []
         lost = len(everything - app.unique())
         print(
-            f"{fault} for {seconds} s: {len(everything)} produced, lost {lost}, "
+            f"[{engine}] {fault} for {seconds} s: {len(everything)} produced, lost {lost}, "
             f"dead-lettered 0, duplicates {app.duplicates()}, answers {app.answers}, "
             f"failures by class {classes}, failing-alike holds {m['failing_alike_total']:g}"
         )
@@ -105,12 +112,17 @@ def test_a_transient_fault_longer_than_the_budget_loses_and_dead_letters_nothing
         app.close()
 
 
-def test_one_record_answered_500_for_ever_is_dead_lettered_and_its_partition_moves_on(bench):
-    b: Bench = bench(3, "poison500")
+@pytest.mark.parametrize("engine", ["kafka-python", "librdkafka"])
+def test_one_record_answered_500_for_ever_is_dead_lettered_and_its_partition_moves_on(
+    bench, engine
+):
+    """Both assign-mode engines (the delivery classes are the engine's caller; the commit of
+    the poison's offset, past it, is each engine's own)."""
+    b: Bench = bench(3, f"poison500-{engine}")
     poison: Key = (b.topic, 1, 37)
     app = FaultyApp(lambda keys: ("status", 500) if poison in keys else ("ok",))
     try:
-        car, dead_letter = run_with(b, app, "q-0")
+        car, dead_letter = run_with(b, app, "q-0", engine)
         wait_for(
             "every partition committed to the end, the poison's too",
             lambda: committed_to(b, PER_PARTITION, range(3)),
@@ -126,8 +138,8 @@ def test_one_record_answered_500_for_ever_is_dead_lettered_and_its_partition_mov
         m = car.metrics()
         assert m["records_dead_lettered_total"] == 1 and m["bisections_total"] >= 1
         print(
-            f"one record 500 for ever: {len(everything)} produced, lost 0, dead-lettered "
-            f"{len(dead)}, duplicates {app.duplicates()}, answers {app.answers}"
+            f"[{engine}] one record 500 for ever: {len(everything)} produced, lost 0, "
+            f"dead-lettered {len(dead)}, duplicates {app.duplicates()}, answers {app.answers}"
         )
         assert car.stop() == 0
     finally:
