@@ -27,9 +27,19 @@ def main() -> int:
     parser.add_argument("--polls", type=int, default=480)
     parser.add_argument("--partitions", default="12-30")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--no-previous",
+        action="store_true",
+        help="rows without the previous row's fields (an operator from before them)",
+    )
     args = parser.parse_args()
     low, _, high = args.partitions.partition("-")
-    spec = FleetSpec(groups=args.groups, polls=args.polls, partitions=(int(low), int(high)))
+    spec = FleetSpec(
+        groups=args.groups,
+        polls=args.polls,
+        partitions=(int(low), int(high)),
+        previous=not args.no_previous,
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     truth: list[GroupTruth] = []

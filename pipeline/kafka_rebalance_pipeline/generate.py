@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kafka_rebalance_assignors as assignors
+from kafka_rebalance_common.wire.telemetry import previous_of
 
 from kafka_rebalance_pipeline.simulate import drain_step, time_lag
 
@@ -47,6 +48,9 @@ class FleetSpec:
     namespaces: int = 3
     seed: int = 7
     plan_rows: bool = True
+    # Each partition row carries its partition's previous row (`wire.telemetry.PREVIOUS`), as the
+    # operator writes them; False writes the rows of an operator from before those fields.
+    previous: bool = True
 
 
 @dataclass
@@ -204,6 +208,7 @@ def _poll_rows(
     """One row per partition and poll while the group drains under its fixed owners (each
     counted in `record.rows`)."""
     name, namespace, capacity = record.group, record.namespace, record.capacity
+    previous: list[dict[str, Any]] = [{} for _ in partitions]
     for t in range(spec.polls):
         rates = [workload.rate(p, t) for p in range(len(partitions))]
         if t > 0:
@@ -214,7 +219,7 @@ def _poll_rows(
             end = int(log_end[p])
             committed = max(0, end - round(lag[p]))
             record.rows += 1
-            yield {
+            row = {
                 "ts_ms": ts_ms,
                 "cluster": spec.cluster,
                 "namespace": namespace,
@@ -231,6 +236,10 @@ def _poll_rows(
                 "owner": owners[p],
                 "epoch": epoch,
             }
+            if spec.previous:
+                row.update(previous[p])
+                previous[p] = previous_of(row)
+            yield row
 
 
 def generate_fleet(

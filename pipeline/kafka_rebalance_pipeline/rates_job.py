@@ -18,6 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_common.wire.telemetry import PREVIOUS
+
+from kafka_rebalance_pipeline.carried import CHAIN, carried_intervals, chain_columns, chained_groups
 from kafka_rebalance_pipeline.polls import at_every_poll
 from kafka_rebalance_pipeline.progress import QUIET, Progress
 from kafka_rebalance_pipeline.schema import SHARE_KINDS
@@ -45,6 +48,9 @@ PLANNING = {
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
     "spark.sql.execution.replaceHashWithSortAgg": "true",
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    # partition_rates over the carried rows (not sorted) hashes its keys: `percentile_approx`
+    # needs the object hash map, kept up to this many keys a task before it falls back to sorting.
+    "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "8192",
 }
 
 
@@ -150,11 +156,12 @@ def partition_rates(intervals: Any) -> Any:
     return rates.drop(*prefix)
 
 
-def owner_polls(intervals: Any) -> Any:
+def owner_polls(intervals: Any, extra: Sequence[Any] = ()) -> Any:
     """Per group, poll and owner (NULL included): the sums `poll_totals` and `member_capacity`
     both start from, in one aggregation of the rows instead of two. Plain sums, counts and
     maxima only (no `collect_set`, whose object hash map falls back to sorting), so they add up
-    again exactly per poll; the `_`-prefixed ones are over the rows with an interval (`dt`)."""
+    again exactly per poll; the `_`-prefixed ones are over the rows with an interval (`dt`).
+    `extra`: more aggregates in the same pass (`carried.chain_columns`)."""
     from pyspark.sql import functions as F
 
     new_time = F.col("_first") | F.col("dt").isNotNull()  # sorted by time: dt > 0 or first
@@ -170,6 +177,7 @@ def owner_polls(intervals: Any) -> Any:
         F.sum(F.when(with_dt, F.col("prev_lag"))).alias("_lag_start"),
         F.sum(F.when(with_dt, F.col("lag"))).alias("_lag_end"),
         F.count(F.when(with_dt, 1)).alias("_intervals"),
+        *extra,
     )
 
 
@@ -278,9 +286,10 @@ def group_plans(plans: Any) -> Any:
 
 def one_pass_rows(telemetry: Any) -> Any:
     """Every input row (`spark_io.with_errors`), cut to the columns the job reads: the partition
-    rows' `ROW_COLUMNS`, the plan rows' `PLAN_VALUES`, and `SIDE`, which tells them and the bad
-    rows apart. The job shuffles and caches this once, so the input is parsed once and never
-    cached whole: the plans, the error counts and the partition rows all come from it."""
+    rows' `ROW_COLUMNS` and the previous row they carry (`wire.telemetry.PREVIOUS`), the plan
+    rows' `PLAN_VALUES`, and `SIDE`, which tells them and the bad rows apart. The job caches
+    this once, so the input is parsed once and never cached whole: the plans, the error counts
+    and the partition rows all come from it."""
     from pyspark.sql import functions as F
 
     is_plan = F.col("kind") == PLAN
@@ -291,9 +300,38 @@ def one_pass_rows(telemetry: Any) -> Any:
     )
     return telemetry.select(
         *ROW_COLUMNS,
+        *PREVIOUS,
         *[F.when(is_plan, F.col(c)).alias(c) for c in PLAN_VALUES],
         side.alias(SIDE),
     )
+
+
+def _on_groups(rows: Any, groups: Any, how: str) -> Any:
+    """`rows` joined (`left_semi` or `left_anti`) to the small table `groups` by the group key,
+    NULL-safe (cluster, namespace and policy may be NULL in a valid row)."""
+    from pyspark.sql import functions as F
+
+    on = [rows[c].eqNullSafe(F.col(f"_g.{c}")) for c in KEY]
+    return rows.join(F.broadcast(groups.alias("_g")), on, how)
+
+
+def windowed_intervals(rows: Any, progress: Progress) -> tuple[Any, Any]:
+    """The intervals of partition rows (`ROW_COLUMNS`) by the window (`with_intervals`), the
+    rows first carried to every poll of their group when some partition misses one
+    (`polls.at_every_poll`); and their `owner_polls`. Both cached."""
+    from pyspark import StorageLevel
+
+    intervals = with_intervals(with_partition_hash(rows).repartition(*KEY)).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
+    if polls_missed(poll_totals(by_owner)):
+        progress.stage("rebuilding the rows at every poll (sparse telemetry)")
+        by_owner.unpersist()
+        intervals.unpersist()
+        intervals = with_intervals(at_every_poll(rows)).persist(StorageLevel.MEMORY_AND_DISK)
+        by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
+    return intervals, by_owner
 
 
 def run_rates(
@@ -315,31 +353,42 @@ def run_rates(
     saved = {key: spark.conf.get(key, None) for key in PLANNING}
     for key, value in PLANNING.items():
         spark.conf.set(key, value)
+    cached: list[Any] = []
     try:
-        # One scan, one shuffle (by group key), one sort (partition hash, key, time), one
-        # window, one cache: the three aggregations read the cached windowed rows without
-        # another shuffle. Plan and bad rows ride along, apart (`SIDE`), for group_plans and
-        # the error counts. When no partition misses a poll of its group (dense telemetry),
-        # there is nothing to carry forward and these are the intervals; otherwise the rows
-        # are carried to every poll first (`polls.at_every_poll`) and windowed again.
-        windowed = with_intervals(
-            with_partition_hash(one_pass_rows(every)).repartition(*KEY),
-            carry=["committed", *PLAN_VALUES],
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        partition_rows = windowed.where(F.col(SIDE).isNull())
-        intervals = partition_rows
-        # Per group, poll and owner: the first step of member_capacity and group_lag, kept
-        # (a few rows per group and poll); its per-poll totals also tell whether to rebuild.
-        by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
-        if polls_missed(poll_totals(by_owner)):
-            progress.stage("rebuilding the rows at every poll (sparse telemetry)")
-            by_owner.unpersist()
-            rows = partition_rows.select(*ROW_COLUMNS)
-            intervals = with_intervals(at_every_poll(rows)).persist(StorageLevel.MEMORY_AND_DISK)
-            by_owner = owner_polls(intervals).persist(StorageLevel.MEMORY_AND_DISK)
-        plans = windowed.where(F.col(SIDE) == PLAN).select("group", "ts_ms", *PLAN_VALUES)
+        # One scan, no shuffle: every row cut to the columns the job reads, with the interval
+        # its carried previous row tells (`carried.carried_intervals`), cached. Plan and bad
+        # rows ride along, apart (`SIDE`), for group_plans and the error counts.
+        rows = carried_intervals(one_pass_rows(every), carry=["committed", *PLAN_VALUES, SIDE])
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(rows)
+        partition_rows = rows.where(F.col(SIDE).isNull())
+        # Two hash aggregations of the cache, as if every group's rows were chained; then the
+        # groups whose rows are not (`carried.chained_groups`) are windowed from the cache.
+        by_owner = owner_polls(partition_rows, extra=chain_columns())
+        by_owner = by_owner.persist(StorageLevel.MEMORY_AND_DISK)
+        rates = partition_rates(partition_rows).persist(StorageLevel.MEMORY_AND_DISK)
+        cached += [by_owner, rates]
+        per_group = rates.groupBy(*KEY).agg(F.count("*").alias("_partitions"))
+        groups = chained_groups(by_owner, per_group).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(groups)
+        paths = {
+            bool(r["_chained"]): int(r["rows"] or 0)
+            for r in groups.groupBy("_chained").agg(F.sum("_rows").alias("rows")).collect()
+        }
+        by_owner = by_owner.drop(*CHAIN)
+        if paths.get(False):
+            progress.stage("windowing the groups whose rows carry no chained intervals")
+            slow = groups.where(~F.col("_chained")).select(*KEY)
+            fast = groups.where(F.col("_chained")).select(*KEY)
+            intervals, slow_by_owner = windowed_intervals(
+                _on_groups(partition_rows, slow, "left_semi").select(*ROW_COLUMNS), progress
+            )
+            cached += [intervals, slow_by_owner]
+            rates = _on_groups(rates, fast, "left_semi").unionByName(partition_rates(intervals))
+            by_owner = _on_groups(by_owner, fast, "left_semi").unionByName(slow_by_owner)
+        plans = rows.where(F.col(SIDE) == PLAN).select("group", "ts_ms", *PLAN_VALUES)
         outputs = {
-            "partition_rates": partition_rates(intervals),
+            "partition_rates": rates,
             "member_capacity": capacity_of(by_owner, backlog_seconds, min_saturated),
             "group_lag": lag_summary(poll_totals(by_owner), slo_s),
             "group_plans": group_plans(plans),
@@ -355,18 +404,20 @@ def run_rates(
                 spark.conf.set(key, previous)
     progress.stage("schema error report")
     error = F.when(~F.col(SIDE).isin(PLAN, SHARE_SIDE), F.col(SIDE)).alias("_error")
-    report = Telemetry(None, None, windowed.select(error), samples_from=every)
+    report = Telemetry(None, None, rows.select(error), samples_from=every)
     errors = report.error_report()
     write_json(out / "schema_errors.json", errors)
-    by_owner.unpersist()
-    intervals.unpersist()
-    windowed.unpersist()
+    for frame in reversed(cached):
+        frame.unpersist()
     elapsed = time.perf_counter() - started
     summary = {
         "sources": list(sources),
         "rows_total": errors["rows_total"],
         "rows_valid": errors["rows_valid"],
         "rows_dropped": errors["rows_dropped"],
+        # Partition rows by path: their group's intervals carried on the rows, or windowed.
+        "rows_carried": paths.get(True, 0),
+        "rows_windowed": paths.get(False, 0),
         "seconds": round(elapsed, 3),
         "rows_per_second": round(errors["rows_total"] / elapsed, 1) if elapsed > 0 else None,
         "outputs": sorted(outputs),

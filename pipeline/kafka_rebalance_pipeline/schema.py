@@ -41,6 +41,12 @@ FIELDS: dict[str, str] = {
     "rate": "double",
     "members": "array<string>",
     "throughput": "double",
+    # A partition row's previous row (wire.telemetry.PREVIOUS), optional.
+    "prev_ts_ms": "bigint",
+    "prev_log_end": "bigint",
+    "prev_committed": "bigint",
+    "prev_lag": "bigint",
+    "prev_owner": "string",
 }
 SHARE = "share"
 SHARE_MEMBER = "share-member"

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalance_common.wire.telemetry import PREVIOUS
+
 from kafka_rebalance_pipeline.schema import (
     CORRUPT,
     FIELDS,
@@ -253,7 +255,7 @@ def read_telemetry(spark: Any, sources: Sequence[str], cache: bool = True) -> Te
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
     good = checked.where(F.col("_error").isNull())
     partitions = good.where(F.col("kind").isNull() | (F.col("kind") == "partition")).drop(
-        "_error", CORRUPT, "kind", *PLAN_ONLY_FIELDS, *SHARE_ONLY_FIELDS
+        "_error", CORRUPT, "kind", *PLAN_ONLY_FIELDS, *SHARE_ONLY_FIELDS, *PREVIOUS
     )
     plans = good.where(F.col("kind") == "plan").select(*PLAN_COLUMNS)
     shares = good.where(F.col("kind").isin(*SHARE_KINDS)).select(*SHARE_COLUMNS)
