@@ -128,7 +128,26 @@ def sparse_like_the_operator(rows: Sequence[Mapping[str, Any]]) -> list[dict[str
             changed = columns.changed_since(previous, now)
             previous = columns.emitted(previous, changed, now)
             kept.extend(dict(at[k]) for k, c in zip(order, changed.tolist(), strict=True) if c)
-    return kept
+    return with_previous_rows(kept)
+
+
+def with_previous_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` in order, each partition row carrying the previous row of its partition among
+    `rows` (`wire.telemetry.PREVIOUS`), as the operator writes them; none on its first."""
+    from kafka_rebalance_common.wire.telemetry import PREVIOUS, previous_of
+
+    last: dict[tuple[Any, ...], dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        fresh = {k: v for k, v in row.items() if k not in PREVIOUS}
+        if row.get("kind", "partition") == "partition":
+            key = tuple(row.get(c) for c in ("cluster", "namespace", "policy", "group", "topic"))
+            key += (row.get("partition"),)
+            if key in last:
+                fresh.update(previous_of(last[key]))
+            last[key] = fresh
+        out.append(fresh)
+    return out
 
 
 def rates_regression_rows() -> list[dict[str, Any]]:

@@ -8,6 +8,8 @@ Partition rows are written for the partitions whose row changed since its last o
 but `ts_ms`: offsets, lag, state, time lag, owner, epoch), and for every partition at least
 every `REFRESH_S` seconds (`Columns`, `Emitted`). A partition without a row at a poll had the
 row it last had (its time lag included, so a consumer stuck behind shows a row every poll).
+Each partition row but a partition's first in this process carries that last row's time,
+offsets, lag and owner (`wire.telemetry.PREVIOUS`), so the pipeline reads its interval off it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
 import numpy as np
+from kafka_rebalance_common.wire.telemetry import PREVIOUS
 
 from kafka_rebalance_operator.lag import STATES, Layout
 
@@ -240,6 +243,12 @@ class Emitted:
     digest: np.ndarray  # uint64, one per partition
     at: np.ndarray  # when each partition's last row was written
     names: dict[str, int] = field(default_factory=dict)  # owner name -> stable code
+    # Each partition's last row (`LAST`: its ts_ms, log_end, committed, lag, owner code), -1 for
+    # None; a row of -1s for a partition without one. The next row of the partition carries it.
+    last: np.ndarray | None = None
+
+
+LAST = ("ts_ms", "log_end", "committed", "lag", "owner")  # the columns of `Emitted.last`
 
 
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio, odd
@@ -269,6 +278,10 @@ class Columns:
     owner: np.ndarray
     owners: tuple[str, ...]
     epoch: int
+    # Set by `emitted`: the last row of each partition before this poll (`Emitted.last`), and
+    # the owner names by stable code, which this poll's rows carry as their previous row.
+    prior: np.ndarray | None = None
+    prior_names: tuple[str, ...] = ()
 
     def digests(self, names: dict[str, int]) -> np.ndarray:
         """One uint64 per partition of its row's fields but `ts_ms` (the owner by its stable
@@ -305,11 +318,51 @@ class Columns:
         partition without a row had the same one), and when each partition's row was written."""
         names = dict(previous.names) if previous is not None else {}
         at = np.full(self.layout.size, now)
+        prior = np.full((self.layout.size, len(LAST)), -1, np.int64)
         if previous is not None:
             into, out = self.layout.carry(previous.layout)
             kept = ~changed[into]
             at[into[kept]] = previous.at[out[kept]]
-        return Emitted(self.layout, self.digests(names), at, names)
+            if previous.last is not None:
+                prior[into] = previous.last[out]
+        digest = self.digests(names)
+        codes = np.array([names[m] for m in self.owners] + [-1], np.int64)[self.owner]
+        current = np.stack(
+            [
+                np.full(self.layout.size, int(now * 1000), np.int64),
+                self.log_end.astype(np.int64, copy=False),
+                self.committed.astype(np.int64, copy=False),
+                self.lag.astype(np.int64, copy=False),
+                codes,
+            ],
+            axis=1,
+        )
+        by_code = [""] * len(names)
+        for name, code in names.items():
+            by_code[code] = name
+        self.prior, self.prior_names = prior, tuple(by_code)
+        last = np.where(changed[:, None], current, prior)
+        return Emitted(self.layout, digest, at, names, last)
+
+    def _previous(self, picked: np.ndarray) -> list[dict[str, Any]]:
+        """The `PREVIOUS` fields of the `picked` partitions' rows (their last row before this
+        poll, as `emitted` recorded it); empty for a partition without one."""
+        if self.prior is None:
+            return [{} for _ in range(len(picked))]
+        fields = list(PREVIOUS)
+        names = self.prior_names
+        found = []
+        for ts_ms, log_end, committed, lag, owner in self.prior[picked].tolist():
+            if ts_ms < 0:
+                found.append({})
+                continue
+            values = (ts_ms, log_end, committed, lag)
+            carried: dict[str, Any] = {
+                name: None if v < 0 else v for name, v in zip(fields, values, strict=False)
+            }
+            carried[fields[4]] = names[owner] if owner >= 0 else None
+            found.append(carried)
+        return found
 
     def encoded(
         self,
@@ -334,7 +387,7 @@ class Columns:
         head = '{"cluster":' + json.dumps(cluster) + ',"committed":'
         mid = f',"epoch":{self.epoch},"group":{json.dumps(group)},"lag":'
         ns = ',"namespace":' + json.dumps(namespace) + ',"owner":'
-        pol = ',"policy":' + json.dumps(policy) + ',"time_lag_s":'
+        pol = ',"policy":' + json.dumps(policy)
         tail = f',"ts_ms":{ts_ms}}}\n'
 
         def chunk(rows: np.ndarray) -> list[str]:
@@ -349,11 +402,15 @@ class Columns:
             time_lag = ["null" if v != v else repr(v) for v in self.time_lag[rows].tolist()]
             state = self.state[rows].tolist()
             owner = self.owner[rows].tolist()
+            carried = [
+                "".join(f',"{n}":{json.dumps(v)}' for n, v in sorted(fields.items()))
+                for fields in self._previous(rows)
+            ]
             return [
                 f'{head}{committed[k]}{mid}{lag[k]},"lag_state":{states[state[k]]},'
                 f'"log_end":{log_end[k]},"log_start":{log_start[k]}{ns}'
                 f'{owners[owner[k]] if owner[k] >= 0 else "null"},"partition":{partitions[k]}'
-                f'{pol}{time_lag[k]},"topic":{topics[which[k]]}{tail}'
+                f'{pol}{carried[k]},"time_lag_s":{time_lag[k]},"topic":{topics[which[k]]}{tail}'
                 for k in range(len(rows))
             ]
 
@@ -394,6 +451,7 @@ class Columns:
         states = [s.value for s in STATES]
         topics = [t for _b, t in spans]
         owners = self.owners
+        carried = self._previous(picked)
         return [
             {
                 "ts_ms": ts_ms,
@@ -411,9 +469,10 @@ class Columns:
                 "time_lag_s": None if time_lag != time_lag else time_lag,
                 "owner": owners[owner] if owner >= 0 else None,
                 "epoch": self.epoch,
+                **previous,
             }
-            for t, p, start, end, committed, lag, state, time_lag, owner in zip(
-                *columns, strict=True
+            for t, p, start, end, committed, lag, state, time_lag, owner, previous in zip(
+                *columns, carried, strict=True
             )
         ]
 

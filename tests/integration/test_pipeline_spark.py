@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from kafka_rebalance_common.kafka_retry import ensure_topic
+from kafka_rebalance_common.wire.telemetry import PREVIOUS
 from kafka_rebalance_pipeline.backtest_job import run_backtest
 from kafka_rebalance_pipeline.generate import (
     FleetSpec,
@@ -690,3 +691,61 @@ def test_the_backtest_replays_share_plans_against_simple(
         f"{planned['mean_lag']:.0f}/{planned['max_lag']:.0f}, "
         f"moves {planned['moves']}, backtest {backtest['seconds']}s"
     )
+
+
+def test_intervals_carried_on_the_rows_give_the_windowed_outputs(
+    pipeline_spark: Any, tmp_path: Path
+) -> None:
+    """The same telemetry with and without the previous-row fields: every output identical
+    (doubles to the last bits). With them, chained groups take the carried path and the groups
+    whose chain breaks take the window: a row lost mid-history (a partition misses a poll), a
+    row written twice, and a partition whose previous row is not the poll's before (as after
+    an operator restart that kept no state); without them, everything is windowed."""
+    import pyarrow.parquet as pq
+
+    rows = rates_regression_rows()
+    generated = sorted({r["group"] for r in rows if r.get("cluster") == "local"} - {"idle"})
+    lost, twice, restarted = generated[1], generated[2], generated[3]
+    local = [i for i, r in enumerate(rows) if r.get("cluster") == "local"]
+    at = {
+        g: [i for i in local if rows[i]["group"] == g and "prev_ts_ms" in rows[i]]
+        for g in generated
+    }
+    rows.append(dict(rows[at[twice][len(at[twice]) // 2]]))
+    for field in PREVIOUS:  # the first row after a restart: no previous row
+        del rows[at[restarted][len(at[restarted]) // 3]][field]
+    del rows[at[lost][len(at[lost]) // 2]]
+    stripped = [{k: v for k, v in r.items() if k not in PREVIOUS} for r in rows]
+    summaries = {}
+    for name, telemetry in (("carried", rows), ("windowed", stripped)):
+        write_files(telemetry, tmp_path / name, rows_per_file=100_000)
+        summaries[name] = run_rates(
+            pipeline_spark, [str(tmp_path / name)], tmp_path / f"{name}-out"
+        )
+    partition_rows = sum(1 for r in rows if r.get("kind", "partition") == "partition")
+    assert summaries["windowed"]["rows_carried"] == 0
+    assert summaries["windowed"]["rows_windowed"] == partition_rows
+
+    def partition_rows_of(groups: tuple[str, ...]) -> int:
+        return sum(1 for r in rows if r.get("cluster") == "local" and r["group"] in groups)
+
+    broken = (lost, twice, restarted)
+    chained = tuple(g for g in generated if g not in broken)
+    carried, windowed = summaries["carried"]["rows_carried"], summaries["carried"]["rows_windowed"]
+    assert carried + windowed == partition_rows
+    # (Other groups may be chained too: a sparse group whose partitions all change every poll.)
+    assert carried >= partition_rows_of(chained) - len(chained) > 0  # less the plan rows
+    assert windowed >= partition_rows_of(broken) - len(broken)
+    for name in ("partition_rates", "member_capacity", "group_lag", "group_plans"):
+        got, want = (
+            sorted(
+                (list(r.values()) for r in pq.read_table(tmp_path / f"{d}-out" / name).to_pylist()),
+                key=lambda r: [(v is None, str(v)) for v in r],
+            )
+            for d in ("carried", "windowed")
+        )
+        assert len(got) == len(want) > 0, name
+        for a, b in zip(got, want, strict=True):
+            assert a == [pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for v in b], (
+                name
+            )

@@ -1,7 +1,8 @@
 """Telemetry's changed-only rows over a recorded sequence of polls: the JSON lines written are
 the ones the operator wrote when it kept every field of each partition's last row (recorded from
 `50b2367` in tests/data/telemetry/changed_rows.jsonl: regenerate with
-`python -m tests.unit.operator.test_operator_telemetry_sequence` on that commit only).
+`python -m tests.unit.operator.test_operator_telemetry_sequence` on that commit only; the
+previous-row fields, added since, are checked against the rows written before them).
 
 The polls move offsets, lags and time lags one partition at a time, take a time lag to and
 from unknown, to -0.0 and back to 0.0, change owners and states, add and drop partitions and
@@ -10,11 +11,13 @@ topics, bump the epoch, and let the refresh come due.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+from kafka_rebalance_common.wire.telemetry import PREVIOUS, previous_of
 from kafka_rebalance_operator import telemetry
 from kafka_rebalance_operator.lag import Layout
 
@@ -90,8 +93,20 @@ def _written() -> str:
 
 
 def test_the_rows_written_over_a_poll_sequence_are_the_recorded_ones() -> None:
+    """The recording predates the previous-row fields: the rows are the recorded ones once
+    those are taken out, and each row carries exactly its partition's last written row."""
     written = _written()
-    assert written == RECORDED.read_text()
+    rows = [json.loads(line) for line in written.splitlines()]
+    bare = [{k: v for k, v in row.items() if k not in PREVIOUS} for row in rows]
+    assert bare == [json.loads(line) for line in RECORDED.read_text().splitlines()]
+    last: dict[tuple[str, int], dict[str, object]] = {}
+    for row in rows:
+        key = (row["topic"], row["partition"])
+        assert {k: v for k, v in row.items() if k in PREVIOUS} == (
+            previous_of(last[key]) if key in last else {}
+        )
+        last[key] = row
+    assert sum(1 for row in rows if "prev_ts_ms" in row) > len(rows) // 2
     assert 24 < written.count("\n") < 24 * 10  # changed-only: neither nothing nor everything
 
 
