@@ -351,7 +351,7 @@ class Columns:
             return [{} for _ in range(len(picked))]
         fields = list(PREVIOUS)
         names = self.prior_names
-        found = []
+        found: list[dict[str, Any]] = []
         for ts_ms, log_end, committed, lag, owner in self.prior[picked].tolist():
             if ts_ms < 0:
                 found.append({})
