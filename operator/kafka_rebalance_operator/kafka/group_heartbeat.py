@@ -1,6 +1,7 @@
 """A group's own heartbeat interval: the group config `consumer.heartbeat.interval.ms` of a
-KIP-848 consumer group or `streams.heartbeat.interval.ms` of a streams group (Kafka 4.x group
-configs, IncrementalAlterConfigs on the GROUP resource).
+KIP-848 consumer group, `streams.heartbeat.interval.ms` of a streams group or
+`share.heartbeat.interval.ms` of a share group (Kafka 4.x group configs, IncrementalAlterConfigs
+on the GROUP resource).
 
 Members learn a new target assignment only at their heartbeats, and a partition or task that
 changes owner reaches its new owner at that owner's heartbeat after the old owner released it,
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+from kafka_rebalance_operator.kafka import streams_group
 
 HEARTBEAT_CONFIGS = {
     "consumer": "consumer.heartbeat.interval.ms",
     "streams": "streams.heartbeat.interval.ms",
+    "share": "share.heartbeat.interval.ms",
 }
 
 
@@ -42,17 +44,12 @@ def heartbeat_config(kind: str) -> str:
 
 
 def set_heartbeat_interval(admin: Any, group_id: str, kind: str, interval_ms: int | None) -> None:
-    """Set the heartbeat interval of group `group_id` (of `kind`, "consumer" or "streams") to
+    """Set the heartbeat interval of group `group_id` (of `kind`: consumer, streams, share) to
     `interval_ms`, or remove the group's own value when None (the brokers' default applies)."""
     key = heartbeat_config(kind)
     if interval_ms is not None and interval_ms <= 0:
         raise ValueError(f"{key} of group {group_id}: {interval_ms} ms is not a positive interval")
-    change: tuple[AlterConfigOp, str | None] = (AlterConfigOp.DELETE, None)
-    if interval_ms is not None:
-        change = (AlterConfigOp.SET, str(interval_ms))
-    resource = ConfigResource(ConfigResourceType.GROUP, group_id, configs={key: change})
-    result = admin.alter_configs([resource], raise_on_unknown=False, incremental=True)
-    outcome = (result.get("group") or {}).get(group_id, "no answer for the group")
-    if outcome != "OK":
-        value = "the default" if interval_ms is None else f"{interval_ms} ms"
-        raise HeartbeatConfigRefused(f"setting {key} of group {group_id} to {value}: {outcome}")
+    try:
+        streams_group.alter(admin, group_id, key, None if interval_ms is None else str(interval_ms))
+    except streams_group.StreamsGroupError as error:
+        raise HeartbeatConfigRefused(str(error)) from None
