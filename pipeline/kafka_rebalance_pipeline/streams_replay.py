@@ -120,7 +120,8 @@ def streams_history_from_rows(
         owners[t][k] = str(owner) if isinstance(owner, str) and owner else None
         held = r.get("standbys")
         standbys[t][k] = tuple(sorted(str(m) for m in held)) if held is not None else None
-        stateful[k] = stateful[k] or bool(r.get("stateful"))
+        flag = r.get("stateful")  # None or NaN (pandas' null) when not told: not stateful
+        stateful[k] = stateful[k] or (flag is not None and flag == flag and bool(flag))
         size = number(r.get("changelog"))
         changelog[k] = int(size) if size is not None else changelog[k]
         if owners[t][k] is not None and isinstance(r.get("process"), str) and r["process"]:

@@ -177,6 +177,15 @@ def test_a_task_missing_at_a_poll_keeps_its_last_row() -> None:
     assert full.rates[1][1] == sparse.rates[1][1] == 10.0  # the last rate told over the gap
 
 
+def test_a_null_stateful_flag_is_stateless_as_pandas_gives_it() -> None:
+    generated = rows(polls=2)
+    nulls = [{**r, "stateful": float("nan") if r["ts_ms"] == generated[0]["ts_ms"] else None}
+             for r in generated]  # fmt: skip
+    assert streams_history_from_rows(KEY, nulls).stateful == [False] * 8
+    told_once = [{**r, "stateful": None} if r is not generated[-1] else r for r in generated]
+    assert streams_history_from_rows(KEY, told_once).stateful == [False] * 7 + [True]
+
+
 # -------------------------------------------------------------------------------- replay
 
 
