@@ -768,6 +768,8 @@ def test_the_backtest_replays_streams_task_plans_against_sticky(
     assert patch["spec"]["strategy"] == "lag-aware"
     assert patch["spec"]["members"] == {"weightFrom": "adaptive"}
     assert patch["spec"]["load"]["targetDrainSeconds"] == planned["drain_s"]
+    report = (tmp_path / "rec" / "report.html").read_text()
+    assert f"<td>{truth[0].group}</td><td>streams</td>" in report
     print(
         f"\nstreams backtest: sticky mean/max backlog "
         f"{sticky['mean_lag']:.0f}/{sticky['max_lag']:.0f}, {chosen['recommended']}: "
