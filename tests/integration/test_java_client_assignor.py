@@ -356,11 +356,13 @@ def test_a_java_client_following_an_old_incarnation_gets_no_partition_beyond_the
         harness.wait_assigned(members[1:])
         joined = len(harness.samples)
         java.start(stale, "pinned", str(pinned))
-        converged, took = _converged(harness, java, epoch, members)
         share = {p for p, m in planned.items() if m == stale}
         assert share, planned
-        harness.watch(8)
-        print(f"\nrange epoch {converged} followed with the stale member after {took:.1f} s")
+        converged: int | None = None
+        with contextlib.suppress(TimeoutError):  # judged below, after what the samples show
+            converged, took = _converged(harness, java, epoch, members)
+            harness.watch(8)
+            print(f"\nrange epoch {converged} followed with the stale member after {took:.1f} s")
 
         beyond = [
             (round(s.t, 1), sorted(p for p, m in s.owners.items() if m == stale and p not in share))
@@ -368,6 +370,7 @@ def test_a_java_client_following_an_old_incarnation_gets_no_partition_beyond_the
         ]
         beyond = [b for b in beyond if b[1]]
         assert beyond == [], f"{stale} owned partitions beyond its plan {sorted(share)}: {beyond}"
+        assert converged is not None, "the group never converged on the new plan"
         log = java.log.read_text(errors="replace")
         ignored = len(re.findall(rf"policy incarnation {old_uid}, not {uid} of the plan", log))
         assert ignored > 0, java.tail()
