@@ -353,6 +353,15 @@ def test_a_java_client_following_an_old_incarnation_gets_no_partition_beyond_the
             "revoking": {},
         }
         pinned.write_text(json.dumps(old))
+        # the leader composes from its own document and both honest claims before the stale
+        # member joins (without a document a leader trusts no claim, and the fallback would hand
+        # out every partition, the stale member's share or not)
+        wait_for_log(
+            java,
+            rf"composed assignment for 2 members from epoch {epoch} \(claim epochs \[{epoch}\], "
+            r"members without a claim 0,",
+            timeout=60,
+        )
         harness.wait_assigned(members[1:])
         joined = len(harness.samples)
         java.start(stale, "pinned", str(pinned))
@@ -379,7 +388,9 @@ def test_a_java_client_following_an_old_incarnation_gets_no_partition_beyond_the
         temp = pinned.with_name(".assignment.json.tmp")
         temp.write_text(json.dumps(current))
         os.replace(temp, pinned)
-        asked = wait_for_text(java, f"asking the group to rebalance: new policy incarnation {uid}")
+        asked = wait_for_log(
+            java, re.escape(f"asking the group to rebalance: new policy incarnation {uid}")
+        )
         harness.watch(4)
         _converged(harness, java, epoch, members)
         report = ledger_verdict(harness)
@@ -392,11 +403,11 @@ def test_a_java_client_following_an_old_incarnation_gets_no_partition_beyond_the
         assert report.per_member.get(stale), report.per_member
 
 
-def wait_for_text(java: JavaMembers, text: str, timeout: float = 30) -> float:
-    """Seconds until `text` shows in the Java members' log."""
+def wait_for_log(java: JavaMembers, pattern: str, timeout: float = 30) -> float:
+    """Seconds until a line matching `pattern` shows in the Java members' log."""
     started = time.monotonic()
-    while text not in java.log.read_text(errors="replace"):
+    while not re.search(pattern, java.log.read_text(errors="replace")):
         assert java.crashed() is None, java.crashed()
-        assert time.monotonic() - started < timeout, f"no {text!r} in:\n{java.tail()}"
+        assert time.monotonic() - started < timeout, f"no {pattern!r} in:\n{java.tail()}"
         time.sleep(0.2)
     return time.monotonic() - started
