@@ -20,7 +20,13 @@ from typing import Any
 
 from kafka_rebalance_common.wire.telemetry import PREVIOUS
 
-from kafka_rebalance_pipeline.carried import CHAIN, carried_intervals, chain_columns, chained_groups
+from kafka_rebalance_pipeline.carried import (
+    CHAIN,
+    PREV_TS,
+    carried_intervals,
+    chain_columns,
+    chained_groups,
+)
 from kafka_rebalance_pipeline.polls import at_every_poll
 from kafka_rebalance_pipeline.progress import QUIET, Progress
 from kafka_rebalance_pipeline.schema import REPLAYED_KINDS
@@ -334,6 +340,41 @@ def windowed_intervals(rows: Any, progress: Progress) -> tuple[Any, Any]:
     return intervals, by_owner
 
 
+def _carried_or_windowed(
+    partition_rows: Any, cached: list[Any], progress: Progress
+) -> tuple[Any, Any, dict[bool, int]]:
+    """`partition_rates` and `owner_polls` of the cached partition rows (`carried_intervals`):
+    two hash aggregations as if every group's rows were chained, kept for the groups that are
+    (`carried.chained_groups`); the other groups' rows windowed from the cache. Also the
+    partition rows per path (True: carried). Appends what it caches to `cached`."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    by_owner = owner_polls(partition_rows, extra=chain_columns())
+    by_owner = by_owner.persist(StorageLevel.MEMORY_AND_DISK)
+    rates = partition_rates(partition_rows).persist(StorageLevel.MEMORY_AND_DISK)
+    cached += [by_owner, rates]
+    per_group = rates.groupBy(*KEY).agg(F.count("*").alias("_partitions"))
+    groups = chained_groups(by_owner, per_group).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(groups)
+    paths = {
+        bool(r["_chained"]): int(r["rows"] or 0)
+        for r in groups.groupBy("_chained").agg(F.sum("_rows").alias("rows")).collect()
+    }
+    by_owner = by_owner.drop(*CHAIN)
+    if paths.get(False):
+        progress.stage("windowing the groups whose rows carry no chained intervals")
+        slow = groups.where(~F.col("_chained")).select(*KEY)
+        fast = groups.where(F.col("_chained")).select(*KEY)
+        intervals, slow_by_owner = windowed_intervals(
+            _on_groups(partition_rows, slow, "left_semi").select(*ROW_COLUMNS), progress
+        )
+        cached += [intervals, slow_by_owner]
+        rates = _on_groups(rates, fast, "left_semi").unionByName(partition_rates(intervals))
+        by_owner = _on_groups(by_owner, fast, "left_semi").unionByName(slow_by_owner)
+    return rates, by_owner, paths
+
+
 def run_rates(
     spark: Any,
     sources: Sequence[str],
@@ -357,35 +398,19 @@ def run_rates(
     try:
         # One scan, no shuffle: every row cut to the columns the job reads, with the interval
         # its carried previous row tells (`carried.carried_intervals`), cached. Plan and bad
-        # rows ride along, apart (`SIDE`), for group_plans and the error counts.
+        # rows ride along, apart (`SIDE`), for group_plans and the error counts. When no row
+        # carries its previous one, every group is windowed from the cache at once.
         rows = carried_intervals(one_pass_rows(every), carry=["committed", *PLAN_VALUES, SIDE])
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(rows)
         partition_rows = rows.where(F.col(SIDE).isNull())
-        # Two hash aggregations of the cache, as if every group's rows were chained; then the
-        # groups whose rows are not (`carried.chained_groups`) are windowed from the cache.
-        by_owner = owner_polls(partition_rows, extra=chain_columns())
-        by_owner = by_owner.persist(StorageLevel.MEMORY_AND_DISK)
-        rates = partition_rates(partition_rows).persist(StorageLevel.MEMORY_AND_DISK)
-        cached += [by_owner, rates]
-        per_group = rates.groupBy(*KEY).agg(F.count("*").alias("_partitions"))
-        groups = chained_groups(by_owner, per_group).persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(groups)
-        paths = {
-            bool(r["_chained"]): int(r["rows"] or 0)
-            for r in groups.groupBy("_chained").agg(F.sum("_rows").alias("rows")).collect()
-        }
-        by_owner = by_owner.drop(*CHAIN)
-        if paths.get(False):
-            progress.stage("windowing the groups whose rows carry no chained intervals")
-            slow = groups.where(~F.col("_chained")).select(*KEY)
-            fast = groups.where(F.col("_chained")).select(*KEY)
-            intervals, slow_by_owner = windowed_intervals(
-                _on_groups(partition_rows, slow, "left_semi").select(*ROW_COLUMNS), progress
-            )
-            cached += [intervals, slow_by_owner]
-            rates = _on_groups(rates, fast, "left_semi").unionByName(partition_rates(intervals))
-            by_owner = _on_groups(by_owner, fast, "left_semi").unionByName(slow_by_owner)
+        if rows.where(F.col(PREV_TS).isNotNull()).limit(1).count():
+            rates, by_owner, paths = _carried_or_windowed(partition_rows, cached, progress)
+        else:  # no row carries its previous one (an operator before those fields): the window
+            intervals, by_owner = windowed_intervals(partition_rows.select(*ROW_COLUMNS), progress)
+            cached += [intervals, by_owner]
+            rates = partition_rates(intervals)
+            paths = {False: partition_rows.count()}  # as read (a rebuild adds rows)
         plans = rows.where(F.col(SIDE) == PLAN).select("group", "ts_ms", *PLAN_VALUES)
         outputs = {
             "partition_rates": rates,
