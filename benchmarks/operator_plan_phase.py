@@ -28,7 +28,11 @@ from kafka_rebalance_assignors.context import prepare
 from kafka_rebalance_assignors.registry import strategy_function
 from kafka_rebalance_assignors.validation import validate
 from kafka_rebalance_operator import planning
-from kafka_rebalance_operator.kube.assignment_doc import parse_document, render_documents
+from kafka_rebalance_operator.kube.assignment_doc import (
+    document_text,
+    parse_document,
+    render_documents,
+)
 from kafka_rebalance_operator.policy import parse_spec
 
 from benchmarks import cases as casegen
@@ -41,7 +45,7 @@ def _documents(args: argparse.Namespace) -> tuple[dict[str, int], dict[str, Any]
     topics = case.document["topics"]
     owned = {m: case.previous.get(m, {}) for m in case.document["members"]}
     rendered = render_documents("g", owned, 1, "h", "T")
-    current = {m: parse_document(d.to_json()) for m, d in rendered.items()}
+    current = {m: parse_document(document_text(d)) for m, d in rendered.items()}
     return topics, current
 
 
