@@ -421,7 +421,8 @@ def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     moves = cgp_report.proposal_moves(current, proposed)
     proposal = policy["status"]["proposal"]
     if args.output in ("json", "yaml"):
-        _print_structured({"hash": hash_, "moves": moves, "assignment": proposed}, args.output)
+        structured = {"hash": hash_, "moves": moves, "assignment": proposed.to_dict()}
+        _print_structured(structured, args.output)
         return 0
     print(
         f"Proposal {hash_} for {namespace}/{args.name}: epoch {proposal.get('epoch', '?')}, "
