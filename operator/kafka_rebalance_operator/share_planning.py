@@ -62,10 +62,6 @@ def share_request(
 def record_assignment(plan: SharePlan) -> Assignment:
     """The plan as the operator passes it on and `plan_record.encode_plan(..., kind="share")`
     takes it: member id -> topic -> partitions (members the plan leaves without partitions
-    kept, with none; a partition under every member the plan puts on it)."""
-    return Assignment(
-        {
-            member: {topic: list(parts) for topic, parts in topics.items()}
-            for member, topics in sorted(plan.assignment.items())
-        }
-    )
+    kept, with none; a partition under every member the plan puts on it). The plan's own
+    partition tuples, not copied: members in name order."""
+    return Assignment(dict(sorted(plan.assignment.items())))
