@@ -22,7 +22,9 @@ Topic = str  # a topic name (in a streams plan: a subtopology id)
 Partition = int
 PartitionKey = tuple[Topic, Partition]  # as kafka-python's TopicPartition orders them
 MemberPartitions = Mapping[Topic, Sequence[Partition]]  # one member: topic -> ascending
-WireAssignment = dict[MemberId, dict[Topic, list[Partition]]]  # the JSON value, at the edges
+# the plain, mutable dict of lists: the JSON value at the edges, and what a function fills in
+# before it hands the result on as an `Assignment`
+WireAssignment = dict[MemberId, dict[Topic, list[Partition]]]
 
 
 class Assignment(Mapping[MemberId, MemberPartitions]):
