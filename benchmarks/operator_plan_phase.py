@@ -6,8 +6,9 @@
 The steady state of `benchmarks.run`'s large identical case: every member's ConfigMap document
 holds one partition of every topic (read back as the operator reads documents, `parse_document`
 of their text), and the phase's own steps run on it one after the other, as `phases.plan.plan`
-runs them: `planning.build_request`, `assignors.plan_request`, `dict(result.assignment)` (every
-member's lists, which the operator keeps) and `planning.plan_hash`. Prints the CPU ms (median
+runs them: `planning.build_request`, `assignors.plan_request`, `Assignment(result.assignment)`
+(the plan passed on as it is: no copy) and `planning.plan_hash` (which reads every member's
+lists, built on that first read and then kept). Prints the CPU ms (median
 of `--rounds`) of each step and of the bare assign on the same request (the reference the
 planner's targets are measured against), and the load average. Figures only; nothing is
 asserted. `--profile` prints a cProfile summary of one round instead.
@@ -27,8 +28,13 @@ import kafka_rebalance_assignors as assignors
 from kafka_rebalance_assignors.context import prepare
 from kafka_rebalance_assignors.registry import strategy_function
 from kafka_rebalance_assignors.validation import validate
+from kafka_rebalance_common.assignment import Assignment
 from kafka_rebalance_operator import planning
-from kafka_rebalance_operator.kube.assignment_doc import parse_document, render_documents
+from kafka_rebalance_operator.kube.assignment_doc import (
+    document_text,
+    parse_document,
+    render_documents,
+)
 from kafka_rebalance_operator.policy import parse_spec
 
 from benchmarks import cases as casegen
@@ -41,7 +47,7 @@ def _documents(args: argparse.Namespace) -> tuple[dict[str, int], dict[str, Any]
     topics = case.document["topics"]
     owned = {m: case.previous.get(m, {}) for m in case.document["members"]}
     rendered = render_documents("g", owned, 1, "h", "T")
-    current = {m: parse_document(d.to_json()) for m, d in rendered.items()}
+    current = {m: parse_document(document_text(d)) for m, d in rendered.items()}
     return topics, current
 
 
@@ -79,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
             lambda: planning.build_request(spec, topics, weights, current, {}, {})
         )
         times["plan_request"], result = _cpu(lambda: assignors.plan_request(request))
-        times["dict(assignment)"], assignment = _cpu(lambda: dict(result.assignment))
+        times["Assignment(assignment)"], assignment = _cpu(lambda: Assignment(result.assignment))
         times["plan_hash"], _ = _cpu(lambda: planning.plan_hash(assignment))
         times["phase"] = sum(times.values())
         parsed = validate(request)

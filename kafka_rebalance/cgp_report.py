@@ -8,7 +8,6 @@ manages the object (then an approval made in the cluster alone is undone by the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -16,10 +15,10 @@ from typing import Any
 from kafka_rebalance_assignors import parse_request
 from kafka_rebalance_assignors.context import prepare
 from kafka_rebalance_assignors.planner import compute_moves
+from kafka_rebalance_common import wire
+from kafka_rebalance_common.assignment import Assignment
 
 from kafka_rebalance.tables import grid
-
-Assignment = dict[str, dict[str, list[int]]]
 
 # Labels and annotations a GitOps controller puts on what it applies (Argo CD's annotation
 # tracking and its legacy label, Flux's kustomize and helm controllers).
@@ -89,21 +88,15 @@ def proposal_assignment(policy: Mapping[str, Any]) -> tuple[str, Assignment]:
             "operator); the hash alone can still be approved"
         )
     try:
-        raw = json.loads(text)
-        assignment = {
-            str(m): {str(t): sorted(int(p) for p in ps) for t, ps in topics.items()}
-            for m, topics in raw.items()
-        }
-    except (ValueError, TypeError, AttributeError) as error:
+        assignment = wire.decode_assignment(text)
+    except wire.AssignmentError as error:
         raise ReportError(
             f"policy {name}: status.proposal.assignment is not readable: {error}"
         ) from None
     return str(proposal["hash"]), assignment
 
 
-def proposal_moves(
-    current: Mapping[str, Mapping[str, list[int]]], proposed: Assignment
-) -> list[dict[str, Any]]:
+def proposal_moves(current: Assignment, proposed: Assignment) -> list[dict[str, Any]]:
     """Partitions that change owner from `current` (the applied ConfigMaps) to `proposed`,
     as the planner counts them (`compute_moves`: grants of unowned partitions are not moves)."""
     topics: dict[str, int] = {}
@@ -115,7 +108,7 @@ def proposal_moves(
     members: dict[str, Any] = {}
     for member in sorted(set(current) | set(proposed)):
         entry: dict[str, Any] = {"topics": sorted(topics)}
-        owned = {t: list(ps) for t, ps in (current.get(member) or {}).items() if ps}
+        owned = {t: list(ps) for t, ps in current.partitions_of(member).items() if ps}
         if owned:
             entry["owned"] = owned
         members[member] = entry

@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from kafka_rebalance_common.assignment import Assignment, MemberPartitions
+
 from kafka_rebalance import cgp_errors, cgp_report, completion
 from kafka_rebalance.cgp_errors import Request
 from kafka_rebalance.version import version
@@ -135,7 +137,7 @@ def build_parser(prog: str = "kubectl cgp") -> argparse.ArgumentParser:
     return parser
 
 
-def owned_by_member(configmaps: list[dict[str, Any]]) -> dict[str, dict[str, list[int]]]:
+def owned_by_member(configmaps: list[dict[str, Any]]) -> Assignment:
     """Each member's partitions from its assignment ConfigMap, read with the wire module the
     operator and the sidecars share (not the operator's reader: it needs numpy, which the
     `kubectl` extra does not install). A ConfigMap without a readable document is skipped, as
@@ -143,7 +145,7 @@ def owned_by_member(configmaps: list[dict[str, Any]]) -> dict[str, dict[str, lis
     from kafka_rebalance_common import wire
     from kafka_rebalance_operator import names
 
-    owned: dict[str, dict[str, list[int]]] = {}
+    owned: dict[str, MemberPartitions] = {}
     for item in configmaps:
         text = (item.get("data") or {}).get(names.DATA_KEY)
         try:
@@ -151,8 +153,8 @@ def owned_by_member(configmaps: list[dict[str, Any]]) -> dict[str, dict[str, lis
         except wire.DocumentError:
             continue
         if document is not None:
-            owned[document.member] = {t: sorted(p) for t, p in document.partitions.items()}
-    return owned
+            owned[document.member] = document.partitions  # ascending, as decoded
+    return Assignment(owned)
 
 
 class Cluster:
@@ -277,7 +279,7 @@ class Cluster:
             except (HTTPError, OSError) as error:
                 raise CommandError(cgp_errors.unreachable(self.server, error)) from None
 
-    def applied_assignment(self, namespace: str, name: str) -> dict[str, dict[str, list[int]]]:
+    def applied_assignment(self, namespace: str, name: str) -> Assignment:
         """What the policy's ConfigMaps say each member owns."""
         from kafka_rebalance_operator import names
 
@@ -419,7 +421,8 @@ def cmd_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     moves = cgp_report.proposal_moves(current, proposed)
     proposal = policy["status"]["proposal"]
     if args.output in ("json", "yaml"):
-        _print_structured({"hash": hash_, "moves": moves, "assignment": proposed}, args.output)
+        structured = {"hash": hash_, "moves": moves, "assignment": proposed.to_dict()}
+        _print_structured(structured, args.output)
         return 0
     print(
         f"Proposal {hash_} for {namespace}/{args.name}: epoch {proposal.get('epoch', '?')}, "

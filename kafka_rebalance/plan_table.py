@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kafka_rebalance_common.assignment import Assignment
+
 from kafka_rebalance.tables import grid
 
 MAX_MOVES_SHOWN = 50
@@ -47,7 +49,7 @@ def _grid(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int])
 def render_table(plan_result: dict[str, Any]) -> str:
     """Render a plan document (the output of `assignors.plan`) as plain text."""
     summary: dict[str, dict[str, Any]] = plan_result.get("members", {})
-    assignment: dict[str, dict[str, list[int]]] = plan_result["assignment"]
+    assignment = Assignment(plan_result["assignment"])  # the plan document's own, as written
     stats: dict[str, Any] = plan_result.get("stats", {})
     moves: list[dict[str, Any]] = plan_result.get("moves", [])
     peak = max((entry["normalised_load"] for entry in summary.values()), default=0.0)
@@ -60,7 +62,7 @@ def render_table(plan_result: dict[str, Any]) -> str:
             [
                 member_id,
                 _number(entry.get("weight", 1.0)),
-                str(sum(len(p) for p in assignment[member_id].values())),
+                str(sum(len(p) for p in assignment.partitions_of(member_id).values())),
                 _number(entry.get("load", 0.0)),
                 _number(normalised),
                 "<- max" if peak > 0 and normalised == peak else "",

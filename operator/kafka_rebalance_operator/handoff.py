@@ -20,8 +20,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from kafka_rebalance_common import wire
+from kafka_rebalance_common.assignment import Assignment, WireAssignment
+from kafka_rebalance_common.wire import AssignmentDocument
 
-from kafka_rebalance_operator.kube.assignment_doc import Assignment, MemberDocument
 from kafka_rebalance_operator.lag import PartitionOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
 
@@ -31,14 +32,14 @@ class Step:
     """What to write now: partitions per member, and what each member must give up."""
 
     assignment: Assignment
-    revoking: dict[str, dict[str, list[int]]]
+    revoking: Assignment  # member -> what it must give up (only members that give up any)
 
     @property
     def complete(self) -> bool:
         return not any(self.revoking.values())
 
 
-def first_step(current: Mapping[str, MemberDocument], target: Assignment) -> Step:
+def first_step(current: Mapping[str, AssignmentDocument], target: Assignment) -> Step:
     """The target minus every partition that moves between two present members; those are
     revoked from their current owner instead."""
     owner: dict[PartitionKey, str] = {}
@@ -46,8 +47,8 @@ def first_step(current: Mapping[str, MemberDocument], target: Assignment) -> Ste
         for topic, parts in document.partitions.items():
             for p in parts:
                 owner[(topic, p)] = member
-    assignment: Assignment = {}
-    revoking: dict[str, dict[str, list[int]]] = {}
+    assignment: WireAssignment = {}
+    revoking: WireAssignment = {}
     for member, topics in target.items():
         kept: dict[str, list[int]] = {}
         for topic, parts in topics.items():
@@ -58,10 +59,15 @@ def first_step(current: Mapping[str, MemberDocument], target: Assignment) -> Ste
                 else:
                     kept.setdefault(topic, []).append(p)
         assignment[member] = {t: sorted(ps) for t, ps in sorted(kept.items())}
-    revoking = {
-        m: {t: sorted(ps) for t, ps in sorted(ts.items())} for m, ts in sorted(revoking.items())
-    }
-    return Step(assignment, revoking)
+    return Step(
+        Assignment(assignment),
+        Assignment(
+            {
+                m: {t: sorted(ps) for t, ps in sorted(ts.items())}
+                for m, ts in sorted(revoking.items())
+            }
+        ),
+    )
 
 
 def acknowledged(metadata: str | None, member: str, epoch: int, policy_uid: str = "") -> bool:
@@ -87,7 +93,7 @@ class Pending:
 
 
 def pending(
-    current: Mapping[str, MemberDocument],
+    current: Mapping[str, AssignmentDocument],
     members: list[str],
     offsets: Mapping[PartitionKey, PartitionOffsets],
     now: float,
@@ -118,7 +124,7 @@ def pending(
 
 
 def settle_timed_out(
-    holdings: Mapping[str, Mapping[str, list[int]]],
+    holdings: Assignment,
     plan: Assignment,
     waiting: Mapping[str, list[PartitionKey]],
 ) -> Assignment:
@@ -134,7 +140,7 @@ def settle_timed_out(
     universe = {(t, p) for topics in plan.values() for t, ps in topics.items() for p in ps}
     owner: dict[PartitionKey, str] = {}
     for member in sorted(plan):
-        for topic, parts in (holdings.get(member) or {}).items():
+        for topic, parts in holdings.partitions_of(member).items():
             for p in parts:
                 if (topic, p) in universe:
                     owner.setdefault((topic, p), member)
@@ -147,10 +153,12 @@ def settle_timed_out(
         for topic, parts in topics.items():
             for p in parts:
                 owner.setdefault((topic, p), member)
-    result: Assignment = {member: {} for member in plan}
+    result: WireAssignment = {member: {} for member in plan}
     for (topic, p), member in owner.items():
         result[member].setdefault(topic, []).append(p)
-    return {m: {t: sorted(ps) for t, ps in sorted(ts.items())} for m, ts in sorted(result.items())}
+    return Assignment(
+        {m: {t: sorted(ps) for t, ps in sorted(ts.items())} for m, ts in sorted(result.items())}
+    )
 
 
 def describe_waiting(waiting: Mapping[str, list[PartitionKey]], limit: int = 10) -> str:

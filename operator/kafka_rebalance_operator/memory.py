@@ -12,9 +12,11 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
+from kafka_rebalance_common.assignment import Assignment
+from kafka_rebalance_common.wire import AssignmentDocument
+
 from kafka_rebalance_operator.capacity import CapacityEstimator
 from kafka_rebalance_operator.history import PolicyHistory
-from kafka_rebalance_operator.kube.assignment_doc import MemberDocument
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.ports import Observer
 from kafka_rebalance_operator.telemetry import Emitted
@@ -46,7 +48,7 @@ class PolicyMemory:
     reported_generation: int | None = None
     # The document each member's sidecar acts on, as last written or read: a ConfigMap deleted,
     # corrupted or rewritten by hand does not make its partitions look unowned (`ownership`).
-    documents: dict[str, MemberDocument] = field(default_factory=dict)
+    documents: dict[str, AssignmentDocument] = field(default_factory=dict)
     published_hash: str | None = None  # broker mode: the plan last published to the brokers
     published_at: float | None = None  # ... and when (wall time)
     published_group: str | None = None  # ... for which group (a tombstone retires it)
@@ -63,7 +65,7 @@ class PolicyMemory:
     last_plan_bumps: int | None = None
     triggered_at: float | None = None
     triggered_group_epoch: int | None = None
-    published_plan: dict[str, dict[str, list[int]]] | None = None
+    published_plan: Assignment | None = None
     trigger_tag_left: bool = False  # streams: a trigger may have left the reserved tag in place
     # broker mode: the (group, heartbeat interval ms) this operator last wrote as the group's own
     # config (None: none since it started; `phases.group_config`)

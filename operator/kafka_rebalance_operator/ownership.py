@@ -29,15 +29,17 @@ from dataclasses import replace
 from typing import Any
 
 from kafka_rebalance_common import wire
+from kafka_rebalance_common.assignment import WireAssignment
+from kafka_rebalance_common.wire import AssignmentDocument
 
 from kafka_rebalance_operator import names
-from kafka_rebalance_operator.kube.assignment_doc import CurrentState, MemberDocument
+from kafka_rebalance_operator.kube.assignment_doc import CurrentState, held
 from kafka_rebalance_operator.kube.members import PodSummary
 from kafka_rebalance_operator.lag import PartitionOffsets, PolicyOffsets
 from kafka_rebalance_operator.partition_key import PartitionKey
 
 
-def accepted_by_sidecar(shown: MemberDocument | None, written: MemberDocument) -> bool:
+def accepted_by_sidecar(shown: AssignmentDocument | None, written: AssignmentDocument) -> bool:
     """Would a sidecar that holds `written` act on `shown`? On a document of another
     incarnation of the policy (another `policyUid`: the sidecar takes a new incarnation whatever
     its epoch, and then refuses the one it replaced), on a later epoch, the same plan again, or
@@ -48,7 +50,7 @@ def accepted_by_sidecar(shown: MemberDocument | None, written: MemberDocument) -
         return False
     if shown.policy_uid and written.policy_uid and shown.policy_uid != written.policy_uid:
         return True
-    if shown.epoch > written.epoch or shown.same_plan(written):
+    if shown.epoch > written.epoch or shown == written:
         return True
     return (
         shown.epoch == written.epoch
@@ -99,7 +101,9 @@ def in_group(group: Mapping[str, Any] | None) -> frozenset[str]:
     return frozenset(str(m.get("group_instance_id") or "") for m in group.get("members") or [])
 
 
-def with_memory(current: CurrentState, remembered: Mapping[str, MemberDocument]) -> CurrentState:
+def with_memory(
+    current: CurrentState, remembered: Mapping[str, AssignmentDocument]
+) -> CurrentState:
     """`current` with each remembered member's document put back where its ConfigMap is gone,
     unreadable or one its sidecar would refuse. The ConfigMaps themselves stay as read, so the
     poll's diff rewrites them (the repair)."""
@@ -161,32 +165,29 @@ def with_commits(
         for topic, parts in (*document.partitions.items(), *document.revoking.items())
         for p in parts
     }
-    held: dict[str, dict[str, list[int]]] = {}
+    from_commits: WireAssignment = {}
     epochs: dict[str, int] = {}
     for (topic, p), metadata in sorted(candidates.items()):
         member = metadata.member
         if (topic, p) in claimed:
             continue
-        held.setdefault(member, {}).setdefault(topic, []).append(p)
+        from_commits.setdefault(member, {}).setdefault(topic, []).append(p)
         epochs[member] = max(epochs.get(member, 0), metadata.epoch)
-    if not held:
+    if not from_commits:
         return current
     by_member = dict(current.by_member)
-    for member, partitions in held.items():
-        by_member[member] = MemberDocument(
-            group=group,
-            member=member,
-            epoch=epochs[member],
-            partitions=partitions,
-            plan_hash="",
-            generated_at="",
+    for member, partitions in from_commits.items():
+        by_member[member] = held(
+            AssignmentDocument(
+                group=group, member=member, epoch=epochs[member], partitions=partitions
+            )
         )
     return CurrentState(dict(current.configmaps), by_member)
 
 
 def lingering(
     current: CurrentState, members: Collection[str], pods: Iterable[PodSummary]
-) -> dict[str, MemberDocument]:
+) -> dict[str, AssignmentDocument]:
     """Documents of pods that are not members but still run (terminating, or no longer matching
     the selector) and still hold or are giving up partitions: their sidecars may consume those."""
     running = {pod.name for pod in pods if pod.phase == "Running"}
@@ -206,12 +207,12 @@ def unwritten(current: CurrentState, policy: str) -> list[str]:
     missing = []
     for member, document in sorted(current.by_member.items()):
         shown = current.configmaps.get(names.configmap_name(policy, member))
-        if shown is None or shown.document is None or not shown.document.same_plan(document):
+        if shown is None or shown.document is None or shown.document != document:
             missing.append(member)
     return missing
 
 
-def remember_read(remembered: dict[str, MemberDocument], current: CurrentState) -> None:
+def remember_read(remembered: dict[str, AssignmentDocument], current: CurrentState) -> None:
     """Adopt what the ConfigMaps show where a sidecar would act on it (a later epoch written by
     another replica of the operator, or by hand): the memory never lags what members may hold."""
     for member, document in current.by_member.items():
@@ -221,7 +222,7 @@ def remember_read(remembered: dict[str, MemberDocument], current: CurrentState) 
 
 
 def remember_written(
-    remembered: dict[str, MemberDocument], documents: Mapping[str, MemberDocument]
+    remembered: dict[str, AssignmentDocument], documents: Mapping[str, AssignmentDocument]
 ) -> None:
     """After a successful write of the whole desired state: exactly these documents are what
     the members act on from now (members without one had their ConfigMap deleted)."""

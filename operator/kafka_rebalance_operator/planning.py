@@ -9,7 +9,6 @@ preview what the operator will apply by feeding that document to the command.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,11 +16,16 @@ from typing import Any
 import kafka_rebalance_assignors as assignors
 import numpy as np
 from kafka_rebalance_common import wire
+from kafka_rebalance_common.assignment import Assignment
+from kafka_rebalance_common.wire import AssignmentDocument
 
-from kafka_rebalance_operator.kube.assignment_doc import Assignment, MemberDocument
 from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.partition_sets import TopicPartitions
 from kafka_rebalance_operator.policy import PolicySpec
+
+# The name `build_request` still uses for a member's document (that function is being rewritten
+# on another branch; the type is `AssignmentDocument`, which the operator holds throughout).
+MemberDocument = AssignmentDocument
 
 
 def build_request(
@@ -65,7 +69,7 @@ def build_request(
     )
 
 
-def plan_hash(assignment: Mapping[str, Mapping[str, list[int]]]) -> str:
+def plan_hash(assignment: Assignment) -> str:
     """Identifies an assignment (members included, even empty ones): equal hashes mean there is
     nothing to write. Short enough to paste into spec.approvedPlan."""
     return wire.assignment_hash(assignment)
@@ -74,7 +78,7 @@ def plan_hash(assignment: Mapping[str, Mapping[str, list[int]]]) -> str:
 def placement_needed(
     topics: Mapping[str, int],
     members: list[str],
-    current: Mapping[str, MemberDocument],
+    current: Mapping[str, AssignmentDocument],
 ) -> bool:
     """True when the applied plan no longer fits the group: a member without a plan, a plan for
     a pod that left, or a partition nobody present owns. Such a plan is applied at once (no
@@ -96,7 +100,7 @@ def placement_needed(
 
 
 def proposal_fits(
-    assignment: Mapping[str, Mapping[str, list[int]]],
+    assignment: Assignment,
     topics: Mapping[str, int],
     members: list[str],
 ) -> bool:
@@ -118,7 +122,7 @@ class Proposal:
     """A plan waiting for approval: what `status.proposal` describes."""
 
     hash: str
-    assignment: dict[str, dict[str, list[int]]]
+    assignment: Assignment
     moves: int
     before: float | None
     after: float | None
@@ -128,7 +132,7 @@ class Proposal:
 def offer(
     kept: Proposal | None,
     plan_hash: str,
-    assignment: dict[str, dict[str, list[int]]],
+    assignment: Assignment,
     moves: int,
     before: float | None,
     after: float | None,
@@ -156,12 +160,8 @@ def restore_proposal(status_proposal: Any) -> Proposal | None:
     if not isinstance(text, str) or not isinstance(wanted, str):
         return None
     try:
-        raw = json.loads(text)
-        assignment = {
-            str(member): {str(t): sorted(int(p) for p in ps) for t, ps in topics.items()}
-            for member, topics in raw.items()
-        }
-    except (ValueError, TypeError, AttributeError):
+        assignment = wire.decode_assignment(text)
+    except wire.AssignmentError:
         return None
     if plan_hash(assignment) != wanted:
         return None
@@ -181,7 +181,7 @@ def restore_proposal(status_proposal: Any) -> Proposal | None:
     )
 
 
-def moves_between(before: Assignment, after: Mapping[str, Mapping[str, list[int]]]) -> int:
+def moves_between(before: Assignment, after: Assignment) -> int:
     """Partitions whose owner differs (unowned partitions granted are not moves), counted by the
     planner's own rule over the partitions `after` assigns."""
     topics: dict[str, int] = {}

@@ -20,6 +20,7 @@ from kafka_rebalance_assignors.share import (
     SharePlan,
     ShareRequest,
 )
+from kafka_rebalance_common.assignment import Assignment
 
 from kafka_rebalance_operator.kafka.share_group import ShareGroup, TopicPartition
 
@@ -58,10 +59,9 @@ def share_request(
     return ShareRequest(partitions, members, current, drain_seconds, max_moves)
 
 
-def record_assignment(plan: SharePlan) -> dict[str, dict[str, list[int]]]:
-    """The plan as `plan_record.encode_plan(..., kind="share")` takes it: member id -> topic ->
-    partitions (members the plan leaves without partitions kept, with none)."""
-    return {
-        member: {topic: list(parts) for topic, parts in topics.items()}
-        for member, topics in sorted(plan.assignment.items())
-    }
+def record_assignment(plan: SharePlan) -> Assignment:
+    """The plan as the operator passes it on and `plan_record.encode_plan(..., kind="share")`
+    takes it: member id -> topic -> partitions (members the plan leaves without partitions
+    kept, with none; a partition under every member the plan puts on it). The plan's own
+    partition tuples, not copied: members in name order."""
+    return Assignment(dict(sorted(plan.assignment.items())))

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_rebalance_common.wire import AssignmentDocument
 from kafka_rebalance_dev.demo.cluster import install_crd, policy_body
 from kafka_rebalance_operator.adapters import KubeConfigMaps
 from kafka_rebalance_operator.kube import assignment_doc
-from kafka_rebalance_operator.kube.assignment_doc import MemberDocument
 from kafka_rebalance_operator.ports import WriteConflict
 
 pytestmark = pytest.mark.integration
@@ -23,7 +23,7 @@ OWNER_UID: list[str] = []  # the uid of the real policy the ConfigMaps name as t
 
 
 def body(epoch: int, version: str = "", term: int | None = None) -> dict[str, Any]:
-    document = MemberDocument("g", "c-0", epoch, {"t": [0]}, "h", "", leader_term=term)
+    document = AssignmentDocument("g", "c-0", epoch, {"t": [0]}, plan_hash="h", leader_term=term)
     return assignment_doc.configmap_body("pol", OWNER_UID[0], NAMESPACE, document, version)
 
 

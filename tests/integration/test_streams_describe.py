@@ -210,21 +210,25 @@ def test_each_trigger_bumps_the_group_epoch_once(streams_app: str, observer: Kaf
     assert again.members[0].active == {"0": [0, 1], "1": [0, 1]}  # nothing else changed
 
 
+def _real_kafka_ports() -> Ports:
+    """Ports with the real Kafka client and everything else in memory."""
+    return Ports(
+        configmaps=MemoryConfigMaps(),
+        status=MemoryStatus(),
+        secrets=MemorySecrets(),
+        kafka=SharedObservers(KafkaObserver),
+        clock=SystemClock(),
+        metrics=RecordingMetrics(),
+        telemetry=ListTelemetry(),
+    )
+
+
 def test_a_streams_policy_poll_on_brokers_without_the_plug_in_is_stalled_naming_sticky(
     streams_app: str, kafka: str
 ) -> None:
     """The whole streams poll (reconcile -> phases/streams.py) with the real Kafka client: the
     group's task assignor is the broker default `sticky`, so nothing is published."""
-    cluster = SharedObservers(KafkaObserver)
-    ports = Ports(
-        configmaps=MemoryConfigMaps(),
-        status=MemoryStatus(),
-        secrets=MemorySecrets(),
-        kafka=cluster,
-        clock=SystemClock(),
-        metrics=RecordingMetrics(),
-        telemetry=ListTelemetry(),
-    )
+    ports = _real_kafka_ports()
     spec = {
         "groupId": streams_app,
         "groupType": "streams",
@@ -257,16 +261,7 @@ def test_a_streams_policy_sets_the_groups_own_heartbeat_and_a_refused_one_stalls
     """spec.apply.heartbeatInterval through the whole poll with the real Kafka client: 7s
     becomes the group's config; 1s, under these brokers' 5 s minimum, stalls the policy with
     the brokers' reason and leaves 7s in place; unset, the group is back on the default."""
-    cluster = SharedObservers(KafkaObserver)
-    ports = Ports(
-        configmaps=MemoryConfigMaps(),
-        status=MemoryStatus(),
-        secrets=MemorySecrets(),
-        kafka=cluster,
-        clock=SystemClock(),
-        metrics=RecordingMetrics(),
-        telemetry=ListTelemetry(),
-    )
+    ports = _real_kafka_ports()
     spec: dict[str, Any] = {
         "groupId": streams_app,
         "groupType": "streams",

@@ -4,7 +4,8 @@
   (versions 1 and 2; `partitions` holds version 2's compact partition sets);
 - `commit`: the metadata the sidecar puts on every offset commit (the hand-over acknowledgement);
 - `user_data`: the plan-following assignor's subscription and assignment user_data;
-- `assignment`: the canonical text of a whole assignment and the plan hash made from it.
+- `assignment`: the canonical text of a whole assignment (`status.proposal.assignment`), its
+  decoder, and the plan hash made from it.
 
 Decoders raise `WireError` subclasses whose message is one line naming the field. Compatibility
 rule: what an earlier release wrote must keep decoding (tests/unit/wire/test_wire_compat.py holds
@@ -12,7 +13,12 @@ texts
 captured from the encoders before this module existed).
 """
 
-from kafka_rebalance_common.wire.assignment import assignment_hash, encode_assignment
+from kafka_rebalance_common.wire.assignment import (
+    AssignmentError,
+    assignment_hash,
+    decode_assignment,
+    encode_assignment,
+)
 from kafka_rebalance_common.wire.commit import (
     CommitMetadata,
     decode_commit_metadata,
@@ -48,6 +54,7 @@ __all__ = [
     "ASSIGNOR_NAME",
     "NO_EPOCH",
     "AssignmentDocument",
+    "AssignmentError",
     "Claim",
     "CommitMetadata",
     "Composed",
@@ -57,6 +64,7 @@ __all__ = [
     "UserDataError",
     "WireError",
     "assignment_hash",
+    "decode_assignment",
     "decode_claim",
     "decode_claim_epoch",
     "decode_commit_metadata",

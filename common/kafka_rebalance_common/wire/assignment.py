@@ -10,6 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Mapping
+from typing import Any
+
+from kafka_rebalance_common.assignment import Assignment, WireAssignment
+from kafka_rebalance_common.wire.errors import WireError
 
 HASH_LENGTH = 20  # hex digits: short enough to paste into spec.approvedPlan
 
@@ -34,3 +38,40 @@ def encode_assignment(assignment: Mapping[str, Mapping[str, Collection[int]]]) -
 def assignment_hash(assignment: Mapping[str, Mapping[str, Collection[int]]]) -> str:
     """The first `HASH_LENGTH` hex digits of the SHA-256 of `encode_assignment`."""
     return hashlib.sha256(encode_assignment(assignment).encode()).hexdigest()[:HASH_LENGTH]
+
+
+class AssignmentError(WireError):
+    """A whole assignment's text (`status.proposal.assignment`) that is not one."""
+
+
+def decode_assignment(text: str | bytes) -> Assignment:
+    """`encode_assignment`'s text back into an `Assignment` (partitions ascending, members and
+    topics as the text orders them); AssignmentError (one line naming the field) otherwise."""
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise AssignmentError("input", f"not JSON ({error})") from None
+    if not isinstance(raw, dict):
+        raise AssignmentError("input", f"not a JSON object ({type(raw).__name__})")
+    built: WireAssignment = {}
+    for member, topics in raw.items():
+        if not isinstance(topics, dict):
+            raise AssignmentError(member, f"not an object ({type(topics).__name__})")
+        built[member] = {}
+        for topic, parts in topics.items():
+            built[member][topic] = _partitions(parts, f"{member}.{topic}")
+    return Assignment(built)
+
+
+def _partitions(value: Any, where: str) -> list[int]:
+    if not isinstance(value, list):
+        raise AssignmentError(where, f"not a list ({type(value).__name__})")
+    for index, partition in enumerate(value):
+        if type(partition) is not int:
+            raise AssignmentError(f"{where}[{index}]", "not an integer")
+        if partition < 0:
+            raise AssignmentError(f"{where}[{index}]", f"negative partition {partition}")
+    parts = sorted(value)
+    if len(set(parts)) != len(parts):
+        raise AssignmentError(where, "a partition is listed twice")
+    return parts

@@ -43,9 +43,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_rebalance_common.assignment import MemberPartitions
 from kafka_rebalance_common.wire import partitions as codec
 from kafka_rebalance_common.wire.errors import DocumentError
-from kafka_rebalance_common.wire.partitions import Partitions
 
 VERSIONS = (1, 2)  # what this module reads
 DATA_KEY = "assignment.json"  # the ConfigMap data key holding the document
@@ -57,13 +57,17 @@ V1_MAX_BYTES = CONFIGMAP_LIMIT  # the longest version-1 text the API server take
 class AssignmentDocument:
     """What the operator tells one member: its partitions at an epoch, and (assign mode's first
     hand-over step) the partitions it must give up. `generated_at` is when it was written; it is
-    not part of the plan, so two documents that differ only there are equal."""
+    not part of the plan, so two documents that differ only there are equal.
+
+    The operator builds and holds its documents as this type too (with its compact, read-only
+    `MemberPartitions`); `decode_document` gives each topic's partitions as an ascending tuple.
+    Two documents compare their partitions as mappings, so hold them in one form per side."""
 
     group: str
     member: str
     epoch: int
-    partitions: Partitions = field(default_factory=dict)
-    revoking: Partitions = field(default_factory=dict)
+    partitions: MemberPartitions = field(default_factory=dict)
+    revoking: MemberPartitions = field(default_factory=dict)
     plan_hash: str = ""
     generated_at: str = field(default="", compare=False)
     # which incarnation of the policy wrote it ("" = not said); not part of the plan either:

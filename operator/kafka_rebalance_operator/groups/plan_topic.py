@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from kafka_rebalance_common.assignment import Assignment
 from kafka_rebalance_common.wire import plan_record
 
 from kafka_rebalance_operator import planning
@@ -39,7 +40,6 @@ from kafka_rebalance_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 
-Assignment = Mapping[str, Mapping[str, Sequence[int]]]
 GroupT = TypeVar("GroupT")
 
 
@@ -61,7 +61,7 @@ class TopicPlan(Protocol):
     """A kind's plan as delivery needs it."""
 
     @property
-    def assignment(self) -> dict[str, dict[str, list[int]]]: ...
+    def assignment(self) -> Assignment: ...
     @property
     def hash(self) -> str: ...
     @property
@@ -81,7 +81,7 @@ class InPlace:
     last_applied_at: float | None
     spec_changed: bool
     published_hash: str | None
-    published_plan: dict[str, dict[str, list[int]]] | None
+    published_plan: Assignment | None
 
 
 def in_place(ctx: PolicyContext, memory: PolicyMemory, group_id: str) -> InPlace:
@@ -212,10 +212,7 @@ def carry_out(
             _trigger(ctx, target, memory, ports, now)
             return Delivered(target.epoch, triggered=True)
     elif now - (memory.published_at or now) >= settings.plan_refresh_s:
-        refreshed = _Refresh(
-            {m: {t: list(p) for t, p in ts.items()} for m, ts in in_place.items()},
-            target.published_hash,
-        )
+        refreshed = _Refresh(in_place, target.published_hash)
         publish(ctx, target, refreshed, target.epoch, memory, settings, now)
         return Delivered(target.epoch, published=True)
     return Delivered(target.epoch)
@@ -223,7 +220,7 @@ def carry_out(
 
 @dataclass(frozen=True)
 class _Refresh:
-    assignment: dict[str, dict[str, list[int]]]
+    assignment: Assignment
     hash: str
     moves: int = 0
     runs_already: bool = True
@@ -387,7 +384,7 @@ def kept_proposal(
 def offer(
     kept: Proposal | None,
     planned_hash: str,
-    assignment: dict[str, dict[str, list[int]]],
+    assignment: Assignment,
     moves: int,
     before: float | None,
     after: float | None,

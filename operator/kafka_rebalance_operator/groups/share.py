@@ -25,6 +25,7 @@ from typing import Any
 
 from kafka_rebalance_assignors.model import PlanInputError
 from kafka_rebalance_assignors.share import plan_share
+from kafka_rebalance_common.assignment import Assignment
 
 from kafka_rebalance_operator import planning, share_planning, telemetry
 from kafka_rebalance_operator.conditions import Health
@@ -66,7 +67,7 @@ class ShareObserved:
     last_applied_at: float | None
     spec_changed: bool
     published_hash: str | None = None  # the plan this policy last published for the group
-    published_plan: dict[str, dict[str, list[int]]] | None = None
+    published_plan: Assignment | None = None
     log_ends: dict[TopicPartition, int] = field(default_factory=dict)
 
     @property
@@ -85,7 +86,7 @@ class ShareObserved:
 
 @dataclass(frozen=True)
 class SharePlanned:
-    assignment: dict[str, dict[str, list[int]]]  # member id -> topic -> partitions
+    assignment: Assignment  # member id -> topic -> partitions
     hash: str
     moves: int
     peak_before: float | None  # None: some partition has no member now
@@ -223,7 +224,7 @@ def plan(
     )
 
 
-def _per_partition(assignment: dict[str, dict[str, list[int]]]) -> dict[TopicPartition, int]:
+def _per_partition(assignment: Assignment) -> dict[TopicPartition, int]:
     counts: dict[TopicPartition, int] = {}
     for topics in assignment.values():
         for topic, parts in topics.items():

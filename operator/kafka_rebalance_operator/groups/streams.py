@@ -39,6 +39,7 @@ from typing import Any
 
 import kafka_rebalance_assignors as assignors
 from kafka_rebalance_assignors import streams_standbys, streams_tasks
+from kafka_rebalance_common.assignment import Assignment
 
 from kafka_rebalance_operator import planning, telemetry
 from kafka_rebalance_operator.capacity import confirmed_owners
@@ -90,7 +91,7 @@ class StreamsObserved:
     # the plan this policy last published for the group, and its hash (None: none since the
     # operator started, or it was for another group)
     published_hash: str | None = None
-    published_plan: dict[str, dict[str, list[int]]] | None = None
+    published_plan: Assignment | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -107,7 +108,7 @@ class StreamsObserved:
 
 @dataclass(frozen=True)
 class StreamsPlanned:
-    assignment: dict[str, dict[str, list[int]]]  # member id -> subtopology -> partitions
+    assignment: Assignment  # member id -> subtopology -> partitions
     hash: str
     moves: int
     peak_before: float  # the most loaded member's task load over its capacity weight
@@ -304,18 +305,19 @@ def plan(
         for s, parts in held.items()
         for p in parts
     }
+    assignment = Assignment(tasks.assignment)
     planned = StreamsPlanned(
-        assignment=tasks.assignment,
-        hash=planning.plan_hash(tasks.assignment),
+        assignment=assignment,
+        hash=planning.plan_hash(assignment),
         moves=len(tasks.moves),
         peak_before=tasks.peak_before,
         peak_after=tasks.peak_after,
         unowned=any((s, p) not in owned for s, n in observed.counts.items() for p in range(n)),
-        runs_already=runs(observed, tasks.assignment, weights),
+        runs_already=runs(observed, assignment, weights),
         measuring=adaptive is not None and not memory.capacity.measured,
         weights=weights,
-        standbys_only=not observed.group.members_off_plan(tasks.assignment)
-        and not runs(observed, tasks.assignment, weights),
+        standbys_only=not observed.group.members_off_plan(assignment)
+        and not runs(observed, assignment, weights),
     )
     if observed.spec.needs_approval:
         planned = _on_offer(ctx, observed, planned, memory)
@@ -324,7 +326,7 @@ def plan(
 
 def runs(
     observed: StreamsObserved,
-    assignment: Mapping[str, Mapping[str, Sequence[int]]],
+    assignment: Assignment,
     weights: Mapping[str, float] | None,
 ) -> bool:
     """Whether the group runs `assignment` now: every member its planned active tasks, and,
@@ -432,25 +434,27 @@ def carry_out(
 
 def planned_standbys(
     observed: StreamsObserved,
-    assignment: Mapping[str, Mapping[str, Sequence[int]]],
+    assignment: Assignment,
     weights: Mapping[str, float] | None = None,
-) -> dict[str, dict[str, list[int]]] | None:
+) -> Assignment | None:
     """The standbys to publish with `assignment` (the plan's active tasks): placed off each
     task's active process, sticky to the members that hold its state now (their standbys, and
     the tasks' owners before the plan). None when the group's standby count is unknown."""
     group = observed.group
     if group.standby_replicas is None:
         return None
-    return streams_standbys.plan_standbys(
-        assignment,
-        group.standbys(),
-        observed.changelog,
-        group.standby_replicas,
-        observed.member_ids,
-        previous_active=group.targets(),
-        processes=group.processes(),
-        weights=weights,
-    ).standby
+    return Assignment(
+        streams_standbys.plan_standbys(
+            assignment,
+            group.standbys(),
+            observed.changelog,
+            group.standby_replicas,
+            observed.member_ids,
+            previous_active=group.targets(),
+            processes=group.processes(),
+            weights=weights,
+        ).standby
+    )
 
 
 def _target(

@@ -18,13 +18,13 @@ nothing to give it, so no real member loses or gains a partition because of the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import errors
 from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_message import ApiMessage
+from kafka_rebalance_common.assignment import Assignment
 
 from kafka_rebalance_operator.kafka import group_leave, kip848_messages
 
@@ -103,7 +103,7 @@ class ConsumerGroup:
             ],
         }
 
-    def members_off_plan(self, plan: Mapping[str, Mapping[str, Sequence[int]]]) -> list[str]:
+    def members_off_plan(self, plan: Assignment) -> list[str]:
         """Instance ids whose current assignment differs from `plan` (instance id -> topic ->
         partitions): empty when every planned member holds exactly its planned partitions."""
         held = {m.instance_id: m.assignment for m in self.members if m.instance_id}

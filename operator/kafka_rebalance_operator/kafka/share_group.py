@@ -36,6 +36,7 @@ from typing import Any
 from kafka import errors
 from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_message import ApiMessage
+from kafka_rebalance_common.assignment import Assignment
 
 from kafka_rebalance_operator.kafka import group_leave, kip848_messages
 
@@ -118,11 +119,11 @@ class ShareGroup:
         """Every topic some consumer subscribes to, sorted."""
         return tuple(sorted({t for m in self.consumers() for t in m.subscribed_topics}))
 
-    def assignment(self) -> dict[str, dict[str, list[int]]]:
+    def assignment(self) -> Assignment:
         """member id -> topic -> partitions it holds now (members without partitions kept)."""
-        return {
-            m.member_id: {t: list(p) for t, p in m.assignment.items()} for m in self.consumers()
-        }
+        return Assignment(
+            {m.member_id: {t: list(p) for t, p in m.assignment.items()} for m in self.consumers()}
+        )
 
     def holders(self) -> dict[TopicPartition, list[str]]:
         """(topic, partition) -> the member ids holding it, sorted."""
@@ -133,7 +134,7 @@ class ShareGroup:
                     out.setdefault((topic, p), []).append(m.member_id)
         return {tp: sorted(ids) for tp, ids in sorted(out.items())}
 
-    def members_off_plan(self, plan: Mapping[str, Mapping[str, Iterable[int]]]) -> list[str]:
+    def members_off_plan(self, plan: Assignment) -> list[str]:
         """Member ids whose current partitions differ from `plan` (member id -> topic ->
         partitions): empty when every planned member holds exactly its planned partitions."""
         held = self.assignment()

@@ -22,7 +22,6 @@ nothing but the epoch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +29,7 @@ from kafka import errors
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_message import ApiMessage
+from kafka_rebalance_common.assignment import Assignment
 
 from kafka_rebalance_operator.kafka import kip848_messages
 
@@ -118,7 +118,7 @@ class StreamsGroup:
         """member id -> process id (the Kafka Streams instance; its members share state)."""
         return {m.member_id: m.process_id for m in self.members}
 
-    def members_off_plan(self, plan: Mapping[str, Mapping[str, Sequence[int]]]) -> list[str]:
+    def members_off_plan(self, plan: Assignment) -> list[str]:
         """Member ids whose current active tasks differ from `plan` (member id -> subtopology
         -> partitions): empty when every planned member runs exactly its planned tasks."""
         held = self.active()

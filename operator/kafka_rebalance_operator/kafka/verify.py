@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_rebalance_common.assignment import Assignment, WireAssignment
+
 
 @dataclass(frozen=True)
 class Verification:
@@ -17,12 +19,14 @@ class Verification:
     message: str
 
 
-def actual_assignment(group: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
-    result: dict[str, dict[str, list[int]]] = {}
+def actual_assignment(group: Mapping[str, Any]) -> Assignment:
+    """Each member's partitions as describe_groups shows them (topics as listed, partitions
+    ascending); a static member is named by its group_instance_id."""
+    result: WireAssignment = {}
     for member in group.get("members") or []:
         name = member.get("group_instance_id") or member.get("member_id") or "?"
         result[name] = _partitions(member.get("member_assignment") or {})
-    return result
+    return Assignment(result)
 
 
 def _partitions(assignment: Any) -> dict[str, list[int]]:
@@ -35,9 +39,7 @@ def _partitions(assignment: Any) -> dict[str, list[int]]:
     return topics
 
 
-def target_differs(
-    group: Mapping[str, Any] | None, plan: Mapping[str, Mapping[str, list[int]]]
-) -> bool:
+def target_differs(group: Mapping[str, Any] | None, plan: Assignment) -> bool:
     """KIP-848 groups: does the coordinator's *target* for a planned member differ from the
     plan? (Members reach their target over a heartbeat or two; a target that differs means
     the coordinator has not taken the plan at all.) False when nothing says so."""
@@ -62,9 +64,7 @@ def recompute_pending(group: Mapping[str, Any] | None) -> bool:
     return group_epoch > assignment_epoch
 
 
-def verify(
-    group: Mapping[str, Any] | None, plan: Mapping[str, Mapping[str, list[int]]]
-) -> Verification:
+def verify(group: Mapping[str, Any] | None, plan: Assignment) -> Verification:
     if group is None:
         return Verification("unknown", "the group could not be described")
     members = group.get("members") or []

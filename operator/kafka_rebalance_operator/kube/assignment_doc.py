@@ -2,99 +2,47 @@
 
 The ConfigMaps are the source of truth for "what is applied now": the operator re-reads them on
 every poll, so a restart, a lost status write or a hand-deleted ConfigMap is noticed and
-repaired rather than remembered wrongly. The document's text is the shared wire format
-(`kafka_rebalance_common.wire.document`), which the sidecar decodes with the same code.
+repaired rather than remembered wrongly. The document is the shared wire type
+(`kafka_rebalance_common.wire.AssignmentDocument`), held compactly (`held`), and its text the
+shared wire format, which the sidecar decodes with the same code.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
 from kafka_rebalance_common import wire
+from kafka_rebalance_common.assignment import Assignment
+from kafka_rebalance_common.wire import AssignmentDocument
 
 from kafka_rebalance_operator import names
 from kafka_rebalance_operator.partition_sets import TopicPartitions
 
-Assignment = dict[str, dict[str, list[int]]]  # member -> topic -> sorted partitions
+
+def held(document: AssignmentDocument) -> AssignmentDocument:
+    """`document` as the operator holds it: its partitions and revoking as `TopicPartitions`
+    (compact and read-only: a thousand members' documents are held for every poll and between
+    polls), topic names interned (those documents share one string per topic)."""
+    return replace(
+        document,
+        partitions=TopicPartitions({sys.intern(t): p for t, p in document.partitions.items()}),
+        revoking=TopicPartitions({sys.intern(t): p for t, p in document.revoking.items()}),
+    )
 
 
-@dataclass(frozen=True)
-class MemberDocument:
-    """The content of one `assignment.json`, as the operator's planning works with it (partition
-    lists per topic, like every other assignment the operator handles). `wire.AssignmentDocument`
-    is the same content as the wire module encodes it.
-
-    `partitions` and `revoking` are given as any mapping of topic -> partitions and kept as
-    `TopicPartitions` (compact and read-only: a thousand members' documents are held for every
-    poll and between polls); they read and compare like the dict of lists they were made from.
-    """
-
-    group: str
-    member: str
-    epoch: int
-    partitions: Mapping[str, list[int]]
-    plan_hash: str
-    generated_at: str
-    revoking: Mapping[str, list[int]] = field(default_factory=dict)
-    policy_uid: str = ""  # the incarnation of the policy that wrote it ("" = not said)
-    leader_term: int | None = None  # the writing operator's leadership term (None = not said)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "partitions", TopicPartitions.of(self.partitions))
-        object.__setattr__(self, "revoking", TopicPartitions.of(self.revoking))
-
-    def to_wire(self) -> wire.AssignmentDocument:
-        return wire.AssignmentDocument(
-            group=self.group,
-            member=self.member,
-            epoch=self.epoch,
-            partitions={t: tuple(p) for t, p in self.partitions.items()},
-            revoking={t: tuple(p) for t, p in self.revoking.items()},
-            plan_hash=self.plan_hash,
-            generated_at=self.generated_at,
-            policy_uid=self.policy_uid,
-            leader_term=self.leader_term,
-        )
-
-    @classmethod
-    def from_wire(cls, document: wire.AssignmentDocument) -> MemberDocument:
-        return cls(
-            group=document.group,
-            member=document.member,
-            epoch=document.epoch,
-            # topic names interned: a thousand members' documents share one string per topic
-            partitions=TopicPartitions({sys.intern(t): p for t, p in document.partitions.items()}),
-            plan_hash=document.plan_hash,
-            generated_at=document.generated_at,
-            revoking=TopicPartitions({sys.intern(t): p for t, p in document.revoking.items()}),
-            policy_uid=document.policy_uid,
-            leader_term=document.leader_term,
-        )
-
-    def to_json(self) -> str:
-        """The text the sidecar reads: version 1 while it fits a ConfigMap, else version 2."""
-        return wire.encode_document(self.to_wire())
-
-    def same_plan(self, other: MemberDocument) -> bool:
-        """Equal apart from generatedAt (a rewrite that changes only the time is not needed)."""
-        return (
-            self.group == other.group
-            and self.member == other.member
-            and self.epoch == other.epoch
-            and self.partitions == other.partitions
-            and self.revoking == other.revoking
-            and self.plan_hash == other.plan_hash
-        )
+def document_text(document: AssignmentDocument) -> str:
+    """The text the sidecar reads: version 1 while it fits a ConfigMap, else version 2."""
+    return wire.encode_document(document)
 
 
 @dataclass(frozen=True)
 class CurrentConfigMap:
     name: str
-    document: MemberDocument | None  # None: unreadable, will be rewritten
+    document: AssignmentDocument | None  # None: unreadable, will be rewritten
     resource_version: str = ""
     # the ConsumerGroupPolicy names in its ownerReferences (None: not known, e.g. built in tests)
     owners: tuple[str, ...] | None = None
@@ -110,7 +58,7 @@ class CurrentState:
     """What the policy's ConfigMaps say is applied."""
 
     configmaps: dict[str, CurrentConfigMap]  # ConfigMap name -> content
-    by_member: dict[str, MemberDocument]
+    by_member: dict[str, AssignmentDocument]
 
     @cached_property
     def epoch(self) -> int:
@@ -124,17 +72,18 @@ class CurrentState:
         return hashes.pop() if len(hashes) == 1 else None
 
     def owned(self, members: Iterable[str]) -> Assignment:
+        """What the documents of `members` give them (no copy: the documents are read-only)."""
         wanted = set(members)
-        return {m: dict(d.partitions) for m, d in self.by_member.items() if m in wanted}
+        return Assignment({m: d.partitions for m, d in self.by_member.items() if m in wanted})
 
 
-def parse_document(text: str | None) -> MemberDocument | None:
+def parse_document(text: str | None) -> AssignmentDocument | None:
     """An `assignment.json` (any version the wire module reads) back into a document; None when
     it is not one (the ConfigMap is then rewritten)."""
     if not text:
         return None
     try:
-        return MemberDocument.from_wire(wire.decode_document(text))
+        return held(wire.decode_document(text))
     except wire.DocumentError:
         return None
 
@@ -142,7 +91,7 @@ def parse_document(text: str | None) -> MemberDocument | None:
 def read_current(configmaps: Iterable[Mapping[str, Any]]) -> CurrentState:
     """CurrentState from ConfigMap bodies (as listed by the policy's label)."""
     current: dict[str, CurrentConfigMap] = {}
-    by_member: dict[str, MemberDocument] = {}
+    by_member: dict[str, AssignmentDocument] = {}
     for body in configmaps:
         metadata = body.get("metadata") or {}
         name = metadata.get("name", "")
@@ -164,27 +113,29 @@ def read_current(configmaps: Iterable[Mapping[str, Any]]) -> CurrentState:
 
 def render_documents(
     group: str,
-    assignment: Mapping[str, Mapping[str, list[int]]],
+    assignment: Assignment,
     epoch: int,
     plan_hash: str,
     generated_at: str,
-    revoking: Mapping[str, Mapping[str, list[int]]] | None = None,
+    revoking: Assignment | None = None,
     policy_uid: str = "",
     leader_term: int | None = None,
-) -> dict[str, MemberDocument]:
+) -> dict[str, AssignmentDocument]:
     """Member -> the document it should read (`revoking`: assign mode's first hand-over step),
     stamped with the incarnation of the policy and the leadership term of the operator that
-    writes it."""
-    revoking = revoking or {}
+    writes it; held as `held` holds documents read back."""
+    revoking = revoking or Assignment()
     return {
-        member: MemberDocument(
+        member: AssignmentDocument(
             group=group,
             member=member,
             epoch=epoch,
-            partitions={t: sorted(p) for t, p in sorted(topics.items()) if p},
+            partitions=TopicPartitions({t: sorted(p) for t, p in sorted(topics.items()) if p}),
             plan_hash=plan_hash,
             generated_at=generated_at,
-            revoking={t: sorted(p) for t, p in sorted((revoking.get(member) or {}).items()) if p},
+            revoking=TopicPartitions(
+                {t: sorted(p) for t, p in sorted(revoking.partitions_of(member).items()) if p}
+            ),
             policy_uid=policy_uid,
             leader_term=leader_term,
         )
@@ -196,7 +147,7 @@ def configmap_body(
     policy: str,
     policy_uid: str,
     namespace: str,
-    document: MemberDocument,
+    document: AssignmentDocument,
     resource_version: str = "",
 ) -> dict[str, Any]:
     """The full ConfigMap, owned by the policy so that deleting the policy deletes it.
@@ -224,7 +175,7 @@ def configmap_body(
                 }
             ],
         },
-        "data": {names.DATA_KEY: document.to_json()},
+        "data": {names.DATA_KEY: document_text(document)},
     }
     if resource_version:
         body["metadata"]["resourceVersion"] = resource_version
@@ -235,14 +186,14 @@ def configmap_body(
 class Writes:
     """The ConfigMap writes that take the current state to the desired one."""
 
-    upserts: list[MemberDocument]
+    upserts: list[AssignmentDocument]
     deletes: list[str]  # ConfigMap names
 
     def __bool__(self) -> bool:
         return bool(self.upserts or self.deletes)
 
 
-def diff(policy: str, current: CurrentState, desired: Mapping[str, MemberDocument]) -> Writes:
+def diff(policy: str, current: CurrentState, desired: Mapping[str, AssignmentDocument]) -> Writes:
     """Only the ConfigMaps whose plan differs are written; ConfigMaps of non-members go."""
     upserts = []
     wanted_names = set()
@@ -250,11 +201,9 @@ def diff(policy: str, current: CurrentState, desired: Mapping[str, MemberDocumen
         name = names.configmap_name(policy, member)
         wanted_names.add(name)
         existing = current.configmaps.get(name)
-        if (
-            existing is None
-            or existing.document is None
-            or not existing.document.same_plan(document)
-        ):
+        # equal documents are the same plan: generatedAt, policyUid and leaderTerm are not
+        # part of a document's equality
+        if existing is None or existing.document is None or existing.document != document:
             upserts.append(document)
     deletes = sorted(name for name in current.configmaps if name not in wanted_names)
     return Writes(upserts, deletes)

@@ -8,12 +8,14 @@ poll re-reads the ConfigMaps and finishes or repairs what was partly written.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
+
+from kafka_rebalance_common.assignment import Assignment
+from kafka_rebalance_common.wire import AssignmentDocument
 
 from kafka_rebalance_operator import handoff, names, ownership, planning, telemetry
 from kafka_rebalance_operator.kube import assignment_doc
-from kafka_rebalance_operator.kube.assignment_doc import CurrentState, MemberDocument, Writes
+from kafka_rebalance_operator.kube.assignment_doc import CurrentState, Writes
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision
@@ -29,7 +31,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Applied:
     # what the members' ConfigMaps give them after this poll
-    assignment: Mapping[str, Mapping[str, list[int]]]
+    assignment: Assignment
     epoch: int
     written_hash: str | None = None  # APPLY: the hash of what was written (status.appliedPlan)
     announcement: str | None = None  # APPLY: the PlanApplied event, unless one was posted lately
@@ -51,7 +53,7 @@ def apply(
     if decision.action not in (Action.APPLY, Action.REPAIR):
         return Applied(_in_place(planned), observed.epoch)
     spec = observed.spec
-    assignment, revoking, written_hash = planned.assignment, {}, planned.hash
+    assignment, revoking, written_hash = planned.assignment, Assignment(), planned.hash
     if observed.two_step and decision.action is Action.APPLY and not planned.timed_out:
         # assign mode: every move; group mode: moves away from members outside the group
         holders = planned.holders
@@ -129,7 +131,7 @@ def _write(ctx: PolicyContext, current: CurrentState, writes: Writes, ports: Por
         raise PollFailure("WriteConflict", str(error), stalled=False) from None
 
 
-def _upsert(ctx: PolicyContext, document: MemberDocument, version: str, ports: Ports) -> str:
+def _upsert(ctx: PolicyContext, document: AssignmentDocument, version: str, ports: Ports) -> str:
     _may_write(ports)
     return ports.configmaps.upsert(
         assignment_doc.configmap_body(ctx.name, ctx.uid, ctx.namespace, document, version)
@@ -209,9 +211,9 @@ def _may_announce(memory: PolicyMemory, now: float, min_interval_s: float) -> bo
     return True
 
 
-def _in_place(planned: Planned) -> dict[str, Mapping[str, list[int]]]:
+def _in_place(planned: Planned) -> Assignment:
     """What the present members' ConfigMaps give them now (nothing is written)."""
-    return {m: d.partitions for m, d in planned.live_docs.items()}
+    return Assignment({m: d.partitions for m, d in planned.live_docs.items()})
 
 
 def _fmt(value: float | None) -> str:

@@ -8,14 +8,17 @@ the lags last reported: `history.PolicyHistory`) and the remembered documents.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from kafka_rebalance_common.assignment import Assignment
+from kafka_rebalance_common.wire import AssignmentDocument
 
 from kafka_rebalance_operator import handoff, ownership, protocol
 from kafka_rebalance_operator.handoff import Pending
 from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.kube import assignment_doc
-from kafka_rebalance_operator.kube.assignment_doc import CurrentState, MemberDocument
+from kafka_rebalance_operator.kube.assignment_doc import CurrentState
 from kafka_rebalance_operator.kube.members import PodSummary, select_members
 from kafka_rebalance_operator.lag import UNKNOWN, PolicyLags, PolicyOffsets
 from kafka_rebalance_operator.memory import PolicyMemory
@@ -34,7 +37,7 @@ class Observed:
     lags: PolicyLags  # lag state, lag and time lag of every partition, columnar
     members: list[PodSummary]  # Running and Ready pods the selector matches
     current: CurrentState  # what members act on: the ConfigMaps, corrected (`ownership`)
-    lingering: dict[str, MemberDocument]  # assign mode: running non-members still holding some
+    lingering: dict[str, AssignmentDocument]  # assign mode: running non-members still holding some
     epoch: int  # the highest epoch in status, any document, memory or sidecar commit
     last_applied_at: float | None  # when the last epoch was applied (status or memory)
     spec_changed: bool  # the spec changed since the last poll reported on it
@@ -69,9 +72,9 @@ class Observed:
         """Partitions whose lag could not be read this poll."""
         return self.lags.count(UNKNOWN)
 
-    def owners(self) -> dict[str, Mapping[str, list[int]]]:
-        """The partitions each member's ConfigMap gives it now."""
-        return {m: d.partitions for m, d in self.current.by_member.items()}
+    def applied(self) -> Assignment:
+        """The partitions each member's ConfigMap gives it now (pods that left included)."""
+        return Assignment({m: d.partitions for m, d in self.current.by_member.items()})
 
 
 def observe(
@@ -89,7 +92,7 @@ def observe(
     members = select_members(spec, pods, admitted=current.by_member)
     present = {m.name for m in members}
     committers = ownership.last_committers(offsets)
-    lingering: dict[str, MemberDocument] = {}
+    lingering: dict[str, AssignmentDocument] = {}
     if spec.apply_mode == "assign":
         current = ownership.with_commits(current, spec.group_id, present, committers)
         lingering = ownership.lingering(current, present, pods)

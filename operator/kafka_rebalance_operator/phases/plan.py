@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import kafka_rebalance_assignors as assignors
+from kafka_rebalance_common.assignment import Assignment
+from kafka_rebalance_common.wire import AssignmentDocument
 
 from kafka_rebalance_operator import handoff, planning
 from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.kafka.verify import actual_assignment
-from kafka_rebalance_operator.kube.assignment_doc import MemberDocument
 from kafka_rebalance_operator.kube.members import resolve_weights
 from kafka_rebalance_operator.lag import OK
 from kafka_rebalance_operator.memory import PolicyMemory
@@ -28,8 +29,6 @@ from kafka_rebalance_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 
-Assignment = dict[str, dict[str, list[int]]]
-
 
 @dataclass(frozen=True)
 class Planned:
@@ -38,8 +37,8 @@ class Planned:
     moves: int
     ratio_before: float | None  # maxLoadRatio of the plan in place, for this poll's loads
     ratio_after: float | None  # ... of `assignment`
-    live_docs: dict[str, MemberDocument]  # the documents of members that are still present
-    lingering: dict[str, MemberDocument]  # assign mode: running non-members still holding some
+    live_docs: dict[str, AssignmentDocument]  # the documents of members that are still present
+    lingering: dict[str, AssignmentDocument]  # assign mode: running non-members still holding some
     proposal: Proposal | None  # the proposal on offer, when `assignment` is it
     timed_out: dict[str, list[PartitionKey]]  # revokes nobody acknowledged in time (settled)
     handoff_done: bool  # assign mode: the revoke of the applied epoch is over
@@ -49,14 +48,14 @@ class Planned:
     measuring: bool = False
 
     @property
-    def holders(self) -> dict[str, MemberDocument]:
+    def holders(self) -> dict[str, AssignmentDocument]:
         """Everyone who may consume a partition now: members, and pods that linger."""
         return {**self.lingering, **self.live_docs}
 
     def with_lingering(self, assignment: Assignment) -> Assignment:
         """`assignment` plus an empty entry for each lingering pod, so its document is written
         (giving everything up) rather than its ConfigMap deleted while it may still consume."""
-        return {**{m: {} for m in self.lingering}, **assignment}
+        return assignment.with_empty(self.lingering)
 
 
 def plan(
@@ -83,7 +82,8 @@ def plan(
     except assignors.PlanInputError as error:
         raise PollFailure("PlanFailed", f"the planner refused the input: {error}") from None
     pending = observed.handoff
-    assignment = dict(result.assignment)  # every member's lists: the operator keeps and hashes them
+    # the planner's assignment as it is (read-only, each member's lists built on first read)
+    assignment = Assignment(result.assignment)
     planned = Planned(
         assignment=assignment,
         hash=planning.plan_hash(assignment),
@@ -109,15 +109,17 @@ def _settled(planned: Planned) -> Planned:
     """A hand-over that timed out: never grant a partition its old owner may still consume.
     The unacknowledged partitions go back to it, in a new epoch; the rest of the plan stands."""
     holders = planned.holders
-    previous = {
-        m: {
-            t: sorted(set(d.partitions.get(t, [])) | set(d.revoking.get(t, [])))
-            for t in set(d.partitions) | set(d.revoking)
+    previous = Assignment(
+        {
+            m: {
+                t: sorted(set(d.partitions.get(t, [])) | set(d.revoking.get(t, [])))
+                for t in set(d.partitions) | set(d.revoking)
+            }
+            for m, d in holders.items()
         }
-        for m, d in holders.items()
-    }
+    )
     assignment = handoff.settle_timed_out(
-        {m: d.partitions for m, d in holders.items()},
+        Assignment({m: d.partitions for m, d in holders.items()}),
         planned.with_lingering(planned.assignment),
         planned.timed_out,
     )
@@ -182,8 +184,8 @@ def _adaptive(
     estimator.observe(
         now,
         confirmed_owners(
-            owners(observed.owners()),
-            owners(actual_assignment(group)) if group is not None else None,
+            observed.applied().owners(),
+            actual_assignment(group).owners() if group is not None else None,
             group is not None and group.get("group_state") == "Stable",
         ),
         {key: committed for key, committed, _lag in ok},
@@ -202,7 +204,3 @@ def _adaptive(
             {m: round(c, 1) for m, c in estimator.effective(names, demand).items()},
         )
     return adaptive
-
-
-def owners(assignment: Mapping[str, Mapping[str, list[int]]]) -> dict[PartitionKey, str]:
-    return {(t, p): m for m, ts in assignment.items() for t, ps in ts.items() for p in ps}

@@ -9,12 +9,12 @@ and applied).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from kafka_rebalance_common import redaction
+from kafka_rebalance_common.assignment import Assignment
 
 from kafka_rebalance_operator import conditions, planning, telemetry
 from kafka_rebalance_operator.conditions import Health
@@ -101,7 +101,7 @@ def waited(
     now: float,
 ) -> PollOutcome:
     memory.reported_generation = ctx.generation
-    _telemetry(ctx, observed, observed.owners(), observed.epoch, memory, ports, settings, now)
+    _telemetry(ctx, observed, observed.applied(), observed.epoch, memory, ports, settings, now)
     return PollOutcome(status(ctx, now, wait.health, observed), [], wait.stop, succeeded=True)
 
 
@@ -182,9 +182,7 @@ def _metrics(
     )
 
 
-def owner_codes(
-    layout: Layout, assignment: Mapping[str, Mapping[str, list[int]]]
-) -> tuple[list[str], np.ndarray]:
+def owner_codes(layout: Layout, assignment: Assignment) -> tuple[list[str], np.ndarray]:
     """(members in name order, each partition's owner as an index into them; -1: none). A
     partition listed under two members goes to the later one; partitions of topics the policy
     no longer has are left out."""
@@ -328,7 +326,7 @@ def _proposal(proposal: planning.Proposal, epoch: int, budget: int) -> tuple[dic
 def _telemetry(
     ctx: PolicyContext,
     observed: Observed,
-    assignment: Mapping[str, Mapping[str, list[int]]],
+    assignment: Assignment,
     epoch: int,
     memory: PolicyMemory,
     ports: Ports,

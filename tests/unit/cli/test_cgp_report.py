@@ -6,13 +6,14 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from kafka_rebalance_common.assignment import Assignment
 
 from kafka_rebalance import cgp_report
 
 
 def test_moves_are_owner_changes_and_grants_are_not_moves() -> None:
-    current = {"a": {"t": [0, 1, 2]}, "b": {"t": [3]}}
-    proposed = {"a": {"t": [0, 1]}, "b": {"t": [2, 3]}, "c": {"u": [0]}}  # u-0 was unowned
+    current = Assignment({"a": {"t": [0, 1, 2]}, "b": {"t": [3]}})
+    proposed = Assignment({"a": {"t": [0, 1]}, "b": {"t": [2, 3]}, "c": {"u": [0]}})  # u-0 unowned
     assert cgp_report.proposal_moves(current, proposed) == [
         {"topic": "t", "partition": 2, "from": "a", "to": "b"}
     ]
@@ -29,6 +30,9 @@ def test_proposal_assignment_is_read_back_or_refused_in_one_line() -> None:
         cgp_report.proposal_assignment({"metadata": {"name": "p"}, "status": {}})
     policy["status"]["proposal"]["assignment"] = "{not json"
     with pytest.raises(cgp_report.ReportError, match="is not readable"):
+        cgp_report.proposal_assignment(policy)
+    policy["status"]["proposal"]["assignment"] = '{"a": {"t": [0, "1"]}}'
+    with pytest.raises(cgp_report.ReportError, match=r"is not readable: a\.t\[1\]: not an integer"):
         cgp_report.proposal_assignment(policy)
 
 

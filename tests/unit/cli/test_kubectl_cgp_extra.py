@@ -48,7 +48,7 @@ def test_plan_reads_the_applied_assignment_without_the_operator_extra() -> None:
         # the rest of `plan` and `approve --wait`: the moves, the timeout's duration
         "from kafka_rebalance.cgp_report import proposal_moves\n"
         "from kafka_rebalance_operator.durations import parse_duration\n"
-        f"print(json.dumps(owned_by_member(json.loads({json.dumps(configmaps)!r}))))"
+        f"print(json.dumps(owned_by_member(json.loads({json.dumps(configmaps)!r})).to_dict()))"
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"orders-0": {"orders": [0, 2]}, "orders-1": {"orders": [1]}}

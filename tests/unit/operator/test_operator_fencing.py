@@ -17,9 +17,9 @@ import pytest
 import urllib3
 from kafka_rebalance_common import wire
 from kafka_rebalance_common.replanning import Action
+from kafka_rebalance_common.wire import AssignmentDocument
 from kafka_rebalance_operator import ownership
 from kafka_rebalance_operator.kube import leadership
-from kafka_rebalance_operator.kube.assignment_doc import MemberDocument
 from kafka_rebalance_operator.phases.decide import Stop
 from kafka_rebalance_operator.ports import AlwaysLeader
 from kafka_rebalance_sidecar.document import AssignmentTracker, OfferStatus
@@ -333,8 +333,8 @@ def test_a_document_without_a_term_is_judged_as_before() -> None:
     assert tracker.current.leader_term == 1
 
 
-def member_doc(epoch: int, term: int | None, partitions: list[int]) -> MemberDocument:
-    return MemberDocument("g", "m", epoch, {"t": partitions}, "h", "", leader_term=term)
+def member_doc(epoch: int, term: int | None, partitions: list[int]) -> AssignmentDocument:
+    return AssignmentDocument("g", "m", epoch, {"t": partitions}, plan_hash="h", leader_term=term)
 
 
 def test_the_operator_reads_a_term_rewrite_as_the_sidecar_does() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from kafka_rebalance_common.assignment import Assignment
 from kafka_rebalance_operator.handoff import acknowledged, first_step, pending
-from kafka_rebalance_operator.kube.assignment_doc import render_documents
+from kafka_rebalance_operator.kube.assignment_doc import document_text, render_documents
 from kafka_rebalance_operator.lag import PartitionOffsets
 
 
@@ -41,7 +42,7 @@ def _offsets(metadata: str | None) -> PartitionOffsets:
 
 def test_pending_until_acknowledged_or_timed_out_or_owner_gone() -> None:
     docs = render_documents(
-        "g", {"a": {"t": [0]}, "b": {"t": [2]}}, 5, "h", "T", revoking={"a": {"t": [1]}}
+        "g", {"a": {"t": [0]}, "b": {"t": [2]}}, 5, "h", "T", revoking=Assignment({"a": {"t": [1]}})
     )
     waiting = pending(
         docs, ["a", "b"], {("t", 1): _offsets(None)}, now=10, started_at=0, timeout_s=60
@@ -59,17 +60,19 @@ def test_pending_until_acknowledged_or_timed_out_or_owner_gone() -> None:
 def test_revoking_round_trips_through_the_configmap() -> None:
     from kafka_rebalance_operator.kube.assignment_doc import parse_document
 
-    docs = render_documents("g", {"a": {"t": [0]}}, 5, "h", "T", revoking={"a": {"t": [3, 1]}})
-    assert json.loads(docs["a"].to_json())["revoking"] == {"t": [1, 3]}
-    assert parse_document(docs["a"].to_json()).revoking == {"t": [1, 3]}
+    docs = render_documents(
+        "g", {"a": {"t": [0]}}, 5, "h", "T", revoking=Assignment({"a": {"t": [3, 1]}})
+    )
+    assert json.loads(document_text(docs["a"]))["revoking"] == {"t": [1, 3]}
+    assert parse_document(document_text(docs["a"])).revoking == {"t": [1, 3]}
 
 
 def test_a_timed_out_revoke_goes_back_to_its_owner_and_nobody_else_gets_it() -> None:
     from kafka_rebalance_operator.handoff import settle_timed_out
 
     # a revoked t-1 and t-4 (epoch E); a acknowledged t-4 only; c left holding t-5; t-6 is new
-    holdings = {"a": {"t": [0]}, "b": {"t": [2, 3]}}
-    plan = {"a": {"t": [0, 3]}, "b": {"t": [1, 2, 4, 5]}, "d": {"t": [6]}}
+    holdings = Assignment({"a": {"t": [0]}, "b": {"t": [2, 3]}})
+    plan = Assignment({"a": {"t": [0, 3]}, "b": {"t": [1, 2, 4, 5]}, "d": {"t": [6]}})
     settled = settle_timed_out(holdings, plan, {"a": [("t", 1)]})
     # a keeps what it holds and gets back what it did not acknowledge; b keeps t-3 although
     # the plan wants it on a (no partition moves between present members in this epoch);
@@ -83,12 +86,14 @@ def test_a_timed_out_revoke_never_reaches_a_member_that_holds_other_partitions()
     from kafka_rebalance_operator.handoff import settle_timed_out
 
     # the plan moves everything of a's to b: only acknowledged partitions may follow it
-    holdings = {"a": {"x": [0]}, "b": {"y": [0]}}
-    plan = {"a": {}, "b": {"x": [0, 1, 2], "y": [0]}}
+    holdings = Assignment({"a": {"x": [0]}, "b": {"y": [0]}})
+    plan = Assignment({"a": {}, "b": {"x": [0, 1, 2], "y": [0]}})
     settled = settle_timed_out(holdings, plan, {"a": [("x", 1)]})
     assert settled == {"a": {"x": [0, 1]}, "b": {"x": [2], "y": [0]}}
     # partitions of a topic that no longer exists are dropped, not handed back
-    gone = settle_timed_out({"a": {"old": [0]}}, {"a": {"t": [0]}}, {"a": [("old", 1)]})
+    gone = settle_timed_out(
+        Assignment({"a": {"old": [0]}}), Assignment({"a": {"t": [0]}}), {"a": [("old", 1)]}
+    )
     assert gone == {"a": {"t": [0]}}
 
 

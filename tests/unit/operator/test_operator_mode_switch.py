@@ -11,8 +11,9 @@ from typing import Any
 
 from kafka_rebalance_common import wire
 from kafka_rebalance_common.replanning import Action
+from kafka_rebalance_common.wire import AssignmentDocument
 from kafka_rebalance_operator import ownership
-from kafka_rebalance_operator.kube.assignment_doc import CurrentState, MemberDocument
+from kafka_rebalance_operator.kube.assignment_doc import CurrentState
 from kafka_rebalance_operator.phases.decide import Stop
 
 from tests.operator_ports import MemoryKafka, Policy, memory_ports, pods
@@ -104,10 +105,10 @@ def test_once_the_members_are_in_the_group_moves_are_one_step() -> None:
     assert sorted(owners(subject)) == [0, 1, 2, 3]
 
 
-def document(member: str, partitions: list[int], revoking: list[int] = ()) -> MemberDocument:
-    return MemberDocument(
-        "g", member, 3, {TOPIC: partitions} if partitions else {}, "h", "",
-        {TOPIC: list(revoking)} if revoking else {},
+def document(member: str, partitions: list[int], revoking: list[int] = ()) -> AssignmentDocument:
+    return AssignmentDocument(
+        "g", member, 3, {TOPIC: partitions} if partitions else {},
+        {TOPIC: list(revoking)} if revoking else {}, "h",
     )  # fmt: skip
 
 

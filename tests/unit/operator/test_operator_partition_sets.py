@@ -10,8 +10,15 @@ import random
 
 import numpy as np
 import pytest
+from kafka_rebalance_common.assignment import Assignment
+from kafka_rebalance_common.wire import AssignmentDocument
 from kafka_rebalance_operator import planning
-from kafka_rebalance_operator.kube.assignment_doc import MemberDocument, parse_document
+from kafka_rebalance_operator.kube.assignment_doc import (
+    document_text,
+    held,
+    parse_document,
+    render_documents,
+)
 from kafka_rebalance_operator.lag import Layout
 from kafka_rebalance_operator.partition_sets import TopicPartitions
 from kafka_rebalance_operator.phases.report import owner_codes
@@ -71,17 +78,22 @@ def test_copies_and_pickles() -> None:
         hash(parts)
 
 
-def test_documents_keep_it_and_replace_shares_it() -> None:
+def test_held_documents_keep_it_and_replace_shares_it() -> None:
     from dataclasses import replace
 
-    document = MemberDocument("g", "m", 1, {"b": [1], "a": [0]}, "h", "now", {"c": [2]})
+    document = held(
+        AssignmentDocument("g", "m", 1, {"b": (1,), "a": (0,)}, {"c": (2,)}, "h", "now")
+    )
     assert isinstance(document.partitions, TopicPartitions)
     assert isinstance(document.revoking, TopicPartitions)
     assert document.partitions == {"b": [1], "a": [0]}
     assert replace(document, generated_at="").partitions is document.partitions
-    read = parse_document(document.to_json())
-    assert read is not None and read.same_plan(document)
+    read = parse_document(document_text(document))
+    assert read is not None and isinstance(read.partitions, TopicPartitions)
     assert read.partitions == {"a": [0], "b": [1]} and read.revoking == {"c": [2]}
+    rendered = render_documents("g", Assignment({"m": {"b": [1], "a": [0]}}), 1, "h", "now")
+    assert isinstance(rendered["m"].partitions, TopicPartitions)
+    assert held(rendered["m"]) == rendered["m"] == parse_document(document_text(rendered["m"]))
 
 
 def _random_assignment(
@@ -107,7 +119,9 @@ def test_owner_codes_and_placement_match_the_dicts(seed: int) -> None:
     members_c, owner_c = owner_codes(layout, compact)
     assert members == members_c and np.array_equal(owner, owner_c)
 
-    documents = {m: MemberDocument("g", m, 1, ts, "h", "") for m, ts in assignment.items()}
+    documents = {
+        m: AssignmentDocument("g", m, 1, ts, plan_hash="h") for m, ts in assignment.items()
+    }
     covered = {(t, p) for ts in assignment.values() for t, ps in ts.items() for p in ps}
     whole = all((t, p) in covered for t, n in topics.items() for p in range(n))
     assert planning.placement_needed(topics, sorted(assignment), documents) is (not whole)
