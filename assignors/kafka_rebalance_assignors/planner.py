@@ -338,7 +338,7 @@ def _check_slowly(context: PlanContext, raw: Assignment) -> None:
             raise PlanInvariantError(f"{topic}-{table.index(None)} left unassigned")
 
 
-_BLOCK = 256  # entries compared at once by `differing_positions`
+_BLOCK = 64  # entries compared at once by `differing_positions` (64: fastest measured at 1M)
 
 
 def differing_positions(previous: list[int], target: list[int]) -> list[int]:
