@@ -68,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=0,
         help="also this many share groups with one hot partition on `simple` (docs/pipeline.md)",
     )
+    gen.add_argument(
+        "--streams-groups",
+        type=int,
+        default=0,
+        help="also this many streams groups with one hot task on a slow instance on `sticky`",
+    )
     gen.set_defaults(handler=run_generate)
 
     rates = steps.add_parser("rates", help="rates, measured capacity, lag stats -> Parquet")
@@ -162,22 +168,32 @@ def run_generate(args: argparse.Namespace) -> int:
         FleetSpec,
         GroupTruth,
         ShareFleetSpec,
+        StreamsFleetSpec,
         generate_fleet,
         generate_share_fleet,
+        generate_streams_fleet,
     )
     from kafka_rebalance_pipeline.sinks import write_files, write_kafka
 
     if not args.out and not args.kafka:
         print("pipeline generate: give --out DIR and/or --kafka BOOTSTRAP", file=sys.stderr)
         return 2
-    if args.share_groups < 0:
-        print("pipeline generate: --share-groups must be >= 0", file=sys.stderr)
-        return 2
+    for flag, value in (
+        ("--share-groups", args.share_groups),
+        ("--streams-groups", args.streams_groups),
+    ):
+        if value < 0:
+            print(f"pipeline generate: {flag} must be >= 0", file=sys.stderr)
+            return 2
     shares = ShareFleetSpec(groups=args.share_groups, polls=args.polls, interval_s=args.interval)
+    streams = StreamsFleetSpec(
+        groups=args.streams_groups, polls=args.polls, interval_s=args.interval
+    )
 
     def fleet(truth: list[GroupTruth]) -> Iterator[dict[str, Any]]:
         yield from generate_fleet(spec, truth)
         yield from generate_share_fleet(shares, truth)
+        yield from generate_streams_fleet(streams, truth)
 
     spec = FleetSpec(
         groups=args.groups,
@@ -203,6 +219,7 @@ def run_generate(args: argparse.Namespace) -> int:
     summary["seconds"] = round(time.perf_counter() - started, 3)
     summary["groups"] = len(truth)
     summary["share_groups"] = args.share_groups
+    summary["streams_groups"] = args.streams_groups
     summary["slow_members"] = sum(t.slow_member is not None for t in truth)
     if args.truth:
         args.truth.parent.mkdir(parents=True, exist_ok=True)

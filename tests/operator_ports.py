@@ -17,6 +17,7 @@ from typing import Any
 from kafka_rebalance_common.wire import plan_record
 from kafka_rebalance_operator import reconcile
 from kafka_rebalance_operator.kafka.cluster_identity import Rival
+from kafka_rebalance_operator.kafka.group_heartbeat import HeartbeatConfigRefused
 from kafka_rebalance_operator.kafka.kafka_io import KafkaUnavailable, Observation, TooManyPartitions
 from kafka_rebalance_operator.kafka.share_group import ShareGroupError, SharePartitionOffset
 from kafka_rebalance_operator.kafka.streams_group import StreamsGroupError
@@ -144,6 +145,9 @@ class MemoryKafka:
     streams_groups: dict[str, Any] = field(default_factory=dict)
     streams_triggers: list[str] = field(default_factory=list)
     streams_cleared: list[str] = field(default_factory=list)  # clear_streams_trigger calls
+    # set_heartbeat_interval calls (group, kind, ms), and the brokers' refusal to answer with
+    heartbeat_set: list[tuple[str, str, int | None]] = field(default_factory=list)
+    heartbeat_refusal: str | None = None
     refuse_trigger: str | None = None
     # share groups: group id -> the group ShareGroupDescribe shows; each share-partition's
     # lag as DescribeShareGroupOffsets reports it; the groups triggered
@@ -285,6 +289,14 @@ class MemoryObserver:
             raise KafkaUnavailable(f"removing the trigger tag of {group_id}: connection refused")
         self.cluster.streams_cleared.append(group_id)
         return True
+
+    def set_heartbeat_interval(self, group_id: str, kind: str, interval_ms: int | None) -> None:
+        if not self.cluster.reachable:
+            raise KafkaUnavailable(f"setting the heartbeat of {group_id}: connection refused")
+        refusal = self.cluster.heartbeat_refusal
+        if refusal is not None:
+            raise HeartbeatConfigRefused(refusal)
+        self.cluster.heartbeat_set.append((group_id, kind, interval_ms))
 
     def close(self) -> None:
         self.closed = True

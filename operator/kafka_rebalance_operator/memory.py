@@ -65,6 +65,9 @@ class PolicyMemory:
     triggered_group_epoch: int | None = None
     published_plan: dict[str, dict[str, list[int]]] | None = None
     trigger_tag_left: bool = False  # streams: a trigger may have left the reserved tag in place
+    # broker mode: the (group, heartbeat interval ms) this operator last wrote as the group's own
+    # config (None: none since it started; `phases.group_config`)
+    heartbeat_written: tuple[str, int] | None = None
     status_failing: bool = False  # the last status write was refused (one Event per episode)
 
     def poll_due(self, now: float, generation: int, interval: float, uid: str) -> bool:

@@ -64,6 +64,9 @@ class PolicySpec:
     count_balance: str = "relaxed"
     apply_mode: str = "group"
     handoff_timeout: float = 60.0
+    # broker mode: the group's own heartbeat interval in ms (None: the brokers' default), the
+    # time a plan waits for each member's next heartbeat (`phases.group_config`)
+    heartbeat_interval_ms: int | None = None
     approved_plan: str | None = None
     group_type: str = "consumer"  # "streams": a KIP-1071 streams group (docs/streams.md)
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -113,6 +116,24 @@ def _max_moves(raw: Any) -> int | str | None:
     return text
 
 
+def _heartbeat_ms(apply: Mapping[str, Any], apply_mode: str) -> int | None:
+    """spec.apply.heartbeatInterval in whole milliseconds (None when absent). Only a group whose
+    brokers assign it (KIP-848, streams, share: broker mode) has a heartbeat interval of its own;
+    the brokers' min/max bounds are theirs to check."""
+    if apply.get("heartbeatInterval") is None:
+        return None
+    if apply_mode != "broker":
+        raise PolicyError(
+            "spec.apply.heartbeatInterval: a group's own heartbeat interval is a KIP-848, streams "
+            f"or share group config and needs spec.apply.mode broker, got {apply_mode!r}"
+        )
+    seconds = _duration(apply, "heartbeatInterval", 0.0, "spec.apply")
+    milliseconds = round(seconds * 1000)
+    if milliseconds < 1:
+        raise PolicyError(f"spec.apply.heartbeatInterval: must be at least 1ms, got {seconds:g}s")
+    return milliseconds
+
+
 def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     """Typed settings from `spec`; raises PolicyError naming the first unusable field."""
     group_id = spec.get("groupId")
@@ -158,6 +179,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     min_improvement = float(rebalance.get("minImprovement", 0.1))
     if not 0 <= min_improvement < 1:
         raise PolicyError("spec.rebalance.minImprovement: must be in [0, 1)")
+    heartbeat_ms = _heartbeat_ms(apply, apply_mode)
 
     return PolicySpec(
         group_id=group_id,
@@ -182,6 +204,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         count_balance=rebalance.get("countBalance", "relaxed"),
         apply_mode=apply_mode,
         handoff_timeout=_duration(apply, "handoffTimeout", 60.0, "spec.apply"),
+        heartbeat_interval_ms=heartbeat_ms,
         approved_plan=spec.get("approvedPlan") or None,
         group_type=group_type,
     )

@@ -133,6 +133,71 @@ def share_rows(
     return rows
 
 
+def _owners(tasks: Mapping[str, Mapping[str, Sequence[int]]]) -> dict[tuple[str, int], list[str]]:
+    """(subtopology, partition) -> the members holding it, sorted."""
+    held: dict[tuple[str, int], list[str]] = {}
+    for member in sorted(tasks):
+        for subtopology, parts in tasks[member].items():
+            for p in parts:
+                held.setdefault((subtopology, int(p)), []).append(member)
+    return held
+
+
+def streams_rows(
+    *,
+    ts_ms: int,
+    cluster: str,
+    namespace: str,
+    policy: str,
+    group: str,
+    counts: Mapping[str, int],
+    lag: Mapping[tuple[str, int], float | None],
+    rate: Mapping[tuple[str, int], float | None],
+    log_end: Mapping[tuple[str, int], float | None],
+    active: Mapping[str, Mapping[str, Sequence[int]]],
+    standby: Mapping[str, Mapping[str, Sequence[int]]],
+    processes: Mapping[str, str],
+    changelog: Mapping[tuple[str, int], int],
+    epoch: int,
+) -> list[dict[str, Any]]:
+    """One `kind: "streams"` row per task of a streams group's poll (subtopology -> task count
+    in `counts`): the task's input backlog (`lag`, summed over its source partitions; null when
+    one is unknown, never 0), production `rate` (records/s; null until measured) and input
+    `log_end` (summed likewise), the member running it (`owner`, null when none) and that
+    member's `process`, whether it is `stateful` and its `changelog` size (records; null for a
+    stateless task), and the members holding its `standbys`, sorted. Every task every poll,
+    in (subtopology, partition) order."""
+    owners, standbys = _owners(active), _owners(standby)
+    rows = []
+    for subtopology, count in sorted(counts.items()):
+        for p in range(count):
+            key = (subtopology, p)
+            owner = next(iter(owners.get(key, ())), None)
+            task_lag, task_rate, end = lag.get(key), rate.get(key), log_end.get(key)
+            rows.append(
+                {
+                    "ts_ms": ts_ms,
+                    "kind": "streams",
+                    "cluster": cluster,
+                    "namespace": namespace,
+                    "policy": policy,
+                    "group": group,
+                    "subtopology": subtopology,
+                    "partition": p,
+                    "lag": None if task_lag is None else int(task_lag),
+                    "rate": None if task_rate is None else round(task_rate, 3),
+                    "log_end": None if end is None else int(end),
+                    "owner": owner,
+                    "process": None if owner is None else processes.get(owner),
+                    "stateful": key in changelog,
+                    "changelog": changelog.get(key),
+                    "standbys": standbys.get(key, []),
+                    "epoch": epoch,
+                }
+            )
+    return rows
+
+
 class Sink(Protocol):
     def write(self, rows: Iterable[Mapping[str, Any]]) -> None: ...
     def close(self) -> None: ...

@@ -3,7 +3,8 @@
 Spark groups the telemetry by consumer group and hands each group's rows to `replay` through
 `applyInPandas`; capacities and current strategies (small tables from `pipeline rates`) travel
 to the executors inside the function's closure. Share groups (rows of the share kinds) go the
-same way to `share_replay`, which needs nothing from `rates`; both write one output table.
+same way to `share_replay`, and streams groups (`streams` rows) to `streams_replay`; neither
+needs anything from `rates`; all write one output table.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from kafka_rebalance_pipeline.rates_job import KEY
 from kafka_rebalance_pipeline.replay import backtest_group, history_from_rows
 from kafka_rebalance_pipeline.share_replay import backtest_share_group, share_history_from_rows
 from kafka_rebalance_pipeline.spark_io import read_telemetry, write_json
+from kafka_rebalance_pipeline.streams_replay import (
+    backtest_streams_group,
+    streams_history_from_rows,
+)
 
 OUTPUT_SCHEMA = (
     "cluster string, namespace string, policy string, `group` string, candidate string, "
@@ -96,6 +101,23 @@ def make_share_function(slo_s: float, replayed: Any = None) -> Any:
     return run
 
 
+def make_streams_function(handoff_s: float, slo_s: float, replayed: Any = None) -> Any:
+    """The applyInPandas function for streams groups: one group's streams rows in, one row per
+    streams candidate out (`streams_replay.streams_grid`)."""
+
+    def run(key: tuple[Any, ...], rows: Any) -> Any:
+        import pandas as pd
+
+        names = dict(zip(KEY, (k or "" for k in key), strict=True))
+        history = streams_history_from_rows(names, rows.to_dict("records"))
+        out = backtest_streams_group(history, handoff_s=handoff_s, slo_s=slo_s)
+        if replayed is not None:
+            replayed.add(1)
+        return pd.DataFrame(out, columns=OUTPUT_COLUMNS)
+
+    return run
+
+
 def run_backtest(
     spark: Any,
     sources: Sequence[str],
@@ -133,9 +155,16 @@ def run_backtest(
     shares = telemetry.shares
     if groups:
         shares = shares.where(F.col("group").isin(list(groups)))
+    streams = telemetry.streams
+    if groups:
+        streams = streams.where(F.col("group").isin(list(groups)))
     results = results.unionByName(
         shares.groupBy(*KEY).applyInPandas(
             make_share_function(slo_s, replayed), schema=OUTPUT_SCHEMA
+        )
+    ).unionByName(
+        streams.groupBy(*KEY).applyInPandas(
+            make_streams_function(handoff_s, slo_s, replayed), schema=OUTPUT_SCHEMA
         )
     )
     progress.stage("replaying groups")

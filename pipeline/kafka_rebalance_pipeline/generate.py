@@ -322,3 +322,89 @@ def generate_share_fleet(
 ) -> Iterator[dict[str, Any]]:
     for index in range(spec.groups):
         yield from generate_share_group(spec, index, truth)
+
+
+# ---------------------------------------------------------------------------- streams groups
+
+
+@dataclass(frozen=True)
+class StreamsFleetSpec:
+    """Streams groups (KIP-1071) on Kafka's `sticky` task shape with one hot task on a slow
+    instance: subtopology "0" (stateless) and "1" (stateful, one standby each) with `tasks`
+    tasks each; task ("0", 0) produces `hot_factor` times the others' rate, and the instance
+    `sticky` gives it runs at `slow_factor` of its peers' capacity. The peers' capacity is
+    `headroom` times the group's production over the instances: enough for the hot task and a
+    share of the rest, so a plan that moves the hot task off the slow instance keeps up, while
+    `sticky` (blind to load) leaves it there and its backlog grows."""
+
+    groups: int = 1
+    polls: int = 40
+    interval_s: float = 30.0
+    tasks: int = 4  # per subtopology
+    members: int = 3
+    rate: float = 10.0  # records/s of a cold task
+    hot_factor: float = 8.0
+    headroom: float = 2.5
+    slow_factor: float = 0.25
+    initial_backlog_s: float = 300.0  # of each task's production waiting at the start: long
+    # enough that every instance is seen busy for a few polls, so its capacity is measured
+    changelog: int = 50_000  # records in each stateful task's changelog
+    start_ms: int = 1_767_225_600_000
+    cluster: str = "local"
+    namespace: str = "apps"
+
+
+def streams_group_name(index: int) -> str:
+    return f"streams-{index:04d}"
+
+
+def generate_streams_group(
+    spec: StreamsFleetSpec, index: int, truth: list[GroupTruth] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Rows of one streams group, poll by poll: a `streams` row per task, as the operator's
+    streams kind writes them (`telemetry.streams_rows`). Deterministic: no random draws.
+    Consumption follows the backtest's streams model (`simulate.drain_step` over tasks) under
+    `sticky`; `truth.slow_member` is the slow instance, `extra["hot"]` the hot task."""
+    from kafka_rebalance_pipeline.streams_sticky import sticky_tasks
+
+    name = streams_group_name(index)
+    tasks = [(s, p) for s in ("0", "1") for p in range(spec.tasks)]
+    stateful = [s == "1" for s, _p in tasks]
+    rates = [spec.rate * (spec.hot_factor if t == ("0", 0) else 1.0) for t in tasks]
+    members = [f"{name}-instance-{i}" for i in range(spec.members)]
+    placed = sticky_tasks(members, tasks[spec.tasks :], tasks[: spec.tasks], {})
+    owners = [placed[t] for t in tasks]
+    slow = placed[("0", 0)]
+    fast = spec.headroom * sum(rates) / spec.members
+    capacity = {m: fast * (spec.slow_factor if m == slow else 1.0) for m in members}
+    standbys = [
+        [members[(members.index(owner) + 1) % len(members)]] if heavy else []
+        for owner, heavy in zip(owners, stateful, strict=True)
+    ]
+    record = GroupTruth(name, spec.namespace, name, members, capacity, slow, len(tasks))
+    record.extra["hot"] = ("0", 0)
+    if truth is not None:
+        truth.append(record)
+    backlog = [r * spec.initial_backlog_s for r in rates]
+    log_end = [100_000.0 + b for b in backlog]
+    for t in range(spec.polls):
+        if t > 0:
+            backlog, _used = drain_step(backlog, rates, owners, capacity, spec.interval_s)
+            log_end = [e + r * spec.interval_s for e, r in zip(log_end, rates, strict=True)]
+        ts_ms = spec.start_ms + int(t * spec.interval_s * 1000)
+        head = {"ts_ms": ts_ms, "kind": "streams", "cluster": spec.cluster,
+                "namespace": spec.namespace, "policy": name, "group": name}  # fmt: skip
+        for k, (subtopology, p) in enumerate(tasks):
+            record.rows += 1
+            yield {**head, "subtopology": subtopology, "partition": p,
+                   "lag": round(backlog[k]), "rate": rates[k], "log_end": int(log_end[k]),
+                   "owner": owners[k], "process": f"process-{owners[k]}",
+                   "stateful": stateful[k], "changelog": spec.changelog if stateful[k] else None,
+                   "standbys": standbys[k], "epoch": 0}  # fmt: skip
+
+
+def generate_streams_fleet(
+    spec: StreamsFleetSpec, truth: list[GroupTruth] | None = None
+) -> Iterator[dict[str, Any]]:
+    for index in range(spec.groups):
+        yield from generate_streams_group(spec, index, truth)

@@ -20,7 +20,7 @@ from typing import Any
 
 from kafka_rebalance_pipeline.polls import at_every_poll
 from kafka_rebalance_pipeline.progress import QUIET, Progress
-from kafka_rebalance_pipeline.schema import SHARE_KINDS
+from kafka_rebalance_pipeline.schema import REPLAYED_KINDS
 from kafka_rebalance_pipeline.spark_io import Telemetry, read_raw, with_errors, write_json
 
 KEY = ["cluster", "namespace", "policy", "group"]
@@ -287,7 +287,7 @@ def one_pass_rows(telemetry: Any) -> Any:
     side = (
         F.when(F.col("_error").isNotNull(), F.col("_error"))
         .when(is_plan, F.lit(PLAN))
-        .when(F.col("kind").isin(*SHARE_KINDS), F.lit(SHARE_SIDE))
+        .when(F.col("kind").isin(*REPLAYED_KINDS), F.lit(SHARE_SIDE))
     )
     return telemetry.select(
         *ROW_COLUMNS,

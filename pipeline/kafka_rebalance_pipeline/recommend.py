@@ -136,6 +136,8 @@ def patch_document(rec: Recommendation) -> dict[str, Any]:
     row = rec.chosen
     if row.get("group_type") == "share":
         return _share_patch(rec, row)
+    if row.get("group_type") == "streams":
+        return _streams_patch(rec, row)
     spec: dict[str, Any] = {"strategy": row["strategy"]}
     weights = json.loads(row.get("weights_json") or "{}")
     if row["weights"] == "capacity" and weights:
@@ -153,32 +155,47 @@ def patch_document(rec: Recommendation) -> dict[str, Any]:
         mm = row["max_moves"]
         rebalance["maxMovesPerRound"] = mm if str(mm).endswith("%") else int(mm)
     spec["rebalance"] = rebalance
+    return _policy_patch(rec, spec)
+
+
+def _policy_patch(rec: Recommendation, spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": "ConsumerGroupPolicy",
         "metadata": {"name": rec.policy, "namespace": rec.namespace},
         "spec": spec,
     }
+
+
+def _planner_spec(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A planner candidate's drain time and rebalance options, as policy spec fields."""
+    rebalance: dict[str, Any] = {"cooldown": duration_text(row["cooldown_s"])}
+    if row.get("max_moves"):
+        mm = row["max_moves"]
+        rebalance["maxMovesPerRound"] = mm if str(mm).endswith("%") else int(mm)
+    return {"load": {"targetDrainSeconds": round(float(row["drain_s"]))}, "rebalance": rebalance}
 
 
 def _share_patch(rec: Recommendation, row: Mapping[str, Any]) -> dict[str, Any]:
     """The merge patch for a share group's policy (`spec.groupType: share`): the planner's drain
     time and rebalance options. Recommending `simple` itself patches nothing but the comment:
     a share policy in `observe` mode leaves the group on `simple`."""
-    spec: dict[str, Any] = {}
-    if row["strategy"] != "simple" and row.get("drain_s") is not None:
-        spec["load"] = {"targetDrainSeconds": round(float(row["drain_s"]))}
-        rebalance: dict[str, Any] = {"cooldown": duration_text(row["cooldown_s"])}
-        if row.get("max_moves"):
-            mm = row["max_moves"]
-            rebalance["maxMovesPerRound"] = mm if str(mm).endswith("%") else int(mm)
-        spec["rebalance"] = rebalance
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ConsumerGroupPolicy",
-        "metadata": {"name": rec.policy, "namespace": rec.namespace},
-        "spec": spec,
-    }
+    if row["strategy"] == "simple" or row.get("drain_s") is None:
+        return _policy_patch(rec, {})
+    return _policy_patch(rec, _planner_spec(row))
+
+
+def _streams_patch(rec: Recommendation, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch for a streams group's policy (`spec.groupType: streams`): the task
+    planner's strategy, drain time, weights source and rebalance options. Recommending `sticky`
+    itself patches nothing but the comment: a streams policy in `observe` mode leaves the
+    group on Kafka's sticky task assignor (the plug-in's fallback)."""
+    if row["strategy"] == "sticky" or row.get("drain_s") is None:
+        return _policy_patch(rec, {})
+    spec = {"strategy": "lag-aware", **_planner_spec(row)}
+    if row.get("weights") == "adaptive":
+        spec["members"] = {"weightFrom": "adaptive"}
+    return _policy_patch(rec, spec)
 
 
 def evidence_lines(rec: Recommendation) -> list[str]:

@@ -1,6 +1,7 @@
 """The HTML report: one self-contained file (plots as embedded PNGs) a person can open or attach.
 
-Per group: lag over time under the current policy, the recommendation and the best candidate of
+Per group (consumer, share or streams: the fleet table's `type`): lag over time under the
+current policy, the recommendation and the best candidate of
 every other strategy; and load per member (assigned production / measured capacity) before and
 after. A fleet table on top says which groups change and why.
 """
@@ -103,6 +104,7 @@ def render(recs: Sequence[Recommendation], title: str, max_plotted: int = 20) ->
     fleet = _table(
         [
             "group",
+            "type",
             "namespace/policy",
             "decision",
             "current",
@@ -114,6 +116,7 @@ def render(recs: Sequence[Recommendation], title: str, max_plotted: int = 20) ->
         [
             [
                 r.group,
+                r.current.get("group_type") or "consumer",
                 f"{r.namespace}/{r.policy}",
                 "change" if r.change else "keep",
                 r.current["candidate"],

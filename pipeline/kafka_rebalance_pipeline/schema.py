@@ -4,10 +4,13 @@ Partition rows and plan rows share one stream (a Kafka topic or JSON-lines files
 carry `kind: "plan"`, partition rows no kind (or `"partition"`). Share groups add two kinds
 (docs/pipeline.md, "Share telemetry"): `"share"`, one row per poll and share-partition (its
 backlog in `lag`, its production `rate`, the `members` on it), and `"share-member"`, one row per
-poll and member with its measured `throughput` where one is known. The share fields are
-optional, so every row valid before them is valid as it was. The rules are SQL expressions so
-Spark checks millions of rows without a Python round trip; `row_errors` evaluates the same rules
-on one Python dict (for writers, and for tests that need no Spark).
+poll and member with its measured `throughput` where one is known. Streams groups add
+`"streams"` (docs/pipeline.md, "Streams telemetry"): one row per poll and task, the task named by
+`subtopology` and `partition`, its input backlog `lag`, `rate` and `log_end`, its `owner` and
+that member's `process`, `stateful`, its `changelog` size and its `standbys`. The share and
+streams fields are optional, so every row valid before them is valid as it was. The rules are
+SQL expressions so Spark checks millions of rows without a Python round trip; `row_errors`
+evaluates the same rules on one Python dict (for writers, and for tests that need no Spark).
 """
 
 from __future__ import annotations
@@ -41,12 +44,22 @@ FIELDS: dict[str, str] = {
     "rate": "double",
     "members": "array<string>",
     "throughput": "double",
+    "subtopology": "string",
+    "process": "string",
+    "stateful": "boolean",
+    "changelog": "bigint",
+    "standbys": "array<string>",
 }
 SHARE = "share"
 SHARE_MEMBER = "share-member"
 SHARE_KINDS = (SHARE, SHARE_MEMBER)
+STREAMS = "streams"
+# Kinds the backtest replays on their own and the rates job counts valid but leaves out.
+REPLAYED_KINDS = (*SHARE_KINDS, STREAMS)
 # The fields only share rows carry.
 SHARE_ONLY_FIELDS = ["rate", "members", "throughput"]
+# The fields only streams rows carry (`rate` is a share field already).
+STREAMS_ONLY_FIELDS = ["subtopology", "process", "stateful", "changelog", "standbys"]
 PARTITION_FIELDS = [
     "ts_ms",
     "cluster",
@@ -101,6 +114,25 @@ SHARE_MEMBER_FIELDS = [
     "owner",
     "throughput",
 ]
+# The columns of the validated streams table (spark_io.read_telemetry): a streams row's fields.
+STREAMS_FIELDS = [
+    "ts_ms",
+    "cluster",
+    "namespace",
+    "policy",
+    "group",
+    "subtopology",
+    "partition",
+    "lag",
+    "rate",
+    "log_end",
+    "owner",
+    "process",
+    "stateful",
+    "changelog",
+    "standbys",
+    "epoch",
+]
 # The columns of the validated plan table (spark_io.read_telemetry), in FIELDS order: a plan row's
 # fields but its kind, and where it came from (optional on a plan row, as on partition rows).
 PLAN_COLUMNS = [
@@ -154,6 +186,15 @@ SHARE_MEMBER_RULES: tuple[tuple[str, str], ...] = (
     ("missing-owner", "owner IS NULL OR owner = ''"),
     ("negative-rate", "throughput < 0"),
 )
+STREAMS_RULES: tuple[tuple[str, str], ...] = (
+    ("malformed-json", f"`{CORRUPT}` IS NOT NULL"),
+    ("missing-ts_ms", "ts_ms IS NULL"),
+    ("missing-group", "`group` IS NULL OR `group` = ''"),
+    ("missing-subtopology", "subtopology IS NULL OR subtopology = ''"),
+    ("bad-partition", "`partition` IS NULL OR `partition` < 0"),
+    ("negative-offset", "log_end < 0 OR lag < 0 OR changelog < 0"),
+    ("negative-rate", "rate < 0"),
+)
 
 
 def ddl(include_corrupt: bool = True) -> str:
@@ -185,6 +226,8 @@ def _type_ok(value: Any, kind: str) -> bool:
         return _int(value) and -(2**63) <= value < 2**63
     if kind == "double":
         return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
     if kind == "array<string>":
         return isinstance(value, list) and all(not isinstance(v, dict | list) for v in value)
     return not isinstance(value, dict | list)
@@ -199,7 +242,7 @@ def row_errors(row: Any) -> str | None:
     if any(not _type_ok(row.get(name), kind) for name, kind in FIELDS.items()):
         return "malformed-json"
     kind = row.get("kind")
-    if kind not in (None, "partition", "plan", *SHARE_KINDS):
+    if kind not in (None, "partition", "plan", *REPLAYED_KINDS):
         return "unknown-kind"
     if row.get("ts_ms") is None:
         return "missing-ts_ms"
@@ -211,6 +254,8 @@ def row_errors(row: Any) -> str | None:
         if not row.get("owner"):
             return "missing-owner"
         return "negative-rate" if (row.get("throughput") or 0) < 0 else None
+    if kind == STREAMS:
+        return _streams_error(row)
     if not row.get("topic"):
         return "missing-topic"
     if row.get("partition") is None or row["partition"] < 0:
@@ -229,3 +274,14 @@ def row_errors(row: Any) -> str | None:
     if state == "ok" and not row.get("owner"):
         return "missing-owner"
     return None
+
+
+def _streams_error(row: dict[str, Any]) -> str | None:
+    """`row_errors` for a streams row (`STREAMS_RULES`, after the common ones)."""
+    if not row.get("subtopology"):
+        return "missing-subtopology"
+    if row.get("partition") is None or row["partition"] < 0:
+        return "bad-partition"
+    if any((row.get(n) or 0) < 0 for n in ("log_end", "lag", "changelog")):
+        return "negative-offset"
+    return "negative-rate" if (row.get("rate") or 0) < 0 else None

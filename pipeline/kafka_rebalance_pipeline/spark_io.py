@@ -30,6 +30,10 @@ from kafka_rebalance_pipeline.schema import (
     SHARE_MEMBER_RULES,
     SHARE_ONLY_FIELDS,
     SHARE_RULES,
+    STREAMS,
+    STREAMS_FIELDS,
+    STREAMS_ONLY_FIELDS,
+    STREAMS_RULES,
     ddl,
     reason_expression,
 )
@@ -192,6 +196,7 @@ def with_errors(frame: Any) -> Any:
         .when(is_plan, F.expr(reason_expression(PLAN_RULES)))
         .when(F.col("kind") == SHARE, F.expr(reason_expression(SHARE_RULES)))
         .when(F.col("kind") == SHARE_MEMBER, F.expr(reason_expression(SHARE_MEMBER_RULES)))
+        .when(F.col("kind") == STREAMS, F.expr(reason_expression(STREAMS_RULES)))
         .when(is_partition, F.expr(reason_expression(PARTITION_RULES)))
         .otherwise(F.lit("unknown-kind")),
     )
@@ -200,7 +205,7 @@ def with_errors(frame: Any) -> Any:
 @dataclass
 class Telemetry:
     """Validated telemetry: partition rows, plan rows, share rows (both share kinds, with
-    `kind`), and the error report.
+    `kind`), streams rows, and the error report.
 
     `checked` has every row's `_error` (NULL: valid) and is what the counts come from; the
     samples come from `samples_from` when given (every column of every row, read again, for a
@@ -212,6 +217,7 @@ class Telemetry:
     checked: Any  # every row with `_error` (cached), for the report
     samples_from: Any = None
     shares: Any = None
+    streams: Any = None
 
     def error_report(self, samples: int = 5) -> dict[str, Any]:
         from pyspark.sql import functions as F
@@ -253,11 +259,12 @@ def read_telemetry(spark: Any, sources: Sequence[str], cache: bool = True) -> Te
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
     good = checked.where(F.col("_error").isNull())
     partitions = good.where(F.col("kind").isNull() | (F.col("kind") == "partition")).drop(
-        "_error", CORRUPT, "kind", *PLAN_ONLY_FIELDS, *SHARE_ONLY_FIELDS
+        "_error", CORRUPT, "kind", *PLAN_ONLY_FIELDS, *SHARE_ONLY_FIELDS, *STREAMS_ONLY_FIELDS
     )
     plans = good.where(F.col("kind") == "plan").select(*PLAN_COLUMNS)
     shares = good.where(F.col("kind").isin(*SHARE_KINDS)).select(*SHARE_COLUMNS)
-    return Telemetry(partitions, plans, checked, shares=shares)
+    streams = good.where(F.col("kind") == STREAMS).select(*STREAMS_FIELDS)
+    return Telemetry(partitions, plans, checked, shares=shares, streams=streams)
 
 
 def write_json(path: Path, data: Any) -> None:

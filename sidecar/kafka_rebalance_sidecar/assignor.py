@@ -2,7 +2,8 @@
 
 Each member advertises its own document's claim in the subscription user_data; the elected
 leader composes the group assignment from the claims it trusts (`plan_following.trusted`, then
-`plan_following.compose`: none above its own document's epoch). Nothing
+`plan_following.compose`: none above its own document's epoch, none naming another policy
+incarnation than its own document's). Nothing
 here does I/O: `assign` and `metadata` run on the client's network thread, inside the JoinGroup
 handling, where a blocking call would stall heartbeats and fetches of the whole consumer.
 
@@ -157,14 +158,25 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
                 )
             )
         own = self.tracker.current
-        checked = trusted(views, own.epoch if own is not None else NO_EPOCH)
+        own_epoch = own.epoch if own is not None else NO_EPOCH
+        own_policy = own.policy_uid if own is not None else ""
+        checked = trusted(views, own_epoch, own_policy)
         for member_id, epoch in checked.untrusted_claims:
             log.warning(
                 "ignored the claim of epoch %d from member %s: above epoch %d of the plan this "
                 "leader read",
                 epoch,
                 member_id,
-                own.epoch if own is not None else NO_EPOCH,
+                own_epoch,
+            )
+        for member_id, epoch, policy in checked.other_incarnation_claims:
+            log.warning(
+                "ignored the claim of epoch %d from member %s: policy incarnation %s, not %s of "
+                "the plan this leader read",
+                epoch,
+                member_id,
+                policy,
+                own_policy,
             )
         views = list(checked.members)
         counts = {}
@@ -181,13 +193,15 @@ class PlanFollowingAssignor(AbstractPartitionAssignor):
         epochs = sorted({v.claim.epoch for v in views if v.claim is not None})
         log.info(
             "composed assignment for %d members from epoch %d (claim epochs %s, members "
-            "without a claim %d, claims above the leader's plan %d, members of an older generation "
-            "%d): %d claimed, %d by fallback, %d withheld, %d claims ignored",
+            "without a claim %d, claims above the leader's plan %d, claims of another policy "
+            "incarnation %d, members of an older generation %d): %d claimed, %d by fallback, "
+            "%d withheld, %d claims ignored",
             len(views),
             composition.epoch,
             epochs,
             sum(1 for v in views if v.claim is None),
             len(checked.untrusted_claims),
+            len(checked.other_incarnation_claims),
             len(checked.stale_owners),
             composition.claimed_partitions,
             composition.fallback_partitions,

@@ -57,6 +57,24 @@ def heartbeat_interval_ms(session_timeout_ms: int) -> int:
     return max(500, min(session_timeout_ms // 5, HEARTBEAT_INTERVAL_MAX_MS))
 
 
+def new_document_reason(
+    document: AssignmentDocument, joined_epoch: int | None, joined: AssignmentDocument | None
+) -> str | None:
+    """Why the claim this member joined with no longer says what its document says (None: it
+    still does): a new epoch, the same epoch re-written by a newer operator leader
+    (leaderTerm), or the document of another policy incarnation (the claim names the
+    incarnation, and leaders ignore claims of another one), whatever its epoch."""
+    if document.epoch != joined_epoch:
+        return f"new document epoch {document.epoch}"
+    if joined is None:
+        return None
+    if document.policy_uid != joined.policy_uid:
+        return f"new policy incarnation {document.policy_uid or '(none)'} at epoch {document.epoch}"
+    if document != joined:
+        return f"document epoch {document.epoch} re-written"
+    return None
+
+
 def stale_reason(document_epoch: int, composed: int | None, claim_seen: int | None) -> str | None:
     """Why the last assignment does not follow this member's document, or None when it does
     (or when the leader's user_data does not say: another assignor, an older sidecar)."""
@@ -228,14 +246,12 @@ class GroupRunner(Runner):
         document = self.tracker.current
         if document is None:
             return
-        # a new epoch, or the same epoch re-written by a newer operator leader (leaderTerm)
-        if document.epoch != self._joined_epoch or (
-            self._joined is not None and document != self._joined
-        ):
+        changed = new_document_reason(document, self._joined_epoch, self._joined)
+        if changed is not None:
             self._joined_epoch, self._joined = document.epoch, document
             self._stale_next = time.monotonic() + self.config.stale_rejoin_min_s
             self._stale_interval = self.config.stale_rejoin_min_s
-            self.request_rejoin(f"new document epoch {document.epoch}")
+            self.request_rejoin(changed)
             return
         reason = stale_reason(
             document.epoch, self.assignor.last_composed_epoch, self.assignor.last_claim_epoch

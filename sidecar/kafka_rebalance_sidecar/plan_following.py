@@ -14,9 +14,10 @@ some claims are a plan behind. The rule:
   round; its owner sees it revoked, rejoins, and the next round grants it once nobody owns it.
 
 Before composing, the leader trusts the plan, not the claims (`trusted`, the Java assignor's
-rule): a claim above the epoch of the leader's own document counts as no claim, and owned
-partitions count only from members of the group's current generation (or from members that
-report no generation, such as kafka-python's subscription v1).
+rule): a claim of another policy incarnation than the leader's own document's, or above that
+document's epoch, counts as no claim, and owned partitions count only from members of the group's
+current generation (or from members that report no generation, such as kafka-python's
+subscription v1).
 
 This runs on the Kafka client's network thread, inside the JoinGroup handling: it must stay fast.
 The claimed part is linear in partitions; the planner runs only when something is unclaimed, and
@@ -57,22 +58,41 @@ class Trusted:
     members: tuple[MemberView, ...]
     untrusted_claims: tuple[tuple[str, int], ...]  # (member id, claimed epoch) treated as none
     stale_owners: tuple[str, ...]  # members whose owned partitions were not counted
+    # (member id, claimed epoch, the claim's incarnation) treated as none: another incarnation
+    other_incarnation_claims: tuple[tuple[str, int, str], ...] = ()
 
 
-def trusted(members: Sequence[MemberView], leader_epoch: int) -> Trusted:
-    """The members with only what the leader may believe. Invariants: no claim kept is above
-    `leader_epoch` (the epoch of the leader's own document; NO_EPOCH when it has none, so then no
-    claim is kept), so a member claiming a huge epoch wins nothing and, after a policy is
-    recreated (a new incarnation starting again at epoch 1), claims of the old incarnation's
-    higher epochs no longer override the new plan; owned partitions are kept only from members
-    of the current generation (the highest any member reports) or from members reporting none."""
+def trusted(members: Sequence[MemberView], leader_epoch: int, leader_policy: str = "") -> Trusted:
+    """The members with only what the leader may believe, `leader_epoch` and `leader_policy`
+    being the epoch and incarnation (`policyUid`, "" when it names none) of the leader's own
+    document (NO_EPOCH when it has none, so then no claim is kept).
+
+    Invariants:
+    - no claim kept is above `leader_epoch`, so a member claiming a huge epoch wins nothing;
+    - no claim kept names an incarnation other than `leader_policy` when both name one, so after
+      a policy is recreated (a new incarnation, epochs starting again at 1) a member still on the
+      old incarnation's document wins nothing with it, whatever its epoch. A claim that names
+      none, or a leader whose document names none, is judged by the epoch alone: "not said" is
+      the same incarnation, as for documents (`AssignmentDocument.same_incarnation`), so members
+      of a version that sends no incarnation keep their plan through a rolling upgrade. Such a
+      claim of an old incarnation at or below the leader's epoch still counts; the check covers
+      every member that names its incarnation;
+    - owned partitions are kept only from members of the current generation (the highest any
+      member reports) or from members reporting none.
+
+    A claim set aside is reported in `untrusted_claims` (above the epoch) or
+    `other_incarnation_claims` (another incarnation), never in both."""
     current = max((m.generation for m in members), default=NO_GENERATION)
     kept: list[MemberView] = []
     untrusted: list[tuple[str, int]] = []
+    other: list[tuple[str, int, str]] = []
     stale: list[str] = []
     for view in members:
         claim, owned = view.claim, view.owned
-        if claim is not None and claim.epoch > leader_epoch:
+        if claim is not None and leader_policy and claim.policy and claim.policy != leader_policy:
+            other.append((view.member_id, claim.epoch, claim.policy))
+            claim = None
+        elif claim is not None and claim.epoch > leader_epoch:
             untrusted.append((view.member_id, claim.epoch))
             claim = None
         if view.generation >= 0 and view.generation != current:
@@ -87,7 +107,7 @@ def trusted(members: Sequence[MemberView], leader_epoch: int) -> Trusted:
                     view.member_id, view.instance_id, view.topics, claim, owned, view.generation
                 )
             )
-    return Trusted(tuple(kept), tuple(untrusted), tuple(stale))
+    return Trusted(tuple(kept), tuple(untrusted), tuple(stale), tuple(other))
 
 
 @dataclass(frozen=True)

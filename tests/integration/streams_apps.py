@@ -29,6 +29,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
 from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
+from kafka_rebalance_dev.devenv.processes import dies_with_parent
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 
 APP = Path(__file__).parent / "java" / "StreamsTestApp.java"
@@ -119,6 +120,7 @@ class StreamsApps:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=dies_with_parent,  # not orphaned by an interrupted run
             )
 
     def stop(self, instance: str, *, crash: bool = False) -> None:

@@ -29,6 +29,7 @@ from kafka_rebalance_dev.demo.harness import GroupHarness
 from kafka_rebalance_dev.demo.ledger import ledger_path
 from kafka_rebalance_dev.devenv import java_classes
 from kafka_rebalance_dev.devenv.kafka_broker import java_binary
+from kafka_rebalance_dev.devenv.processes import dies_with_parent
 from kafka_rebalance_dev.devenv.toolchain import Toolchain
 from kafka_rebalance_operator.kafka import kip848
 
@@ -78,6 +79,7 @@ class JavaMembers:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=dies_with_parent,  # not orphaned by an interrupted run
             )
 
     def stop(self, member: str) -> None:

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -318,3 +319,95 @@ def test_a_java_client_claiming_a_huge_epoch_gets_no_partition_beyond_the_plan(
             f"member: {dict(sorted(report.per_member.items()))}"
         )
         assert report.per_member.get(rogue), report.per_member
+
+
+def test_a_java_client_following_an_old_incarnation_gets_no_partition_beyond_the_new_plan(
+    kafka: str, k8s: Any, tools: Toolchain, tmp_path: Path
+) -> None:
+    """Issue 34: the policy was deleted and created again, and one member still follows the old
+    incarnation's document: its claim is at the new plan's epoch (an old incarnation's epochs
+    can be anything) and it is first in the leader's tie order (the lowest pod name), so only
+    the incarnation tells it apart. The honest leader ignores the claim; the member consumes at
+    most its share of the new plan, at every sample from its join on. Then its document becomes
+    the new incarnation's, at the same epoch: it asks for a rebalance by itself and the group
+    keeps the new plan."""
+    with _java_group(kafka, k8s, tools, tmp_path) as (harness, java):
+        members = harness.pods(3)
+        stale = members[0]
+        harness.operator.start()
+        harness.produce({p: RATE for p in range(PARTITIONS)})
+        harness.apply_policy("range", "enforce")
+        for member in members[1:]:  # the honest members join first: one of them leads
+            java.start(member, "plain")
+        epoch, planned = harness.wait_plan(1, members, timeout=120)
+        current = harness.assignments()[stale]
+        uid = current.get("policyUid")
+        assert uid, current  # the operator names the incarnation it writes for
+        old_uid = str(uuid.uuid4())
+        pinned = tmp_path / "pinned" / stale / "assignment.json"
+        pinned.parent.mkdir(parents=True)
+        old = {
+            **current,
+            "policyUid": old_uid,
+            "partitions": {harness.topic: list(range(PARTITIONS))},
+            "revoking": {},
+        }
+        pinned.write_text(json.dumps(old))
+        # the leader composes from its own document and both honest claims before the stale
+        # member joins (without a document a leader trusts no claim, and the fallback would hand
+        # out every partition, the stale member's share or not)
+        wait_for_log(
+            java,
+            rf"composed assignment for 2 members from epoch {epoch} \(claim epochs \[{epoch}\], "
+            r"members without a claim 0,",
+            timeout=60,
+        )
+        harness.wait_assigned(members[1:])
+        joined = len(harness.samples)
+        java.start(stale, "pinned", str(pinned))
+        share = {p for p, m in planned.items() if m == stale}
+        assert share, planned
+        converged: int | None = None
+        with contextlib.suppress(TimeoutError):  # judged below, after what the samples show
+            converged, took = _converged(harness, java, epoch, members)
+            harness.watch(8)
+            print(f"\nrange epoch {converged} followed with the stale member after {took:.1f} s")
+
+        beyond = [
+            (round(s.t, 1), sorted(p for p, m in s.owners.items() if m == stale and p not in share))
+            for s in harness.samples[joined:]
+        ]
+        beyond = [b for b in beyond if b[1]]
+        assert beyond == [], f"{stale} owned partitions beyond its plan {sorted(share)}: {beyond}"
+        assert converged is not None, "the group never converged on the new plan"
+        log = java.log.read_text(errors="replace")
+        ignored = len(re.findall(rf"policy incarnation {old_uid}, not {uid} of the plan", log))
+        assert ignored > 0, java.tail()
+
+        # the member's document is now the new incarnation's, at the same epoch
+        temp = pinned.with_name(".assignment.json.tmp")
+        temp.write_text(json.dumps(current))
+        os.replace(temp, pinned)
+        asked = wait_for_log(
+            java, re.escape(f"asking the group to rebalance: new policy incarnation {uid}")
+        )
+        harness.watch(4)
+        _converged(harness, java, epoch, members)
+        report = ledger_verdict(harness)
+        print(
+            f"samples since the stale member joined: {len(harness.samples) - joined}, its "
+            f"partitions beyond the plan: 0, old-incarnation claims ignored by the leader: "
+            f"{ignored}, rebalance asked for the new incarnation after {asked:.1f} s, records "
+            f"per member: {dict(sorted(report.per_member.items()))}"
+        )
+        assert report.per_member.get(stale), report.per_member
+
+
+def wait_for_log(java: JavaMembers, pattern: str, timeout: float = 30) -> float:
+    """Seconds until a line matching `pattern` shows in the Java members' log."""
+    started = time.monotonic()
+    while not re.search(pattern, java.log.read_text(errors="replace")):
+        assert java.crashed() is None, java.crashed()
+        assert time.monotonic() - started < timeout, f"no {pattern!r} in:\n{java.tail()}"
+        time.sleep(0.2)
+    return time.monotonic() - started

@@ -27,8 +27,10 @@ from kafka_rebalance_pipeline.generate import (
     FleetSpec,
     GroupTruth,
     ShareFleetSpec,
+    StreamsFleetSpec,
     generate_group,
     generate_share_group,
+    generate_streams_group,
 )
 from kafka_rebalance_pipeline.polls import REFRESH_MS, at_every_poll
 from kafka_rebalance_pipeline.rates_job import (
@@ -48,6 +50,7 @@ from kafka_rebalance_pipeline.schema import FIELDS, row_errors
 from kafka_rebalance_pipeline.share_replay import share_grid
 from kafka_rebalance_pipeline.sinks import encode, write_files, write_kafka
 from kafka_rebalance_pipeline.spark_io import read_telemetry
+from kafka_rebalance_pipeline.streams_replay import streams_grid
 
 from tests.pipeline_fleets import (
     mostly_idle_rows,
@@ -318,7 +321,12 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
     kafka: str, spark: Any, tmp_path: Path
 ) -> None:
     from kafka import KafkaProducer
-    from kafka_rebalance_operator.telemetry import JsonLinesSink, KafkaSink, share_rows
+    from kafka_rebalance_operator.telemetry import (
+        JsonLinesSink,
+        KafkaSink,
+        share_rows,
+        streams_rows,
+    )
 
     topic = f"kafka-rebalance.telemetry-{uuid.uuid4().hex[:8]}"
     ensure_topic(kafka, topic, 3)
@@ -340,8 +348,16 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
         backlog={("jobs", 0): 4}, rates={("jobs", 0): 1.5},
         holders={("jobs", 0): ["b", "a"], ("jobs", 1): ["b"]}, epoch=3,
     )  # fmt: skip
+    # a streams group's poll, as groups/streams.py writes it: a boolean, an array, nulls kept
+    streams = streams_rows(
+        ts_ms=1_767_225_600_000, cluster="local", namespace="apps", policy="app", group="app",
+        counts={"0": 1, "1": 1}, lag={("0", 0): 7, ("1", 0): None}, rate={("0", 0): 2.5},
+        log_end={("0", 0): 70}, active={"a": {"0": [0], "1": [0]}}, standby={"b": {"1": [0]}},
+        processes={"a": "pa"}, changelog={("1", 0): 900}, epoch=2,
+    )  # fmt: skip
     for sink in (KafkaSink(kafka, topic), JsonLinesSink(str(lines)), recorder):  # those closed
         sink.write(share)
+        sink.write(streams)
         sink.close()
     producer = KafkaProducer(bootstrap_servers=kafka)
     for line in MALFORMED_LINES:
@@ -358,7 +374,12 @@ def test_the_kafka_source_reads_what_the_operator_telemetry_writer_writes(
         read = [r.asDict() for r in telemetry.checked.collect()]
         # Every field of the schema, row for row, as the operator wrote it.
         assert canonical(r for r in read if r["_error"] is None) == canonical(emitted)
-        assert telemetry.partitions.count() == len(emitted) - 1 - len(share)
+        assert telemetry.partitions.count() == len(emitted) - 1 - len(share) - len(streams)
+        tasks = sorted(telemetry.streams.collect(), key=lambda r: r["subtopology"])
+        assert [
+            (r["lag"], r["rate"], r["stateful"], r["changelog"], r["standbys"], r["process"])
+            for r in tasks
+        ] == [(7, 2.5, False, None, [], "pa"), (None, None, True, 900, ["b"], "pa")]
         shares = sorted(telemetry.shares.collect(), key=lambda r: r["partition"])
         assert [(r["members"], r["lag"], r["rate"]) for r in shares] == [
             (["a", "b"], 4, 1.5), (["b"], None, None),
@@ -689,4 +710,70 @@ def test_the_backtest_replays_share_plans_against_simple(
         f"{simple['mean_lag']:.0f}/{simple['max_lag']:.0f}, {chosen['recommended']}: "
         f"{planned['mean_lag']:.0f}/{planned['max_lag']:.0f}, "
         f"moves {planned['moves']}, backtest {backtest['seconds']}s"
+    )
+
+
+def test_the_backtest_replays_streams_task_plans_against_sticky(
+    pipeline_spark: Any, tmp_path: Path
+) -> None:
+    """Streams telemetry (one hot task on a slow instance, Kafka's `sticky` shape), with broken
+    streams rows, beside a consumer group's, through rates, backtest and recommend: the bad rows
+    are counted by reason, the operator's task planner's simulated backlog is at most half of
+    `sticky`'s, and the recommendation is a streams policy's patch."""
+    truth: list[GroupTruth] = []
+    streams = list(generate_streams_group(StreamsFleetSpec(polls=40), 0, truth))
+    consumer = list(generate_group(uniform_fleet(polls=12), 1, truth))
+    bad = [{**streams[0], "subtopology": ""}, {**streams[1], "rate": -1.0}]
+    telemetry = tmp_path / "telemetry"
+    write_files([*streams, *consumer, *bad], telemetry, rows_per_file=200)
+
+    rates = run_rates(pipeline_spark, [str(telemetry)], tmp_path / "rates")
+    assert rates["rows_valid"] == len(streams) + len(consumer) and rates["rows_dropped"] == 2
+    errors = json.loads((tmp_path / "rates" / "schema_errors.json").read_text())["errors"]
+    assert errors == {"missing-subtopology": 1, "negative-rate": 1}
+    members = {
+        r["member"]
+        for r in pipeline_spark.read.parquet(str(tmp_path / "rates" / "member_capacity")).collect()
+    }
+    assert members == set(truth[1].members)  # streams rows are counted valid, never measured here
+
+    backtest = run_backtest(
+        pipeline_spark, [str(telemetry)], tmp_path / "rates", tmp_path / "bt", grid="strategies"
+    )
+    assert backtest["groups"] == 2 and backtest["replay_errors"] == 0
+    assert backtest["candidates_replayed"] == len(streams_grid()) + len(strategies_grid("range"))
+    out = pipeline_spark.read.parquet(str(tmp_path / "bt" / "backtest"))
+    rows = {r["candidate"]: r.asDict() for r in out.where(out.group_type == "streams").collect()}
+    assert set(rows) == {c.id for c in streams_grid()}
+    sticky = rows["sticky"]
+    assert sticky["is_current"] and sticky["moves"] == 0 and sticky["partitions"] == 8
+    capacity = json.loads(sticky["capacity_json"])  # measured from the rows' busy intervals
+    slow = capacity.pop(truth[0].slow_member)
+    assert slow < 0.5 * min(capacity.values())
+
+    summary = run_recommend(tmp_path / "bt", tmp_path / "rec")
+    assert summary["groups"] == 2
+    recs = {
+        r["group"]: r for r in json.loads((tmp_path / "rec" / "recommendations.json").read_text())
+    }
+    chosen = recs[truth[0].group]
+    assert chosen["change"] is True and chosen["strategy"] == "streams"
+    planned = rows[chosen["recommended"]]
+    assert planned["weights"] == "adaptive" and planned["moves"] >= 1
+    assert planned["mean_lag"] <= 0.5 * sticky["mean_lag"]
+    assert planned["max_lag"] < sticky["max_lag"]
+    patch = yaml.safe_load(
+        (tmp_path / "rec" / "patches" / truth[0].namespace / f"{truth[0].policy}.yaml").read_text()
+    )
+    assert patch["spec"]["strategy"] == "lag-aware"
+    assert patch["spec"]["members"] == {"weightFrom": "adaptive"}
+    assert patch["spec"]["load"]["targetDrainSeconds"] == planned["drain_s"]
+    report = (tmp_path / "rec" / "report.html").read_text()
+    assert f"<td>{truth[0].group}</td><td>streams</td>" in report
+    print(
+        f"\nstreams backtest: sticky mean/max backlog "
+        f"{sticky['mean_lag']:.0f}/{sticky['max_lag']:.0f}, {chosen['recommended']}: "
+        f"{planned['mean_lag']:.0f}/{planned['max_lag']:.0f}, moves {planned['moves']}, "
+        f"time over SLO {sticky['time_over_slo_s']:.0f}s -> {planned['time_over_slo_s']:.0f}s, "
+        f"backtest {backtest['seconds']}s"
     )

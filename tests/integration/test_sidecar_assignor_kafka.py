@@ -6,24 +6,29 @@ the group must end up exactly as the documents say. Then a new epoch moves a par
 (the sidecar's only hook, `request_rejoin`) must move it; cooperatively in two rounds, never
 granted while another member still owns it, or eagerly in one. Finally describe_groups must show
 the assignor by name and the claims as readable JSON text. A last test has a fourth member claim
-every partition at Long.MAX_VALUE: the sidecar leader gives it nothing.
+every partition at Long.MAX_VALUE: the sidecar leader gives it nothing. Another has a member
+still follow a deleted policy incarnation's document: it gets nothing beyond the new plan.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
+from kafka.errors import CommitFailedError
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka_rebalance_common.kafka_retry import RetryingAdmin
+from kafka_rebalance_dev.demo.ledger import ledger_path, reconcile
 from kafka_rebalance_sidecar.assignor import ASSIGNOR_NAME, PlanFollowingAssignor
 from kafka_rebalance_sidecar.document import AssignmentTracker
 from kafka_rebalance_sidecar.plan_following import Composition
@@ -56,7 +61,9 @@ class Member:
             return self.assigned
 
 
-def document(group: str, pod: str, epoch: int, partitions: list[int], topic: str) -> str:
+def document(
+    group: str, pod: str, epoch: int, partitions: list[int], topic: str, policy_uid: str = ""
+) -> str:
     return json.dumps(
         {
             "group": group,
@@ -65,6 +72,7 @@ def document(group: str, pod: str, epoch: int, partitions: list[int], topic: str
             "partitions": {topic: partitions},
             "revoking": {},
             "planHash": f"hash-{epoch}",
+            **({"policyUid": policy_uid} if policy_uid else {}),
         }
     )
 
@@ -88,7 +96,17 @@ def record_compositions(member: Member) -> None:
     member.assignor.assign = recording  # type: ignore[method-assign]
 
 
-def run_consumer(member: Member, bootstrap: str, group: str, topic: str, stop: threading.Event):
+def run_consumer(
+    member: Member,
+    bootstrap: str,
+    group: str,
+    topic: str,
+    stop: threading.Event,
+    ledger: Path | None = None,
+):
+    """Poll until `stop`. With `ledger`, every record goes to the project's ledger
+    (`<ledger>/<pod>.jsonl`, labelled with the group generation) before its offset is committed,
+    and a partition new to the group is read from its start."""
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -97,6 +115,7 @@ def run_consumer(member: Member, bootstrap: str, group: str, topic: str, stop: t
         client_id=member.pod,
         partition_assignment_strategy=[member.assignor],
         enable_auto_commit=False,
+        auto_offset_reset="earliest",
         session_timeout_ms=10_000,
         heartbeat_interval_ms=500,
     )
@@ -112,7 +131,11 @@ def run_consumer(member: Member, bootstrap: str, group: str, topic: str, stop: t
                 # (its GroupRunner rejoins on a stale composition; these raw consumers must too)
                 next_repair = time.monotonic() + 2.0
                 consumer._coordinator.request_rejoin()
-            consumer.poll(timeout_ms=100)
+            batches = consumer.poll(timeout_ms=100)
+            if ledger is not None and batches:
+                write_ledger(ledger, member, [r for rs in batches.values() for r in rs])
+                with contextlib.suppress(CommitFailedError):  # a rebalance: read again, never lost
+                    consumer.commit()
             now = frozenset(tp.partition for tp in consumer.assignment())
             with member.lock:
                 if now != member.assigned or not member.history:
@@ -122,6 +145,28 @@ def run_consumer(member: Member, bootstrap: str, group: str, topic: str, stop: t
         member.error = error
     finally:
         consumer.close(autocommit=False)
+
+
+def write_ledger(ledger: Path, member: Member, records: list[Any]) -> None:
+    """The ledger's line format (kafka_rebalance_dev.demo.ledger), written before the commit."""
+    now, generation = int(time.time() * 1000), member.assignor.last_generation or -1
+    lines = "".join(
+        json.dumps(
+            {
+                "t": r.topic,
+                "p": r.partition,
+                "o": r.offset,
+                "m": member.pod,
+                "e": generation,
+                "ts": now,
+            },
+            separators=(",", ":"),
+        )
+        + "\n"
+        for r in records
+    )
+    with open(ledger_path(ledger, member.pod), "a", encoding="utf-8") as out:
+        out.write(lines)
 
 
 def wait_until(condition: Callable[[], bool], members: list[Member], timeout: float) -> None:
@@ -318,3 +363,134 @@ def _id(composition: Composition, rogue: Member) -> str:
     """The rogue's member id in a composition (kafka-python's member ids start with the
     client id, the pod name)."""
     return next(m for m in composition.assignment if m.startswith(rogue.pod))
+
+
+class Producing:
+    """Records into every partition from a thread, about `rate` per partition per second, until
+    stopped; then `produced` is (topic, partition) -> end offset (offsets 0..end-1 written)."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float = 10.0) -> None:
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        self.topic, self.rate = topic, rate
+        self.stop = threading.Event()
+        self.futures: list[Any] = []
+        self.thread = threading.Thread(target=self._run, name="producing", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(1 / self.rate):
+            for partition in range(PARTITIONS):
+                self.futures.append(self.producer.send(self.topic, b"x", partition=partition))
+
+    def finish(self) -> dict[tuple[str, int], int]:
+        self.stop.set()
+        self.thread.join(10)
+        self.producer.flush(30)
+        self.producer.close(10)
+        ends: dict[tuple[str, int], int] = {}
+        for future in self.futures:
+            meta = future.get(timeout=30)
+            key = (meta.topic, meta.partition)
+            ends[key] = max(ends.get(key, 0), meta.offset + 1)
+        return ends
+
+
+def test_a_member_on_a_deleted_incarnation_gets_nothing_beyond_the_new_plan_from_a_sidecar_leader(
+    kafka: str, tmp_path: Path
+) -> None:
+    """Issue 34, the sidecar's end: the policy was deleted and created again (a new `policyUid`).
+    pod-1 and pod-2 follow the new incarnation's documents at epoch 2 (pod-0's share, partitions
+    0 and 1, is unclaimed while pod-0 is away); pod-0 joins still holding the old incarnation's
+    document, also at epoch 2, claiming every partition. It is first in the tie order (the
+    lowest instance id), so only the incarnation tells its claim apart: the leader ignores it
+    and pod-0 never owns partition 2 or 3. Then pod-0 reads the new incarnation's document and
+    the group follows the new plan exactly. Every record is counted: lost 0, concurrent owners
+    0."""
+    topic = f"plan-following-{uuid.uuid4().hex[:8]}"
+    group = f"plan-following-group-{uuid.uuid4().hex[:8]}"
+    admin = RetryingAdmin(bootstrap_servers=kafka, client_id="plan-following-admin")
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    admin.close()
+    new_uid, old_uid = str(uuid.uuid4()), str(uuid.uuid4())
+    plan = {"pod-0": [0, 1], "pod-1": [2], "pod-2": [3]}
+    members = []
+    for pod in PODS:
+        tracker = AssignmentTracker(group=group, member=pod)
+        text = (
+            document(group, pod, 2, list(range(PARTITIONS)), topic, old_uid)
+            if pod == "pod-0"
+            else document(group, pod, 2, plan[pod], topic, new_uid)
+        )
+        assert tracker.offer(text, "test").accepted
+        member = Member(pod, tracker, PlanFollowingAssignor(tracker))
+        record_compositions(member)
+        members.append(member)
+    stale, honest = members[0], members[1:]
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    stop = threading.Event()
+    producing = Producing(kafka, topic)
+
+    def start(member: Member) -> threading.Thread:
+        thread = threading.Thread(
+            target=run_consumer,
+            args=(member, kafka, group, topic, stop, ledger),
+            name=member.pod,
+            daemon=True,
+        )
+        thread.start()
+        return thread
+
+    threads = [start(m) for m in honest]
+    try:
+        wait_until(
+            lambda: set().union(*(m.snapshot() for m in honest)) == set(range(PARTITIONS)),
+            honest,
+            timeout=30,
+        )
+        threads.append(start(stale))
+        wait_until(
+            lambda: any(len(c.assignment) == 3 for m in honest for _, c in m.compositions),
+            members,
+            timeout=30,
+        )
+        time.sleep(4)  # a few more heartbeats and polls
+        beyond = [sorted(a - set(plan["pod-0"])) for a in stale.history if a - set(plan["pod-0"])]
+        assert beyond == [], f"pod-0 owned partitions beyond its plan {plan['pod-0']}: {beyond}"
+        led = [c for m in honest for _, c in m.compositions if len(c.assignment) == 3]
+        # only the new incarnation's claims placed partitions (2 and 3); pod-0's went to none
+        assert all(c.epoch == 2 and c.claimed_partitions == 2 for c in led), led
+        assert stale.assignor.last_claim_epoch == -1  # the leader told pod-0 it saw no claim
+
+        # pod-0's document becomes the new incarnation's; the sidecar rejoins for it
+        renewed = document(group, "pod-0", 2, [0, 1], topic, new_uid)
+        assert stale.tracker.offer(renewed, "test").accepted
+        stale.rejoin.set()
+        wait_until(lambda: assignments(members) == plan, members, timeout=30)
+        wait_until(lambda: stale.assignor.last_claim_epoch == 2, members, timeout=30)
+        produced = producing.finish()
+        wanted = {(t, p, o) for (t, p), end in produced.items() for o in range(end)}
+
+        def drained() -> bool:
+            seen = {
+                (e["t"], e["p"], e["o"])
+                for f in ledger.glob("*.jsonl")
+                for e in map(json.loads, f.read_text().splitlines())
+            }
+            return wanted <= seen
+
+        wait_until(drained, members, timeout=30)
+    finally:
+        producing.stop.set()
+        with contextlib.suppress(Exception):  # finish() closed it already, unless it failed first
+            producing.producer.close(5)
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+    report = reconcile(produced, ledger)
+    print(
+        f"\n{report.summary()}; per member {report.per_member}; compositions with pod-0: {len(led)}"
+    )
+    assert report.lost == 0, report.lost_examples
+    assert report.overlaps == (), report.overlaps[:5]
+    assert report.per_member.get("pod-0"), report.per_member

@@ -17,9 +17,11 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaProducer
+from kafka.admin import ConfigResource, ConfigResourceType
 from kafka_rebalance_assignors import streams_tasks
 from kafka_rebalance_common.kafka_retry import call_with_retry, ensure_topic
 from kafka_rebalance_dev.demo.cluster import wait_for
@@ -208,21 +210,25 @@ def test_each_trigger_bumps_the_group_epoch_once(streams_app: str, observer: Kaf
     assert again.members[0].active == {"0": [0, 1], "1": [0, 1]}  # nothing else changed
 
 
+def _real_kafka_ports() -> Ports:
+    """Ports with the real Kafka client and everything else in memory."""
+    return Ports(
+        configmaps=MemoryConfigMaps(),
+        status=MemoryStatus(),
+        secrets=MemorySecrets(),
+        kafka=SharedObservers(KafkaObserver),
+        clock=SystemClock(),
+        metrics=RecordingMetrics(),
+        telemetry=ListTelemetry(),
+    )
+
+
 def test_a_streams_policy_poll_on_brokers_without_the_plug_in_is_stalled_naming_sticky(
     streams_app: str, kafka: str
 ) -> None:
     """The whole streams poll (reconcile -> phases/streams.py) with the real Kafka client: the
     group's task assignor is the broker default `sticky`, so nothing is published."""
-    cluster = SharedObservers(KafkaObserver)
-    ports = Ports(
-        configmaps=MemoryConfigMaps(),
-        status=MemoryStatus(),
-        secrets=MemorySecrets(),
-        kafka=cluster,
-        clock=SystemClock(),
-        metrics=RecordingMetrics(),
-        telemetry=ListTelemetry(),
-    )
+    ports = _real_kafka_ports()
     spec = {
         "groupId": streams_app,
         "groupType": "streams",
@@ -239,6 +245,51 @@ def test_a_streams_policy_poll_on_brokers_without_the_plug_in_is_stalled_naming_
     stalled = policy.condition("Stalled")
     assert (stalled["status"], stalled["reason"]) == ("True", "AssignorNotPlanFollowing")
     assert f"group {streams_app} uses the task assignor 'sticky'" in stalled["message"]
+
+
+def _own_heartbeat(observer: KafkaObserver, group: str) -> str | None:
+    """The group's own `streams.heartbeat.interval.ms` (None: the brokers' default applies)."""
+    resource = ConfigResource(ConfigResourceType.GROUP, group)
+    configs = observer.admin.describe_configs([resource])
+    entry = ((configs.get("group") or {}).get(group) or {}).get("streams.heartbeat.interval.ms")
+    return None if entry is None else str(entry["value"])
+
+
+def test_a_streams_policy_sets_the_groups_own_heartbeat_and_a_refused_one_stalls_it(
+    streams_app: str, kafka: str, observer: KafkaObserver
+) -> None:
+    """spec.apply.heartbeatInterval through the whole poll with the real Kafka client: 7s
+    becomes the group's config; 1s, under these brokers' 5 s minimum, stalls the policy with
+    the brokers' reason and leaves 7s in place; unset, the group is back on the default."""
+    ports = _real_kafka_ports()
+    spec: dict[str, Any] = {
+        "groupId": streams_app,
+        "groupType": "streams",
+        "kafka": {"bootstrapServers": kafka},
+        "members": {"selector": {"matchLabels": {"app": streams_app}}},
+        "rebalance": {"mode": "enforce"},
+        "apply": {"mode": "broker", "heartbeatInterval": "7s"},
+    }
+    policy = Policy(spec, [], ports)
+    try:
+        policy.poll()
+        assert _own_heartbeat(observer, streams_app) == "7000"
+        assert policy.condition("Stalled")["reason"] == "AssignorNotPlanFollowing"  # no plug-in
+
+        policy.spec = {**spec, "apply": {"mode": "broker", "heartbeatInterval": "1s"}}
+        policy.poll()
+        stalled = policy.condition("Stalled")
+        print(f"\n1s refused: {stalled['message']}")
+        assert (stalled["status"], stalled["reason"]) == ("True", "HeartbeatIntervalRefused")
+        assert "streams.heartbeat.interval.ms" in stalled["message"]
+        assert _own_heartbeat(observer, streams_app) == "7000"
+
+        policy.spec = {**spec, "apply": {"mode": "broker"}}
+        policy.poll()
+        assert _own_heartbeat(observer, streams_app) is None
+    finally:
+        policy.memory.close()
+        observer.set_heartbeat_interval(streams_app, "streams", None)
 
 
 def test_a_group_with_its_own_rack_tags_keeps_them_through_triggers_and_the_removal(

@@ -6,8 +6,11 @@ Text, not a binary encoding, because the operator reads both fields back with de
 which kafka-python returns as `str` decoded with errors="backslashreplace": plain ASCII JSON
 survives that unchanged.
 
-- subscription user_data: the member's claim `{"epoch":E,"partitions":{"t":[0,2]}}` (its own
-  document's plan), or empty when it has no document yet;
+- subscription user_data: the member's claim `{"epoch":E,"partitions":{"t":[0,2]},"policy":U}`
+  (its own document's plan; `policy` is the document's `policyUid`, the policy incarnation the
+  epoch counts in, left out when the document names none), or empty when it has no document yet.
+  A claim without `policy` (a member of an older version, or a document that names no
+  incarnation) parses as `policy` "" ("not said"); readers of an older version ignore the key;
 - assignment user_data: `{"claimEpoch":C,"composedEpoch":E}`: E is the highest claim epoch the
   leader composed from (-1 when no member claimed anything), C the epoch of this member's own
   claim as the leader saw it (-1: none). C tells a member whose claim missed the round (it joined
@@ -36,10 +39,12 @@ NO_EPOCH = -1  # composed from no claim at all (no member had a document)
 
 @dataclass(frozen=True)
 class Claim:
-    """A member's statement of what its own assignment document gives it."""
+    """A member's statement of what its own assignment document gives it. `policy` is the
+    incarnation (policy uid) its epoch counts in; "" when the claim does not say."""
 
     epoch: int
     partitions: Partitions = field(default_factory=dict)
+    policy: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,12 +61,17 @@ def _compact(value: Any) -> bytes:
 
 
 def encode_claim(doc: AssignmentDocument | None) -> bytes:
-    """The subscription user_data for a member holding `doc` (b"" when it has none)."""
+    """The subscription user_data for a member holding `doc` (b"" when it has none); it names
+    the document's incarnation when the document does."""
     if doc is None:
         return b""
-    return _compact(
-        {"epoch": doc.epoch, "partitions": {t: list(p) for t, p in doc.partitions.items()}}
-    )
+    claim: dict[str, Any] = {
+        "epoch": doc.epoch,
+        "partitions": {t: list(p) for t, p in doc.partitions.items()},
+    }
+    if doc.policy_uid:
+        claim["policy"] = doc.policy_uid
+    return _compact(claim)
 
 
 def _object(raw: bytes | str | None) -> dict[str, Any]:
@@ -113,7 +123,10 @@ def parse_claim(raw: bytes | str | None) -> Claim:
             _epoch(p, f"partitions.{topic}[{index}]", lowest=0)
         if parts:
             result[topic] = tuple(sorted(set(parts)))
-    return Claim(epoch, result)
+    policy = value.get("policy", "")
+    if not isinstance(policy, str):
+        raise UserDataError("policy", f"not a string ({type(policy).__name__})")
+    return Claim(epoch, result, policy)
 
 
 def decode_claim(raw: bytes | str | None) -> Claim | None:

@@ -190,6 +190,10 @@ def broker_properties(
     return props
 
 
+# The lowest heartbeat interval a group may set on the plug-in brokers (Kafka's minimum: 5 s).
+MIN_GROUP_HEARTBEAT_MS = 1000
+
+
 def plan_plugin_overrides(topic: str = "kafka-rebalance-plans") -> dict[str, str]:
     """Broker configs that load the plan-following assignors (broker-plugin/, on the classpath
     through `start_cluster(plugins=...)`), reading plans from `topic` on the broker's own listener
@@ -199,7 +203,11 @@ def plan_plugin_overrides(topic: str = "kafka-rebalance-plans") -> dict[str, str
     `streams.assignor.name` config, and the operator switches between the two plan-following
     names to trigger a streams group's recompute), and the share assignor (KIP-932: exactly one
     for the whole cluster, `group.share.assignors`; groups without a plan get `simple`'s
-    assignment from it, docs/share-groups.md)."""
+    assignment from it, docs/share-groups.md). A KIP-848 or streams group may set its own
+    heartbeat interval (`consumer.heartbeat.interval.ms` / `streams.heartbeat.interval.ms`)
+    down to 1 s rather than Kafka's 5 s minimum, so it can follow a plan within seconds
+    (docs/kip848.md, "How fast a plan is followed"); the default interval stays Kafka's 5 s.
+    The minimums are static broker configs, read at start."""
     return {
         "group.consumer.assignors": "dev.kafkarebalance.broker.PlanFollowingAssignor,uniform,range",
         "group.streams.assignors": (
@@ -209,6 +217,8 @@ def plan_plugin_overrides(topic: str = "kafka-rebalance-plans") -> dict[str, str
         "group.share.assignors": "dev.kafkarebalance.broker.PlanFollowingShareAssignor",
         "kafka.rebalance.plans.bootstrap.servers": "{self}",
         "kafka.rebalance.plans.topic": topic,
+        "group.consumer.min.heartbeat.interval.ms": str(MIN_GROUP_HEARTBEAT_MS),
+        "group.streams.min.heartbeat.interval.ms": str(MIN_GROUP_HEARTBEAT_MS),
     }
 
 

@@ -128,11 +128,12 @@ def _group_is_ours(record: ProcessRecord) -> bool:
     return bool(group_members(record.pgid))
 
 
-def _die_with_parent() -> None:
+def dies_with_parent() -> None:
     """preexec hook: the kernel sends SIGTERM to the child when the starting thread dies.
 
-    Used for test fixtures only, so a test runner killed with SIGKILL does not leave brokers and
-    API servers behind. `dev up` servers must outlive the command, so they do not use it.
+    Used for test fixtures and the processes tests start themselves (start them from the thread
+    that outlives them), so a test runner killed or interrupted does not leave brokers, API
+    servers or client JVMs behind. `dev up` servers must outlive the command, so they do not use it.
     """
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
@@ -163,7 +164,7 @@ def start(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent if die_with_parent else None,
+            preexec_fn=dies_with_parent if die_with_parent else None,
         )
     ticks = start_ticks(popen.pid)
     record = ProcessRecord(

@@ -39,6 +39,7 @@ from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision, PlanFacts, Stop, Wait
+from kafka_rebalance_operator.phases.group_config import keep_heartbeat
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.ports import Ports
@@ -105,6 +106,7 @@ def observe(
     spec = admit(ctx, settings)
     observer = kafka_client(spec, ctx, memory, ports, settings)
     identify(ctx, spec, observer, memory, ports)
+    keep_heartbeat(spec, observer, memory)
     group = plan_topic.described(
         ctx, memory, ports, lambda: observer.describe_share_group(spec.group_id)
     )

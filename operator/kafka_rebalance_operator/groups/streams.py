@@ -24,6 +24,9 @@ Invariants:
   standby count could not be read it carries none, and the plug-in places them;
 - observe mode publishes nothing; propose mode and approval Manual publish only the approved
   plan (`status.proposal`, `kubectl cgp approve`).
+
+Each poll's report writes a telemetry row per task (`telemetry.streams_rows`), and a published
+plan a plan row, for the pipeline's backtest (docs/pipeline.md, "Streams telemetry").
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any
 import kafka_rebalance_assignors as assignors
 from kafka_rebalance_assignors import streams_standbys, streams_tasks
 
-from kafka_rebalance_operator import planning
+from kafka_rebalance_operator import planning, telemetry
 from kafka_rebalance_operator.capacity import confirmed_owners
 from kafka_rebalance_operator.conditions import Health
 from kafka_rebalance_operator.groups import plan_topic
@@ -52,6 +55,7 @@ from kafka_rebalance_operator.phases import report
 from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, iso
 from kafka_rebalance_operator.phases.decide import Action, Decision, PlanFacts, Stop, Wait
+from kafka_rebalance_operator.phases.group_config import keep_heartbeat
 from kafka_rebalance_operator.planning import Proposal
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.ports import Ports
@@ -127,6 +131,7 @@ def observe(
     spec = admit(ctx, settings)
     observer = kafka_client(spec, ctx, memory, ports, settings)
     identify(ctx, spec, observer, memory, ports)
+    keep_heartbeat(spec, observer, memory)
     group = plan_topic.described(
         ctx, memory, ports, lambda: observer.describe_streams_group(spec.group_id)
     )
@@ -503,6 +508,56 @@ def _report_fields(observed: StreamsObserved, memory: PolicyMemory, epoch: int) 
     return fields
 
 
+def _telemetry(
+    ctx: PolicyContext,
+    observed: StreamsObserved,
+    epoch: int,
+    published: StreamsPlanned | None,
+    ports: Ports,
+    settings: OperatorSettings,
+    now: float,
+) -> None:
+    """The poll's task rows (`telemetry.streams_rows`), and the plan row of a plan published
+    this poll (`published`), as the consumer kind writes one per new epoch."""
+    if not ports.telemetry.enabled:
+        return
+    ts_ms = int(now * 1000)
+    group, spec = observed.group, observed.spec
+    ends = {key: observed.offsets[key].log_end for key in observed.offsets}
+    input_ends, _ = streams_tasks.task_loads(observed.subtopologies, observed.partitions, ends, {})
+    rows = telemetry.streams_rows(
+        ts_ms=ts_ms,
+        cluster=settings.cluster,
+        namespace=ctx.namespace,
+        policy=ctx.name,
+        group=spec.group_id,
+        counts=observed.counts,
+        lag=observed.lag,
+        rate=observed.rate,
+        log_end=input_ends,
+        active=group.active(),
+        standby=group.standbys(),
+        processes=group.processes(),
+        changelog=observed.changelog,
+        epoch=epoch,
+    )
+    if published is not None:
+        rows.append(
+            telemetry.plan_row(
+                ts_ms=ts_ms,
+                group=spec.group_id,
+                epoch=epoch,
+                strategy=spec.strategy,
+                moves=published.moves,
+                before=published.peak_before,
+                after=published.peak_after,
+                namespace=ctx.namespace,
+                policy=ctx.name,
+            )
+        )
+    ports.telemetry.emit(rows)
+
+
 def waited(
     ctx: PolicyContext,
     observed: StreamsObserved,
@@ -513,6 +568,7 @@ def waited(
     now: float,
 ) -> report.PollOutcome:
     fields = _report_fields(observed, memory, observed.epoch)
+    _telemetry(ctx, observed, observed.epoch, None, ports, settings, now)
     return plan_topic.outcome(ctx, wait.health, fields, [], wait.stop, memory, ports, now)
 
 
@@ -535,7 +591,9 @@ def polled(
         ctx, applied.proposal, applied.epoch, decision, settings
     )
     fields.update(offered)
-    if applied.published and decision.action is Action.APPLY:
+    published = applied.published and decision.action is Action.APPLY
+    _telemetry(ctx, observed, applied.epoch, planned if published else None, ports, settings, now)
+    if published:
         events.append(
             (
                 "Normal",

@@ -179,6 +179,9 @@ class Lease:
     def clear_streams_trigger(self, group_id: str) -> bool:
         return self._entry.observer.clear_streams_trigger(group_id)
 
+    def set_heartbeat_interval(self, group_id: str, kind: str, interval_ms: int | None) -> None:
+        self._entry.observer.set_heartbeat_interval(group_id, kind, interval_ms)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

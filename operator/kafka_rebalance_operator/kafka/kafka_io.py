@@ -27,6 +27,7 @@ from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import TopicAlreadyExistsError
 
 from kafka_rebalance_operator.kafka import (
+    group_heartbeat,
     kip848,
     offset_codecs,
     share_group,
@@ -181,6 +182,19 @@ class KafkaObserver:
         except Exception as error:
             raise KafkaUnavailable(
                 f"triggering a recompute of streams group {group_id}: {_short(error)}"
+            ) from error
+
+    def set_heartbeat_interval(self, group_id: str, kind: str, interval_ms: int | None) -> None:
+        """Set (or with None, remove) group `group_id`'s own heartbeat interval
+        (`group_heartbeat`); raises group_heartbeat.HeartbeatConfigRefused with the brokers'
+        reason, KafkaUnavailable when the call could not be made."""
+        try:
+            group_heartbeat.set_heartbeat_interval(self.admin, group_id, kind, interval_ms)
+        except group_heartbeat.HeartbeatConfigRefused:
+            raise
+        except Exception as error:
+            raise KafkaUnavailable(
+                f"setting the heartbeat interval of group {group_id}: {_short(error)}"
             ) from error
 
     def clear_streams_trigger(self, group_id: str) -> bool:

@@ -235,7 +235,9 @@ def group_resource(group_id: str, configs: dict[str, Any] | None) -> ConfigResou
 
 
 def alter(admin: Any, group_id: str, key: str, value: str | None) -> None:
-    """SET `key` to `value`, or DELETE it when `value` is None."""
+    """SET `key` of the group's own configs to `value`, or DELETE it when `value` is None (any
+    kind's group config: `group_heartbeat` writes the heartbeat keys through it); a refusal
+    raises StreamsGroupError with the brokers' reason."""
     change = (AlterConfigOp.DELETE, None) if value is None else (AlterConfigOp.SET, value)
     result = admin.alter_configs(
         [group_resource(group_id, {key: change})], raise_on_unknown=False, incremental=True

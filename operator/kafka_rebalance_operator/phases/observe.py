@@ -21,6 +21,7 @@ from kafka_rebalance_operator.lag import UNKNOWN, PolicyLags, PolicyOffsets
 from kafka_rebalance_operator.memory import PolicyMemory
 from kafka_rebalance_operator.phases.connect import admit, identify, kafka_client, track_lags
 from kafka_rebalance_operator.phases.context import PolicyContext, PollFailure, parse_iso
+from kafka_rebalance_operator.phases.group_config import keep_heartbeat
 from kafka_rebalance_operator.policy import PolicySpec
 from kafka_rebalance_operator.ports import Ports, StoreError
 from kafka_rebalance_operator.settings import OperatorSettings
@@ -144,6 +145,7 @@ def _read_group(
     gets a fresh client next poll (the cluster may have moved)."""
     observer = kafka_client(spec, ctx, memory, ports, settings)
     identify(ctx, spec, observer, memory, ports)
+    keep_heartbeat(spec, observer, memory)
     try:
         observation = observer.observe(
             spec.group_id,

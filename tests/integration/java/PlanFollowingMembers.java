@@ -13,9 +13,14 @@
 //   rogue  - a plain poll loop whose assignor lies: its subscription claims every partition
 //            (0..N-1, `start MEMBER rogue N`) at epoch Long.MAX_VALUE, whatever its document says,
 //            and it never asks for a rebalance. A plan-following leader must give it nothing
-//            beyond the plan.
+//            beyond the plan;
+//   pinned - a plain poll loop whose assignor reads its document from PATH (`start MEMBER pinned
+//            PATH`) instead of the mount the kubelet stand-in keeps current: the test writes
+//            there what the member follows (a deleted policy incarnation's document, then the
+//            current one).
 //
-// Commands on stdin, one per line: `start MEMBER plain|spring`, `start MEMBER rogue N`, `quit`.
+// Commands on stdin, one per line: `start MEMBER plain|spring`, `start MEMBER rogue N`,
+// `start MEMBER pinned PATH`, `quit`.
 // Arguments: BOOTSTRAP GROUP TOPIC DOCUMENTS_DIR LEDGER_DIR
 import java.io.BufferedReader;
 import java.io.FileOutputStream;
@@ -269,6 +274,14 @@ public class PlanFollowingMembers {
                 plains.add(plain);
                 new Thread(plain, "member-" + member).start();
                 System.out.println("started " + member + " rogue");
+            } else if (words[0].equals("start") && words.length == 4 && words[2].equals("pinned")) {
+                String member = words[1];
+                Map<String, Object> settings = settings(member);
+                settings.put("kafka-rebalance.document.path", words[3]);
+                Plain plain = new Plain(member, settings);
+                plains.add(plain);
+                new Thread(plain, "member-" + member).start();
+                System.out.println("started " + member + " pinned " + words[3]);
             } else if (words[0].equals("start") && words.length == 3) {
                 String member = words[1];
                 if (words[2].equals("spring")) {

@@ -236,3 +236,41 @@ def test_every_kind_offers_the_same_proposal_after_an_operator_restart(kind: str
     policy.memory = PolicyMemory()  # only status survives
     policy.poll()
     assert policy.status["proposal"]["hash"] == offered
+
+
+@pytest.mark.parametrize("kind", ["streams", "share"])  # the kinds the brokers assign
+def test_every_broker_kind_keeps_the_groups_heartbeat_as_its_policy_says(kind: str) -> None:
+    """spec.apply.heartbeatInterval becomes the group's own config, written once (not each
+    poll); a value the brokers refuse stalls the policy and delivers nothing; unset, the
+    operator's value is removed once."""
+    policy, _ = _decided(KINDS[kind], {"cooldown": "0s"})
+    kafka = policy.ports.kafka
+    assert isinstance(kafka, MemoryKafka)
+    group = policy.spec["groupId"]
+
+    def heartbeat(value: str | None) -> None:
+        apply = {k: v for k, v in policy.spec["apply"].items() if k != "heartbeatInterval"}
+        if value is not None:
+            apply["heartbeatInterval"] = value
+        policy.spec = {**policy.spec, "apply": apply}
+
+    heartbeat("1500ms")
+    policy.poll()
+    policy.poll()
+    assert kafka.heartbeat_set == [(group, kind, 1500)]
+
+    kafka.heartbeat_refusal = f"{kind}.heartbeat.interval.ms must be in the range 5000 to 15000"
+    heartbeat("1s")
+    epoch = policy.memory.applied_epoch
+    policy.poll()
+    stalled = policy.condition("Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "HeartbeatIntervalRefused")
+    assert "spec.apply.heartbeatInterval" in stalled["message"]
+    assert "5000 to 15000" in stalled["message"]
+    assert policy.memory.applied_epoch == epoch
+
+    kafka.heartbeat_refusal = None
+    heartbeat(None)
+    policy.poll()
+    policy.poll()
+    assert kafka.heartbeat_set == [(group, kind, 1500), (group, kind, None)]

@@ -116,3 +116,24 @@ def test_an_explicit_mode_is_kept_whatever_the_default() -> None:
 def test_propose_mode_and_manual_approval_both_need_approval() -> None:
     assert parse_spec(spec(rebalance={"mode": "propose"})).needs_approval
     assert parse_spec(spec(rebalance={"approval": "Manual"})).needs_approval
+
+
+def test_a_broker_mode_heartbeat_interval_is_read_in_whole_milliseconds() -> None:
+    parsed = parse_spec(spec(apply={"mode": "broker", "heartbeatInterval": "1.5s"}))
+    assert parsed.heartbeat_interval_ms == 1500
+    assert parse_spec(spec(apply={"mode": "broker"})).heartbeat_interval_ms is None
+
+
+@pytest.mark.parametrize(
+    ("apply", "named"),
+    [
+        ({"mode": "group", "heartbeatInterval": "1s"}, "needs spec.apply.mode broker"),
+        ({"mode": "assign", "heartbeatInterval": "1s"}, "needs spec.apply.mode broker"),
+        ({"mode": "broker", "heartbeatInterval": "0s"}, "at least 1ms"),
+        ({"mode": "broker", "heartbeatInterval": "soon"}, "spec.apply.heartbeatInterval"),
+    ],
+)
+def test_an_unusable_heartbeat_interval_is_named(apply: dict[str, str], named: str) -> None:
+    with pytest.raises(PolicyError, match=r"spec\.apply\.heartbeatInterval") as refused:
+        parse_spec(spec(apply=apply))
+    assert named in str(refused.value)

@@ -568,3 +568,40 @@ def test_a_group_running_the_actives_with_other_standbys_is_triggered_onto_the_p
     policy.poll()
     assert policy.condition("Ready")["status"] == "True", policy.condition("Ready")
     assert len(kafka.published) == 1 and kafka.streams_triggers == ["app"]
+
+
+def test_each_poll_writes_a_telemetry_row_per_task_and_a_plan_row_the_backtest_reads() -> None:
+    from kafka_rebalance_pipeline.schema import row_errors
+    from kafka_rebalance_pipeline.streams_replay import streams_history_from_rows
+
+    kafka = _cluster(_group())
+    policy = _policy(kafka)
+    policy.poll()  # a plan is published: task rows, then its plan row
+    policy.ports.clock.advance(30)  # type: ignore[attr-defined]
+    kafka.log_end[("words", 0)] += 3_000
+    policy.poll()
+    rows = policy.ports.telemetry.rows  # type: ignore[attr-defined]
+    assert all(row_errors(r) is None for r in rows), [row_errors(r) for r in rows]
+    tasks = [r for r in rows if r["kind"] == "streams"]
+    plans = [r for r in rows if r["kind"] == "plan"]
+    assert len(tasks) == 16  # 8 tasks, 2 polls
+    applied = [e for e in policy.events if e[1] == "PlanApplied"]  # one plan row per published plan
+    assert [p["epoch"] for p in plans] == list(range(1, len(applied) + 1)) and applied
+    assert {p["strategy"] for p in plans} == {"lag-aware"}
+    assert plans[0]["moves"] >= 1 and plans[0]["ts_ms"] == tasks[0]["ts_ms"]
+    first = {(r["subtopology"], r["partition"]): r for r in tasks[:8]}
+    assert first[("0", 0)]["lag"] == 9_000 and first[("0", 0)]["owner"] == "m-a"
+    assert first[("0", 0)]["process"] == "process-m-a"
+    assert first[("0", 0)]["stateful"] is False and first[("0", 0)]["changelog"] is None
+    assert first[("1", 0)]["stateful"] is True and first[("1", 0)]["changelog"] == 1_000
+    assert first[("1", 0)]["standbys"] == ["m-b"] and first[("1", 2)]["owner"] == "m-b"
+    assert first[("1", 0)]["lag"] == 10 and first[("1", 0)]["log_end"] == 10
+    assert first[("0", 0)]["rate"] is None  # one log end: no rate measured yet
+    second = {(r["subtopology"], r["partition"]): r for r in tasks[8:]}
+    assert second[("0", 0)]["rate"] == 100.0 and second[("0", 0)]["lag"] == 12_000
+    assert second[("0", 0)]["epoch"] == plans[-1]["epoch"]
+    key = {"cluster": "c", "namespace": "ns", "policy": "p", "group": "app"}
+    history = streams_history_from_rows(key, rows)
+    assert history.tasks == [(s, p) for s in "01" for p in range(4)]
+    assert history.owners[0][:4] == ["m-a"] * 4 and history.stateful == [False] * 4 + [True] * 4
+    assert history.rates[1][0] == 100.0

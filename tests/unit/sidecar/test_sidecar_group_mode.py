@@ -3,7 +3,12 @@ heartbeats (pure decisions)."""
 
 from __future__ import annotations
 
-from kafka_rebalance_sidecar.group_mode import heartbeat_interval_ms, stale_reason
+from kafka_rebalance_common.wire import AssignmentDocument
+from kafka_rebalance_sidecar.group_mode import (
+    heartbeat_interval_ms,
+    new_document_reason,
+    stale_reason,
+)
 
 
 def test_an_assignment_composed_from_the_documents_epoch_with_this_claim_is_current() -> None:
@@ -46,3 +51,22 @@ def test_the_heartbeat_interval_is_a_fifth_of_the_session_at_most_kafkas_default
     assert heartbeat_interval_ms(6_000) == 1_200
     # never below half a second
     assert heartbeat_interval_ms(1_000) == 500
+
+
+def _document(epoch: int, uid: str, partitions: list[int]) -> AssignmentDocument:
+    return AssignmentDocument("g", "m-0", epoch, {"t": partitions}, policy_uid=uid)
+
+
+def test_a_new_policy_incarnation_asks_for_a_rejoin_even_at_the_same_epoch_and_plan() -> None:
+    """The claim names its incarnation and leaders ignore another one's claims, so a member
+    must rejoin with the new incarnation's claim even when nothing else changed."""
+    joined = _document(1, "uid-old", [0, 1])
+    assert new_document_reason(_document(1, "uid-old", [0, 1]), 1, joined) is None
+    assert new_document_reason(_document(1, "uid-new", [0, 1]), 1, joined) == (
+        "new policy incarnation uid-new at epoch 1"
+    )
+    assert new_document_reason(_document(1, "uid-old", [0]), 1, joined) == (
+        "document epoch 1 re-written"
+    )
+    assert new_document_reason(_document(2, "uid-old", [0]), 1, joined) == "new document epoch 2"
+    assert new_document_reason(_document(1, "", [0, 1]), None, None) == "new document epoch 1"

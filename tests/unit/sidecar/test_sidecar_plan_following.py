@@ -368,6 +368,57 @@ def test_a_recreated_policy_at_epoch_one_overrides_the_old_incarnations_higher_c
     assert result.assignment["behind"] == {"t": [2]}
 
 
+def test_a_claim_of_another_incarnation_counts_as_none_at_any_epoch() -> None:
+    """After the policy is recreated, a member still on the old incarnation's document claims at
+    or below the new epoch: it is first in the tie order (instance "a"), yet wins nothing."""
+    members = [
+        view("a", claim=Claim(2, {"t": (0, 1, 2, 3)}, "uid-old")),
+        view("b", claim=Claim(2, {"t": (0, 1)}, "uid-new")),
+        view("c", claim=Claim(1, {"t": (2, 3)}, "uid-new")),
+    ]
+    checked = trusted(members, leader_epoch=2, leader_policy="uid-new")
+    assert checked.other_incarnation_claims == (("a", 2, "uid-old"),)
+    assert checked.untrusted_claims == ()
+    assert [m.claim is None for m in checked.members] == [True, False, False]
+    result = compose(checked.members, {"t": 4}, cooperative=True)
+    assert result.assignment == {"a": {}, "b": {"t": [0, 1]}, "c": {"t": [2, 3]}}
+    # without the incarnation, "a" would take every partition (same epoch, first instance id)
+    unchecked = compose(trusted(members, leader_epoch=2).members, {"t": 4}, cooperative=True)
+    assert unchecked.assignment["a"] == {"t": [0, 1, 2, 3]}
+
+
+def test_a_claim_naming_no_incarnation_is_judged_by_its_epoch_alone() -> None:
+    """A member of an older version names no incarnation: kept up to the leader's epoch, as a
+    document that names none is taken as the same incarnation."""
+    members = [
+        view("legacy", claim=Claim(2, {"t": (0,)})),
+        view("legacy-huge", claim=Claim(3, {"t": (1,)})),
+        view("new", claim=Claim(2, {"t": (1,)}, "uid-new")),
+    ]
+    checked = trusted(members, leader_epoch=2, leader_policy="uid-new")
+    assert [m.claim is not None for m in checked.members] == [True, False, True]
+    assert checked.untrusted_claims == (("legacy-huge", 3),)
+    assert checked.other_incarnation_claims == ()
+
+
+def test_a_leader_whose_document_names_no_incarnation_judges_by_epoch_alone() -> None:
+    members = [
+        view("a", claim=Claim(2, {"t": (0,)}, "uid-x")),
+        view("b", claim=Claim(3, {"t": (1,)}, "uid-y")),
+    ]
+    checked = trusted(members, leader_epoch=2)
+    assert [m.claim is not None for m in checked.members] == [True, False]
+    assert checked.untrusted_claims == (("b", 3),)
+    assert checked.other_incarnation_claims == ()
+
+
+def test_a_claim_of_another_incarnation_above_the_epoch_is_reported_once() -> None:
+    members = [view("a", claim=Claim(9, {"t": (0,)}, "uid-old"))]
+    checked = trusted(members, leader_epoch=1, leader_policy="uid-new")
+    assert checked.other_incarnation_claims == (("a", 9, "uid-old"),)
+    assert checked.untrusted_claims == ()
+
+
 def test_owned_partitions_count_only_from_the_current_generation() -> None:
     members = [
         MemberView("a", "a", ("t",), Claim(2, {"t": (0,)}), {"t": [0]}, generation=7),

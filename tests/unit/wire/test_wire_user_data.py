@@ -20,11 +20,18 @@ def test_both_ends_name_the_same_assignor() -> None:
     assert protocol.PLAN_ASSIGNOR == assignor.ASSIGNOR_NAME == wire.ASSIGNOR_NAME
 
 
-@given(st.integers(0, 2**62), st.dictionaries(topics, partition_sets, max_size=5))
-def test_claims_round_trip(epoch: int, partitions: dict[str, tuple[int, ...]]) -> None:
-    doc = wire.AssignmentDocument("g", "m", epoch, dict(sorted(partitions.items())))
+@given(
+    st.integers(0, 2**62),
+    st.dictionaries(topics, partition_sets, max_size=5),
+    st.one_of(st.just(""), st.uuids().map(str), st.text(max_size=20)),
+)
+def test_claims_round_trip(epoch: int, partitions: dict[str, tuple[int, ...]], policy: str) -> None:
+    doc = wire.AssignmentDocument(
+        "g", "m", epoch, dict(sorted(partitions.items())), policy_uid=policy
+    )
     raw = wire.encode_claim(doc)
-    claim = wire.Claim(epoch, doc.partitions)
+    assert (b'"policy"' in raw) == bool(policy)  # left out when the document names none
+    claim = wire.Claim(epoch, doc.partitions, policy)
     assert wire.parse_claim(raw) == claim
     assert wire.decode_claim(raw.decode("utf-8", errors="backslashreplace")) == claim
 
@@ -51,6 +58,7 @@ def test_composed_round_trips(composed: int, claim_epoch: int) -> None:
         (b'{"epoch":1,"partitions":[]}', "partitions"),
         (b'{"epoch":1,"partitions":{"t":3}}', "partitions.t"),
         (b'{"epoch":1,"partitions":{"t":[0,"1"]}}', "partitions.t[1]"),
+        (b'{"epoch":1,"partitions":{},"policy":7}', "policy"),
     ],
 )
 def test_claim_errors_name_the_field(raw: object, field: str) -> None:

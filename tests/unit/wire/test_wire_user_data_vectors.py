@@ -34,7 +34,11 @@ def test_claims_encode_to_the_shared_bytes(entry: dict[str, Any]) -> None:
         None
         if source is None
         else wire.AssignmentDocument(
-            "g", "m", source["epoch"], wire.partitions.normalise(source["partitions"])
+            "g",
+            "m",
+            source["epoch"],
+            wire.partitions.normalise(source["partitions"]),
+            policy_uid=source.get("policyUid", ""),
         )
     )
     assert wire.encode_claim(document) == entry["text"].encode("ascii")
@@ -49,7 +53,8 @@ def test_composed_encodes_to_the_shared_bytes(entry: dict[str, Any]) -> None:
 @pytest.mark.parametrize("entry", VECTORS["decode_claim"])
 def test_claims_decode_to_the_shared_values(entry: dict[str, Any]) -> None:
     partitions = {t: tuple(p) for t, p in entry["partitions"].items()}
-    assert wire.parse_claim(_raw(entry)) == wire.Claim(entry["epoch"], partitions)
+    expected = wire.Claim(entry["epoch"], partitions, entry.get("policy", ""))
+    assert wire.parse_claim(_raw(entry)) == expected
 
 
 @pytest.mark.parametrize("entry", VECTORS["decode_composed"])
@@ -108,7 +113,8 @@ class _Cluster:
 
 @pytest.mark.parametrize("case", VECTORS["lead"], ids=lambda c: c["about"][:40])
 def test_a_sidecar_leader_trusts_claims_as_the_shared_vectors_say(case: dict[str, Any]) -> None:
-    """The whole leader, over kafka-python's own encodings: its document at `leaderEpoch`, each
+    """The whole leader, over kafka-python's own encodings: its document at `leaderEpoch` (of
+    incarnation `leaderPolicy` when the case names one), each
     member's subscription v3 with its generation, as a Java client sends it."""
     tracker = AssignmentTracker(group="g", member="pod-leader")
     document = {
@@ -117,6 +123,8 @@ def test_a_sidecar_leader_trusts_claims_as_the_shared_vectors_say(case: dict[str
         "epoch": case["leaderEpoch"],
         "partitions": {},
     }
+    if "leaderPolicy" in case:
+        document["policyUid"] = case["leaderPolicy"]
     assert tracker.offer(json.dumps(document), "test").accepted
     leader = PlanFollowingAssignor(tracker)
     members = []

@@ -62,6 +62,39 @@ public final class Composer {
         int ignoredClaims) {
     }
 
+    /** What the leader makes of one member's claim ({@link #trust}). */
+    public enum Trust {
+        /** Composed from as the member states it. */
+        TRUSTED,
+        /** Above the epoch of the leader's own document: counts as no claim. */
+        ABOVE_EPOCH,
+        /** Names another policy incarnation than the leader's own document: counts as no claim. */
+        OTHER_INCARNATION
+    }
+
+    /**
+     * The leader's trust in {@code claim} (null: none, TRUSTED), given the epoch and incarnation
+     * ({@code policyUid}, "" when it names none) of the leader's own document; the Python
+     * sidecar's {@code plan_following.trusted}. Invariants: a claim kept is at most
+     * {@code leaderEpoch} (NO_EPOCH when the leader has no document, so then none is kept); a claim
+     * kept names the leader's incarnation whenever both name one, so after a policy is recreated a
+     * member still on the old incarnation's document wins nothing with it, whatever its epoch. A
+     * claim that names none (a member of an older version), or any claim when the leader's document
+     * names none, is judged by the epoch alone: "not said" is the same incarnation, as for
+     * documents ({@link AssignmentDocument#sameIncarnation}), so a rolling upgrade keeps the plan.
+     * Another incarnation is reported before an epoch above the bound.
+     */
+    public static Trust trust(Claim claim, long leaderEpoch, String leaderPolicy) {
+        if (claim == null) {
+            return Trust.TRUSTED;
+        }
+        if (leaderPolicy != null && !leaderPolicy.isEmpty() && !claim.policy().isEmpty()
+                && !claim.policy().equals(leaderPolicy)) {
+            return Trust.OTHER_INCARNATION;
+        }
+        return claim.epoch() > leaderEpoch ? Trust.ABOVE_EPOCH : Trust.TRUSTED;
+    }
+
     private static final Comparator<MemberView> BEST_CLAIM_FIRST = Comparator
         .comparingLong((MemberView v) -> -(v.claim() != null ? v.claim().epoch() : UserData.NO_EPOCH))
         .thenComparingInt(v -> v.instanceId() != null ? 0 : 1)

@@ -22,8 +22,9 @@ import org.slf4j.LoggerFactory;
  * this member's document (the Python sidecar's group-mode rules):
  *
  * <ul>
- * <li>a new document epoch whose claim the group has not seen yet: a rebalance soon (after a
- * short random delay, so members whose documents changed together usually share one);</li>
+ * <li>a new document epoch, or a new policy incarnation (whose epochs start again), whose claim
+ * the group has not seen yet: a rebalance soon (after a short random delay, so members whose
+ * documents changed together usually share one);</li>
  * <li>an assignment composed from an older epoch than the document, or in which the leader saw an
  * older claim of this member (a rejoin raced a JoinGroup already in flight; a static member's
  * restart got its old assignment back without a rebalance, KAFKA-12759): a rebalance at most every
@@ -52,6 +53,7 @@ final class PlanFollower implements Runnable {
     private String lastText;
     private boolean warnedMissing;
     private long nudgedEpoch = -1;
+    private String nudgedPolicy = ""; // the incarnation of that epoch: a recreated policy's epochs restart
     private long nextNudgeAt;
     private long interval;
     private long nudges;
@@ -169,8 +171,10 @@ final class PlanFollower implements Runnable {
         }
         AssignmentDocument document = tracker.current();
         long now = System.currentTimeMillis();
-        if (document != null && document.epoch() != nudgedEpoch) {
+        if (document != null
+                && (document.epoch() != nudgedEpoch || !document.policyUid().equals(nudgedPolicy))) {
             nudgedEpoch = document.epoch();
+            nudgedPolicy = document.policyUid();
             interval = rejoinMinMs;
             Thread.sleep(ThreadLocalRandom.current().nextLong(NEW_EPOCH_JITTER_MS));
             PlanFollowingAssignor assignor = owner.get();

@@ -67,6 +67,7 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
     private String member;
     // what this member last sent and was told; written on the consumer's thread
     private volatile Long sentEpoch;
+    private volatile String sentPolicy;
     private volatile Long composedEpoch;
     private volatile Long claimEpochSeen;
     private volatile Integer generation;
@@ -156,6 +157,7 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
     public ByteBuffer subscriptionUserData(Set<String> topics) {
         AssignmentDocument document = tracker.current();
         sentEpoch = document != null ? document.epoch() : null;
+        sentPolicy = document != null ? document.policyUid() : null;
         return ByteBuffer.wrap(UserData.encodeClaim(document));
     }
 
@@ -186,6 +188,13 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
             return "new document epoch " + epoch + " (the group has the claim of "
                 + (sent == null ? "no document" : "epoch " + sent) + ")";
         }
+        String policy = document.policyUid();
+        String sentIn = sentPolicy;
+        if (!policy.isEmpty() && !policy.equals(sentIn)) {
+            // a recreated policy's epochs start again: its document's epoch may be below the one sent
+            return "new policy incarnation " + policy + " (the group has the claim of "
+                + (sentIn == null || sentIn.isEmpty() ? "no named incarnation" : "incarnation " + sentIn) + ")";
+        }
         return staleReason(epoch, composedEpoch, claimEpochSeen);
     }
 
@@ -204,10 +213,11 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
     // -- the leader's side -----------------------------------------------------------------
 
     /**
-     * The leader trusts the plan, not the claims: a claim above the epoch of the document this
-     * leader read itself (or any claim, when it has none) is treated as no claim, so a member
-     * that sends a huge epoch wins nothing, and after a policy is recreated (a new incarnation
-     * starting at epoch 1) the old incarnation's higher claims no longer override the new plan.
+     * The leader trusts the plan, not the claims ({@link Composer#trust}): a claim above the epoch
+     * of the document this leader read itself (or any claim, when it has none), or naming another
+     * policy incarnation than that document, is treated as no claim, so a member that sends a
+     * huge epoch wins nothing, and after a policy is recreated (a new incarnation starting at
+     * epoch 1) claims of the old incarnation, at any epoch, no longer compete with the new plan.
      * Owned partitions count (for stickiness and the KIP-429 hold-back) only from members of the
      * group's current generation, as Kafka's cooperative-sticky assignor does, or from members
      * that report no generation at all.
@@ -220,9 +230,11 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
         Map<String, Long> claimEpochs = new HashMap<>();
         int withoutClaim = 0;
         int untrusted = 0;
+        int otherIncarnation = 0;
         Set<Long> epochs = new TreeSet<>();
         AssignmentDocument own = tracker.current();
         long bound = own != null ? own.epoch() : UserData.NO_EPOCH;
+        String ownPolicy = own != null ? own.policyUid() : "";
         int generation = subscriptions.values().stream()
             .mapToInt(s -> s.generationId().orElse(-1)).max().orElse(-1);
         for (Map.Entry<String, Subscription> e : new TreeMap<>(subscriptions).entrySet()) {
@@ -238,7 +250,13 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
                 }
             }
             UserData.Claim claim = UserData.decodeClaim(UserData.bytes(s.userData()));
-            if (claim != null && claim.epoch() > bound) {
+            Composer.Trust trust = Composer.trust(claim, bound, ownPolicy);
+            if (trust == Composer.Trust.OTHER_INCARNATION) {
+                otherIncarnation++;
+                LOG.warn("ignored the claim of epoch {} from member {}: policy incarnation {}, not {} of the plan"
+                    + " this leader read", claim.epoch(), e.getKey(), claim.policy(), ownPolicy);
+                claim = null;
+            } else if (trust == Composer.Trust.ABOVE_EPOCH) {
                 untrusted++;
                 LOG.warn("ignored the claim of epoch {} from member {}: above epoch {} of the plan this leader read",
                     claim.epoch(), e.getKey(), bound);
@@ -265,8 +283,10 @@ public class PlanFollowingAssignor implements ConsumerPartitionAssignor, Configu
         Composition composition = Composer.compose(views, counts);
         lastComposition = composition;
         LOG.info("composed assignment for {} members from epoch {} (claim epochs {}, members without a claim {},"
-            + " claims above the leader's plan {}): {} claimed, {} by fallback, {} withheld, {} claims ignored",
-            views.size(), composition.epoch(), epochs, withoutClaim, untrusted, composition.claimedPartitions(),
+            + " claims above the leader's plan {}, claims of another policy incarnation {}): {} claimed,"
+            + " {} by fallback, {} withheld, {} claims ignored",
+            views.size(), composition.epoch(), epochs, withoutClaim, untrusted, otherIncarnation,
+            composition.claimedPartitions(),
             composition.fallbackPartitions(),
             composition.withheld().size(), composition.ignoredClaims());
         Map<String, Assignment> result = new HashMap<>();

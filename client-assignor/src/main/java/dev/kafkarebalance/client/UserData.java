@@ -21,8 +21,12 @@ import java.util.TreeSet;
  * hold both ends to that.
  *
  * <ul>
- * <li>subscription user_data: the member's claim {@code {"epoch":E,"partitions":{"t":[0,2]}}}
- * (its own document's plan), or empty when it has no document yet;</li>
+ * <li>subscription user_data: the member's claim
+ * {@code {"epoch":E,"partitions":{"t":[0,2]},"policy":U}} (its own document's plan; {@code policy}
+ * is the document's {@code policyUid}, the policy incarnation the epoch counts in, left out when
+ * the document names none), or empty when it has no document yet. A claim without {@code policy}
+ * (a member of an older version) parses with policy "" (not said); older readers ignore the
+ * key;</li>
  * <li>assignment user_data: {@code {"claimEpoch":C,"composedEpoch":E}}: E the highest claim
  * epoch the leader composed from (-1: none), C the epoch of this member's own claim as the leader
  * saw it (-1: none).</li>
@@ -40,10 +44,19 @@ public final class UserData {
     private UserData() {
     }
 
-    /** A member's statement of what its own assignment document gives it. */
-    public record Claim(long epoch, SortedMap<String, List<Integer>> partitions) {
+    /**
+     * A member's statement of what its own assignment document gives it; {@code policy} is the
+     * incarnation (policy uid) its epoch counts in, "" when the claim does not say.
+     */
+    public record Claim(long epoch, SortedMap<String, List<Integer>> partitions, String policy) {
         public Claim {
             partitions = Partitions.normalise(partitions);
+            policy = policy == null ? "" : policy;
+        }
+
+        /** A claim that names no incarnation. */
+        public Claim(long epoch, SortedMap<String, List<Integer>> partitions) {
+            this(epoch, partitions, "");
         }
     }
 
@@ -54,7 +67,10 @@ public final class UserData {
     public record Composed(long composedEpoch, Long claimEpoch) {
     }
 
-    /** The subscription user_data for a member holding {@code document} (empty when none). */
+    /**
+     * The subscription user_data for a member holding {@code document} (empty when none); it names
+     * the document's incarnation when the document does.
+     */
     public static byte[] encodeClaim(AssignmentDocument document) {
         if (document == null) {
             return new byte[0];
@@ -72,6 +88,9 @@ public final class UserData {
                 out.writeEndArray();
             }
             out.writeEndObject();
+            if (!document.policyUid().isEmpty()) {
+                out.writeStringField("policy", document.policyUid());
+            }
             out.writeEndObject();
         });
         return text.getBytes(StandardCharsets.US_ASCII);
@@ -163,7 +182,11 @@ public final class UserData {
                 result.put(topic, new ArrayList<>(set));
             }
         }
-        return new Claim(epoch, result);
+        JsonNode policy = value.get("policy");
+        if (policy != null && !policy.isTextual()) {
+            throw new UserDataException("policy", "not a string (" + Partitions.typeName(policy) + ")");
+        }
+        return new Claim(epoch, result, policy == null ? "" : policy.textValue());
     }
 
     /** {@link #parseClaim}, or null for anything that is not a claim. */

@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.SortedMap;
 import java.util.TreeMap;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.Assignment;
@@ -49,6 +50,14 @@ class PlanFollowingAssignorTest {
         return ByteBuffer.wrap(text.append("}}").toString().getBytes(StandardCharsets.US_ASCII));
     }
 
+    /** A claim naming incarnation {@code policy}, as a member of this version sends it. */
+    private static ByteBuffer claimOf(String policy, long epoch, Integer... partitions) {
+        SortedMap<String, List<Integer>> parts = new TreeMap<>();
+        parts.put(T, List.of(partitions));
+        return ByteBuffer.wrap(UserData.encodeClaim(
+            new AssignmentDocument("g", "m", epoch, parts, null, "", "", policy)));
+    }
+
     private static Subscription member(String instance, ByteBuffer userData, Integer... owned) {
         List<TopicPartition> tps = new ArrayList<>();
         for (int p : owned) {
@@ -61,8 +70,13 @@ class PlanFollowingAssignorTest {
 
     /** A leader that read its own document at `epoch`: the bound on the claims it trusts. */
     static PlanFollowingAssignor leaderAt(long epoch) {
+        return leaderAt(epoch, "");
+    }
+
+    /** A leader whose own document is at {@code epoch} of incarnation {@code policy} ("": none). */
+    static PlanFollowingAssignor leaderAt(long epoch, String policy) {
         DocumentTracker tracker = new DocumentTracker(null, null);
-        tracker.offer(DocumentTrackerTest.doc("pod-leader", epoch, "", ""), "test");
+        tracker.offer(DocumentTrackerTest.doc("pod-leader", epoch, "", policy), "test");
         return PlanFollowingAssignor.following(tracker);
     }
 
@@ -125,6 +139,41 @@ class PlanFollowingAssignorTest {
         assertEquals(List.of(0, 1), got.get("b"));
         assertEquals(List.of(2, 3), got.get("c"));
         assertEquals(List.of(), got.get("a"));
+    }
+
+    @Test
+    void aClaimOfAnotherIncarnationGetsNothingAtAnyEpoch() {
+        // the policy was recreated; pod-0 still follows the old incarnation's document, at the
+        // leader's epoch and first in the tie order (the lowest instance id)
+        Map<String, Subscription> members = new TreeMap<>();
+        members.put("old", member("pod-0", claimOf("uid-old", 3, 0, 1, 2, 3)));
+        members.put("a", member("pod-a", claimOf("uid-new", 3, 0, 1)));
+        members.put("b", member("pod-b", claimOf("uid-new", 2, 2, 3)));
+        Map<String, Assignment> result = leaderAt(3, "uid-new")
+            .assign(cluster(4), new GroupSubscription(members)).groupAssignment();
+        assertEquals(List.of(), result.get("old").partitions());
+        assertEquals(List.of(new TopicPartition(T, 0), new TopicPartition(T, 1)), result.get("a").partitions());
+        assertEquals(List.of(new TopicPartition(T, 2), new TopicPartition(T, 3)), result.get("b").partitions());
+        assertEquals("{\"claimEpoch\":-1,\"composedEpoch\":3}",
+            StandardCharsets.US_ASCII.decode(result.get("old").userData()).toString());
+        // a leader still on the old incarnation would give pod-0 everything: the check is what stops it
+        Map<String, List<Integer>> unchecked = run(leaderAt(3), cluster(4), members);
+        assertEquals(List.of(0, 1, 2, 3), unchecked.get("old"));
+    }
+
+    @Test
+    void aClaimNamingNoIncarnationIsJudgedByItsEpochAlone() {
+        assertEquals(Composer.Trust.TRUSTED, Composer.trust(claimed(5, ""), 5, "uid-new"));
+        assertEquals(Composer.Trust.ABOVE_EPOCH, Composer.trust(claimed(6, ""), 5, "uid-new"));
+        assertEquals(Composer.Trust.TRUSTED, Composer.trust(claimed(5, "uid-x"), 5, ""));
+        assertEquals(Composer.Trust.TRUSTED, Composer.trust(claimed(5, "uid-new"), 5, "uid-new"));
+        assertEquals(Composer.Trust.OTHER_INCARNATION, Composer.trust(claimed(1, "uid-old"), 5, "uid-new"));
+        assertEquals(Composer.Trust.OTHER_INCARNATION, Composer.trust(claimed(9, "uid-old"), 5, "uid-new"));
+        assertEquals(Composer.Trust.TRUSTED, Composer.trust(null, UserData.NO_EPOCH, ""));
+    }
+
+    private static UserData.Claim claimed(long epoch, String policy) {
+        return new UserData.Claim(epoch, new TreeMap<>(), policy);
     }
 
     @Test
@@ -223,5 +272,24 @@ class PlanFollowingAssignorTest {
         assignor.onAssignment(new Assignment(List.of(), ByteBuffer.wrap(UserData.encodeComposed(6, 6))), meta);
         assertNull(assignor.rebalanceReason());
         assertEquals("assignment composed from epoch 4, document is at 6", PlanFollowingAssignor.staleReason(6, 4L, 6L));
+    }
+
+    @Test
+    void aRecreatedPolicysDocumentAtALowerEpochStillAsksForARebalance() {
+        DocumentTracker tracker = new DocumentTracker("g", "pod-a");
+        PlanFollowingAssignor assignor = PlanFollowingAssignor.following(tracker);
+        tracker.offer(DocumentTrackerTest.doc("pod-a", 40, "0", "uid-old"), "test");
+        assertEquals("{\"epoch\":40,\"partitions\":{\"t\":[0]},\"policy\":\"uid-old\"}",
+            StandardCharsets.US_ASCII.decode(assignor.subscriptionUserData(Set.of(T))).toString());
+        ConsumerGroupMetadata meta = new ConsumerGroupMetadata("g", 3, "m-1", Optional.of("pod-a"));
+        assignor.onAssignment(new Assignment(List.of(), ByteBuffer.wrap(UserData.encodeComposed(40, 40))), meta);
+        assertNull(assignor.rebalanceReason());
+        // the policy is deleted and created again: epoch 1 of a new incarnation, below what was sent
+        tracker.offer(DocumentTrackerTest.doc("pod-a", 1, "1", "uid-new"), "test");
+        assertEquals("new policy incarnation uid-new (the group has the claim of incarnation uid-old)",
+            assignor.rebalanceReason());
+        assignor.subscriptionUserData(Set.of(T));
+        assignor.onAssignment(new Assignment(List.of(), ByteBuffer.wrap(UserData.encodeComposed(1, 1))), meta);
+        assertNull(assignor.rebalanceReason());
     }
 }

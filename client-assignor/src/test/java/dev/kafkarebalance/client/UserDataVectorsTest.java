@@ -72,7 +72,7 @@ class UserDataVectorsTest {
             JsonNode source = entry.get("document");
             AssignmentDocument document = source.isNull() ? null : new AssignmentDocument("g", "m",
                 source.get("epoch").longValue(), new TreeMap<>(partitions(source.get("partitions"))),
-                null, "", "", "");
+                null, "", "", source.has("policyUid") ? source.get("policyUid").asText() : "");
             assertArrayEquals(entry.get("text").asText().getBytes(StandardCharsets.US_ASCII),
                 UserData.encodeClaim(document));
         }));
@@ -91,6 +91,7 @@ class UserDataVectorsTest {
             UserData.Claim claim = UserData.parseClaim(raw(entry));
             assertEquals(entry.get("epoch").longValue(), claim.epoch());
             assertEquals(partitions(entry.get("partitions")), claim.partitions());
+            assertEquals(entry.has("policy") ? entry.get("policy").asText() : "", claim.policy());
         }));
     }
 
@@ -156,7 +157,8 @@ class UserDataVectorsTest {
     @TestFactory
     Stream<DynamicTest> aJavaLeaderTrustsClaimsAsTheSharedVectorsSay() {
         return entries("lead").map(entry -> DynamicTest.dynamicTest(entry.get("about").asText(), () -> {
-            PlanFollowingAssignor leader = PlanFollowingAssignorTest.leaderAt(entry.get("leaderEpoch").longValue());
+            PlanFollowingAssignor leader = PlanFollowingAssignorTest.leaderAt(entry.get("leaderEpoch").longValue(),
+                entry.has("leaderPolicy") ? entry.get("leaderPolicy").asText() : "");
             Map<String, ConsumerPartitionAssignor.Subscription> members = new TreeMap<>();
             for (JsonNode m : entry.get("members")) {
                 List<String> topics = new ArrayList<>();
