@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from itertools import accumulate, chain
 from operator import add, sub
-from typing import Literal, final
+from typing import Literal, NamedTuple, final
 
 # member id -> topic -> sorted partition numbers. The one assignment shape used everywhere (a
 # strategy's raw result may hold shared tuples instead of lists: see `assignors.registry`).
@@ -252,23 +252,59 @@ class ParsedRequest:
     options: Options
 
 
+class OwnerRun(NamedTuple):
+    """A run of an owner array: the `length` consecutive global partitions from `start` (see
+    `Group.offsets`) owned in turn by the member indexes of `members`, from position `shift`
+    on: partition `start + k` by `members[(shift + k) % len(members)]`. A dealer hands a
+    member list out round by round, so a fresh group's million owners are a few hundred runs
+    over one list: checked per run and per distinct list instead of per partition."""
+
+    start: int
+    length: int
+    members: list[int]
+    shift: int
+
+
+def owner_array(runs: Iterable[OwnerRun], total: int) -> list[int]:
+    """The flat owner array (`total` entries, -1 where no run reaches) the runs stand for
+    (well-formed runs: within range, no two overlapping)."""
+    owners = [-1] * total
+    for start, length, members, shift in runs:
+        width = len(members)
+        ring = members[shift:] + members[:shift] if shift else members
+        owners[start : start + length] = (ring * -(-length // width))[:length]
+    return owners
+
+
 class FlatAssignment(dict[str, dict[str, list[int]]]):
     """An `Assignment` already in the plan's normal form (every member present in group order,
     topics in topic order, partitions ascending, no empty lists), built by a planner together
     with its flat owner array: `owners[g]` is the index (in member order) of the owner of
-    global partition g (see `Group.offsets`), -1 for none. The plan then checks the array at C
-    speed instead of re-walking a list per (member, topic). `shared`: the partition lists are
-    read-only sequences (shared 1-tuples, see `assignors.registry`), still in normal form, that
-    the plan copies into fresh lists. A member that kept exactly its claims may be entered as
-    its read-only `PartitionClaims` (normal form too), whose lists the plan builds. Any other
-    code may use it as the plain (read-only) dict it is."""
+    global partition g (see `Group.offsets`), -1 for none; or, instead of the array, its
+    `runs` (`OwnerRun`s in ascending order of start, no two overlapping; partitions no run
+    reaches have no owner), `owners` then None. The plan then checks the array at C speed (the
+    runs per run) instead of re-walking a list per (member, topic). `shared`: the partition
+    lists are read-only sequences (shared 1-tuples, see `assignors.registry`), still in normal
+    form, that the plan copies into fresh lists. A member that kept exactly its claims, or a
+    fresh member's dealt share, may be entered as its read-only `PartitionClaims` (normal form
+    too), whose lists the plan builds. Any other code may use it as the plain (read-only) dict
+    it is."""
 
-    __slots__ = ("group", "owners", "shared")
+    __slots__ = ("group", "owners", "runs", "shared")
 
-    def __init__(self, group: Group, owners: list[int], shared: bool = False) -> None:
+    def __init__(
+        self,
+        group: Group,
+        owners: list[int] | None,
+        shared: bool = False,
+        runs: list[OwnerRun] | None = None,
+    ) -> None:
         super().__init__()
+        if (owners is None) == (runs is None):
+            raise ValueError("FlatAssignment needs its owner array or its runs, not both")
         self.group = group
         self.owners = owners
+        self.runs = runs
         self.shared = shared
 
 

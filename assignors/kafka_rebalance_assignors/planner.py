@@ -23,10 +23,13 @@ from kafka_rebalance_assignors.load import lower_bound
 from kafka_rebalance_assignors.model import (
     Assignment,
     FlatAssignment,
+    Group,
+    OwnerRun,
     ParsedRequest,
     PlanInputError,
     claim_count,
     global_numbers,
+    owner_array,
     scatter,
     summed_loads,
 )
@@ -48,10 +51,12 @@ class PlanInvariantError(RuntimeError):
     """A strategy produced an invalid assignment: a bug, never the user's fault."""
 
 
-# (the normalised assignment, the flat owner array, each member's load, its partition count,
-# the positions where the owner array differs from the previous one when already found, else
-# None)
-Measured = tuple[PlanAssignment, list[int], dict[str, float], dict[str, int], list[int] | None]
+# (the normalised assignment, the flat owner array (None: a fresh group's result given as runs,
+# which has no moves), each member's load, its partition count, the positions where the owner
+# array differs from the previous one when already found, else None)
+Measured = tuple[
+    PlanAssignment, list[int] | None, dict[str, float], dict[str, int], list[int] | None
+]
 
 
 def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False) -> Measured:
@@ -129,24 +134,30 @@ def _check_and_measure(context: PlanContext, raw: Assignment, unit: bool = False
 
 
 def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
-    """`_check_and_measure` for a result that came with its flat owner array (see
+    """`_check_and_measure` for a result that came with its flat owner array or its runs (see
     `FlatAssignment`): the array is checked at C speed (every subscribed partition has an owner,
-    every owner subscribes to the topic), the lists are taken as built, and a member holding
-    exactly what it owned before gets its load from `owned_loads` (the same sums in the same
-    order). None when the result does not belong to this group or the group's topics are not
-    in name order (then the lists' topic order is not the plan's); a result that fails the check
-    goes through `_check_and_measure`, which names the problem."""
+    every owner subscribes to the topic), the runs run by run (`_runs_unassigned`), the lists
+    are taken as built, and a member holding exactly what it owned before gets its load from
+    `owned_loads` (the same sums in the same order). None when the result does not belong to
+    this group or the group's topics are not in name order (then the lists' topic order is not
+    the plan's); a result that fails the check goes through `_check_and_measure`, which names
+    the problem."""
     group, loads = context.group, context.loads
     if raw.group is not group or list(group.topics) != sorted(group.topics):
         return None
-    owners, previous = raw.owners, context.ownership.owners
-    if len(owners) != len(previous):
+    ownership = context.ownership
+    previous = ownership.owners
+    owned_before = any(ownership.resolved.values())
+    owners = raw.owners
+    if owners is None and raw.runs is not None:
+        if not owned_before:  # no moves to find: the runs are checked, no array is built
+            return _measure_runs(context, raw, raw.runs)
+        owners = owner_array(raw.runs, len(previous))
+    if owners is None or len(owners) != len(previous):
         return None
     subscribers = context.subscribers
     offsets = context.offsets
     everyone = len(group.members)
-    ownership = context.ownership
-    owned_before = any(ownership.resolved.values())
     differing: list[int] | None = None
     if owned_before:
         # `previous` is the resolution's array (each entry -1 or a member's index): the
@@ -211,6 +222,82 @@ def _measure_flat(context: PlanContext, raw: FlatAssignment) -> Measured | None:
     return assignment, owners, member_load, sizes, differing
 
 
+def _measure_runs(
+    context: PlanContext, raw: FlatAssignment, runs: Sequence[OwnerRun]
+) -> Measured | None:
+    """`_measure_flat` for a group that owned nothing, whose result came as owner runs: every
+    member is new (no moves, no previous load), each member's load from its entry."""
+    unassigned = _runs_unassigned(context, runs)
+    if unassigned is None:  # not well formed: the general check names the problem
+        return _check_and_measure(context, dict(raw), context.load_model == "count")
+    group = context.group
+    assigned = sum(group.topics.values()) - unassigned
+    sizes: dict[str, int]
+    if raw.shared and sum(map(len, raw.values())) == assigned:
+        # One 1-tuple per topic (as many topics as partitions assigned, and no list is empty):
+        # a member's partition count is its number of topics.
+        sizes = dict(zip(raw, map(len, raw.values()), strict=True))
+    else:
+        sizes = {member_id: claim_count(raw[member_id]) for member_id in group.members}
+    member_load: dict[str, float]
+    if context.load_model == "count":
+        # every load is 1.0 and every partial sum an exact integer: the partition count
+        member_load = {member_id: float(size) for member_id, size in sizes.items()}
+    else:
+        getters = {topic: values.__getitem__ for topic, values in context.loads.items()}
+        member_load = {m: summed_loads(getters, raw[m], 0.0) for m in group.members}
+    assignment = PlanAssignment(dict(raw), shared=raw.shared, topics=group.topics)
+    return assignment, None, member_load, sizes, None
+
+
+def _runs_unassigned(context: PlanContext, runs: Sequence[OwnerRun]) -> int | None:
+    """How many partitions of the group the owner runs leave without an owner, when the runs
+    are well formed for it: ascending and not overlapping, each within one topic, every owner
+    an index of a member subscribing to that topic (each distinct member list checked once),
+    and every subscribed partition reached. None otherwise. A few hundred runs for a million
+    partitions: no pass over the partitions."""
+    group = context.group
+    counts = group.topics
+    names = list(counts)
+    starts = list(context.offsets.values())
+    subscribers = context.subscribers
+    everyone = len(group.members)
+    # id of a member list -> (the list, its distinct values, whether all are member indexes)
+    distinct: dict[int, tuple[list[int], set[int], bool]] = {}
+    allowed: dict[str, set[int]] = {}
+    covered = end = 0
+    for start, length, members, shift in runs:
+        width = len(members)
+        if start < end or length <= 0 or not 0 <= shift < width:
+            return None
+        t = bisect_right(starts, start) - 1  # empty topics share a start: the last is it
+        if t < 0 or start + length > starts[t] + counts[names[t]]:
+            return None  # before the first topic or past the end of its own
+        topic = names[t]
+        wanted = subscribers.get(topic)
+        if not wanted:
+            return None  # a topic nobody subscribes to handed out
+        seen = distinct.get(id(members))
+        if seen is None:  # (the list is kept with its set: its id stays its own)
+            values = set(members)
+            indexes = min(values) >= 0 and max(values) < everyone
+            seen = distinct[id(members)] = (members, values, indexes)
+        _, values, indexes = seen
+        if not indexes:
+            return None  # not a member's index
+        if len(wanted) != everyone:  # (else every member may hold it: any member's index)
+            permitted = allowed.get(topic)
+            if permitted is None:
+                permitted = allowed[topic] = set(wanted)
+            if not values <= permitted:
+                return None
+        covered += length
+        end = start + length
+    if covered != sum(counts[topic] for topic in subscribers):
+        return None  # a subscribed partition left without an owner
+    return sum(counts.values()) - covered
+
+
 def _check_slowly(context: PlanContext, raw: Assignment) -> None:
     """The list-by-list check `_check_and_measure` falls back to on a bad result: it raises
     PlanInvariantError naming the first problem (member by member, topic by topic in sorted
@@ -251,7 +338,7 @@ def _check_slowly(context: PlanContext, raw: Assignment) -> None:
             raise PlanInvariantError(f"{topic}-{table.index(None)} left unassigned")
 
 
-_BLOCK = 256  # entries compared at once by `differing_positions`
+_BLOCK = 64  # entries compared at once by `differing_positions` (64: fastest measured at 1M)
 
 
 def differing_positions(previous: list[int], target: list[int]) -> list[int]:
@@ -361,7 +448,7 @@ def _plan_group(request: ParsedRequest) -> Plan:
         measured = _check_and_measure(context, raw, model == "count")
     assignment, target, per_member, sizes, differing = measured
     previous = context.ownership.owners
-    moves = compute_moves(context, previous, target, differing)
+    moves = [] if target is None else compute_moves(context, previous, target, differing)
     subscriptions = {m: set(member.topics) for m, member in group.members.items()} if moves else {}
     budgeted = sum(1 for move in moves if move.topic in subscriptions[move.from_member])
     # Every subscribed partition is assigned (checked above): the grants are exactly the
@@ -376,15 +463,7 @@ def _plan_group(request: ParsedRequest) -> Plan:
             for topic in subscribed
         )
     bound = lower_bound(group, loads, subscribed, model == "count")
-    members = {
-        member_id: MemberSummary(
-            weight=member.weight,
-            partitions=sizes[member_id],
-            load=round(per_member[member_id], 6),
-            normalised_load=round(per_member[member_id] / member.weight, 6),
-        )
-        for member_id, member in group.members.items()
-    }
+    members = _summaries(group, sizes, per_member)
     owned_load = context.owned_loads
     achieved = max(
         (per_member[m] / member.weight for m, member in group.members.items()), default=0.0
@@ -415,6 +494,33 @@ def _plan_group(request: ParsedRequest) -> Plan:
         unknown_subscriptions_ignored=group.unknown_subscriptions_ignored,
     )
     return Plan(assignment=assignment, members=members, moves=tuple(moves), stats=stats)
+
+
+def _summaries(
+    group: Group, sizes: Mapping[str, int], loads: Mapping[str, float]
+) -> dict[str, MemberSummary]:
+    """Each member's summary (its load and normalised load rounded to 6 places). Members with
+    the same weight, partition count and load (most of a count-balanced group) share one
+    summary object (they are immutable): at thousands of members, building and rounding each
+    one was a step per member."""
+    made: dict[tuple[float, int, float, type], MemberSummary] = {}
+    summaries: dict[str, MemberSummary] = {}
+    for member_id, member in group.members.items():
+        load = loads[member_id]
+        # (a zero is not shared: 0.0 and -0.0 are equal keys but round differently)
+        key = (member.weight, sizes[member_id], load, type(load))
+        summary = made.get(key) if load else None
+        if summary is None:
+            summary = MemberSummary(
+                weight=member.weight,
+                partitions=sizes[member_id],
+                load=round(load, 6),
+                normalised_load=round(load / member.weight, 6),
+            )
+            if load:
+                made[key] = summary
+        summaries[member_id] = summary
+    return summaries
 
 
 def plan_request(request: PlanRequest) -> Plan:

@@ -15,6 +15,7 @@ from kafka_rebalance_assignors.context import PlanContext
 from kafka_rebalance_assignors.model import (
     Assignment,
     FlatAssignment,
+    OwnerRun,
     PartitionClaims,
     claim_count,
     global_numbers,
@@ -151,11 +152,10 @@ def constrained(
 
     # Fill: least loaded first, ties by id, in phases of identical rounds.
     remaining = sum(len(free) for _, free in segments)
-    # A fresh group (nothing claimed, no conflicts): the dealer also fills the owner array, so
-    # the plan need not rebuild it from a million lists.
+    # A fresh group (nothing claimed, no conflicts): the dealer also records the owner array,
+    # as runs, so the plan need not rebuild it from a million lists.
     fresh = claimed is not None and not any(claims) and not held_topics
-    placement = (list(context.ownership.owners), offsets) if fresh else None
-    dealer = _Dealer(segments, kept, held_topics, numbers, touched, placement)
+    dealer = _Dealer(segments, kept, held_topics, numbers, touched, offsets if fresh else None)
     order = sorted(range(size), key=counts.__getitem__)  # stable: ties stay in id order
     active: list[int] = []
     next_member = 0
@@ -181,7 +181,7 @@ def constrained(
     if remaining < 0:
         raise AssertionError("constrained fill: quota accounting went negative")
     in_name_order = list(group.topics) == sorted(group.topics)
-    if dealer.owners is not None and dealer.columns_only and in_name_order:
+    if dealer.runs is not None and dealer.columns_only and in_name_order:
         return _flat_fresh(context, dealer)
     dealer.flush()
     if (
@@ -196,15 +196,15 @@ def constrained(
 
 def _flat_fresh(context: PlanContext, dealer: _Dealer) -> FlatAssignment:
     """The result of a fresh group dealt entirely in columns (see `_Dealer._deal_columns`),
-    with the owner array the dealer filled: each member dealt anything holds its share as
+    with the owner runs the dealer recorded: each member dealt anything holds its share as
     read-only `PartitionClaims` columns (one partition per topic, topics in topic order: the
     plan's normal form, whose lists are built when a caller reads them), the others their
     empty dict (`FlatAssignment.shared`: the plan copies what it reads into fresh lists)."""
-    owners = dealer.owners
-    assert owners is not None  # the caller's condition
-    # (`_place` stores each dealt position once; the plan checks that the array has no gap
-    # left, which a partition stored twice would leave, as it checks every strategy's result.)
-    result = FlatAssignment(context.group, owners, shared=True)
+    runs = dealer.runs
+    assert runs is not None  # the caller's condition
+    # (`_place` records each dealt position once; the plan checks that the runs leave no gap
+    # and do not overlap, as it checks every strategy's result.)
+    result = FlatAssignment(context.group, None, shared=True, runs=runs)
     result.update(zip(context.group.members, dealer.shares(context.offsets), strict=True))
     return result
 
@@ -323,13 +323,12 @@ class _Dealer:
         held: set[str],
         numbers: list[int],
         touched: set[int],
-        placement: tuple[list[int], dict[str, int]] | None = None,
+        offsets: dict[str, int] | None = None,
     ) -> None:
-        # (owner array, `Group.offsets`): filled by column deals while every deal is one.
-        self.owners: list[int] | None = None
-        self.offsets: dict[str, int] = {}
-        if placement is not None:
-            self.owners, self.offsets = placement
+        # The owner array as runs (see `model.OwnerRun`), recorded by column deals while every
+        # deal is one, when `offsets` (`Group.offsets`) is given: a fresh group.
+        self.runs: list[OwnerRun] | None = None if offsets is None else []
+        self.offsets: dict[str, int] = offsets or {}
         self.columns_only = True  # every deal so far went through `_deal_columns`
         self.segments = segments
         self.touched = touched  # members dealt anything
@@ -339,7 +338,7 @@ class _Dealer:
         self.segment = 0
         self.offset = 0
         self._singles: list[tuple[int]] | None = None
-        # While the owner array is filled (a fresh group): member index -> its dealt shares as
+        # While the owner runs are recorded (a fresh group): member index -> its dealt shares as
         # (topics, partitions) column pairs, in deal order; no dict is built for them unless a
         # deal that is not a column deal follows (`flush`).
         self.chunks: dict[int, list[tuple[Sequence[str], Sequence[int]]]] = {}
@@ -384,34 +383,24 @@ class _Dealer:
             else:
                 self.offset = stop
 
-    def _place(
-        self, members: list[int], rounds: int, reached: list[tuple[str, list[int], int]]
-    ) -> None:
-        """Record a column deal in the owner array: position k of the dealt sequence went to
-        `members[k % width]`, so each segment's owners are a slice of the members repeated.
-        A segment of consecutive partitions (a fresh topic's are all of them) is stored as one
-        slice, any other partition by partition."""
-        owners, offsets = self.owners, self.offsets
-        if owners is None:
+    def _place(self, members: list[int], reached: list[tuple[str, list[int], int]]) -> None:
+        """Record a column deal in the owner runs: position k of the dealt sequence went to
+        `members[k % width]`, so each segment's owners are the members repeated from some
+        shift. A segment of consecutive partitions (a fresh topic's are all of them) is one
+        run, any other one run per partition."""
+        runs, offsets = self.runs, self.offsets
+        if runs is None:
             return
         width = len(members)
-        ring: list[int] | None = None  # members * rounds, built only when a segment needs it
         position = 0
         for topic, free, take in reached:
-            start = offsets[topic] + free[0]
-            if take == width and not position % width:  # the members once, in order
-                dealt = members
-            else:
-                if ring is None:
-                    ring = members * rounds
-                dealt = ring[position : position + take]
+            base = offsets[topic]
+            shift = position % width
             if free[take - 1] - free[0] == take - 1:  # ascending and distinct: consecutive
-                owners[start : start + take] = dealt
+                runs.append(OwnerRun(base + free[0], take, members, shift))
             else:
-                for number, owner in zip(
-                    map(offsets[topic].__add__, free[:take]), dealt, strict=True
-                ):
-                    owners[number] = owner
+                for k, partition in enumerate(free[:take]):
+                    runs.append(OwnerRun(base + partition, 1, members, (shift + k) % width))
             position += take
 
     def _deal_columns(self, members: list[int], rounds: int) -> bool:
@@ -443,11 +432,11 @@ class _Dealer:
             need -= take
             index += 1
         self.touched.update(members)
-        if self.owners is not None:
-            # A fresh group: the shares stay columns, the owner array records who got what,
+        if self.runs is not None:
+            # A fresh group: the shares stay columns, the owner runs record who got what,
             # and `shares` makes the result of them.
             self._record(members, reached)
-            self._place(members, rounds, reached)
+            self._place(members, reached)
         else:
             partitions = list(chain.from_iterable(free[:take] for _, free, take in reached))
             topics = list(chain.from_iterable(repeat(topic, take) for topic, _, take in reached))

@@ -112,13 +112,19 @@ class _Shared:
 class _Pending:
     """A member's `OwnedColumns` of one partition per topic, topics ascending, partitions an
     `array('i')`: left for `_settle` to check with every other such member at once. `names`
-    is the request's one tuple for equal topic lists (`_Shared.columns`)."""
+    is the request's one tuple for equal topic lists (`_Shared.columns`); `known`, the
+    member's checked subscription (set by `_member`)."""
 
-    __slots__ = ("names", "partitions")
+    __slots__ = ("known", "names", "partitions")
 
     def __init__(self, names: tuple[str, ...], partitions: array[int]) -> None:
         self.names = names
         self.partitions = partitions
+        self.known: tuple[str, ...] = ()
+
+
+# What `_member` returns for a member left to `_settle`: `validate` replaces it.
+_PLACEHOLDER = Member("", ())
 
 
 _TOP = _WIDTH - 1 if _ORDER == "little" else 0  # the byte of a lane holding its sign bit
@@ -144,16 +150,18 @@ def _settle(
         names = pending[indexes[0]].names
         if not all(map(topics.__contains__, names)):  # a deleted topic: stale
             continue
-        limits = array("I", [2**31 - topics[name] for name in names]).tobytes()
         bases = array("i", map(offsets.__getitem__, names)).tobytes()
-        joined = b"".join([pending[i].partitions.tobytes() for i in indexes])
+        joined = b"".join([pending[i].partitions for i in indexes])  # (arrays: buffers)
         if joined[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a negative partition
             continue
         value = int.from_bytes(joined, _ORDER)
         size = len(joined)
-        over = (value + int.from_bytes(limits * len(indexes), _ORDER)).to_bytes(size, _ORDER)
-        if over[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a partition out of range
-            continue
+        if not _below(joined, min(map(topics.__getitem__, names))):
+            # some partition is not below the smallest count: each against its own topic's
+            limits = array("I", [2**31 - topics[name] for name in names]).tobytes()
+            over = (value + int.from_bytes(limits * len(indexes), _ORDER)).to_bytes(size, _ORDER)
+            if over[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a partition out of range
+                continue
         total = (value + int.from_bytes(bases * len(indexes), _ORDER)).to_bytes(size, _ORDER)
         # every member's columns are views into these two new buffers (copies of the
         # caller's arrays, which may change after planning): no array per member
@@ -168,13 +176,40 @@ def _settle(
     return settled
 
 
+_PLANES = _WIDTH == 4 and _ORDER == "little"  # `_below` reads 4-byte little-endian lanes
+_ZERO = b"\0"
+
+
+def _below(data: bytes, bound: int) -> bool:
+    """Whether every value of `data` (4-byte lanes of values >= 0, as `_lanes` reads them) is
+    below `bound`, read byte plane by byte plane for a bound up to 2**16 (the partition counts
+    of a group of many topics): the two high planes all zero, the next below the bound's high
+    byte or equal to it where the low plane is below the bound's low byte. A few strided
+    copies and translations, no int per value and no 4-byte-lane integer. False when it
+    cannot tell (a larger bound, another lane layout): the caller checks lane by lane."""
+    if not _PLANES or not 0 < bound <= 2**16:
+        return False
+    if data[2::4].translate(None, _ZERO) or data[3::4].translate(None, _ZERO):
+        return False  # a value of 2**16 or more
+    high, low = divmod(bound, 256)
+    second = data[1::4]
+    if second.translate(None, bytes(range(high + 1 if low else high))):
+        return False  # a high byte above the bound's (or at it, when its low byte is 0)
+    if not low or high.to_bytes(1, _ORDER) not in second:
+        return True
+    # values with the bound's high byte: their low byte must be below the bound's
+    at_high = second.translate(bytes(255 if b == high else 0 for b in range(256)))
+    too_low = data[0::4].translate(bytes(255 if b >= low else 0 for b in range(256)))
+    return not int.from_bytes(at_high, _ORDER) & int.from_bytes(too_low, _ORDER)
+
+
 def _member(
     member_id: str, member: MemberRequest, topics: Mapping[str, int], shared: _Shared
 ) -> tuple[Member, int, int]:
     """(the validated member, its stale claims dropped, its unknown subscriptions ignored).
-    A member whose `OwnedColumns` look clean (when `shared.defer`) comes back with its
-    claims {} and its `_Pending` columns in `shared.pending`: `validate` settles those
-    together."""
+    A member whose `OwnedColumns` look clean (when `shared.defer`) comes back as
+    `_PLACEHOLDER`, its `_Pending` columns in `shared.pending`: `validate` settles those
+    together and builds the member."""
     path = f"members.{member_id}"
     subscription = member.topics
     if subscription is shared.subscription:  # members sharing one list: checked once
@@ -190,19 +225,24 @@ def _member(
         shared.subscription, shared.subscribed = subscription, (known, unknown)
 
     weight = member.weight
-    if not _is_number(weight) or not math.isfinite(weight) or weight <= 0:
+    # (a float in range, the usual case, needs no other check; NaN fails the comparison)
+    in_range = type(weight) is float and 0.0 < weight < math.inf
+    if not in_range and (not _is_number(weight) or not math.isfinite(weight) or weight <= 0):
         raise PlanInputError(f"{path}.weight", f"must be a finite number > 0, got {weight!r}")
 
     generation = member.generation
-    if generation is not None and not _is_int(generation):
+    if generation is not None and type(generation) is not int and not _is_int(generation):
         raise PlanInputError(f"{path}.generation", f"must be an integer, got {generation!r}")
 
     owned: Mapping[str, Any] = member.owned
+    if type(owned) is dict and not owned:  # owns nothing: no claim to check
+        return Member(member_id, known, float(weight), {}, generation), 0, unknown
     if type(owned) is OwnedColumns:
         columns = _columns(owned, topics, shared, f"{path}.owned")
         if isinstance(columns, _Pending):  # claims {} until `validate` settles them
+            columns.known = known
             shared.pending[member_id] = columns
-            return Member(member_id, known, float(weight), {}, generation), 0, unknown
+            return _PLACEHOLDER, 0, unknown
         if type(columns) is PartitionClaims:
             return Member(member_id, known, float(weight), columns, generation), 0, unknown
         owned = columns  # not clean, or not one per topic: the general path below
@@ -333,7 +373,8 @@ def _columns(
     if not _is_sequence(names):
         raise PlanInputError(f"{path}.topics", "must be a list of topic names")
     key: tuple[str, ...] = names if type(names) is tuple else tuple(names)
-    if key != shared.columns:  # members passing equal names: checked once
+    # members passing equal names (or one tuple): checked once
+    if key is not shared.columns and key != shared.columns:
         if not all(map(isinstance, key, repeat(str))):
             raise PlanInputError(f"{path}.topics", "must be a list of topic names")
         if len(set(key)) != len(key):
@@ -530,17 +571,17 @@ def validate(request: PlanRequest) -> ParsedRequest:
         settled = _settle(list(shared.pending.values()), topics, shared.offsets)
         shared.defer = False
         for member_id, claims in zip(shared.pending, settled, strict=True):
-            placeholder = members[member_id]
             if claims is None:  # not all clean: the member's own path drops and counts them
                 validated, member_stale, _ = _member(
                     member_id, requested[member_id], topics, shared
                 )
                 members[member_id] = validated
                 stale += member_stale
-            else:
-                topics_, weight = placeholder.topics, placeholder.weight
+            else:  # (its fields were checked by `_member`)
+                member = requested[member_id]
+                known = shared.pending[member_id].known
                 members[member_id] = Member(
-                    member_id, topics_, weight, claims, placeholder.generation
+                    member_id, known, float(member.weight), claims, member.generation
                 )
     gaps: set[tuple[str, str]] = set()
     group = Group(

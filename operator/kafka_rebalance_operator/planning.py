@@ -23,16 +23,12 @@ from kafka_rebalance_operator.partition_key import PartitionKey
 from kafka_rebalance_operator.partition_sets import TopicPartitions
 from kafka_rebalance_operator.policy import PolicySpec
 
-# The name `build_request` still uses for a member's document (that function is being rewritten
-# on another branch; the type is `AssignmentDocument`, which the operator holds throughout).
-MemberDocument = AssignmentDocument
-
 
 def build_request(
     spec: PolicySpec,
     topics: Mapping[str, int],
     weights: Mapping[str, float],
-    current: Mapping[str, MemberDocument],
+    current: Mapping[str, AssignmentDocument],
     lag: Mapping[PartitionKey, float | None],
     rate: Mapping[PartitionKey, float | None],
 ) -> assignors.PlanRequest:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kafka_rebalance_assignors import MemberRequest, PlanRequest, plan_request
+from kafka_rebalance_common.assignment import WireAssignment
 from kafka_rebalance_common.wire.user_data import NO_EPOCH, Claim
 
 NO_GENERATION = -1  # a subscription before v2 (KIP-792) reports no generation
@@ -113,7 +114,7 @@ def trusted(members: Sequence[MemberView], leader_epoch: int, leader_policy: str
 @dataclass(frozen=True)
 class Composition:
     # member id -> topic -> sorted partitions; every member present (possibly {})
-    assignment: dict[str, dict[str, list[int]]]
+    assignment: WireAssignment  # filled here, encoded into the group protocol's assignments
     epoch: int  # the highest claim epoch that placed a partition (NO_EPOCH: none did)
     fallback_partitions: int  # partitions placed by the fallback planner
     withheld: tuple[tuple[str, int], ...]  # held back for the cooperative second round
@@ -261,7 +262,7 @@ def compose(
     fallback = _fallback(members, table, subscriptions)
     touched = _withhold(members, table) if cooperative else set()
 
-    assignment: dict[str, dict[str, list[int]]] = {m.member_id: {} for m in members}
+    assignment: WireAssignment = {m.member_id: {} for m in members}
     withheld: list[tuple[str, int]] = []
     for topic in sorted(table):
         owners = table[topic]
