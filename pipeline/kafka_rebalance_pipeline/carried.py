@@ -16,6 +16,7 @@ these fields, sparse rows, a restart, a lost or duplicated row) takes the window
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kafka_rebalance_common.wire.telemetry import PREVIOUS
@@ -42,20 +43,19 @@ def _hash(topic: Any, partition: Any, fields: dict[str, Any]) -> Any:
     return F.xxhash64(topic, partition, *values)
 
 
-def carried_intervals(rows: Any, carry: list[str]) -> Any:
-    """Each row with the interval that ends at it, from the previous row it carries: the
-    columns of `rates_job.with_intervals` (`dt`, `produced`, `consumed`, `prev_lag`, `_first`),
-    by its formulas, plus `prev_ts_ms` and the chain hashes. `carry` names columns kept as they
-    are. A row without `prev_ts_ms` is a first row here; `chained_groups` says where that holds."""
+def interval_columns(prev: dict[str, Any], carry: Sequence[str]) -> list[Any]:
+    """A partition row's columns with the interval that ends at it (`dt`, `produced`,
+    `consumed`, `prev_lag`, `_first`), from its previous row's `ts_ms`, `log_end`, `committed`,
+    `lag` and `owner` in `prev`: one set of formulas whether those come from a window
+    (`rates_job.with_intervals`) or ride on the row (`carried_intervals`). Consumption counts
+    only when the owner did not change across the interval; `carry` names columns kept."""
     from pyspark.sql import functions as F
 
-    prev = {field: F.col(name) for name, field in PREVIOUS.items()}
     dt = (F.col("ts_ms") - prev["ts_ms"]) / 1000.0
     produced = F.col("log_end") - prev["log_end"]
     consumed = F.col("committed") - prev["committed"]
     same_owner = prev["owner"] == F.col("owner")
-    own = {c: F.col(c) for c in ("ts_ms", "log_end", "committed", "lag", "owner")}
-    return rows.select(
+    return [
         *KEY,
         "topic",
         "partition",
@@ -70,6 +70,20 @@ def carried_intervals(rows: Any, carry: list[str]) -> Any:
         prev["lag"].alias("prev_lag"),
         prev["ts_ms"].isNull().alias("_first"),
         *carry,
+    ]
+
+
+def carried_intervals(rows: Any, carry: list[str]) -> Any:
+    """Each row with the interval that ends at it, from the previous row it carries: the
+    columns of `rates_job.with_intervals` (`dt`, `produced`, `consumed`, `prev_lag`, `_first`),
+    by its formulas, plus `prev_ts_ms` and the chain hashes. `carry` names columns kept as they
+    are. A row without `prev_ts_ms` is a first row here; `chained_groups` says where that holds."""
+    from pyspark.sql import functions as F
+
+    prev = {field: F.col(name) for name, field in PREVIOUS.items()}
+    own = {c: F.col(c) for c in ("ts_ms", "log_end", "committed", "lag", "owner")}
+    return rows.select(
+        *interval_columns(prev, carry),
         prev["ts_ms"].alias(PREV_TS),
         _hash(F.col("topic"), F.col("partition"), own).alias(ROW_HASH),
         F.when(prev["ts_ms"].isNotNull(), _hash(F.col("topic"), F.col("partition"), prev)).alias(

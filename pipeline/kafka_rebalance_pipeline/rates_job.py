@@ -22,17 +22,18 @@ from kafka_rebalance_common.wire.telemetry import PREVIOUS
 
 from kafka_rebalance_pipeline.carried import (
     CHAIN,
+    KEY,
     PREV_TS,
     carried_intervals,
     chain_columns,
     chained_groups,
+    interval_columns,
 )
 from kafka_rebalance_pipeline.polls import at_every_poll
 from kafka_rebalance_pipeline.progress import QUIET, Progress
 from kafka_rebalance_pipeline.schema import REPLAYED_KINDS
 from kafka_rebalance_pipeline.spark_io import Telemetry, read_raw, with_errors, write_json
 
-KEY = ["cluster", "namespace", "policy", "group"]
 PARTITION_HASH = "_pk"
 # NULL on a valid partition row; "plan" on a valid plan row; "share" on a valid share row (of
 # either share kind: counted valid, read by the backtest only); else why the row is dropped.
@@ -81,28 +82,7 @@ def with_intervals(partitions: Any, carry: Sequence[str] = ()) -> Any:
     with_prev = partitions.select(
         *partitions.columns, *[F.lag(c).over(window).alias(f"_prev_{c}") for c in lagged]
     )
-    dt = (F.col("ts_ms") - prev["ts_ms"]) / 1000.0
-    produced = F.col("log_end") - prev["log_end"]
-    consumed = F.col("committed") - prev["committed"]
-    same_owner = prev["owner"] == F.col("owner")
-    return with_prev.select(
-        *prefix,
-        *KEY,
-        "topic",
-        "partition",
-        "ts_ms",
-        "lag",
-        "time_lag_s",
-        "owner",
-        "log_end",
-        F.when(dt > 0, dt).alias("dt"),
-        F.when(produced >= 0, produced).alias("produced"),
-        F.when((consumed >= 0) & same_owner, consumed).alias("consumed"),
-        prev["lag"].alias("prev_lag"),
-        prev["ts_ms"].isNull().alias("_first"),
-        *carry,
-        *apart,
-    )
+    return with_prev.select(*prefix, *interval_columns(prev, carry), *apart)
 
 
 def with_partition_hash(rows: Any) -> Any:
