@@ -456,7 +456,15 @@ def _watcher(k8s: Any, namespace: str, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
+
+
+def _interruptible() -> None:
+    """preexec hook: SIGINT as a terminal delivers it. A run started in the background of a
+    non-interactive shell (`cmd &`) ignores SIGINT, its children inherit that, and Python then
+    leaves Ctrl-C ignored, so the watcher would never see the interrupt this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_get_watch_prints_a_row_per_change_until_interrupted(k8s: Any, namespace: str) -> None:
