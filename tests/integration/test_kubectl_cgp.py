@@ -467,6 +467,18 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _interrupted(watcher: subprocess.Popen[str]) -> str:
+    """Interrupt the watcher and return its stderr; one that outlives the interrupt by a minute
+    is killed (not left behind) and fails the test."""
+    watcher.send_signal(signal.SIGINT)
+    try:
+        return watcher.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        watcher.communicate()
+        raise
+
+
 def test_get_watch_prints_a_row_per_change_until_interrupted(k8s: Any, namespace: str) -> None:
     create_policy(k8s, namespace, "first")
     watcher = _watcher(k8s, namespace)
@@ -488,8 +500,7 @@ def test_get_watch_prints_a_row_per_change_until_interrupted(k8s: Any, namespace
         assert changed.rstrip().rindex(" ") + 1 == header.index("AGE")
     finally:
         guard.cancel()
-        watcher.send_signal(signal.SIGINT)
-        _, err = watcher.communicate(timeout=60)
+        err = _interrupted(watcher)
     assert watcher.returncode == 0, err
     assert "Traceback" not in err
 
@@ -509,7 +520,6 @@ def test_get_name_watch_follows_that_policy_only(k8s: Any, namespace: str) -> No
         assert changed.split()[1] == "watched" and {"31", "4"} <= set(changed.split()), changed
     finally:
         guard.cancel()
-        watcher.send_signal(signal.SIGINT)
-        _, err = watcher.communicate(timeout=60)
+        err = _interrupted(watcher)
     assert watcher.returncode == 0, err
     assert "Traceback" not in err
