@@ -19,7 +19,8 @@ only the move budget and the choice of destination for stateful tasks are applie
   largest task count nor its peak member load (over weight) by more than `STANDBY_SLACK`
   (landing elsewhere costs a restore of the whole changelog; load estimates are noisier than
   that); else it swaps destinations with a task moved to a holder of its standby, under the
-  same peak bound (counts stay).
+  same peak bound (counts stay), best with a task moved away from its own destination (the
+  swap then cancels that move).
 - Budget: moves are kept in order of load per unit cost; the first always (so a big stateful
   task can move at all), the others while the cost fits; a move not kept leaves its task with
   its current owner. Tasks nobody present runs are granted, never counted.
@@ -346,18 +347,21 @@ def _swap_onto_standby(
     per_load: dict[str, float],
     peak: float,
 ) -> int:
-    """Swap destinations with another task moved this round to a holder of `task`'s standby
-    (and not onto its own standby there), when neither member then exceeds `peak` (load over
-    weight): task counts stay, both tasks still move once. Prefers a partner whose standby is
-    at `task`'s destination. Updates `target` and `per_load`; returns the tasks that land on
-    their standby (0 when no swap fits)."""
+    """Swap destinations with another task moved this round to a holder of `task`'s standby,
+    when neither member then exceeds `peak` (load over weight): task counts stay. The partner
+    is, best first: a task moved from `task`'s destination (the swap cancels its move, so the
+    plan moves one task fewer), a task whose standby is at `task`'s destination (both land on
+    their state), any other task moved there and not onto its own standby. Updates `target`
+    and `per_load`; returns the tasks that land on their standby (0 when no swap fits)."""
     chosen = target[task]
     options = []
     for holder in sorted(m for m in w if task in standby.get(m, set()) and m != chosen):
         for other, at in sorted(target.items()):
-            if at != holder or other == task or before.get(other, holder) == holder:
+            home = before.get(other, holder)
+            if at != holder or other == task or home == holder:
                 continue  # only a task moved onto `holder` this round
-            if other in standby.get(holder, set()):
+            stays = home == chosen
+            if not stays and other in standby.get(holder, set()):
                 continue  # it lands on its own state there
             delta = load.get(task, 0.0) - load.get(other, 0.0)
             if (per_load[holder] + delta) / w[holder] > peak:
@@ -365,12 +369,12 @@ def _swap_onto_standby(
             if (per_load[chosen] - delta) / w[chosen] > peak:
                 continue
             both = other in standby.get(chosen, set())
-            options.append((not both, abs(delta), holder, other))
+            options.append((not stays, not both, abs(delta), holder, other))
     if not options:
         return 0
-    first, delta, holder, other = min(options)
+    moves_on, alone, _, holder, other = min(options)
     change = load.get(task, 0.0) - load.get(other, 0.0)
     per_load[holder] += change
     per_load[chosen] -= change
     target[task], target[other] = holder, chosen
-    return 1 if first else 2
+    return 2 if moves_on and not alone else 1

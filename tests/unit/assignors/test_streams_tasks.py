@@ -235,3 +235,29 @@ def test_the_standby_preference_weighs_the_holder_by_its_capacity() -> None:
     owner = {(s, p): m for m, t in plan.assignment.items() for s, ps in t.items() for p in ps}
     assert "c" not in owner.values()
     assert plan.redirected == 0
+
+
+
+def test_a_swap_onto_a_standby_cancels_a_move_between_the_other_members() -> None:
+    # a (weight 0.01) gives up 1 and 4. These loads make the strategy send both to c and move
+    # 3 from c to b, although 4's standby is on b; sending 4 to b and leaving 3 on c balances
+    # the same, moves one task fewer and lands both moved tasks on their state.
+    lag = {("0", 0): 1_000.0, ("0", 1): 1_000.0, ("0", 2): 1_020.0}
+    lag |= {("0", 3): 970.0, ("0", 4): 1_010.0, ("0", 5): 1_020.0}
+    plan = plan_tasks(
+        TaskPlanInput(
+            counts={"0": 6},
+            members=["a", "b", "c"],
+            active={"a": {"0": [1, 4]}, "b": {"0": [2, 5]}, "c": {"0": [0, 3]}},
+            standby={"a": {"0": [0, 5]}, "b": {"0": [3, 4]}, "c": {"0": [1, 2]}},
+            lag=lag,
+            rate={},
+            changelog={("0", p): 100 for p in range(6)},
+            strategy="lag-aware",
+            weights={"a": 0.01, "b": 1.0, "c": 1.0},
+        )
+    )
+    owner = {(s, p): m for m, t in plan.assignment.items() for s, ps in t.items() for p in ps}
+    assert owner[("0", 1)] == "c" and owner[("0", 4)] == "b", owner
+    assert {m.task for m in plan.moves} == {("0", 1), ("0", 4)}, plan.moves
+    assert all(m.to_standby and m.cost == 1.0 for m in plan.moves), plan.moves
