@@ -117,15 +117,18 @@ class PartitionMemory:
 
 class _Rates:
     """`Ewma` for every partition of a policy: value (NaN: None), last time (NaN: None) and
-    last counter reading (-1: None), in `Layout` order."""
+    last counter reading (-1: None), in `Layout` order; also each partition's rate over its
+    last interval alone (NaN: none since a restart), which a step in production moves at once
+    while the EWMA follows it over a time constant."""
 
-    __slots__ = ("last_t", "last_x", "tau_s", "value")
+    __slots__ = ("last_rate", "last_t", "last_x", "tau_s", "value")
 
     def __init__(self, n: int, tau_s: float = 60.0) -> None:
         self.tau_s = tau_s
         self.value = np.full(n, np.nan)
         self.last_t = np.full(n, np.nan)
         self.last_x = np.full(n, -1, np.int64)
+        self.last_rate = np.full(n, np.nan)
 
     def update(self, t: float, x: np.ndarray, mask: np.ndarray) -> None:
         """`Ewma.update(t, x[i])` for each partition i in `mask`."""
@@ -133,6 +136,7 @@ class _Rates:
         down = had & (x < self.last_x)
         restart = mask & (~had | ~(t > self.last_t) | down)
         self.value[down] = np.nan
+        self.last_rate[restart] = np.nan
         go = np.flatnonzero(mask & ~restart)
         if len(go):
             dt = t - self.last_t[go]
@@ -140,11 +144,12 @@ class _Rates:
             old = self.value[go]
             alpha = 1.0 - np.exp(-dt / self.tau_s)
             self.value[go] = np.where(np.isnan(old), rate, old + alpha * (rate - old))
+            self.last_rate[go] = rate
         self.last_t[mask] = t
         self.last_x[mask] = x[mask]
 
     def take(self, old: _Rates, new_rows: np.ndarray, old_rows: np.ndarray) -> None:
-        for name in ("value", "last_t", "last_x"):
+        for name in ("value", "last_t", "last_x", "last_rate"):
             getattr(self, name)[new_rows] = getattr(old, name)[old_rows]
 
 
@@ -166,7 +171,7 @@ class PolicyHistory:
     policy's steps to uint32 (6 bytes a point from then on); should one partition's points span
     more than 2**31 - 1 offsets, its oldest points are dropped until they fit (the objects
     would keep them), so a step always fits uint32. Memory per partition: 4 bytes per point
-    plus 74 (`bytes_per_partition`); a poll's working arrays are bounded by working through
+    plus 90 (`bytes_per_partition`); a poll's working arrays are bounded by working through
     `CHUNK` partitions at a time."""
 
     CHUNK = 8192
@@ -200,12 +205,12 @@ class PolicyHistory:
         arrays: list[np.ndarray] = [self.when, self.base, self.step, self.count, self.reported_lag]
         arrays.append(self.last_lag_t)
         for rates in (self.produce, self.consume):
-            arrays += [rates.value, rates.last_t, rates.last_x]
+            arrays += [rates.value, rates.last_t, rates.last_x, rates.last_rate]
         return sum(a.nbytes for a in arrays)
 
     @staticmethod
     def bytes_per_partition(points: int = MAX_POINTS) -> int:
-        return 4 * points + 8 + 2 + 8 + 8 + 2 * (8 + 8 + 8)
+        return 4 * points + 8 + 2 + 8 + 8 + 2 * (8 + 8 + 8 + 8)
 
     def resized(self, layout: Layout) -> PolicyHistory:
         """This history for `layout`: partitions in both keep theirs (by topic and number),
@@ -369,6 +374,12 @@ class PolicyHistory:
         """key -> production EWMA (None: not known yet), for the planner's request."""
         return self.layout.per_topic(self.produce.value)
 
-    def total_produce(self) -> float:
-        """The sum of the known production rates."""
-        return float(np.nansum(self.produce.value))
+    def demand(self) -> float:
+        """Records/s the policy's partitions are produced: the larger of the summed production
+        EWMAs and the production over the last poll interval alone. A step up counts from the
+        first poll after it (the EWMA alone would read low for about a time constant, and
+        capacity shares computed from it would load a slow member); a step down is followed
+        at the EWMA's pace, so one quiet interval does not take capacity away."""
+        if not len(self.produce.value):
+            return 0.0
+        return max(float(np.nansum(self.produce.value)), float(np.nansum(self.produce.last_rate)))

@@ -361,12 +361,11 @@ HOT, COLD = 24.0, 4.0  # records/s: partition 0 and each of the other five (44/s
 SLOW_DELAY_MS = 200  # the slow instance: at most 5 records/s
 NOISE_EVERY = 10  # every 10th record is "noise" (the topology filters it out)
 WARMUP_S, WINDOW_S = 20.0, 40.0
-# With adaptive weights the production (demand) estimate is an EWMA with a 60 s time constant
-# that starts with the producer: for about a minute it reads low, a never-busy fast instance's
-# capacity is taken as at most the demand the slow one cannot take, and a plan may load the slow
-# instance until the estimate catches up (docs/streams.md, "Adaptive weights"). The window
-# judges the plans made once it has (75 % of the production after 80 s).
-ADAPTIVE_WARMUP_S = 80.0
+# With adaptive weights a plan needs measured capacities: the slow instance must be seen busy
+# over at least 3 poll intervals covering 12 s (capacity.MIN_SAMPLES / MIN_SECONDS). The demand
+# a never-busy instance's share is taken from follows a step in production from the first poll
+# after it (history.PolicyHistory.demand), so the window may start half a minute in.
+ADAPTIVE_WARMUP_S = 30.0
 ADAPTIVE_COOLDOWN_S = 30
 ADAPTIVE_COOLDOWN = f"{ADAPTIVE_COOLDOWN_S}s"
 
@@ -497,6 +496,10 @@ def test_a_lag_aware_plan_keeps_up_with_a_hot_partition_where_sticky_falls_behin
                 f"after the start; the first plan followed {converged_s:.1f} s after the policy "
                 f"was applied; trigger cost: {_trigger_cost(harness)}"
             )
+            if weighting == "adaptive":  # what each plan followed: weights, demand, moves
+                for line in _operator_log(harness).splitlines():
+                    if "adaptive weights" in line or "published to kafka-rebalance-plans" in line:
+                        print("  " + line.split(" ", 2)[-1])
             # sticky's slow instance runs >= 3 tasks: >= 12 records/s offered, 5 processed, so
             # that group loses >= 7 records/s; the plan's keeps up within its warm-up
             assert plan.throughput >= 1.08 * stuck.throughput, (plan, stuck)

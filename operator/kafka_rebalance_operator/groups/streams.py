@@ -238,7 +238,7 @@ def adaptive_weights(
     estimator.observe(
         now, confirmed_owners(owners, owners, group.state == "Stable"), committed, lag, members
     )
-    demand = memory.history.total_produce() if memory.history is not None else 0.0
+    demand = memory.history.demand() if memory.history is not None else 0.0
     held = dict(estimator.used)
     adaptive = estimator.weights(members, demand)
     if adaptive != held:

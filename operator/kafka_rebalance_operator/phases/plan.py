@@ -192,7 +192,7 @@ def _adaptive(
         {key: lag for key, _committed, lag in ok},
         names,
     )
-    demand = memory.history.total_produce() if memory.history is not None else 0.0
+    demand = memory.history.demand() if memory.history is not None else 0.0
     held = dict(estimator.used)
     adaptive = estimator.weights(names, demand)
     if adaptive != held:

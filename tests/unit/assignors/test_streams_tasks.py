@@ -237,7 +237,6 @@ def test_the_standby_preference_weighs_the_holder_by_its_capacity() -> None:
     assert plan.redirected == 0
 
 
-
 def test_a_swap_onto_a_standby_cancels_a_move_between_the_other_members() -> None:
     # a (weight 0.01) gives up 1 and 4. These loads make the strategy send both to c and move
     # 3 from c to b, although 4's standby is on b; sending 4 to b and leaving 3 on c balances

@@ -329,3 +329,27 @@ def test_point_times_widen_past_int16_when_that_many_are_still_referred_to() -> 
     assert history.when.dtype == np.int32
     assert history.times[:, 0].tolist() == np.minimum(np.arange(n), n - 2).astype(float).tolist()
     assert (history.times[:, 1] == float(n)).all()
+
+
+def test_demand_follows_a_step_up_at_once_and_a_step_down_at_the_ewma_pace() -> None:
+    layout = Layout.of({"t": 2})
+    columns = PolicyHistory(layout)
+    known = np.ones(2, bool)
+    none = np.full(2, -1, np.int64)
+    ends = np.zeros(2, np.int64)
+    t = 0.0
+    for _ in range(60):  # 10 records/s per partition for 5 minutes: the EWMA has settled
+        t += 5.0
+        ends += 50
+        columns.observe(t, ends.copy(), none, known, none)
+    assert columns.demand() == pytest.approx(20.0)
+    t += 5.0
+    ends += 500  # 100 records/s per partition over the last interval
+    columns.observe(t, ends.copy(), none, known, none)
+    assert float(np.nansum(columns.produce.value)) < 40.0  # the EWMA alone reads low
+    assert columns.demand() == pytest.approx(200.0)
+    t += 5.0
+    columns.observe(t, ends.copy(), none, known, none)  # a quiet interval
+    ewma = float(np.nansum(columns.produce.value))
+    assert columns.demand() == pytest.approx(ewma) and ewma > 20.0
+    assert PolicyHistory(layout).demand() == 0.0
