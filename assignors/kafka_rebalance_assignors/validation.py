@@ -26,6 +26,7 @@ from itertools import accumulate, chain, repeat
 from operator import itemgetter
 from typing import Any, TypeGuard
 
+from kafka_rebalance_assignors import numeric
 from kafka_rebalance_assignors.model import (
     DEFAULT_TARGET_DRAIN_SECONDS,
     MAX_PARTITIONS,
@@ -137,11 +138,11 @@ def _settle(
     """The claims of every pending member as `PartitionClaims`, or None for a member whose
     claims are not all clean (a deleted topic, a partition out of range: the member's own
     path then drops and counts them). The members claiming the same topics are checked
-    together, as one run of 32-bit lanes (see `_lanes`): every partition >= 0 (no lane's sign
-    bit set), every partition below its topic's count (adding 2**31 - count to each lane sets
-    the sign bit exactly when it is not; no lane carries into the next), and the global
-    numbers are one addition of the topics' bases. A few C-level passes over all claims,
-    nothing per claim."""
+    together, as one block of C ints, a row per member: every partition >= 0 and below its
+    topic's count, and the global numbers one addition of the topics' bases per row, in
+    numpy's passes when it is installed (`numeric.claim_numbers`), else by lane arithmetic
+    on one integer (`_lane_numbers`). A few C-level passes over all claims, nothing per
+    claim."""
     settled: list[PartitionClaims | None] = [None] * len(pending)
     runs: dict[int, list[int]] = {}
     for index, entry in enumerate(pending):
@@ -150,19 +151,14 @@ def _settle(
         names = pending[indexes[0]].names
         if not all(map(topics.__contains__, names)):  # a deleted topic: stale
             continue
-        bases = array("i", map(offsets.__getitem__, names)).tobytes()
         joined = b"".join([pending[i].partitions for i in indexes])  # (arrays: buffers)
-        if joined[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a negative partition
+        if numeric.ENABLED:
+            bases = list(map(offsets.__getitem__, names))
+            total = numeric.claim_numbers(joined, bases, list(map(topics.__getitem__, names)))
+        else:
+            total = _lane_numbers(joined, len(indexes), names, topics, offsets)
+        if total is None:  # a partition out of range
             continue
-        value = int.from_bytes(joined, _ORDER)
-        size = len(joined)
-        if not _below(joined, min(map(topics.__getitem__, names))):
-            # some partition is not below the smallest count: each against its own topic's
-            limits = array("I", [2**31 - topics[name] for name in names]).tobytes()
-            over = (value + int.from_bytes(limits * len(indexes), _ORDER)).to_bytes(size, _ORDER)
-            if over[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a partition out of range
-                continue
-        total = (value + int.from_bytes(bases * len(indexes), _ORDER)).to_bytes(size, _ORDER)
         # every member's columns are views into these two new buffers (copies of the
         # caller's arrays, which may change after planning): no array per member
         numbers, partitions = memoryview(total).cast("i"), memoryview(joined).cast("i")
@@ -174,6 +170,30 @@ def _settle(
                 names, numbers[start:stop], offsets, partitions[start:stop]
             )
     return settled
+
+
+def _lane_numbers(
+    joined: bytes,
+    rows: int,
+    names: tuple[str, ...],
+    topics: Mapping[str, int],
+    offsets: Mapping[str, int],
+) -> bytes | None:
+    """`numeric.claim_numbers` without numpy: the claims' global numbers (rows of `names`'
+    partitions, as `_lanes` reads them) by lane arithmetic on one integer, or None when a
+    partition is negative or not below its topic's count."""
+    if joined[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a negative partition
+        return None
+    value = int.from_bytes(joined, _ORDER)
+    size = len(joined)
+    if not _below(joined, min(map(topics.__getitem__, names))):
+        # some partition is not below the smallest count: each against its own topic's
+        limits = array("I", [2**31 - topics[name] for name in names]).tobytes()
+        over = (value + int.from_bytes(limits * rows, _ORDER)).to_bytes(size, _ORDER)
+        if over[_TOP::_WIDTH].translate(None, _LOW_HALF):  # a partition out of range
+            return None
+    bases = array("i", map(offsets.__getitem__, names)).tobytes()
+    return (value + int.from_bytes(bases * rows, _ORDER)).to_bytes(size, _ORDER)
 
 
 _PLANES = _WIDTH == 4 and _ORDER == "little"  # `_below` reads 4-byte little-endian lanes

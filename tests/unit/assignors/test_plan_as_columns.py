@@ -17,6 +17,7 @@ from kafka_rebalance_assignors import (
     PlanAssignment,
     PlanInputError,
     PlanRequest,
+    numeric,
     plan,
     plan_request,
 )
@@ -144,11 +145,17 @@ def test_plan_columns_owner_refuses_what_the_plan_does_not_have() -> None:
             columns.owner(topic, partition)
 
 
-def test_claim_columns_checked_together_drop_stale_parts_as_lists_do() -> None:
+@pytest.mark.parametrize("vectorised", [True, False])
+def test_claim_columns_checked_together_drop_stale_parts_as_lists_do(
+    vectorised: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Members sharing one topic list: clean ones become `PartitionClaims` with the right
     global numbers; a negative partition, one at its own topic's count (above the smallest
     count), and a deleted topic each send only their member down its own path, where the stale
     part is dropped and counted as the lists' path does."""
+    if vectorised and not numeric.ENABLED:
+        pytest.skip("numpy is not installed")
+    monkeypatch.setattr(numeric, "ENABLED", vectorised)  # numpy's passes, or the pure ones
     topics = {"a": 4, "b": 2, "c": 6}
     names = ("a", "b", "c")
     claims = {

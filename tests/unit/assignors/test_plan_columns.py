@@ -14,12 +14,22 @@ from kafka_rebalance_assignors import (
     OwnedColumns,
     PlanInputError,
     PlanRequest,
+    numeric,
     plan,
     plan_request,
 )
 from kafka_rebalance_assignors.model import PartitionClaims
 from kafka_rebalance_assignors.registry import STRATEGY_NAMES
 from kafka_rebalance_assignors.validation import validate
+
+
+@pytest.fixture(autouse=True, params=["numpy", "pure"])
+def _path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test on both paths of the claims' check and global numbers: numpy's (when it is
+    installed, as in the operator's install) and the pure one (the base install's)."""
+    if request.param == "numpy" and not numeric.ENABLED:
+        pytest.skip("numpy is not installed")
+    monkeypatch.setattr(numeric, "ENABLED", request.param == "numpy")
 
 
 def _claims(rng: random.Random, topics: dict[str, int], member_ids: list[str]) -> dict[str, Any]:
