@@ -253,3 +253,40 @@ def test_install_clears_temp_dirs_left_by_an_interrupted_run(tmp_path):
     provision.install(_component(tmp_path, build))
     assert not stale.exists()
     assert (tmp_path / "demo" / "1.0" / MARKER).is_file()
+
+
+def test_stopping_a_provision_ends_every_lanes_running_build_and_starts_no_more(tmp_path):
+    import threading
+    import time
+
+    from kafka_rebalance_dev.devenv.provision import _provision_lane
+    from kafka_rebalance_dev.devenv.provision.frame import RUNNING
+
+    started = threading.Event()
+
+    def slow(tmp: Path, log: Path) -> dict:
+        started.set()
+        provision.run("slow 1.0", ["sleep", "60"], cwd=tmp, log=log)
+        return {}
+
+    def never(tmp: Path, log: Path) -> dict:
+        raise AssertionError("a lane started a build after the provision was stopped")
+
+    lane = [
+        provision.Component("slow", "1.0", tmp_path / "slow" / "1.0", slow),
+        provision.Component("next", "1.0", tmp_path / "next" / "1.0", never),
+    ]
+    failures: dict[str, str] = {}
+    RUNNING.stopping.clear()
+    worker = threading.Thread(target=_provision_lane, args=(lane, failures))
+    begun = time.monotonic()
+    worker.start()
+    assert started.wait(10)
+    while not len(RUNNING) and time.monotonic() - begun < 10:
+        time.sleep(0.01)  # until the command runs
+    RUNNING.stop()
+    worker.join(15)
+    RUNNING.stopping.clear()
+    assert not worker.is_alive() and time.monotonic() - begun < 15
+    assert list(failures) == ["slow 1.0"]  # the stopped build failed; `next` never began
+    assert not (tmp_path / "next").exists()

@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kafka_rebalance_dev.devenv import system_packages
@@ -35,6 +36,7 @@ from kafka_rebalance_dev.devenv.provision.client_assignor import (
 )
 from kafka_rebalance_dev.devenv.provision.debian_base import build_debian_base
 from kafka_rebalance_dev.devenv.provision.frame import (
+    RUNNING,
     Component,
     ProvisionError,
     _raise_on_signal,
@@ -255,23 +257,17 @@ def provision(
     say(f"cache: {tc.root}")
     total = time.monotonic()
     failures: dict[str, str] = {}
-    with cache_lock(tc.root):
-        for component in plan:
-            reason = component.unavailable() if component.unavailable else None
-            if reason and not is_provisioned(component.target):
-                if system_packages.strict():
-                    failures[component.label] = f"{component.label}: {reason}"
-                    say(f"{component.label}: FAILED: {reason}")
-                else:  # only the real node needs it; the KWOK-only path does not
-                    say(f"{component.label}: skipped ({reason}; needed only for real pods)")
-                continue
-            try:
-                outcome, seconds = install(component)
-            except ProvisionError as exc:
-                say(f"{component.label}: FAILED: {exc}")
-                failures[component.label] = str(exc)
-                continue
-            say(f"{component.label}: {outcome} in {seconds:.1f}s ({component.target})")
+    go = {c.name for c in _go_components(tc)}
+    RUNNING.stopping.clear()
+    lanes = [[c for c in plan if c.name in go], [c for c in plan if c.name not in go]]
+    with cache_lock(tc.root), ThreadPoolExecutor(2, thread_name_prefix="provision") as pool:
+        running = [pool.submit(_provision_lane, lane, failures) for lane in lanes if lane]
+        try:
+            for lane in running:
+                lane.result()
+        except BaseException:
+            RUNNING.stop()
+            raise
     say(
         f"done in {time.monotonic() - total:.1f}s"
         + (f", {len(failures)} failed" if failures else "")
@@ -279,6 +275,30 @@ def provision(
     if failures:
         raise ProvisionError("\n\n".join(failures.values()), failed=list(failures))
     return tc
+
+
+def _provision_lane(plan: Sequence[Component], failures: dict[str, str]) -> None:
+    """Install `plan`'s components in order, recording failures by label; the Go builds are
+    one lane and the downloads, Maven builds and images another, so the network- and
+    disk-bound steps run while Go compiles (two Go builds at once would only share the CPU)."""
+    for component in plan:
+        if RUNNING.stopping.is_set():
+            return
+        reason = component.unavailable() if component.unavailable else None
+        if reason and not is_provisioned(component.target):
+            if system_packages.strict():
+                failures[component.label] = f"{component.label}: {reason}"
+                say(f"{component.label}: FAILED: {reason}")
+            else:  # only the real node needs it; the KWOK-only path does not
+                say(f"{component.label}: skipped ({reason}; needed only for real pods)")
+            continue
+        try:
+            outcome, seconds = install(component)
+        except ProvisionError as exc:
+            say(f"{component.label}: FAILED: {exc}")
+            failures[component.label] = str(exc)
+            continue
+        say(f"{component.label}: {outcome} in {seconds:.1f}s ({component.target})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

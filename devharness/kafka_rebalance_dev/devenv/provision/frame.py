@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,38 @@ def say(message: str) -> None:
 
 
 # ---- running commands -------------------------------------------------------------------------
+class RunningBuilds:
+    """The build commands running now, in every lane: an interrupted provision stops them all
+    (their process groups), and lanes start nothing more once it is stopping."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self.stopping = threading.Event()
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.add(proc)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._procs)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            stop_group(proc)
+
+
+RUNNING = RunningBuilds()
+
+
 def run(
     tool: str,
     cmd: Sequence[str],
@@ -90,11 +123,14 @@ def run(
             raise ProvisionError(
                 f"{tool}: `{cmd[0]}` is not installed (needed for {tool})"
             ) from exc
+        RUNNING.add(proc)
         try:
             output, _ = proc.communicate()
         except BaseException:
             stop_group(proc)
             raise
+        finally:
+            RUNNING.discard(proc)
         fh.write(output)
     if proc.returncode != 0:
         tail = failure_tail(output)
