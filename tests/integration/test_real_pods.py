@@ -400,11 +400,17 @@ def test_injected_pods_on_the_real_node_get_new_plans_within_5_seconds(
         )
         new_epoch = min(min(e for _, e in accepted(m) if e > epoch) for m in members)
         marker = f"{namespace}/{name} epoch {new_epoch}: "
-        (written,) = [
-            _stamp(line)
-            for line in _messages(node, namespace, operator_name, "operator")
-            if marker in line and "written" in line
-        ]
+
+        def written_at() -> list[datetime.datetime]:
+            return [
+                _stamp(line)
+                for line in _messages(node, namespace, operator_name, "operator")
+                if marker in line and "written" in line
+            ]
+
+        # the operator logs a plan after its last ConfigMap write, so a sidecar watching its
+        # document may accept the epoch before that line reaches the container's log
+        (written,) = wait_for(f"the operator's log line for epoch {new_epoch}", written_at, 30)
         delays = {m: min(t for t, e in accepted(m) if e == new_epoch) - written for m in members}
         print(
             f"\nreal node: operator's write of epoch {new_epoch} (its log line after the last "
