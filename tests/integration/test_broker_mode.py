@@ -234,6 +234,10 @@ def test_a_kip848_group_follows_lag_aware_plans_through_the_broker_plugin(
                 0.5,
             )
             plan_keys.write_text(f"{rotated}\n{original}")
+            # the operator stats the file at most once a second (PlanKeyRing), and a plan
+            # published meanwhile (rates warming up) may have read the two-key file just before
+            # this write: past that second, the next publish reads this one
+            time.sleep(1.5)
 
             # a new plan takes effect: time from the patch to every member holding it
             before_epoch = group.group_epoch

@@ -2,10 +2,11 @@
 changes, so keys rotate with no restart (docs/security.md, "Rotating the plan key").
 
 Invariants: the first key of the last good file signs. A changed file is read at the first
-publish after the change (one stat per `check_interval_s` at most, on the publishing thread:
-no thread of its own); a changed file that cannot be used (unreadable, no key, a short key)
-keeps the last good keys, is logged once per change and counted in
-`kafka_rebalance_plan_key_reload_errors_total`, and is read again when it changes again.
+publish that comes `check_interval_s` or more after the last stat (one stat per interval at
+most, on the publishing thread: no thread of its own), so within that interval of the change;
+a changed file that cannot be used (unreadable, no key, a short key) keeps the last good keys,
+is logged once per change and counted in `kafka_rebalance_plan_key_reload_errors_total`, and
+is read again when it changes again.
 """
 
 from __future__ import annotations
