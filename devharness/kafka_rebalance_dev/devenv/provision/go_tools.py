@@ -43,6 +43,12 @@ def go_version_line() -> str:
     return match.group(1)
 
 
+# Every Go build strips paths and emits no debug info: the tools are run, never debugged, and
+# skipping DWARF in the compiler as well as the linker (-s -w) saves about a tenth of the CPU of a
+# cold build (helm from a warm module cache: 96.6 -> 87.4 s user).
+GO_BUILD_FLAGS = ("-trimpath", "-gcflags=all=-dwarf=false")
+
+
 def ldflags(*pairs: tuple[str, str]) -> str:
     return " ".join(["-s", "-w", *(f"-X {k}={v}" for k, v in pairs)])
 
@@ -97,7 +103,7 @@ def build_etcd(tc: Toolchain) -> Callable[[Path, Path], dict]:
         bin_dir = tmp / "bin"
         bin_dir.mkdir()
         flags = ldflags(("go.etcd.io/etcd/api/v3/version.GitSHA", commit or "unknown"))
-        cmd = ["go", "build", "-trimpath", "-ldflags", flags, "-o", str(bin_dir / "etcd"),
+        cmd = ["go", "build", *GO_BUILD_FLAGS, "-ldflags", flags, "-o", str(bin_dir / "etcd"),
                "go.etcd.io/etcd/server/v3"]  # fmt: skip
         run(tool, cmd, cwd=src, log=log, env=go_env())
         shutil.rmtree(src)
@@ -114,7 +120,7 @@ def build_go_install(
         bin_dir = tmp / "bin"
         bin_dir.mkdir()
         env = {**go_env(), "GOBIN": str(bin_dir), "GOFLAGS": ""}
-        cmd = ["go", "install", "-trimpath", "-ldflags", flags, f"{package}@v{version}"]
+        cmd = ["go", "install", *GO_BUILD_FLAGS, "-ldflags", flags, f"{package}@v{version}"]
         run(f"{tool} {version}", cmd, cwd=tmp, log=log, env=env)
         facts = {"package": package}
         if after is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kafka_rebalance_dev.devenv.provision.frame import ProvisionError, run
 from kafka_rebalance_dev.devenv.provision.go_tools import (
+    GO_BUILD_FLAGS,
     go_env,
     go_module_info,
     go_version_line,
@@ -95,7 +96,7 @@ def build_kubernetes(
         cmd = [
             "go",
             "build",
-            "-trimpath",
+            *GO_BUILD_FLAGS,
             "-ldflags",
             version_ldflags(version, commit),
             "-o",

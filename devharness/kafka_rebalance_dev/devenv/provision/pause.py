@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kafka_rebalance_dev.devenv.provision.frame import run
-from kafka_rebalance_dev.devenv.provision.go_tools import go_env, go_version_line
+from kafka_rebalance_dev.devenv.provision.go_tools import GO_BUILD_FLAGS, go_env, go_version_line
 
 PAUSE_SOURCE = """\
 // The sandbox process of the kafka-rebalance dev node: hold the pod's namespaces until told
@@ -121,7 +121,7 @@ def build_pause(version: str) -> Callable[[Path, Path], dict]:
         (src / "main.go").write_text(PAUSE_SOURCE)
         binary = tmp / "bin" / "pause"
         binary.parent.mkdir()
-        cmd = ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary), "."]
+        cmd = ["go", "build", *GO_BUILD_FLAGS, "-ldflags", "-s -w", "-o", str(binary), "."]
         run(tool, cmd, cwd=src, log=log, env=go_env())
         (tmp / "pause.oci.tar").write_bytes(oci_archive(binary.read_bytes(), image_name(version)))
         shutil.rmtree(src)
