@@ -17,9 +17,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -371,21 +373,50 @@ def needed_environments(items: Sequence[pytest.Item]) -> list[str]:
     return [name for name in ENVIRONMENTS if name in wanted]
 
 
+# ---- one build of each image per session ------------------------------------------------------
+
+IMAGE_CACHE = "KAFKA_REBALANCE_IMAGE_CACHE"  # scripts/release-image --cache
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the session one directory of image archives: the release-image tests and the
+    newcomer's release build each image from this tree once per run, on whichever worker comes
+    first (the other waits on the build and copies it), instead of once per module and worker.
+    The controller makes it; the xdist workers it starts inherit the variable."""
+    if os.environ.get(IMAGE_CACHE) or hasattr(config, "workerinput"):
+        return
+    directory = tempfile.mkdtemp(prefix="kafka-rebalance-images-")
+    os.environ[IMAGE_CACHE] = directory
+    config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+
+
 # ---- two pytest-xdist workers (`-n 2 --dist loadgroup`: the README's test command) ---------------
+
+
+# Control-plane modules whose tests run for minutes against the clock (comparisons of plans
+# on live consumers, brokers with the plug-in): about 40 % of the control-plane tests' time in
+# a CI run, so the other 60 % and the brokers' group fill the other worker meanwhile.
+LONG_KUBERNETES_MODULES = frozenset(
+    {"test_e2e_sidecars.py", "test_streams_groups.py", "test_broker_mode.py"}
+)
 
 
 def xdist_group(item: pytest.Item) -> str | None:
     """The xdist group that keeps `item` on one worker with the tests that share its costly
     session environments, or None for a test any worker may run.
 
-    Tests of the control plane (with whatever brokers they also use) form one group and tests of
-    brokers alone another, so each worker starts only the environments of the groups it runs,
-    and the two largest groups run side by side. Any other integration test stays with its
-    module, whose module-scoped fixtures (a real node, a dev environment) it shares.
+    Tests of the control plane (with whatever brokers they also use) form two groups, and tests
+    of brokers alone a third, so each worker starts only the environments of the groups it
+    runs. The control-plane tests are split because together they are more than half the
+    suite's time: one group for the modules of `LONG_KUBERNETES_MODULES`, one for the rest,
+    each starting its own control plane on whichever worker takes it. Any other integration
+    test stays with its module, whose module-scoped fixtures (a real node, a dev environment)
+    it shares.
     """
     needed = needed_environments([item])
     if "k8s" in needed:
-        return "kubernetes"
+        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+        return "kubernetes-long" if module in LONG_KUBERNETES_MODULES else "kubernetes"
     if needed:
         return "kafka"
     if item.get_closest_marker("integration") is not None:
