@@ -517,6 +517,7 @@ def test_pods_admitted_and_deleted_leave_the_role_as_large_as_the_pods_left(
         grown = _role_names(k8s, namespace) or []
         assert documents <= set(grown)  # each admission granted its pod's document
         peak = len(grown)
+        admitted_s = time.monotonic() - started
         k8s.kubectl(
             "delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force",
             "--wait=false", timeout=300,
@@ -527,6 +528,7 @@ def test_pods_admitted_and_deleted_leave_the_role_as_large_as_the_pods_left(
             240,
             2.0,
         )
+        deleted_s = time.monotonic() - started
 
         def injected_keeper() -> str | None:
             """A new pod, once one is injected (on an overloaded API the webhook admits a pod
@@ -547,7 +549,8 @@ def test_pods_admitted_and_deleted_leave_the_role_as_large_as_the_pods_left(
         )
         print(
             f"{PODS + 2} pods admitted, {PODS + 1} deleted: the Role granted {peak} names, "
-            f"then {len(final)} ({time.monotonic() - started:.1f} s)"
+            f"then {len(final)} ({PODS} admitted at {admitted_s:.1f} s, gone at "
+            f"{deleted_s:.1f} s, pruned at {time.monotonic() - started:.1f} s)"
         )
         assert all(len(n) <= 253 for n in final)
 

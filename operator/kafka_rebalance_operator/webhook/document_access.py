@@ -23,6 +23,7 @@ the webhook's deadline.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -145,58 +146,77 @@ def add_documents(
     _retry_conflicts(step)
 
 
+# Up to this many pods are looked up one by one; more are found in one list of the namespace.
+FEW_PODS = 3
+
+
+def _existing(core: Any, namespace: str, pods: set[str], timeout_s: float) -> set[str]:
+    """Which of `pods` exist in `namespace`."""
+    if len(pods) <= FEW_PODS:
+        found = set()
+        for pod in pods:
+            try:
+                core.read_namespaced_pod(pod, namespace, _request_timeout=timeout_s)
+            except ApiException as error:
+                if error.status == 404:
+                    continue
+                raise
+            found.add(pod)
+        return found
+    listed = core.list_namespaced_pod(namespace, _request_timeout=timeout_s, _preload_content=False)
+    return pods & {item["metadata"]["name"] for item in json.loads(listed.data)["items"]}
+
+
 def remove_gone(
-    namespace: str, policy: str, pod: str, timeout_s: float = DEFAULT_TIMEOUT_S
-) -> bool:
-    """Take the document of `pod` out of the policy's Role when no pod of that name exists;
-    returns whether it was removed. A pod of that name admitted meanwhile (a StatefulSet's
-    replacement) keeps or gets its name back: the pod is looked up before and again after the
-    removal, and one created later adds its name when the webhook sees it (`add_documents`)."""
+    namespace: str, policy: str, pods: Iterable[str], timeout_s: float = DEFAULT_TIMEOUT_S
+) -> set[str]:
+    """Take the documents of those of `pods` that no longer exist out of the policy's Role, in
+    one write; returns the pods whose documents were removed. A pod of one of these names
+    admitted meanwhile (a StatefulSet's replacement) keeps or gets its name back: the pods are
+    looked up before and again after the removal, and one created later adds its name when the
+    webhook sees it (`add_documents`)."""
     core = client.CoreV1Api(kube_io.api())
     rbac = client.RbacAuthorizationV1Api(kube_io.api())
-    document = names.configmap_name(policy, pod)
+    candidates = set(pods)
+    gone = candidates - _existing(core, namespace, candidates, timeout_s)
+    if not gone:
+        return set()
+    pod_of = {names.configmap_name(policy, pod): pod for pod in gone}
 
-    def exists() -> bool:
-        try:
-            core.read_namespaced_pod(pod, namespace, _request_timeout=timeout_s)
-        except ApiException as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
-
-    if exists():
-        return False
-
-    def step() -> bool:
+    def step() -> set[str]:
         try:
             role = rbac.read_namespaced_role(
                 role_name(policy), namespace, _request_timeout=timeout_s
             )
         except ApiException as error:
             if error.status == 404:
-                return False
+                return set()
             raise
         held = _role_documents(role)
-        if document not in held:
-            return False
+        dropped = held & pod_of.keys()
+        if not dropped:
+            return set()
         body = kube_io.api().sanitize_for_serialization(role)
-        body["rules"] = _rules(held - {document})
+        body["rules"] = _rules(held - dropped)
         rbac.replace_namespaced_role(role_name(policy), namespace, body, _request_timeout=timeout_s)
-        return True
+        return {pod_of[document] for document in dropped}
 
     removed = _retry_conflicts(step)
-    if removed and exists():
-        add_documents(namespace, policy, [document], timeout_s=timeout_s)
-        return False
-    return removed
+    back = _existing(core, namespace, removed, timeout_s) if removed else set()
+    if back:
+        documents = [names.configmap_name(policy, pod) for pod in back]
+        add_documents(namespace, policy, documents, timeout_s=timeout_s)
+    return removed - back
 
 
 def _bind(
-    namespace: str, policy: str, account: str, owner_uid: str | None, timeout_s: float
+    namespace: str, policy: str, accounts: Iterable[str], owner_uid: str | None, timeout_s: float
 ) -> None:
     rbac = client.RbacAuthorizationV1Api(kube_io.api())
-    subject = {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+    wanted = [
+        {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+        for account in sorted(set(accounts))
+    ]
 
     def step() -> None:
         try:
@@ -215,7 +235,7 @@ def _bind(
                         "kind": "Role",
                         "name": role_name(policy),
                     },
-                    "subjects": [subject],
+                    "subjects": wanted,
                 },
                 _request_timeout=timeout_s,
             )
@@ -224,10 +244,11 @@ def _bind(
             {"kind": s.kind, "name": s.name, "namespace": s.namespace}
             for s in binding.subjects or []
         ]
-        if subject in subjects:
+        missing = [subject for subject in wanted if subject not in subjects]
+        if not missing:
             return
         body = kube_io.api().sanitize_for_serialization(binding)
-        body["subjects"] = [*subjects, subject]
+        body["subjects"] = [*subjects, *missing]
         rbac.replace_namespaced_role_binding(
             role_name(policy), namespace, body, _request_timeout=timeout_s
         )
@@ -239,16 +260,17 @@ def grant(
     namespace: str,
     policy: str,
     owner_uid: str,
-    account: str,
+    accounts: Iterable[str],
     documents: Iterable[str],
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """ServiceAccount `account` may read the policy's `documents` (and those added later);
-    each API call times out after `timeout_s`."""
+    """The ServiceAccounts `accounts` may read the policy's `documents` (and those added
+    later): at most one write of the Role and one of the RoleBinding, whatever the number of
+    pods granted together; each API call times out after `timeout_s`."""
     add_documents(
         namespace, policy, documents, create=True, owner_uid=owner_uid, timeout_s=timeout_s
     )
-    _bind(namespace, policy, account, owner_uid, timeout_s)
+    _bind(namespace, policy, accounts, owner_uid, timeout_s)
 
 
 def point_configuration(

@@ -24,7 +24,7 @@ A sidecar that watches its ConfigMap needs read access to it: `document_access.p
 policy, a Role whose `resourceNames` are the documents of that policy's injected pods that
 exist (added at admission and when a pod is seen, removed when it is deleted: the Role is as
 large as the policy's pods) and a RoleBinding for their ServiceAccounts; one replica changes a
-policy's Role one change at a time (`PolicyLocks`).
+policy's Role one change at a time, a burst of changes in one write (`role_changes.py`).
 
 Invariants: the webhook never writes during a dry run (sideEffects NoneOnDryRun); a refusal
 names the policy and the field; a policy missing from the index (a replica that has just
@@ -52,7 +52,7 @@ from typing import Any
 import kopf
 
 from kafka_rebalance_operator import metrics, names
-from kafka_rebalance_operator.webhook import document_access, sidecar_annotations
+from kafka_rebalance_operator.webhook import document_access, role_changes, sidecar_annotations
 from kafka_rebalance_operator.webhook import events as webhook_events
 from kafka_rebalance_operator.webhook import outcomes as webhook_outcomes
 from kafka_rebalance_operator.webhook.injection import (
@@ -204,7 +204,7 @@ def register(
     serving: threading.Event | None = None,
 ) -> None:
     policies = (names.GROUP, names.VERSION, names.PLURAL)
-    locks = PolicyLocks()
+    changes = role_changes.RoleChanges(config.request_timeout_s)
     throttle = webhook_events.Throttle()
     # kopf's callback protocols type `namespace` as `str | None` (cluster-scoped resources);
     # policies and ConfigMaps are namespaced.
@@ -219,7 +219,7 @@ def register(
         ignore_failures=True,  # the chart's configuration decides; kopf's is not used
         annotations={ANNOTATION_POLICY: kopf.PRESENT},
         registry=handlers,
-    )(_mutate(config, locks, throttle))
+    )(_mutate(config, changes, throttle))
     kopf.on.event(
         "",
         "v1",
@@ -227,7 +227,7 @@ def register(
         id="injection_members",
         annotations={ANNOTATION_POLICY: kopf.PRESENT},
         registry=handlers,
-    )(_track_members(config, locks))
+    )(_track_members(changes))
     kopf.on.startup(registry=handlers)(_serve(config, serving or threading.Event()))
     logging.getLogger("kopf.objects").addFilter(_QuietSuccess())
 
@@ -261,20 +261,9 @@ def injection_policies(
     return {(namespace, name): {"spec": _plain(dict(spec)), "uid": uid}}
 
 
-class PolicyLocks:
-    """One asyncio lock per (namespace, policy): this replica's changes to a policy's Role
-    and RoleBinding happen one at a time (admissions and pod events come in bursts, and each
-    change is a read-modify-write that a concurrent one would make conflict). Replicas still
-    race each other; their conflicts are retried with jitter (document_access)."""
-
-    def __init__(self) -> None:
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-
-    def of(self, namespace: str, policy: str) -> asyncio.Lock:
-        return self._locks.setdefault((namespace, policy), asyncio.Lock())
-
-
-def _mutate(config: WebhookConfig, locks: PolicyLocks, throttle: webhook_events.Throttle) -> Any:
+def _mutate(
+    config: WebhookConfig, changes: role_changes.RoleChanges, throttle: webhook_events.Throttle
+) -> Any:
     async def mutate(
         body: kopf.Body,
         patch: kopf.Patch,
@@ -288,7 +277,7 @@ def _mutate(config: WebhookConfig, locks: PolicyLocks, throttle: webhook_events.
         try:
             found = list(injection_policies.get((namespace, policy), []))
             admitted = await asyncio.wait_for(
-                _admit(config, locks, body, dryrun, warnings, found),
+                _admit(config, changes, body, dryrun, warnings, found),
                 config.deadline_s,
             )
         except Refused as refusal:
@@ -360,7 +349,7 @@ def _report(
 
 async def _admit(
     config: WebhookConfig,
-    locks: PolicyLocks,
+    changes: role_changes.RoleChanges,
     body: kopf.Body,
     dryrun: bool,
     warnings: list[str],
@@ -399,16 +388,7 @@ async def _admit(
             )
         # The pod's own document; a pod named only at creation adds it when it is seen.
         documents = [injected.configmap] if injected.configmap else []
-        async with locks.of(namespace, policy):
-            await asyncio.to_thread(
-                document_access.grant,
-                namespace,
-                policy,
-                found[0]["uid"],
-                account,
-                documents,
-                config.request_timeout_s,
-            )
+        await changes.grant(namespace, policy, found[0]["uid"], account, documents)
     return Admitted(injected, problems, unchanged)
 
 
@@ -458,27 +438,18 @@ def _read_policy(namespace: str, name: str, timeout_s: float) -> list[dict[str, 
     return [{"spec": dict(body.get("spec") or {}), "uid": body["metadata"]["uid"]}]
 
 
-def _track_members(config: WebhookConfig, locks: PolicyLocks) -> Any:
+def _track_members(changes: role_changes.RoleChanges) -> Any:
     async def track(type: str | None, namespace: str, name: str, body: kopf.Body, **_: Any) -> None:
         """Keep the policy's Role to the documents of its pods that exist: an injected pod
         that watches its document adds its name when seen (listing at start, or created), and
-        a deleted one takes it out (`document_access.remove_gone`)."""
+        a deleted one takes it out (`role_changes`: a burst of either in a few writes)."""
         policy = str(body.metadata.annotations.get(ANNOTATION_POLICY) or "").strip()
         if not policy or not _watches_document(body):
             return
-        async with locks.of(namespace, policy):
-            if type == "DELETED":
-                await asyncio.to_thread(
-                    document_access.remove_gone, namespace, policy, name, config.request_timeout_s
-                )
-            elif type in ("ADDED", None):
-                await asyncio.to_thread(
-                    document_access.add_documents,
-                    namespace,
-                    policy,
-                    [names.configmap_name(policy, name)],
-                    timeout_s=config.request_timeout_s,
-                )
+        if type == "DELETED":
+            await changes.deleted(namespace, policy, name)
+        elif type in ("ADDED", None):
+            await changes.seen(namespace, policy, names.configmap_name(policy, name))
 
     return track
 
