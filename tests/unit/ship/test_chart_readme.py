@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import script_modules
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -18,13 +17,7 @@ CHART = ROOT / "charts" / "kafka-rebalance-operator"
 
 
 def _script() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("chart_readme", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("chart_readme", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["chart_readme"] = module  # dataclasses look their module up there
-    loader.exec_module(module)
-    return module
+    return script_modules.load("chart-readme")
 
 
 def _check(chart: Path) -> subprocess.CompletedProcess[str]:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-import sys
 import threading
 import time
 import zipfile
@@ -12,19 +9,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "release-image"
+import script_modules
 
 
 @pytest.fixture(scope="module")
 def release_image() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("release_image", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("release_image", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["release_image"] = module  # dataclasses look their module up there
-    loader.exec_module(module)
-    return module
+    return script_modules.load("release-image")
 
 
 def _wheel(path: Path, entries: dict[str, bytes], date: tuple[int, ...]) -> Path:
